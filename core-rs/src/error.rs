@@ -1,0 +1,104 @@
+//! The one error enum of the engine.
+//!
+//! Every fallible call in the crate returns [`Error`].  Its [`ErrorKind`] is
+//! what the Python layer maps onto the exception hierarchy of
+//! `multihop.errors` (by the kind's name) and what the C ABI maps onto its
+//! negative return codes, so there is exactly one list of failure kinds.
+
+use std::fmt;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, independent of the message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// No runtime of that name, or its monitors are gone.
+    RuntimeNotFound,
+    /// A monitor failed, died, or answered something unexpected.
+    Monitor,
+    /// Export refused (duplicate name, bad name).
+    Export,
+    /// Bind refused, unknown service, or no answer.
+    Bind,
+    /// The channel was closed by either end or its peer died.
+    ChannelClosed,
+    /// Non-blocking send found no room.
+    TxBusy,
+    /// A blocking call reached its timeout.
+    Timeout,
+    /// Message longer than the channel's maximum.
+    MessageTooLarge,
+    /// A peer broke the wire or control protocol.
+    Protocol,
+    /// Bad argument from the caller.
+    InvalidArgument,
+    /// An operating-system call failed.
+    Os,
+    /// A blocking call was interrupted by a signal the caller must handle.
+    Interrupted,
+}
+
+impl ErrorKind {
+    /// The name of the matching class in `multihop.errors`.
+    pub fn python_name(self) -> &'static str {
+        match self {
+            ErrorKind::RuntimeNotFound => "RuntimeNotFound",
+            ErrorKind::Monitor => "MonitorError",
+            ErrorKind::Export => "ExportError",
+            ErrorKind::Bind => "BindError",
+            ErrorKind::ChannelClosed => "ChannelClosed",
+            ErrorKind::TxBusy => "TxBusy",
+            ErrorKind::Timeout => "Timeout",
+            ErrorKind::MessageTooLarge => "MessageTooLarge",
+            ErrorKind::Protocol => "ProtocolError",
+            ErrorKind::InvalidArgument => "MultihopError",
+            ErrorKind::Os => "MonitorError",
+            ErrorKind::Interrupted => "MultihopError",
+        }
+    }
+}
+
+/// An engine error: a kind and a message that names what was wrong.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into() }
+    }
+
+    /// Wrap an OS error with what we were doing when it happened.
+    pub fn os(context: impl fmt::Display, err: io::Error) -> Error {
+        Error::new(ErrorKind::Os, format!("{context}: {err}"))
+    }
+
+    pub fn closed(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::ChannelClosed, message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Timeout, message)
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn protocol(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Protocol, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

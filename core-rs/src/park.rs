@@ -1,0 +1,217 @@
+//! Waiting: spin a bounded while, then park on a futex doorbell.
+//!
+//! Every process (dispatcher or monitor) owns one [`Doorbell`], a word in a
+//! small shared segment that every ring it reads from can ring.  So a
+//! process waits on one word however many rings it reads.
+//!
+//! The protocol is an event count:
+//!
+//! * a reader about to sleep increments `waiters`, reads `epoch`, checks its
+//!   rings once more, and only then calls `FUTEX_WAIT(epoch, seen)`;
+//! * a writer publishes its message, issues a `SeqCst` fence, and reads
+//!   `waiters`; only if it is non-zero does it bump `epoch` and
+//!   `FUTEX_WAKE`.
+//!
+//! The two `SeqCst` operations (the reader's increment, the writer's fence)
+//! order the pair: either the writer sees the waiter, or the reader's final
+//! check sees the message.  A writer pays one fence and one load of a line
+//! that is only written when someone parks, so a reader that is spinning
+//! costs its writer no syscall and no cache-line transfer.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::shm::Segment;
+
+/// Size of a doorbell segment: one page.
+pub const DOORBELL_BYTES: usize = 4096;
+
+#[repr(C, align(128))]
+struct DoorbellWord {
+    /// Bumped by every ring that found a waiter; the futex word.
+    /// Synchronises with the `epoch` load in `park` (via the futex compare).
+    epoch: AtomicU32,
+    /// Threads of the owning process currently parked or about to park.
+    /// Written by the owner (`park`), read by writers in `ring` after their
+    /// `SeqCst` fence.
+    waiters: AtomicU32,
+}
+
+/// A process's doorbell, or a mapping of a peer's.
+pub struct Doorbell {
+    seg: Segment,
+}
+
+/// Why a park returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The condition held (checked before sleeping) or someone rang.
+    Ready,
+    /// The slice ended with nothing rung.
+    Slice,
+    /// A signal arrived: the caller should look at it (e.g. Ctrl-C).
+    Interrupted,
+}
+
+impl Doorbell {
+    /// A new doorbell for this process.
+    pub fn create() -> Result<Doorbell> {
+        Ok(Doorbell { seg: Segment::create("doorbell", DOORBELL_BYTES)? })
+    }
+
+    /// Map a peer's doorbell received over a control socket.
+    pub fn from_fd(fd: OwnedFd) -> Result<Doorbell> {
+        Ok(Doorbell { seg: Segment::from_fd(fd, DOORBELL_BYTES)? })
+    }
+
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    fn word(&self) -> &DoorbellWord {
+        // SAFETY: the segment is at least a page, page-aligned, and lives as long as self.
+        unsafe { &*self.seg.at::<DoorbellWord>(0) }
+    }
+
+    /// Wake the owner if it is parked. Call after publishing (release-storing)
+    /// whatever the owner waits for.
+    #[inline]
+    pub fn ring(&self) {
+        // Orders our earlier publish before the `waiters` load; pairs with the
+        // SeqCst increment of `waiters` in `park`.
+        fence(Ordering::SeqCst);
+        let w = self.word();
+        if w.waiters.load(Ordering::Relaxed) != 0 {
+            self.ring_slow();
+        }
+    }
+
+    #[cold]
+    fn ring_slow(&self) {
+        let w = self.word();
+        // Changes the futex word so a waiter between its `epoch` load and its
+        // FUTEX_WAIT does not sleep.
+        w.epoch.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&w.epoch);
+    }
+
+    /// Park the calling thread of the owning process for at most `slice`,
+    /// unless `ready()` holds. Returns early when rung or signalled.
+    pub fn park(&self, slice: Duration, ready: &mut dyn FnMut() -> bool) -> Wake {
+        let w = self.word();
+        // Announce the waiter before the last check; pairs with the fence in `ring`.
+        w.waiters.fetch_add(1, Ordering::SeqCst);
+        let seen = w.epoch.load(Ordering::SeqCst);
+        let result = if ready() {
+            Wake::Ready
+        } else {
+            match futex_wait(&w.epoch, seen, slice) {
+                Ok(true) => Wake::Ready,
+                Ok(false) => Wake::Slice,
+                Err(_) => Wake::Interrupted,
+            }
+        };
+        w.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+}
+
+/// `FUTEX_WAIT` on a shared (not process-private) word. `Ok(true)` when woken
+/// or the word had changed, `Ok(false)` on timeout, `Err` on EINTR.
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> io::Result<bool> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: futex on a valid, aligned u32 in shared memory.
+    let r = unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec)
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) => Ok(true),
+        Some(libc::ETIMEDOUT) => Ok(false),
+        _ => Err(err),
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: futex on a valid, aligned u32 in shared memory.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+/// How long to spin before parking. `MULTIHOP_SPIN_US` overrides the default
+/// of 50 us: long enough to catch a reply across cores without a syscall,
+/// short enough that an idle waiter costs nothing measurable.
+pub fn spin_budget() -> Duration {
+    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let us = std::env::var("MULTIHOP_SPIN_US").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(50);
+        Duration::from_micros(us)
+    })
+}
+
+/// Spin until `ready()` holds or `budget` passes. Yields the CPU now and then
+/// so a peer sharing this core (oversubscribed runtimes) can run.
+#[inline]
+pub fn spin_until(budget: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut i: u32 = 0;
+    loop {
+        if ready() {
+            return true;
+        }
+        i = i.wrapping_add(1);
+        if i % 64 == 0 {
+            if start.elapsed() >= budget {
+                return false;
+            }
+            if i % 1024 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn park_times_out_without_ring_and_returns_on_ring() {
+        let db = Arc::new(Doorbell::create().unwrap());
+        let t = Instant::now();
+        assert_eq!(db.park(Duration::from_millis(20), &mut || false), Wake::Slice);
+        assert!(t.elapsed() >= Duration::from_millis(15));
+
+        let flag = Arc::new(AtomicBool::new(false));
+        let (db2, flag2) = (db.clone(), flag.clone());
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            flag2.store(true, Ordering::Release);
+            db2.ring();
+        });
+        let t = Instant::now();
+        let mut got = false;
+        while t.elapsed() < Duration::from_secs(5) {
+            if db.park(Duration::from_secs(5), &mut || flag.load(Ordering::Acquire)) == Wake::Ready
+                && flag.load(Ordering::Acquire)
+            {
+                got = true;
+                break;
+            }
+        }
+        h.join().unwrap();
+        assert!(got);
+        assert!(t.elapsed() < Duration::from_secs(2), "ring did not wake the parked thread");
+    }
+}

@@ -1,0 +1,81 @@
+"""The one exception hierarchy of multihop.
+
+Every error the runtime raises is a :class:`MultihopError`.  Each class also
+subclasses the standard-library error a caller would already catch where one
+fits, so ``except TimeoutError`` catches :class:`Timeout` and ``except
+ValueError`` catches :class:`MessageTooLarge`.
+
+The Rust extension raises these very classes: ``multihop._core`` maps its one
+error enum onto them by name (see ``core-rs/src/python.rs``), so there is no
+second hierarchy to keep in step.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MultihopError",
+    "RuntimeNotFound",
+    "RuntimeExists",
+    "MonitorError",
+    "ExportError",
+    "BindError",
+    "ChannelClosed",
+    "TxBusy",
+    "Timeout",
+    "MessageTooLarge",
+    "ProtocolError",
+    "RoutingError",
+    "IdlError",
+]
+
+
+class MultihopError(Exception):
+    """Base class of every error raised by multihop."""
+
+
+class RuntimeNotFound(MultihopError, FileNotFoundError):
+    """No runtime of that name exists (or its monitors are gone)."""
+
+
+class RuntimeExists(MultihopError, FileExistsError):
+    """A live runtime of that name already exists."""
+
+
+class MonitorError(MultihopError, OSError):
+    """A monitor failed to start, died, or answered something unexpected."""
+
+
+class ExportError(MultihopError, ValueError):
+    """A service could not be exported (for example, the name is taken)."""
+
+
+class BindError(MultihopError, ConnectionError):
+    """A bind failed: unknown service, refused by the service, or no answer."""
+
+
+class ChannelClosed(MultihopError, ConnectionError):
+    """The channel was closed by either end, or its peer died."""
+
+
+class TxBusy(MultihopError, BlockingIOError):
+    """A non-blocking send found no room (ring full or credit window used up)."""
+
+
+class Timeout(MultihopError, TimeoutError):
+    """A blocking call reached its timeout."""
+
+
+class MessageTooLarge(MultihopError, ValueError):
+    """A message is longer than the channel's maximum message size."""
+
+
+class ProtocolError(MultihopError, ValueError):
+    """A peer sent something that does not follow the wire or control protocol."""
+
+
+class RoutingError(MultihopError, ValueError):
+    """A routing mode, topology or core is not valid."""
+
+
+class IdlError(MultihopError, ValueError):
+    """A Flounder interface file is malformed or cannot be generated."""
