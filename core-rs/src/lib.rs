@@ -10,3 +10,6 @@ pub mod error;
 pub mod park;
 pub mod ring;
 pub mod shm;
+pub mod peer;
+pub mod sock;
+pub mod channel;

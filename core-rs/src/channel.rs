@@ -1,0 +1,588 @@
+//! Dispatcher channel endpoints. For now: UMP channels, a ring pair directly
+//! between two dispatchers in one sealed segment, no monitor on the path.
+//!
+//! Segment layout (offsets in bytes):
+//!
+//! ```text
+//! 0     ChannelHeader: magic, version, geometry, max message   (128 B)
+//! 128   closed flags, one per side                           (128 B)
+//! 256   ring 0: client -> server       ring_bytes(nslots)
+//! ...   ring 1: server -> client       ring_bytes(nslots)
+//! ```
+//!
+//! The client creates and fills the header; the server checks it before it
+//! trusts a single offset.  Each side writes only its own ring's slots, its
+//! own consumer line, and its own closed flag.
+//!
+//! End of life: `close` sets this side's flag and rings the peer.  A peer
+//! that dies without closing is seen through its pidfd.  Either way the
+//! other side can still read what was already sent, then gets
+//! `ChannelClosed`; a send to a closed or dead peer fails at once.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::park::{spin_budget, spin_until, Doorbell, Wake};
+use crate::peer::PeerWatch;
+use crate::ring::{
+    ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS,
+    SLOT_PAYLOAD,
+};
+use crate::shm::Segment;
+
+const MAGIC: u64 = 0x4d48_5f55_4d50_0001; // "MH_UMP" v1
+const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 256;
+/// Default and hard limit of a channel's maximum message size.
+pub const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
+pub const LIMIT_MAX_MESSAGE: usize = 64 << 20;
+/// Longest a blocking wait sleeps before it returns to let the caller look
+/// at signals and the peer's health.
+pub const PARK_SLICE: Duration = Duration::from_millis(50);
+/// Message kind of user data on a UMP ring.
+const KIND_DATA: u8 = 1;
+
+#[repr(C, align(128))]
+struct ChannelHeader {
+    magic: u64,
+    version: u32,
+    nslots: u32,
+    soft_slots: u32,
+    _pad: u32,
+    max_message: u64,
+}
+
+#[repr(C, align(128))]
+struct ClosedFlags {
+    /// `closed[side]` is set (release) by that side when it closes; read
+    /// (acquire) by the other side before it reports ChannelClosed.
+    closed: [AtomicU32; 2],
+}
+
+/// Which end of a channel this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Side {
+    Client = 0,
+    Server = 1,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        self as usize
+    }
+    fn peer(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// What a blocking caller waits for.
+#[derive(Clone, Copy, Debug)]
+pub enum Want {
+    Readable,
+    Writable(usize),
+}
+
+/// Result of one bounded wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    Ready,
+    /// A slice passed; call again (after checking signals).
+    Slice,
+    TimedOut,
+    Interrupted,
+}
+
+/// Counters of one endpoint.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChannelStats {
+    pub sent: u64,
+    pub received: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub busy_count: u64,
+    pub parks: u64,
+}
+
+/// Everything fixed at bind time that callers may want to read.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChannelInfo {
+    pub id: u64,
+    pub service: String,
+    pub transport: &'static str,
+    pub side: Side,
+    pub peer_pid: u32,
+    pub peer_core: u32,
+    pub max_message: usize,
+    pub ring_slots: usize,
+}
+
+struct TxState {
+    producer: Producer,
+    sent: u64,
+    bytes: u64,
+    busy: u64,
+}
+
+struct RxState {
+    consumer: Consumer,
+    received: u64,
+    bytes: u64,
+}
+
+/// One end of a UMP channel.
+pub struct UmpChannel {
+    seg: Segment,
+    info: ChannelInfo,
+    tx: Mutex<TxState>,
+    rx: Mutex<RxState>,
+    my_doorbell: Arc<Doorbell>,
+    peer_doorbell: Doorbell,
+    peer: PeerWatch,
+    closed_here: AtomicBool,
+    /// Blocking waits that parked; statistics only.
+    parks: AtomicU64,
+    on_close: Mutex<Option<Box<dyn FnOnce(u64) + Send>>>,
+}
+
+/// Bytes of a channel segment for a maximum message size.
+pub fn segment_bytes(max_message: usize) -> usize {
+    HEADER_BYTES + 2 * ring_bytes(slots_for_max_message(max_message))
+}
+
+fn check_max_message(max_message: usize) -> Result<()> {
+    if max_message == 0 || max_message > LIMIT_MAX_MESSAGE {
+        return Err(Error::invalid(format!(
+            "max_message {max_message} out of range 1..={LIMIT_MAX_MESSAGE}"
+        )));
+    }
+    Ok(())
+}
+
+/// Create the segment of a new channel (the client does this before bind).
+pub fn create_segment(max_message: usize) -> Result<Segment> {
+    check_max_message(max_message)?;
+    let nslots = slots_for_max_message(max_message);
+    let seg = Segment::create("ump", segment_bytes(max_message))?;
+    // SAFETY: fresh segment of at least HEADER_BYTES, nobody else maps it yet.
+    unsafe {
+        let h = &mut *seg.at::<ChannelHeader>(0);
+        h.magic = MAGIC;
+        h.version = VERSION;
+        h.nslots = nslots as u32;
+        h.soft_slots = DEFAULT_SOFT_SLOTS.min(nslots) as u32;
+        h.max_message = max_message as u64;
+    }
+    Ok(seg)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl UmpChannel {
+    /// Open one end over a segment made by `create_segment` (ours, or the
+    /// client's as received by the server, whose header is checked here).
+    pub fn open(
+        seg: Segment,
+        mut info: ChannelInfo,
+        my_doorbell: Arc<Doorbell>,
+        peer_doorbell: Doorbell,
+        peer: PeerWatch,
+    ) -> Result<UmpChannel> {
+        let (geo, max_message) = {
+            let h = unsafe { &*seg.at::<ChannelHeader>(0) };
+            if h.magic != MAGIC || h.version != VERSION {
+                return Err(Error::protocol("channel segment has a bad magic number or version"));
+            }
+            let geo = RingGeometry::new(h.nslots as usize, h.soft_slots as usize)?;
+            let max_message = h.max_message as usize;
+            check_max_message(max_message)?;
+            if slots_for(max_message) > geo.nslots || seg.len() < HEADER_BYTES + 2 * ring_bytes(geo.nslots) {
+                return Err(Error::protocol("channel segment is too small for its declared geometry"));
+            }
+            (geo, max_message)
+        };
+        info.max_message = max_message;
+        info.ring_slots = geo.nslots;
+        let ring = |i: usize| unsafe { seg.as_ptr().add(HEADER_BYTES + i * ring_bytes(geo.nslots)) };
+        let (out_ring, in_ring) = match info.side {
+            Side::Client => (ring(0), ring(1)),
+            Side::Server => (ring(1), ring(0)),
+        };
+        // SAFETY: each side owns the producer of its outgoing ring and the
+        // consumer of its incoming ring; the segment outlives both (it is a
+        // field of the channel and dropped after them).
+        let producer = unsafe { Producer::new(out_ring, geo) };
+        let consumer = unsafe { Consumer::new(in_ring, geo, max_message) };
+        Ok(UmpChannel {
+            seg,
+            info,
+            tx: Mutex::new(TxState { producer, sent: 0, bytes: 0, busy: 0 }),
+            rx: Mutex::new(RxState { consumer, received: 0, bytes: 0 }),
+            my_doorbell,
+            peer_doorbell,
+            peer,
+            closed_here: AtomicBool::new(false),
+            parks: AtomicU64::new(0),
+            on_close: Mutex::new(None),
+        })
+    }
+
+    pub fn info(&self) -> &ChannelInfo {
+        &self.info
+    }
+
+    pub fn max_message(&self) -> usize {
+        self.info.max_message
+    }
+
+    /// Run `f(channel id)` once when this end closes (bookkeeping hook).
+    pub fn set_on_close(&self, f: Box<dyn FnOnce(u64) + Send>) {
+        *lock(&self.on_close) = Some(f);
+    }
+
+    fn flags(&self) -> &ClosedFlags {
+        unsafe { &*self.seg.at::<ClosedFlags>(128) }
+    }
+
+    /// Whether this end was closed locally.
+    pub fn is_closed(&self) -> bool {
+        self.closed_here.load(Ordering::Relaxed)
+    }
+
+    /// Whether the peer closed its end or died.
+    #[inline]
+    fn peer_gone(&self, throttled: bool) -> bool {
+        // Pairs with the release store in `close` on the peer's side.
+        if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        if throttled {
+            self.peer.is_dead_throttled()
+        } else {
+            self.peer.is_dead()
+        }
+    }
+
+    fn closed_error(&self) -> Error {
+        if self.is_closed() {
+            Error::closed(format!("channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service))
+        } else if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
+            Error::closed(format!("channel {:#x} to {:?}: the peer closed it", self.info.id, self.info.service))
+        } else {
+            Error::closed(format!(
+                "channel {:#x} to {:?}: the peer process {} died",
+                self.info.id, self.info.service, self.peer.pid()
+            ))
+        }
+    }
+
+    fn check_len(&self, len: usize) -> Result<()> {
+        if len > self.info.max_message {
+            return Err(Error::new(
+                ErrorKind::MessageTooLarge,
+                format!("message of {len} bytes exceeds the channel maximum of {} bytes", self.info.max_message),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Send one message made of `parts` if there is room now.
+    #[inline]
+    pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
+        if self.is_closed() || self.peer_gone(true) {
+            return Err(self.closed_error());
+        }
+        let mut tx = lock(&self.tx);
+        if !tx.producer.try_send(KIND_DATA, parts) {
+            tx.busy += 1;
+            return Err(Error::new(ErrorKind::TxBusy, "ring full: the receiver has not caught up"));
+        }
+        tx.sent += 1;
+        tx.bytes += len as u64;
+        drop(tx);
+        self.peer_doorbell.ring();
+        Ok(())
+    }
+
+    /// Send as many of `msgs` as fit now, in order; returns how many.
+    pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
+        if self.is_closed() || self.peer_gone(true) {
+            return Err(self.closed_error());
+        }
+        let mut tx = lock(&self.tx);
+        let mut n = 0usize;
+        let mut pending: Option<&[u8]> = None;
+        loop {
+            let m = match pending.take().or_else(|| msgs.next()) {
+                Some(m) => m,
+                None => break,
+            };
+            self.check_len(m.len())?;
+            if !tx.producer.try_send(KIND_DATA, &[m]) {
+                break;
+            }
+            tx.sent += 1;
+            tx.bytes += m.len() as u64;
+            n += 1;
+        }
+        drop(tx);
+        if n > 0 {
+            self.peer_doorbell.ring();
+        }
+        Ok(n)
+    }
+
+    /// Receive one message if one is there: `make(len, copy)` builds the
+    /// result, where `copy(dst)` fills a `len`-byte buffer with the payload.
+    /// Returns `ChannelClosed` only once the ring is drained.
+    #[inline]
+    pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        let mut rx = lock(&self.rx);
+        match rx.consumer.peek()? {
+            Some(h) => Ok(Some(self.take(&mut rx, h, make)?)),
+            None => {
+                if rx.consumer.publish() {
+                    self.peer_doorbell.ring();
+                }
+                drop(rx);
+                if self.peer_gone(true) {
+                    // The peer may have written just before it went: look once more.
+                    let mut rx = lock(&self.rx);
+                    if let Some(h) = rx.consumer.peek()? {
+                        return Ok(Some(self.take(&mut rx, h, make)?));
+                    }
+                    return Err(self.closed_error());
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    #[inline]
+    fn take<T>(&self, rx: &mut RxState, h: Header, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<T> {
+        let consumer = &rx.consumer;
+        let v = make(h.len, &mut |dst: &mut [u8]| consumer.copy_out(h, dst))?;
+        rx.received += 1;
+        rx.bytes += h.len as u64;
+        if rx.consumer.advance(h) {
+            self.peer_doorbell.ring();
+        }
+        Ok(v)
+    }
+
+    /// Receive one message into a Vec, if one is there.
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>> {
+        self.try_recv_with(|len, copy| {
+            let mut v = vec![0u8; len];
+            copy(&mut v);
+            Ok(v)
+        })
+    }
+
+    fn is_ready(&self, want: Want) -> bool {
+        if self.is_closed() {
+            return true;
+        }
+        let ready = match want {
+            Want::Readable => {
+                let mut rx = lock(&self.rx);
+                let has = !matches!(rx.consumer.peek(), Ok(None));
+                if !has && rx.consumer.publish() {
+                    self.peer_doorbell.ring();
+                }
+                has
+            }
+            Want::Writable(len) => lock(&self.tx).producer.has_room(len),
+        };
+        ready || self.peer_gone(true)
+    }
+
+    /// Wait, without holding any lock, until `want` may succeed, the channel
+    /// closes, `deadline` passes, or one park slice ends. Never blocks longer
+    /// than the spin budget plus [`PARK_SLICE`].
+    pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
+        let now = Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left == Some(Duration::ZERO) {
+            return if self.is_ready(want) { Waited::Ready } else { Waited::TimedOut };
+        }
+        let budget = left.map_or(spin_budget(), |l| l.min(spin_budget()));
+        if spin_until(budget, &mut || self.is_ready(want)) {
+            return Waited::Ready;
+        }
+        let slice = deadline.map_or(PARK_SLICE, |d| d.saturating_duration_since(Instant::now()).min(PARK_SLICE));
+        if slice.is_zero() {
+            return Waited::TimedOut;
+        }
+        self.parks.fetch_add(1, Ordering::Relaxed);
+        let wake = self.my_doorbell.park(slice, &mut || self.is_ready(want));
+        match wake {
+            Wake::Ready => Waited::Ready,
+            Wake::Interrupted => Waited::Interrupted,
+            Wake::Slice => {
+                // Look at the peer without the rate limit once per slice.
+                if self.peer.is_dead() || self.is_ready(want) {
+                    Waited::Ready
+                } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Waited::TimedOut
+                } else {
+                    Waited::Slice
+                }
+            }
+        }
+    }
+
+    /// Close this end: the peer sees `ChannelClosed` once it has read what
+    /// was sent. Idempotent.
+    pub fn close(&self) {
+        if self.closed_here.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // Publishes everything we sent before the flag; pairs with the acquire in `peer_gone`.
+        self.flags().closed[self.info.side.index()].store(1, Ordering::Release);
+        self.peer_doorbell.ring();
+        self.my_doorbell.ring(); // wake our own threads blocked on this channel
+        if let Some(f) = lock(&self.on_close).take() {
+            f(self.info.id);
+        }
+    }
+
+    pub fn stats(&self) -> ChannelStats {
+        let (sent, bytes_sent, busy) = {
+            let tx = lock(&self.tx);
+            (tx.sent, tx.bytes, tx.busy)
+        };
+        let (received, bytes_received) = {
+            let rx = lock(&self.rx);
+            (rx.received, rx.bytes)
+        };
+        ChannelStats { sent, received, bytes_sent, bytes_received, busy_count: busy, parks: self.parks.load(Ordering::Relaxed) }
+    }
+
+    /// Record a busy event seen by a blocking sender.
+    pub fn note_busy(&self) {
+        lock(&self.tx).busy += 1;
+    }
+
+    /// Largest payload per slot; exposed for sizing batches.
+    pub const SLOT_PAYLOAD: usize = SLOT_PAYLOAD;
+}
+
+impl Drop for UmpChannel {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Blocking helpers over `try_*` + `wait`, for callers that need no signal
+/// handling between slices (Rust users, the C ABI).
+impl UmpChannel {
+    pub fn send_blocking(&self, parts: &[&[u8]], timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        loop {
+            match self.try_send(parts) {
+                Err(e) if e.kind == ErrorKind::TxBusy => {}
+                other => return other,
+            }
+            match self.wait(Want::Writable(len), deadline) {
+                Waited::TimedOut => return Err(Error::timeout("send timed out: the receiver did not make room")),
+                Waited::Interrupted => return Err(Error::new(ErrorKind::Interrupted, "send interrupted by a signal")),
+                _ => {}
+            }
+        }
+    }
+
+    pub fn recv_blocking(&self, timeout: Option<Duration>) -> Result<Vec<u8>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(v) = self.try_recv()? {
+                return Ok(v);
+            }
+            match self.wait(Want::Readable, deadline) {
+                Waited::TimedOut => return Err(Error::timeout("recv timed out: no message")),
+                Waited::Interrupted => return Err(Error::new(ErrorKind::Interrupted, "recv interrupted by a signal")),
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    fn dup(seg: &Segment) -> OwnedFd {
+        unsafe { OwnedFd::from_raw_fd(libc::dup(seg.raw_fd())) }
+    }
+
+    fn pair(max: usize) -> (UmpChannel, UmpChannel) {
+        let seg = create_segment(max).unwrap();
+        let seg2 = Segment::from_fd(dup(&seg), 0).unwrap();
+        let (da, db) = (Arc::new(Doorbell::create().unwrap()), Arc::new(Doorbell::create().unwrap()));
+        let info = |side| ChannelInfo {
+            id: 1,
+            service: "t".into(),
+            transport: "ump",
+            side,
+            peer_pid: std::process::id(),
+            peer_core: 0,
+            max_message: 0,
+            ring_slots: 0,
+        };
+        let me = || PeerWatch::new(std::process::id());
+        let a = UmpChannel::open(seg, info(Side::Client), da.clone(), Doorbell::from_fd(dup(db.segment())).unwrap(), me().unwrap()).unwrap();
+        let b = UmpChannel::open(seg2, info(Side::Server), db, Doorbell::from_fd(dup(da.segment())).unwrap(), me().unwrap()).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn both_directions_and_max_message() {
+        let (a, b) = pair(100_000);
+        a.send_blocking(&[b"ping"], None).unwrap();
+        assert_eq!(b.recv_blocking(Some(Duration::from_secs(1))).unwrap(), b"ping");
+        let big = vec![7u8; 100_000];
+        b.send_blocking(&[&big], None).unwrap();
+        assert_eq!(a.recv_blocking(None).unwrap(), big);
+        let err = a.try_send(&[&vec![0u8; 100_001]]).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::MessageTooLarge);
+        assert_eq!(b.recv_blocking(Some(Duration::from_millis(20))).unwrap_err().kind, ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn close_drains_then_reports_closed() {
+        let (a, b) = pair(4096);
+        a.try_send(&[b"last words"]).unwrap();
+        a.close();
+        assert_eq!(b.try_recv().unwrap().unwrap(), b"last words");
+        assert_eq!(b.try_recv().unwrap_err().kind, ErrorKind::ChannelClosed);
+        assert_eq!(b.try_send(&[b"x"]).unwrap_err().kind, ErrorKind::ChannelClosed);
+        assert_eq!(a.try_send(&[b"x"]).unwrap_err().kind, ErrorKind::ChannelClosed);
+    }
+
+    #[test]
+    fn blocked_receiver_is_woken_across_threads() {
+        let (a, b) = pair(4096);
+        let b = Arc::new(b);
+        let b2 = b.clone();
+        let h = std::thread::spawn(move || b2.recv_blocking(Some(Duration::from_secs(5))).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        a.send_blocking(&[b"wake"], None).unwrap();
+        assert_eq!(h.join().unwrap(), b"wake");
+        assert!(b.stats().parks >= 1);
+    }
+}
