@@ -383,6 +383,50 @@ impl UmpChannel {
         Ok(v)
     }
 
+    /// Receive up to `max` messages that are there now, under one lock.
+    /// `each(len, copy)` handles one and says whether to take the next
+    /// (`Ok(false)` leaves the message it was shown in the ring).
+    /// Returns how many were taken; `ChannelClosed` only if none were and the
+    /// peer is gone.
+    pub fn try_recv_many(
+        &self,
+        max: usize,
+        each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
+    ) -> Result<usize> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        let mut rx = lock(&self.rx);
+        let mut n = 0usize;
+        let mut rang = false;
+        while n < max {
+            let Some(h) = rx.consumer.peek()? else { break };
+            let consumer = &rx.consumer;
+            if !each(h.len, &mut |dst: &mut [u8]| consumer.copy_out(h, dst))? {
+                break;
+            }
+            rx.received += 1;
+            rx.bytes += h.len as u64;
+            rang |= rx.consumer.advance(h);
+            n += 1;
+        }
+        if n < max && rx.consumer.publish() {
+            rang = true;
+        }
+        drop(rx);
+        if rang {
+            self.peer_doorbell.ring();
+        }
+        if n == 0 && self.peer_gone(true) {
+            // The peer may have written just before it went: only an empty
+            // ring means closed; otherwise the caller comes back for it.
+            if lock(&self.rx).consumer.peek()?.is_none() {
+                return Err(self.closed_error());
+            }
+        }
+        Ok(n)
+    }
+
     /// Receive one message into a Vec, if one is there.
     pub fn try_recv(&self) -> Result<Option<Vec<u8>>> {
         self.try_recv_with(|len, copy| {

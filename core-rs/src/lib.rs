@@ -5,11 +5,24 @@
 //! - [`shm`]: memfd segments
 //! - [`ring`]: the SPSC ring of cache-line slots
 //! - [`park`]: spin-then-futex waiting and doorbells
+//! - [`peer`]: pidfd watch on the process at the other end
+//! - [`sock`]: SEQPACKET control sockets with descriptor passing
+//! - [`control`]: control-protocol frames
+//! - [`channel`]: dispatcher channel endpoints (UMP)
+//! - [`dispatcher`]: attach / export / bind / accept
+//! - [`monitor`]: the per-core monitor process
+//! - `python` (feature `python`): the PyO3 module `multihop._core`
 
+pub mod channel;
+pub mod control;
+pub mod dispatcher;
 pub mod error;
+pub mod monitor;
 pub mod park;
+pub mod peer;
 pub mod ring;
 pub mod shm;
-pub mod peer;
 pub mod sock;
-pub mod channel;
+
+#[cfg(feature = "python")]
+mod python;

@@ -105,6 +105,11 @@ impl SeqSocket {
         self.fd.as_raw_fd()
     }
 
+    /// A second handle on the same socket (for a reader thread).
+    pub fn try_clone(&self) -> io::Result<SeqSocket> {
+        Ok(SeqSocket { fd: self.fd.try_clone()? })
+    }
+
     /// The peer's pid and uid.
     pub fn peer_cred(&self) -> Result<PeerCred> {
         let mut cred: libc::ucred = unsafe { std::mem::zeroed() };

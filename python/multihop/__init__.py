@@ -1,7 +1,18 @@
-"""multihop: a Barrelfish-style multi-hop messaging runtime (public API)."""
+"""multihop: a Barrelfish-style multi-hop messaging runtime (public API).
+
+>>> import multihop as mh
+>>> with mh.Runtime.start("demo", cores=[0, 1]) as rt:      # doctest: +SKIP
+...     srv, cli = rt.dispatcher(core=1), rt.dispatcher(core=0)
+...     svc = srv.export("echo")
+...     ch = cli.bind("echo", transport="ump")
+...     peer = svc.accept(timeout=5)
+...     ch.send(b"ping"); peer.recv(timeout=1)
+b'ping'
+"""
 
 from __future__ import annotations
 
+from multihop._core import Channel, Dispatcher, Service
 from multihop.errors import (
     BindError,
     ChannelClosed,
@@ -17,10 +28,16 @@ from multihop.errors import (
     Timeout,
     TxBusy,
 )
+from multihop.runtime import Runtime
+from multihop.topology import Topology
+
+__version__ = "0.1.0"
 
 __all__ = [
     "BindError",
+    "Channel",
     "ChannelClosed",
+    "Dispatcher",
     "ExportError",
     "IdlError",
     "MessageTooLarge",
@@ -28,8 +45,11 @@ __all__ = [
     "MultihopError",
     "ProtocolError",
     "RoutingError",
+    "Runtime",
     "RuntimeExists",
     "RuntimeNotFound",
+    "Service",
     "Timeout",
+    "Topology",
     "TxBusy",
 ]

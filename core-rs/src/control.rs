@@ -1,0 +1,183 @@
+//! The control protocol: frames exchanged over the control sockets.
+//!
+//! A frame is one SEQPACKET datagram holding one JSON object tagged by `op`;
+//! descriptors (segments, doorbells) ride along as SCM_RIGHTS, in the order
+//! each message's documentation gives.  JSON keeps the control plane easy to
+//! inspect; it is never on the data path (binds and exports only).
+//!
+//! Conversations:
+//! * every connection starts with `Hello` and gets `Welcome`;
+//! * dispatcher -> its monitor: `Export`, `Bind` (+ segment, doorbell),
+//!   `ConnectReply` (+ doorbell when accepted), `Closed`;
+//! * monitor -> dispatcher: `Connect` (+ segment, doorbell), replies;
+//! * monitor -> initial monitor: `Register`, `Lookup`, `Unregister`;
+//! * monitor -> server's monitor: `Bind` (forwarded, same descriptors);
+//! * anyone -> monitor: `Status`, `Shutdown`.
+
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::sock::SeqSocket;
+
+/// What kind of process opened a control connection.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Dispatcher,
+    Monitor,
+    Tool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Msg {
+    Hello { role: Role, core: u32 },
+    Welcome { monitor_pid: u32, core: u32, conn: u64 },
+
+    Export { req: u64, name: String },
+    Exported { req: u64, iref: u64 },
+    /// Descriptors: [channel segment, client doorbell].
+    Bind {
+        req: u64,
+        /// Service name, or empty when `iref` is given.
+        name: String,
+        iref: u64,
+        transport: String,
+        chan: u64,
+        timeout_ms: u64,
+        client_pid: u32,
+        client_core: u32,
+    },
+    /// Descriptors: [server doorbell].
+    Bound { req: u64, chan: u64, iref: u64, service: String, server_pid: u32, server_core: u32 },
+    Fail { req: u64, kind: ErrorKind, message: String },
+    Closed { chan: u64 },
+
+    /// Descriptors: [channel segment, client doorbell].
+    Connect {
+        conn: u64,
+        iref: u64,
+        service: String,
+        chan: u64,
+        transport: String,
+        client_pid: u32,
+        client_core: u32,
+        timeout_ms: u64,
+    },
+    /// Descriptors: [server doorbell] when `accept`.
+    ConnectReply { conn: u64, accept: bool, reason: String },
+
+    Register { req: u64, name: String, core: u32, pid: u32 },
+    Lookup { req: u64, name: String, iref: u64 },
+    Found { req: u64, name: String, iref: u64, core: u32 },
+    Unregister { iref: u64 },
+
+    Status { req: u64 },
+    StatusReply { req: u64, status: serde_json::Value },
+    Shutdown { req: u64 },
+    Done { req: u64 },
+}
+
+impl Msg {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("control messages always serialise")
+    }
+
+    pub fn decode(frame: &[u8]) -> Result<Msg> {
+        serde_json::from_slice(frame).map_err(|e| Error::protocol(format!("malformed control frame: {e}")))
+    }
+
+    pub fn fail(req: u64, e: &Error) -> Msg {
+        Msg::Fail { req, kind: e.kind, message: e.message.clone() }
+    }
+
+    /// Turn a `Fail` reply into the error it carries.
+    pub fn into_result(self) -> Result<Msg> {
+        match self {
+            Msg::Fail { kind, message, .. } => Err(Error::new(kind, message)),
+            other => Ok(other),
+        }
+    }
+}
+
+/// Send a message with descriptors on a connected socket.
+pub fn send(sock: &SeqSocket, msg: &Msg, fds: &[RawFd]) -> Result<()> {
+    sock.send(&msg.encode(), fds).map_err(|e| Error::new(ErrorKind::Monitor, format!("control send failed: {e}")))
+}
+
+/// Receive one message; `Ok(None)` on EOF.
+pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
+    match sock.recv() {
+        Ok(None) => Ok(None),
+        Ok(Some((frame, fds))) => Ok(Some((Msg::decode(&frame)?, fds))),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(Error::timeout("no answer on the control socket in time"))
+        }
+        Err(e) => Err(Error::new(ErrorKind::Monitor, format!("control recv failed: {e}"))),
+    }
+}
+
+/// Connect to a monitor socket and say hello.
+pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
+    let sock = SeqSocket::connect(path).map_err(|e| {
+        Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display()))
+    })?;
+    sock.set_send_timeout(Duration::from_secs(10));
+    sock.set_recv_timeout(Some(Duration::from_secs(10)));
+    send(&sock, &Msg::Hello { role, core }, &[])?;
+    match recv(&sock)? {
+        Some((Msg::Welcome { monitor_pid, .. }, _)) => Ok((sock, monitor_pid)),
+        Some((other, _)) => Err(Error::protocol(format!("monitor answered hello with {other:?}"))),
+        None => Err(Error::new(ErrorKind::Monitor, format!("monitor at {} closed the connection", path.display()))),
+    }
+}
+
+/// One request-reply exchange on a fresh connection (monitor to monitor, or
+/// a tool to a monitor).
+pub fn call(path: &Path, role: Role, msg: &Msg, fds: &[RawFd], timeout: Duration) -> Result<(Msg, Vec<OwnedFd>)> {
+    let (sock, _) = connect(path, role, 0)?;
+    sock.set_recv_timeout(Some(timeout));
+    send(&sock, msg, fds)?;
+    match recv(&sock)? {
+        Some((reply, fds)) => Ok((reply.into_result()?, fds)),
+        None => Err(Error::new(ErrorKind::Monitor, format!("monitor at {} hung up mid-request", path.display()))),
+    }
+}
+
+/// Socket path of the monitor of `core` in a runtime directory.
+pub fn monitor_socket(dir: &Path, core: u32) -> std::path::PathBuf {
+    dir.join(format!("mon-{core}.sock"))
+}
+
+/// A random 64-bit identifier from the OS random source.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let mut got = 0;
+    while got < 8 {
+        let r = unsafe { libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, 8 - got, 0) };
+        if r > 0 {
+            got += r as usize;
+        }
+    }
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let m = Msg::Lookup { req: 3, name: "echo".into(), iref: 0 };
+        match Msg::decode(&m.encode()).unwrap() {
+            Msg::Lookup { req, name, .. } => assert_eq!((req, name.as_str()), (3, "echo")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Msg::decode(b"{\"op\":\"nope\"}").unwrap_err().kind, ErrorKind::Protocol);
+        assert_eq!(Msg::decode(b"\xff\x00").unwrap_err().kind, ErrorKind::Protocol);
+    }
+}
