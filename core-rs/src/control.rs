@@ -128,9 +128,16 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
     })?;
     sock.set_send_timeout(Duration::from_secs(10));
     sock.set_recv_timeout(Some(Duration::from_secs(10)));
-    send(&sock, &Msg::Hello { role, core }, &[])?;
-    match recv(&sock)? {
+    // A monitor that refuses us says why and hangs up, possibly before our
+    // hello lands: read its answer even if the hello could not be sent.
+    let sent = send(&sock, &Msg::Hello { role, core }, &[]);
+    let answer = recv(&sock);
+    if let (Err(e), Ok(None) | Err(_)) = (&sent, &answer) {
+        return Err(e.clone());
+    }
+    match answer? {
         Some((Msg::Welcome { monitor_pid, .. }, _)) => Ok((sock, monitor_pid)),
+        Some((Msg::Fail { kind, message, .. }, _)) => Err(Error::new(kind, message)),
         Some((other, _)) => Err(Error::protocol(format!("monitor answered hello with {other:?}"))),
         None => Err(Error::new(ErrorKind::Monitor, format!("monitor at {} closed the connection", path.display()))),
     }

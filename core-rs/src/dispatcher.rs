@@ -99,11 +99,20 @@ impl Dispatcher {
     /// Attach to the monitor of `core` in the runtime at `dir`.
     pub fn attach(dir: &Path, core: u32) -> Result<Dispatcher> {
         let path = monitor_socket(dir, core);
-        if !path.exists() {
-            return Err(Error::new(
-                ErrorKind::RuntimeNotFound,
-                format!("no monitor for core {core} in {} (is the core part of the runtime?)", dir.display()),
-            ));
+        match std::fs::metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(Error::new(
+                    ErrorKind::Monitor,
+                    format!("permission denied: the runtime at {} belongs to another user", dir.display()),
+                ));
+            }
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::RuntimeNotFound,
+                    format!("no monitor for core {core} in {} (is the core part of the runtime?)", dir.display()),
+                ));
+            }
         }
         let (sock, monitor_pid) = control::connect(&path, Role::Dispatcher, core)?;
         sock.set_recv_timeout(None);

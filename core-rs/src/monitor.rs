@@ -237,6 +237,10 @@ impl Monitor {
         if cred.uid != self.uid {
             self.counters.refused_peers.fetch_add(1, Ordering::Relaxed);
             log(self.cfg.core, format_args!("refused a connection from uid {} (pid {})", cred.uid, cred.pid));
+            // Read its hello first: closing with unread data would reset the
+            // connection and the peer would never see why it was refused.
+            sock.set_recv_timeout(Some(Duration::from_millis(500)));
+            let _ = sock.recv();
             let _ = control::send(
                 &sock,
                 &Msg::Fail { req: 0, kind: ErrorKind::Monitor, message: format!("uid {} may not attach to a runtime of uid {}", cred.uid, self.uid) },

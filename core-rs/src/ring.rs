@@ -43,7 +43,7 @@ pub const RING_HEADER_BYTES: usize = 128;
 /// Control-word kind of a continuation slot. User kinds are 1..=254.
 pub const KIND_CONT: u8 = 0xFF;
 /// Default soft capacity, in slots (64 KiB of slots).
-pub const DEFAULT_SOFT_SLOTS: usize = 1024;
+pub const DEFAULT_SOFT_SLOTS: usize = 4096;
 /// Smallest ring, in slots.
 pub const MIN_SLOTS: usize = 64;
 

@@ -116,10 +116,9 @@ class Runtime:
 
         directory = runtime_dir(name)
         if directory.exists():
-            stale = cls._probe(directory)
-            if stale is None:
+            if cls._probe(directory) is not None:
                 raise RuntimeExists(f"runtime {name!r} is already running (directory {directory})")
-            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(directory, ignore_errors=True)  # stale: its monitors are gone
         directory.mkdir(mode=0o700, parents=True)
 
         meta: dict[str, Any] = {

@@ -1,0 +1,153 @@
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``.
+
+Every subcommand exits 0 on success and 1 with a one-line error (naming what
+was wrong) on failure; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+import multihop as mh
+from multihop.rts import MODES
+from multihop.topology import parse_cores
+
+
+def _cmd_up(a: argparse.Namespace) -> int:
+    rt = mh.Runtime.start(a.name, cores=parse_cores(a.cores) if a.cores else None, routing=a.routing, detached=True)
+    print(f"runtime {rt.name!r} up: cores {rt.cores}, routing {rt.routing}, directory {rt.dir}")
+    return 0
+
+
+def _cmd_down(a: argparse.Namespace) -> int:
+    rt = mh.Runtime.attach(a.name)
+    rt.stop()
+    print(f"runtime {a.name!r} stopped")
+    return 0
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """Human-readable status of a runtime (monitors, dispatchers, services, channels)."""
+    out = [f"runtime {st['name']!r}  routing={st['routing']}  cores={st['cores']}  dir={st['dir']}"]
+    out.append("monitors:")
+    for m in st["monitors"]:
+        if "error" in m:
+            out.append(f"  core {m['core']}: UNREACHABLE ({m['error']})")
+            continue
+        role = " (initial: registry)" if m.get("initial") else ""
+        out.append(
+            f"  core {m['core']}: pid {m['pid']} cpu {m['cpu']}{role}  dispatchers={len(m['dispatchers'])}"
+            f" services={len(m['services'])} channels={len(m['channels'])} binds ok/failed={m['binds_ok']}/{m['binds_failed']}"
+        )
+        for d in m["dispatchers"]:
+            out.append(f"    dispatcher {d['id']}: pid {d['pid']}, {d['channels']} channel(s)")
+        for s in m["services"]:
+            out.append(f"    service {s['name']!r}: iref {s['iref']:#x}")
+        for c in m["channels"]:
+            out.append(
+                f"    channel {c['id']:#x} {c['transport']} {c['service']!r} ({c['side']} side): "
+                f"client pid {c['client_pid']} <-> server pid {c['server_pid']}"
+            )
+    return "\n".join(out)
+
+
+def _cmd_status(a: argparse.Namespace) -> int:
+    st = mh.Runtime.attach(a.name).status()
+    print(json.dumps(st, indent=2) if a.json else format_status(st))
+    return 0
+
+
+def _cmd_demo(a: argparse.Namespace) -> int:
+    from multihop.bench import peers
+
+    name = a.name
+    print(f"starting runtime {name!r} on cores {a.cores} ...", file=sys.stderr)
+    with mh.Runtime.start(name, cores=parse_cores(a.cores)) as rt:
+        figs = peers.run(rt, scale=a.scale, progress=lambda s: print(f"  running: {s}", file=sys.stderr))
+        print(peers.format_table(figs))
+    return 0
+
+
+def _cmd_stubgen(a: argparse.Namespace) -> int:
+    from multihop import idl
+
+    written = idl.stubgen(a.file, a.lang, a.output, a.imports or [])
+    for path in written:
+        print(path)
+    return 0
+
+
+def _cmd_analyze(a: argparse.Namespace) -> int:
+    from multihop import analysis
+
+    argv = list(a.traces) + ["-o", a.output]
+    if a.master:
+        argv += ["--master", a.master]
+    if a.baseline:
+        argv += ["--baseline", a.baseline]
+    return int(analysis.main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``multihop`` command."""
+    p = argparse.ArgumentParser(prog="multihop", description="Barrelfish-style multi-hop messaging runtime")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    up = sub.add_parser("up", help="start a detached runtime")
+    up.add_argument("name")
+    up.add_argument("--cores", default=None, help='cores, e.g. "0-3,6" (default: all CPUs)')
+    up.add_argument("--routing", default="direct", choices=MODES)
+    up.set_defaults(func=_cmd_up)
+
+    down = sub.add_parser("down", help="stop a runtime")
+    down.add_argument("name")
+    down.set_defaults(func=_cmd_down)
+
+    status = sub.add_parser("status", help="show monitors, dispatchers, services and channels")
+    status.add_argument("name")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=_cmd_status)
+
+    demo = sub.add_parser("demo", help="ping-pong and throughput between two processes, against multiprocessing.Pipe")
+    demo.add_argument("--name", default="multihop-demo")
+    demo.add_argument("--cores", default="0-1")
+    demo.add_argument("--scale", type=float, default=0.2, help="work per case relative to the full benchmark")
+    demo.set_defaults(func=_cmd_demo)
+
+    sg = sub.add_parser("stubgen", help="generate bindings from a Flounder interface file")
+    sg.add_argument("file")
+    sg.add_argument("--lang", choices=("python", "c"), required=True)
+    sg.add_argument("-o", "--output", required=True, help="output file (python) or directory (c)")
+    sg.add_argument("--import", dest="imports", action="append", help="alias-only interface file to import")
+    sg.set_defaults(func=_cmd_stubgen)
+
+    an = sub.add_parser("analyze", help="analyze benchmark traces with PySpark into a report")
+    an.add_argument("traces", nargs="+")
+    an.add_argument("-o", "--output", default="report")
+    an.add_argument("--master", default=None)
+    an.add_argument("--baseline", default=None)
+    an.set_defaults(func=_cmd_analyze)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``multihop`` console script."""
+    a = build_parser().parse_args(argv)
+    try:
+        return int(a.func(a) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (mh.MultihopError, ValueError, OSError) as e:
+        if a.debug:
+            raise
+        print(f"multihop {a.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The hand-kept _core.pyi must match the extension: names, members, parameters."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import multihop
+from multihop import _core
+
+PYI = Path(multihop.__file__).with_name("_core.pyi")
+
+
+def _stub_tree() -> ast.Module:
+    return ast.parse(PYI.read_text())
+
+
+def _params(fn: ast.FunctionDef) -> list[str]:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def _runtime_params(obj: object) -> list[str] | None:
+    try:
+        sig = inspect.signature(obj)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for p in sig.parameters.values():
+        if p.name in ("self", "cls", "$self", "$cls"):
+            continue
+        out.append("*" + p.name if p.kind is p.VAR_POSITIONAL else p.name)
+    return out
+
+
+def _public(names: object) -> set[str]:
+    return {n for n in names if not n.startswith("_") or n in ("__enter__", "__exit__")}  # type: ignore[attr-defined]
+
+
+def test_module_level_names_match() -> None:
+    tree = _stub_tree()
+    stub = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            stub.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            stub.add(node.target.id)
+    runtime = {n for n in dir(_core) if not n.startswith("_")} | {"__version__"}
+    assert stub == runtime, f"only in stub: {stub - runtime}; only in extension: {runtime - stub}"
+
+
+def test_classes_members_and_signatures_match() -> None:
+    for node in _stub_tree().body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        cls = getattr(_core, node.name)
+        stub_members = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+        runtime_members = _public(n for n in vars(cls))
+        assert set(stub_members) == runtime_members, (
+            f"{node.name}: only in stub {set(stub_members) - runtime_members}, "
+            f"only in extension {runtime_members - set(stub_members)}"
+        )
+        for name, fn in stub_members.items():
+            is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list)
+            member = inspect.getattr_static(cls, name)
+            if is_property:
+                assert not callable(member) or hasattr(member, "__get__"), f"{node.name}.{name} is not a property"
+                continue
+            got = _runtime_params(getattr(cls, name))
+            if got is not None:
+                assert got == _params(fn), f"{node.name}.{name}: extension {got} vs stub {_params(fn)}"
+
+
+def test_functions_signatures_match() -> None:
+    for node in _stub_tree().body:
+        if isinstance(node, ast.FunctionDef):
+            got = _runtime_params(getattr(_core, node.name))
+            assert got == _params(node), f"{node.name}: extension {got} vs stub {_params(node)}"
+
+
+def test_every_public_python_function_has_a_docstring_and_annotations() -> None:
+    import multihop.cli
+    import multihop.paths
+    import multihop.runtime
+
+    for mod in (multihop.runtime, multihop.paths, multihop.cli, multihop.errors):
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                assert inspect.getdoc(obj), f"{mod.__name__}.{name} has no docstring"
+            if inspect.isfunction(obj):
+                ann = obj.__annotations__
+                assert "return" in ann, f"{mod.__name__}.{name} has no return annotation"
