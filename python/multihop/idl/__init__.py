@@ -1,0 +1,154 @@
+"""Flounder IDL: parse interface files, check them, generate Python and C bindings.
+
+::
+
+    iface = multihop.idl.parse("flounder-idl/echo.if")          # the checked model
+    mod = multihop.idl.load("flounder-idl/echo.if")             # generated module, imported
+    b = mod.EchoBinding(channel)
+    b.tx.ping(seq=1, data=b"hi"); msg = b.rx.next(timeout=1.0)
+    header, source = multihop.idl.generate_c(iface)
+    multihop.idl.stubgen("flounder-idl/echo.if", "c", "out/")  # writes echo.h, echo.c
+
+The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.parser`
+(syntax tree in :mod:`~multihop.idl.syntax`), :mod:`~multihop.idl.checker`
+(model in :mod:`~multihop.idl.model`), :mod:`~multihop.idl.pygen` and
+:mod:`~multihop.idl.cgen` (back ends), :mod:`~multihop.idl.wire` and
+:mod:`~multihop.idl.binding` (run-time support of generated Python code),
+:mod:`~multihop.idl.loopback` (an in-process channel pair for tests).
+The wire format is written down in ``flounder-idl/WIRE.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Iterable, Union
+
+from multihop.idl.cgen import generate_c
+from multihop.idl.checker import check
+from multihop.idl.errors import (
+    DecodeError,
+    IdlCheckError,
+    IdlCodegenError,
+    IdlError,
+    IdlSyntaxError,
+    UnhandledMessage,
+)
+from multihop.idl.model import Interface
+from multihop.idl.parser import parse_text
+from multihop.idl.pygen import generate_python
+from multihop.idl.syntax import FileDecl
+
+__all__ = [
+    "parse",
+    "load",
+    "generate_python",
+    "generate_c",
+    "stubgen",
+    "main",
+    "Interface",
+    "IdlError",
+    "IdlSyntaxError",
+    "IdlCheckError",
+    "IdlCodegenError",
+    "DecodeError",
+    "UnhandledMessage",
+]
+
+PathOrText = Union[str, "os.PathLike[str]"]
+
+
+def _read(source: PathOrText) -> tuple[str, str]:
+    """(text, file name) of a path or of Flounder source text."""
+    if isinstance(source, os.PathLike):
+        p = Path(source)
+        return p.read_text(encoding="utf-8"), str(p)
+    if not isinstance(source, str):
+        raise TypeError(f"expected a path or Flounder source text, got {type(source).__name__}")
+    if "\n" not in source and (source.endswith(".if") or os.path.exists(source)):
+        return Path(source).read_text(encoding="utf-8"), source
+    return source, "<string>"
+
+
+def _parse_file(source: PathOrText) -> FileDecl:
+    text, name = _read(source)
+    return parse_text(text, name)
+
+
+def parse(source: PathOrText, imports: Iterable[PathOrText] = ()) -> Interface:
+    """Parse and check a Flounder file (a path, or the source text itself).
+
+    ``imports`` are import files (``alias``/``typedef`` lines only, such as
+    ``flounder-idl/types.if``) whose types the interface may use.  A file that
+    holds only type declarations parses too, into an :class:`Interface` whose
+    ``name`` is None.  A ``str`` is taken as a path if it names an existing file
+    or ends in ``.if`` (and has no newline), else as source text.
+
+    Raises :class:`IdlSyntaxError` / :class:`IdlCheckError` (both
+    :class:`~multihop.errors.IdlError`) with ``.file``, ``.line``, ``.column``.
+    """
+    imps = [_parse_file(i) for i in imports]
+    return check(_parse_file(source), imps)
+
+
+def load(source: PathOrText | Interface, imports: Iterable[PathOrText] = (), module_name: str | None = None) -> types.ModuleType:
+    """Generate the Python binding of an interface and execute it as a fresh module.
+
+    ``source`` is a path, source text, or an already parsed :class:`Interface`.
+    The module is not added to ``sys.modules``; its name is
+    ``multihop.idl.generated.<interface>`` unless ``module_name`` is given.
+    """
+    iface = source if isinstance(source, Interface) else parse(source, imports)
+    code = generate_python(iface)
+    name = module_name or f"multihop.idl.generated.{iface.name}"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"<flounder {iface.file}>"
+    exec(compile(code, mod.__file__, "exec"), mod.__dict__)
+    return mod
+
+
+def stubgen(path: PathOrText, lang: str, out: PathOrText, imports: Iterable[PathOrText] = ()) -> list[Path]:
+    """Generate stubs for the interface in ``path`` and write them; return the files written.
+
+    ``lang`` is ``"python"`` (one ``NAME.py``) or ``"c"`` (``NAME.h`` and
+    ``NAME.c``).  ``out`` is a directory (created if missing) or, for Python,
+    a ``.py`` file path.
+    """
+    iface = parse(path, imports)
+    outp = Path(out)
+    if lang == "python":
+        code = generate_python(iface)
+        target = outp if outp.suffix == ".py" else outp / f"{iface.name}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code, encoding="utf-8")
+        return [target]
+    if lang == "c":
+        header, source = generate_c(iface)
+        outp.mkdir(parents=True, exist_ok=True)
+        h, c = outp / f"{iface.name}.h", outp / f"{iface.name}.c"
+        h.write_text(header, encoding="utf-8")
+        c.write_text(source, encoding="utf-8")
+        return [h, c]
+    raise ValueError(f"unknown stub language {lang!r} (expected 'python' or 'c')")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``multihop stubgen``: ``FILE.if --lang python|c --out PATH [--import FILE.if ...]``; 0 on success."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="multihop stubgen", description="Generate stubs from a Flounder interface file.")
+    ap.add_argument("file", help="the interface file (.if)")
+    ap.add_argument("--lang", choices=("python", "c"), default="python", help="back end (default: python)")
+    ap.add_argument("--out", "-o", default=".", help="output directory (or .py file for python)")
+    ap.add_argument("--import", "-I", dest="imports", action="append", default=[], help="an import file of aliases")
+    args = ap.parse_args(argv)
+    try:
+        written = stubgen(args.file, args.lang, args.out, args.imports)
+    except (IdlError, OSError) as e:
+        print(f"multihop stubgen: {e}", file=sys.stderr)
+        return 1
+    for p in written:
+        print(p)
+    return 0

@@ -1,0 +1,156 @@
+"""Runtime base of generated Python bindings: receive side, dispatch, rpc waiting, serving.
+
+A generated module defines ``<Name>Binding(Binding)`` with three sides:
+
+* ``b.tx.<message>(args..., timeout=None)`` sends (generated, straight-line);
+* ``b.rx`` receives: :meth:`Rx.next`, :meth:`Rx.try_next`, and handlers
+  registered with :meth:`Rx.on` that :meth:`Binding.dispatch` calls;
+* ``b.rpc.<rpc>(in args..., timeout=None)`` calls and returns the ``out`` values.
+
+:meth:`Binding.serve` answers rpc calls with a handler object.
+
+The binding wraps any channel with ``send(data, timeout=None)``,
+``recv(timeout=None) -> bytes`` and ``try_recv() -> bytes | None``.  It keeps
+no state between messages except a backlog of messages that arrived while an
+rpc waited for its response; they are handed out first, in order.  An rpc
+call waits for *its* response only: a message that does not decode while it
+waits raises :class:`~multihop.idl.errors.DecodeError` from the call (the
+response, if it comes, stays on the channel for ``rx``).
+
+A binding is meant for one thread, like the channel under it: use one binding
+per thread, or a lock around it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Callable, ClassVar
+
+from multihop.errors import Timeout
+from multihop.idl.errors import UnhandledMessage
+from multihop.idl.wire import Record
+
+__all__ = ["Binding", "Rx"]
+
+
+class Rx:
+    """The receive side of a binding: typed records in arrival order, and handlers."""
+
+    __slots__ = ("_binding", "_recv", "_try_recv", "_decode", "_backlog", "_handlers")
+
+    def __init__(self, binding: "Binding") -> None:
+        self._binding = binding
+        self._recv = binding.channel.recv
+        self._try_recv = binding.channel.try_recv
+        self._decode = binding._mh_decode
+        self._backlog: deque[Record] = deque()
+        self._handlers: dict[str, Callable[[Record], Any]] = {}
+
+    def next(self, timeout: float | None = None) -> Record:
+        """Receive and decode the next message (waits up to ``timeout`` seconds; None waits forever).
+
+        Raises the channel's errors (``Timeout``, ``ChannelClosed``) and
+        :class:`~multihop.idl.errors.DecodeError` for a message that does not
+        decode; the channel stays usable after either.
+        """
+        if self._backlog:
+            return self._backlog.popleft()
+        return self._decode(self._recv(timeout))
+
+    def try_next(self) -> Record | None:
+        """The next message if one is waiting, else None (never blocks)."""
+        if self._backlog:
+            return self._backlog.popleft()
+        data = self._try_recv()
+        return None if data is None else self._decode(data)
+
+    def on(self, name: str, handler: Callable[[Record], Any]) -> None:
+        """Call ``handler(record)`` for each message ``name`` that :meth:`Binding.dispatch` receives."""
+        if name not in self._binding.MESSAGE_NUMBERS:
+            known = ", ".join(sorted(self._binding.MESSAGE_NUMBERS))
+            raise ValueError(f"{self._binding.INTERFACE} has no message '{name}' (it has: {known})")
+        self._handlers[name] = handler
+
+    def off(self, name: str) -> None:
+        """Remove the handler of message ``name`` (if any)."""
+        self._handlers.pop(name, None)
+
+    def handler(self, name: str) -> Callable[[Record], Any] | None:
+        """The handler registered for message ``name``, or None."""
+        return self._handlers.get(name)
+
+
+class Binding:
+    """Base class of generated bindings; see the module docstring for the shape."""
+
+    INTERFACE: ClassVar[str] = ""
+    MESSAGE_NUMBERS: ClassVar[dict[str, int]] = {}
+    _mh_decode: Callable[[bytes], Record]
+    #: call message number -> (rpc's Python method name, function(method, record) -> response bytes)
+    _mh_calls: ClassVar[dict[int, tuple[str, Callable[[Callable[..., Any], Record], bytes]]]] = {}
+    _mh_Tx: ClassVar[type] = object
+    _mh_Rpc: ClassVar[type] = object
+
+    def __init__(self, channel: Any) -> None:
+        """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``)."""
+        self.channel = channel
+        self.tx = self._mh_Tx(channel)
+        self.rx = Rx(self)
+        self.rpc = self._mh_Rpc(self)
+
+    def dispatch(self, timeout: float | None = None) -> Record:
+        """Receive one message and call its handler (registered with ``rx.on``); return the message.
+
+        Raises :class:`~multihop.idl.errors.UnhandledMessage` (holding the
+        message) if no handler is registered for it.
+        """
+        msg = self.rx.next(timeout)
+        fn = self.rx._handlers.get(msg.name)
+        if fn is None:
+            raise UnhandledMessage(self.INTERFACE, msg)
+        fn(msg)
+        return msg
+
+    def serve(self, handler: Any, timeout: float | None = None) -> Record:
+        """Receive one message and serve it; return it.
+
+        An rpc call runs ``handler.<rpc>(in args...)`` and sends the response
+        made of its return value (None for no ``out`` argument, the value for
+        one, a tuple in declaration order for several).  Any other message goes
+        to its ``rx.on`` handler, else to ``handler.<message>(fields...)``.
+        Raises :class:`~multihop.idl.errors.UnhandledMessage` if neither exists.
+        If the handler raises, no response is sent and the exception propagates.
+        """
+        msg = self.rx.next(timeout)
+        entry = self._mh_calls.get(msg.number)
+        if entry is not None:
+            meth = getattr(handler, entry[0], None)
+            if meth is None:
+                raise UnhandledMessage(self.INTERFACE, msg)
+            self.channel.send(entry[1](meth, msg), timeout)
+            return msg
+        fn = self.rx._handlers.get(msg.name)
+        if fn is not None:
+            fn(msg)
+            return msg
+        meth = getattr(handler, type(msg).__name__, None)
+        if meth is None:
+            raise UnhandledMessage(self.INTERFACE, msg)
+        meth(*msg._values())
+        return msg
+
+    def _mh_call(self, data: bytes, response_number: int, timeout: float | None) -> Record:
+        """Send an rpc call and wait for its response; other messages go to the backlog."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.channel.send(data, timeout)
+        recv = self.channel.recv
+        decode = self._mh_decode
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            msg = decode(recv(left))
+            if msg.number == response_number:
+                return msg
+            self.rx._backlog.append(msg)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Timeout(f"{self.INTERFACE}: no rpc response within {timeout} s")

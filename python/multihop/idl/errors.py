@@ -1,0 +1,74 @@
+"""The errors of the Flounder tool chain.
+
+Every class here subclasses one of :mod:`multihop.errors`, so callers catch
+them as :class:`~multihop.errors.IdlError` (a bad interface file or a back end
+that cannot generate it) or :class:`~multihop.errors.ProtocolError` (a received
+message that does not decode).
+
+Errors about an interface file carry ``file``, ``line`` and ``column`` (1-based)
+and their text starts with ``file:line:col:``, the way compilers say it.
+"""
+
+from __future__ import annotations
+
+from multihop.errors import IdlError, ProtocolError
+
+__all__ = [
+    "IdlError",
+    "IdlSyntaxError",
+    "IdlCheckError",
+    "IdlCodegenError",
+    "DecodeError",
+    "UnhandledMessage",
+]
+
+
+class _Located(IdlError):
+    """An :class:`IdlError` that points at one place of an interface file."""
+
+    def __init__(self, file: str, line: int, column: int, text: str) -> None:
+        self.file = file
+        self.line = line
+        self.column = column
+        self.text = text
+        super().__init__(f"{file}:{line}:{column}: {text}")
+
+
+class IdlSyntaxError(_Located):
+    """The file does not follow Flounder's grammar (``expected X, found Y``)."""
+
+    def __init__(self, file: str, line: int, column: int, expected: str, found: str) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(file, line, column, f"expected {expected}, found {found}")
+
+
+class IdlCheckError(_Located):
+    """The file parses but is not a valid interface (unknown type, duplicate name, ...)."""
+
+
+class IdlCodegenError(_Located):
+    """A back end cannot generate code for a valid interface (for example a ``cap`` argument)."""
+
+
+class DecodeError(ProtocolError):
+    """A received message does not decode under the interface.
+
+    Only that message is lost: decoding keeps no state between messages, so
+    the next message on the channel decodes normally.  ``data`` holds the bytes
+    that failed.
+    """
+
+    def __init__(self, interface: str, text: str, data: bytes = b"") -> None:
+        self.interface = interface
+        self.data = bytes(data)
+        super().__init__(f"{interface}: cannot decode message: {text}")
+
+
+class UnhandledMessage(ProtocolError):
+    """A message arrived for which no handler is registered; ``.message`` holds it."""
+
+    def __init__(self, interface: str, message: object) -> None:
+        self.message = message
+        name = getattr(message, "name", "?")
+        super().__init__(f"{interface}: no handler for message '{name}'")

@@ -1,0 +1,280 @@
+"""The checked model of an interface: resolved types, numbered messages, rpcs.
+
+This is what :func:`multihop.idl.parse` returns and what the back ends read.
+Aliases are resolved away (an argument of type ``coreid`` has the type
+``uint8``); :attr:`Interface.aliases` keeps the names for documentation.
+
+Wire sizes are fixed here, once, for every back end (see ``flounder-idl/WIRE.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from multihop.idl.syntax import Annotation, Pos
+
+__all__ = [
+    "Type",
+    "Builtin",
+    "Enum",
+    "Field",
+    "Struct",
+    "Array",
+    "DynArray",
+    "String",
+    "BUILTINS",
+    "ENUM_WIRE",
+    "Arg",
+    "Message",
+    "Rpc",
+    "Interface",
+    "fixed_size",
+    "is_fixed",
+    "type_name",
+    "arg_text",
+]
+
+
+class Type:
+    """Base of all resolved types."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Builtin(Type):
+    """A builtin scalar (or ``cap``): its wire ``size`` in bytes and ``struct`` format letter.
+
+    ``kind`` is ``uint``, ``int``, ``bool``, ``char`` or ``cap``; ``lo``..``hi``
+    is the range of integer kinds.
+    """
+
+    name: str
+    kind: str
+    size: int
+    fmt: str
+    lo: int = 0
+    hi: int = 0
+
+
+def _u(name: str, size: int, fmt: str) -> Builtin:
+    return Builtin(name, "uint", size, fmt, 0, (1 << (8 * size)) - 1)
+
+
+def _s(name: str, size: int, fmt: str) -> Builtin:
+    return Builtin(name, "int", size, fmt, -(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1)
+
+
+#: Builtin scalar types by Flounder name.  ``int`` is Flounder's legacy spelling of int32.
+BUILTINS: dict[str, Builtin] = {
+    "uint8": _u("uint8", 1, "B"),
+    "uint16": _u("uint16", 2, "H"),
+    "uint32": _u("uint32", 4, "I"),
+    "uint64": _u("uint64", 8, "Q"),
+    "uintptr": _u("uintptr", 8, "Q"),
+    "size": _u("size", 8, "Q"),
+    "iref": _u("iref", 8, "Q"),
+    "errval": _u("errval", 8, "Q"),
+    "int8": _s("int8", 1, "b"),
+    "int16": _s("int16", 2, "h"),
+    "int32": _s("int32", 4, "i"),
+    "int64": _s("int64", 8, "q"),
+    "intptr": _s("intptr", 8, "q"),
+    "int": _s("int32", 4, "i"),
+    "bool": Builtin("bool", "bool", 1, "?", 0, 1),
+    "char": Builtin("char", "char", 1, "c", 0, 255),
+    "cap": Builtin("cap", "cap", 0, ""),
+    "give_away_cap": Builtin("give_away_cap", "cap", 0, ""),
+}
+
+#: Names that denote a string (``String s[256]``, or the older ``string s``).
+STRING_NAMES = frozenset({"String", "string"})
+
+#: Enums travel as this builtin (uint32, little-endian), whatever their number of values.
+ENUM_WIRE = BUILTINS["uint32"]
+
+
+@dataclass(frozen=True)
+class Enum(Type):
+    """``typedef enum { ... } name``: values numbered 0, 1, ... in order."""
+
+    name: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a struct."""
+
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class Struct(Type):
+    """``typedef struct { ... } name``: fields packed in order, no padding."""
+
+    name: str
+    fields: tuple[Field, ...]
+
+
+@dataclass(frozen=True)
+class Array(Type):
+    """A fixed-size array: ``typedef T name[N]`` (named) or an argument ``T a[N]`` (``name`` None)."""
+
+    name: str | None
+    element: Type
+    length: int
+
+
+@dataclass(frozen=True)
+class DynArray(Type):
+    """A dynamic array argument ``T a[len, MAX]`` (``maximum`` None for the older ``T a[len]``)."""
+
+    element: Type
+    length_name: str
+    maximum: int | None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{type_name(self.element)}[{self.length_name}{'' if self.maximum is None else f', {self.maximum}'}]"
+
+
+@dataclass(frozen=True)
+class String(Type):
+    """A string argument ``String s[MAX]`` (UTF-8 bytes, at most MAX), or ``string s`` (no maximum)."""
+
+    maximum: int | None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "String" if self.maximum is None else f"String[{self.maximum}]"
+
+
+def type_name(t: Type) -> str:
+    """A short human name for a type, as used in error messages."""
+    if isinstance(t, Array) and t.name is None:
+        return f"{type_name(t.element)}[{t.length}]"
+    return t.name
+
+
+def fixed_size(t: Type) -> int | None:
+    """Wire size in bytes of a fixed-size type; None for strings, dynamic arrays and caps."""
+    if isinstance(t, Builtin):
+        return None if t.kind == "cap" else t.size
+    if isinstance(t, Enum):
+        return ENUM_WIRE.size
+    if isinstance(t, Struct):
+        total = 0
+        for f in t.fields:
+            s = fixed_size(f.type)
+            if s is None:
+                return None
+            total += s
+        return total
+    if isinstance(t, Array):
+        s = fixed_size(t.element)
+        return None if s is None else s * t.length
+    return None
+
+
+def is_fixed(t: Type) -> bool:
+    """True if the type has a fixed wire size (travels in a message's fixed part)."""
+    return fixed_size(t) is not None
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument of a message (``direction`` is ``in``/``out`` for an rpc's arguments)."""
+
+    name: str
+    type: Type
+    pos: Pos
+    direction: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message on the wire, with its number.
+
+    ``kind`` is ``message``, ``call`` or ``response`` as declared, or
+    ``rpc_call`` / ``rpc_response`` for the two halves of an rpc (then ``rpc``
+    names it).
+    """
+
+    name: str
+    number: int
+    kind: str
+    args: tuple[Arg, ...]
+    pos: Pos
+    rpc: str | None = None
+    annotations: tuple[Annotation, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rpc:
+    """``rpc name(in ..., out ...)``: travels as ``call`` (in args) then ``response`` (out args)."""
+
+    name: str
+    args: tuple[Arg, ...]
+    pos: Pos
+    call: Message
+    response: Message
+    annotations: tuple[Annotation, ...] = ()
+
+    @property
+    def in_args(self) -> tuple[Arg, ...]:
+        """The ``in`` arguments, in order (the call message's arguments)."""
+        return self.call.args
+
+    @property
+    def out_args(self) -> tuple[Arg, ...]:
+        """The ``out`` arguments, in order (the response message's arguments)."""
+        return self.response.args
+
+
+@dataclass(frozen=True)
+class Interface:
+    """A checked interface (or, with ``name`` None, an import file of types only)."""
+
+    name: str | None
+    description: str | None
+    file: str
+    pos: Pos | None
+    types: dict[str, Type] = field(default_factory=dict)
+    aliases: dict[str, Type] = field(default_factory=dict)
+    messages: tuple[Message, ...] = ()
+    rpcs: tuple[Rpc, ...] = ()
+
+    @property
+    def is_types_only(self) -> bool:
+        """True for an import file (aliases and typedefs, no interface)."""
+        return self.name is None
+
+    def message(self, name: str) -> Message:
+        """The wire message called ``name`` (an rpc's halves are ``NAME_call`` / ``NAME_response``)."""
+        for m in self.messages:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def rpc(self, name: str) -> Rpc:
+        """The rpc called ``name``."""
+        for r in self.rpcs:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def arg_text(a: Arg) -> str:
+    """An argument as Flounder spells it, e.g. ``uint8 data[len, 2048]`` or ``in uint32 x``."""
+    t = a.type
+    prefix = "" if a.direction is None else a.direction + " "
+    if isinstance(t, String):
+        return f"{prefix}String {a.name}" + ("" if t.maximum is None else f"[{t.maximum}]")
+    if isinstance(t, DynArray):
+        tail = t.length_name if t.maximum is None else f"{t.length_name}, {t.maximum}"
+        return f"{prefix}{type_name(t.element)} {a.name}[{tail}]"
+    if isinstance(t, Array) and t.name is None:
+        return f"{prefix}{type_name(t.element)} {a.name}[{t.length}]"
+    return f"{prefix}{type_name(t)} {a.name}"

@@ -1,0 +1,221 @@
+"""Runtime support for generated Python stubs: the wire codec's shared pieces.
+
+Generated modules do the common work in straight-line code with precompiled
+:class:`struct.Struct` objects (see :mod:`multihop.idl.pygen`).  This module
+holds what they share:
+
+* :class:`Record`, the base of the message classes ``rx`` returns;
+* :func:`explain`, the slow path taken only after a fast-path encode failed:
+  it re-checks every argument against its type descriptor and raises a
+  ``ValueError`` (or ``TypeError``) naming the argument;
+* :func:`decode_error`, which turns whatever a decoder tripped on into one
+  :class:`~multihop.idl.errors.DecodeError`;
+* packers for arrays whose length is only known at run time.
+
+Type descriptors are small tuples written into the generated code:
+
+=========================================  =======================================
+``("int", tname, lo, hi)``                 integer scalar (also size, iref, errval)
+``("bool",)`` / ``("char",)``               bool (any value, truth-tested) / 1-byte bytes
+``("enum", tname, count)``                 enum: an int in ``0 .. count-1``
+``("struct", tname, ((f, desc), ...))``    struct: a tuple of the fields, in order
+``("array", desc, n, is_bytes)``           fixed array of exactly n elements
+``("dyn", desc, maximum, is_bytes)``       dynamic array (maximum None: unbounded)
+``("str", maximum)``                       string: str, at most maximum UTF-8 bytes, no NUL
+=========================================  =======================================
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Iterable, NoReturn, Sequence
+
+from multihop.idl.errors import DecodeError
+
+__all__ = [
+    "U16",
+    "U64",
+    "Bad",
+    "ENCODE_ERRORS",
+    "DECODE_ERRORS",
+    "Record",
+    "explain",
+    "validate",
+    "decode_error",
+    "pack_array",
+    "unpack_array",
+    "check_enums",
+    "message_number",
+]
+
+U16 = struct.Struct("<H")
+U64 = struct.Struct("<Q")
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+class Bad(Exception):
+    """Raised inside generated code by a failed fast-path check; never escapes it."""
+
+
+#: What a fast-path encode can raise on a bad argument (then :func:`explain` runs).
+ENCODE_ERRORS = (struct.error, TypeError, ValueError, OverflowError, AttributeError, IndexError, KeyError, Bad)
+
+#: What a decoder can raise on a malformed message (then :func:`decode_error` runs).
+DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, Bad)
+
+
+class Record:
+    """Base of generated message classes: ``.name``, ``.number`` and the fields as attributes."""
+
+    __slots__ = ()
+    name: str = ""
+    number: int = 0
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        """The field values in declaration order."""
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def _asdict(self) -> dict[str, Any]:
+        """The fields as a dict, in declaration order."""
+        return {f: getattr(self, f) for f in self._fields}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Record)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((self.number, self._values()))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{self.name}({inner})"
+
+
+def _fail(path: str, text: str, kind: type[Exception] = ValueError) -> NoReturn:
+    raise kind(f"argument '{path}': {text}")
+
+
+def validate(desc: tuple[Any, ...], value: Any, path: str) -> None:
+    """Check ``value`` against a type descriptor; raise ValueError/TypeError naming ``path``."""
+    tag = desc[0]
+    if tag == "int":
+        _, tname, lo, hi = desc
+        if not isinstance(value, int):
+            _fail(path, f"expected an int for {tname}, got {type(value).__name__}", TypeError)
+        if not lo <= value <= hi:
+            _fail(path, f"value {value} out of range for {tname} ({lo}..{hi})")
+    elif tag == "bool":
+        return
+    elif tag == "char":
+        if not isinstance(value, (bytes, bytearray)):
+            _fail(path, f"expected a bytes object of length 1 for char, got {type(value).__name__}", TypeError)
+        if len(value) != 1:
+            _fail(path, f"a char must be exactly 1 byte, got {len(value)}")
+    elif tag == "enum":
+        _, tname, count = desc
+        if not isinstance(value, int):
+            _fail(path, f"expected an int (or {tname} member), got {type(value).__name__}", TypeError)
+        if not 0 <= value < count:
+            _fail(path, f"value {value} out of range for enum {tname} (0..{count - 1})")
+    elif tag == "struct":
+        _, tname, fields = desc
+        if isinstance(value, (str, bytes, bytearray, memoryview)) or not isinstance(value, Sequence):
+            _fail(path, f"expected a {tname} (a tuple of {len(fields)} fields), got {type(value).__name__}", TypeError)
+        if len(value) != len(fields):
+            _fail(path, f"struct {tname} has {len(fields)} fields, got {len(value)} values")
+        for (fname, fdesc), v in zip(fields, value):
+            validate(fdesc, v, f"{path}.{fname}")
+    elif tag == "array":
+        _, edesc, n, is_bytes = desc
+        _check_seq(path, value, is_bytes)
+        if len(value) != n:
+            _fail(path, f"array must have exactly {n} elements, got {len(value)}")
+        if not is_bytes:
+            for i, v in enumerate(value):
+                validate(edesc, v, f"{path}[{i}]")
+    elif tag == "dyn":
+        _, edesc, maximum, is_bytes = desc
+        _check_seq(path, value, is_bytes)
+        if maximum is not None and len(value) > maximum:
+            _fail(path, f"array has {len(value)} elements, more than its maximum {maximum}")
+        if not is_bytes:
+            for i, v in enumerate(value):
+                validate(edesc, v, f"{path}[{i}]")
+    elif tag == "str":
+        maximum = desc[1]
+        if not isinstance(value, str):
+            _fail(path, f"expected a str, got {type(value).__name__}", TypeError)
+        try:
+            n = len(value.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            _fail(path, f"string cannot be encoded as UTF-8 ({e.reason})")
+        if maximum is not None and n > maximum:
+            _fail(path, f"string is {n} UTF-8 bytes, more than its maximum {maximum}")
+        if "\0" in value:
+            _fail(path, "string contains a NUL character")
+    else:  # pragma: no cover - descriptors come from our own generator
+        raise AssertionError(f"unknown descriptor {desc!r}")
+
+
+def _check_seq(path: str, value: Any, is_bytes: bool) -> None:
+    if is_bytes:
+        if not isinstance(value, _BYTES_LIKE):
+            _fail(path, f"expected bytes, got {type(value).__name__}", TypeError)
+    elif isinstance(value, (str, bytes, bytearray, memoryview)) or not isinstance(value, Sequence):
+        _fail(path, f"expected a list or tuple, got {type(value).__name__}", TypeError)
+
+
+def explain(iface: str, message: str, descs: tuple[tuple[str, tuple[Any, ...]], ...], values: Iterable[Any]) -> None:
+    """Find the argument that made an encode fail and raise an error naming it.
+
+    Returns normally only if every argument checks out (the caller then
+    re-raises the original exception).
+    """
+    for (aname, desc), value in zip(descs, values):
+        try:
+            validate(desc, value, aname)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{iface}.{message}: {e}") from None
+
+
+def decode_error(iface: str, message: str, data: bytes, exc: BaseException) -> DecodeError:
+    """Describe why ``data`` (a ``message``) did not decode, as a :class:`DecodeError`."""
+    if isinstance(exc, Bad):
+        why = str(exc)
+    elif isinstance(exc, struct.error):
+        why = f"message is truncated ({len(data)} bytes)"
+    elif isinstance(exc, UnicodeDecodeError):
+        why = "a string is not valid UTF-8"
+    elif isinstance(exc, IndexError):
+        why = "an enum value is out of range"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return DecodeError(iface, f"{message}: {why}", data)
+
+
+def pack_array(fmt: str, values: Sequence[Any]) -> bytes:
+    """Pack a run-time-length array of scalars (``fmt`` is one struct letter)."""
+    return struct.pack(f"<{len(values)}{fmt}", *values)
+
+
+def unpack_array(fmt: str, count: int, data: bytes, offset: int) -> tuple[Any, ...]:
+    """Unpack ``count`` scalars of struct letter ``fmt`` from ``data`` at ``offset``."""
+    return struct.unpack_from(f"<{count}{fmt}", data, offset)
+
+
+def check_enums(values: Iterable[Any], count: int) -> None:
+    """Raise :class:`Bad` unless every value is an int in ``0 .. count-1`` (encode fast path)."""
+    for v in values:
+        if not 0 <= v < count:
+            raise Bad()
+
+
+def message_number(data: bytes) -> int:
+    """The message number of an encoded message (its first two bytes, little-endian)."""
+    if len(data) < 2:
+        raise DecodeError("?", f"message is {len(data)} bytes, shorter than its 2-byte message number", data)
+    return int(data[0]) | (int(data[1]) << 8)

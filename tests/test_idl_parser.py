@@ -1,0 +1,260 @@
+"""Flounder parser and checker: shipped files, real Barrelfish files, malformed files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import multihop
+import multihop.idl as idl
+from multihop.idl.model import Array, Builtin, DynArray, Enum, String, Struct
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "flounder-idl"
+DATA = Path(__file__).resolve().parent / "idl_data"
+BARRELFISH = DATA / "barrelfish"
+MALFORMED = DATA / "malformed"
+
+TYPES_IF = SHIPPED / "types.if"
+BF_IMPORTS = [BARRELFISH / "types.if", BARRELFISH / "platform_x86_32.if", BARRELFISH / "arch_x86_64.if"]
+
+
+# -- shipped interfaces ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(SHIPPED.glob("*.if")), ids=lambda p: p.name)
+def test_every_shipped_file_parses(path: Path) -> None:
+    iface = idl.parse(path, imports=[TYPES_IF])
+    if path.name == "types.if":
+        assert iface.is_types_only and not iface.messages
+        assert iface.aliases["coreid"] == Builtin("uint16", "uint", 2, "H", 0, 65535)
+    else:
+        assert iface.name == path.stem
+        assert iface.description
+        assert iface.messages
+
+
+def test_shipped_set_is_complete() -> None:
+    names = {p.name for p in SHIPPED.glob("*.if")}
+    assert {"echo.if", "bench.if", "kvstore.if", "ges_broker.if", "types.if"} <= names
+    assert (SHIPPED / "WIRE.md").is_file()
+
+
+def test_bench_needs_its_import() -> None:
+    with pytest.raises(idl.IdlCheckError, match="unknown type 'coreid'"):
+        idl.parse(SHIPPED / "bench.if")
+    iface = idl.parse(SHIPPED / "bench.if", imports=[TYPES_IF])
+    start = iface.message("start")
+    assert [a.name for a in start.args] == ["run", "count", "size", "from_core"]
+    assert start.args[3].type.name == "uint16"  # the alias is resolved
+
+
+def test_kvstore_model() -> None:
+    iface = idl.parse(SHIPPED / "kvstore.if")
+    status = iface.types["status"]
+    assert isinstance(status, Enum) and status.values == ("KV_OK", "KV_NOT_FOUND", "KV_EXISTS", "KV_FULL")
+    stats = iface.types["stats"]
+    assert isinstance(stats, Struct) and [f.name for f in stats.fields] == ["keys", "bytes", "gets", "puts", "misses"]
+    put = iface.rpc("put")
+    assert [a.name for a in put.in_args] == ["key", "value", "overwrite"]
+    assert [a.name for a in put.out_args] == ["st"]
+    assert put.call.number == 1 and put.response.number == 2
+    assert put.call.name == "put_call" and put.response.name == "put_response"
+    assert put.in_args[0].type == String(256)
+    assert put.in_args[1].type == DynArray(Builtin("uint8", "uint", 1, "B", 0, 255), "vlen", 8192)
+    assert iface.message("invalidate").number == 11
+
+
+# -- real Barrelfish files ------------------------------------------------------------
+
+
+def test_barrelfish_files_name_their_origin() -> None:
+    for p in BARRELFISH.glob("*.if"):
+        head = p.read_text().splitlines()[0]
+        assert head.startswith("// origin: BarrelfishOS/barrelfish if/"), p.name
+
+
+@pytest.mark.parametrize("path", sorted(BARRELFISH.glob("*.if")), ids=lambda p: p.name)
+def test_real_barrelfish_files_parse(path: Path) -> None:
+    iface = idl.parse(path, imports=BF_IMPORTS)
+    assert iface.is_types_only == (path.name in {"types.if", "platform_x86_32.if", "arch_x86_64.if"})
+
+
+def test_barrelfish_intermon_details() -> None:
+    """call/response, typedef struct, fixed-array typedef, alias, old `[len]` arrays, imports."""
+    iface = idl.parse(BARRELFISH / "intermon.if", imports=BF_IMPORTS)
+    assert iface.name == "intermon"
+    # interface's own `typedef uint64 coremask[4]` shadows types.if's `alias coremask uint64`
+    assert iface.types["coremask"] == Array("coremask", Builtin("uint64", "uint", 8, "Q", 0, 2**64 - 1), 4)
+    caprep = iface.types["caprep"]
+    assert isinstance(caprep, Struct) and [f.name for f in caprep.fields] == ["w0", "w1", "w2", "w3"]
+    captx = iface.types["captx"]
+    assert isinstance(captx, Struct) and captx.fields[1].type.name == "uint8"  # capbits -> uint8
+    m = iface.message("bind_monitor_request")
+    assert m.kind == "call" and iface.message("bind_monitor_reply").kind == "response"
+    grow = iface.message("multihop_routing_table_grow")
+    assert grow.args[1].type == DynArray(Builtin("uint8", "uint", 1, "B", 0, 255), "len", None)
+    base = iface.message("spawnd_image_reply").args[0]
+    assert base.name == "base" and base.type.name == "uint64"  # genpaddr from platform_x86_32.if
+    assert iface.message("mem_serv_iref_reply").args[0].type.name == "iref"  # builtin wins over `alias iref uint32`
+
+
+def test_barrelfish_octopus_and_e10k() -> None:
+    oct_ = idl.parse(BARRELFISH / "octopus.if", imports=BF_IMPORTS)
+    assert isinstance(oct_.types["binding_type"], Enum)
+    trig = oct_.types["trigger"]
+    assert isinstance(trig, Struct) and trig.fields[1].type == oct_.types["binding_type"]
+    assert oct_.message("trigger").kind == "message"  # a message may share a type's name
+    assert oct_.rpc("del").in_args[0].type == String(4096)
+    e10k = idl.parse(BARRELFISH / "e10k.if", imports=BF_IMPORTS)
+    assert e10k.types["port_type"] == Enum("port_type", ("PORT_TCP", "PORT_UDP"))
+    assert e10k.message("register_port_filter").args[3].type == e10k.types["port_type"]
+
+
+def test_barrelfish_monitor_blocking_old_spellings() -> None:
+    """`string manifest` (old string), `int` (old int32), rpcs with caps parse."""
+    iface = idl.parse(BARRELFISH / "monitor_blocking.if", imports=BF_IMPORTS)
+    manifest = iface.rpc("rsrc_manifest").in_args[1]
+    assert manifest.name == "manifest" and manifest.type == String(None)
+    dcn = iface.rpc("remote_cap_retype").in_args[-1]
+    assert dcn.name == "dcn_vbits" and dcn.type.name == "int32"
+    assert iface.rpc("get_bootinfo").out_args[1].type.kind == "cap"
+
+
+def test_barrelfish_annotations_are_kept() -> None:
+    iface = idl.parse(BARRELFISH / "ata_rw28.if")
+    read = iface.rpc("read_dma")
+    assert read.annotations[0].name == "ata"
+    assert dict(read.annotations[0].params)["command"] == 0xC8
+    assert dict(read.annotations[0].params)["dma_arg"] == "buffer"
+
+
+def test_alias_only_import_file() -> None:
+    types = idl.parse(BARRELFISH / "platform_x86_32.if")
+    assert types.name is None and set(types.aliases) == {"genpaddr", "genvaddr", "rsrcid"}
+    arch = idl.parse(BARRELFISH / "arch_x86_64.if")
+    assert "errval" not in arch.aliases  # a builtin name: Flounder's builtin wins
+    assert arch.aliases["cycles"].name == "uint64"
+
+
+# -- malformed files ----------------------------------------------------------------------
+
+_EXPECT = re.compile(r"// expect: (syntax|check) (\d+):(\d+): (.*)")
+
+
+@pytest.mark.parametrize("path", sorted(MALFORMED.glob("*.if")), ids=lambda p: p.stem)
+def test_malformed_file_reports_position(path: Path) -> None:
+    m = _EXPECT.match(path.read_text().splitlines()[0])
+    assert m, f"{path.name} lacks an '// expect:' header"
+    kind, line, col, text = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    cls = idl.IdlSyntaxError if kind == "syntax" else idl.IdlCheckError
+    with pytest.raises(cls) as info:
+        idl.parse(path)
+    e = info.value
+    assert isinstance(e, multihop.IdlError) and isinstance(e, multihop.MultihopError)
+    assert (e.file, e.line, e.column) == (str(path), line, col)
+    assert e.text == text
+    assert str(e) == f"{path}:{line}:{col}: {text}"
+
+
+def test_malformed_set_covers_both_kinds() -> None:
+    kinds = [p.name.split("_")[0] for p in MALFORMED.glob("*.if")]
+    assert kinds.count("syntax") >= 10 and kinds.count("check") >= 10
+
+
+def test_syntax_error_says_expected_and_found() -> None:
+    with pytest.raises(idl.IdlSyntaxError) as info:
+        idl.parse('interface m "x" {\n  message a(uint8 x,);\n};\n')
+    e = info.value
+    assert (e.file, e.line, e.column) == ("<string>", 2, 21)
+    assert e.expected == "an argument type" and e.found == "')'"
+    assert str(e) == "<string>:2:21: expected an argument type, found ')'"
+
+
+# -- checker ------------------------------------------------------------------------------
+
+
+def _check_error(src: str) -> idl.IdlCheckError:
+    with pytest.raises(idl.IdlCheckError) as info:
+        idl.parse(src)
+    return info.value
+
+
+def test_checker_unknown_type_names_it() -> None:
+    e = _check_error('interface m "" { message a(uint8 x, frob y); };')
+    assert e.text == "unknown type 'frob'" and (e.line, e.column) == (1, 37)
+
+
+def test_checker_duplicates() -> None:
+    assert "duplicate type 't'" in _check_error('interface m "" { alias t uint8; alias t uint16; message a(t x); };').text
+    assert "duplicate name 'a'" in _check_error('interface m "" { message a(); rpc a(in uint8 x); };').text
+    assert "duplicate argument 'x'" in _check_error('interface m "" { message a(uint8 x, uint8 x); };').text
+    assert "duplicate argument 'y'" in _check_error('interface m "" { rpc r(in uint8 y, out uint8 y); };').text
+    assert "duplicate field 'f'" in _check_error('interface m "" { typedef struct { uint8 f; uint8 f; } s; message a(s v); };').text
+
+
+def test_checker_length_name_clashes() -> None:
+    e = _check_error('interface m "" { message a(uint8 b[n, 4], uint32 n); };')
+    assert e.text == "length name 'n' of array 'b' clashes with argument 'n' in message 'a'"
+    e = _check_error('interface m "" { rpc r(in uint8 b[n, 4], out uint8 c[n, 4]); };')
+    assert "length name 'n' of array 'c' is already the length of array 'b' in rpc 'r'" == e.text
+    # the same length name in different messages is fine
+    idl.parse('interface m "" { message a(uint8 b[n, 4]); message c(uint8 d[n]); };')
+
+
+def test_checker_no_fixed_size_where_needed() -> None:
+    assert "cannot be a string" in _check_error('interface m "" { typedef String s[4]; message a(s x); };').text
+    assert "cannot be a capability" in _check_error('interface m "" { typedef struct { cap c; } s; message a(s x); };').text
+    assert "at least 1" in _check_error('interface m "" { message a(uint8 b[n, 0]); };').text
+
+
+def test_imports_and_shadowing() -> None:
+    src = 'interface m "" { alias coreid uint64; message a(coreid c, domainid d); };'
+    iface = idl.parse(src, imports=[TYPES_IF])
+    a = iface.message("a")
+    assert a.args[0].type.name == "uint64"  # the interface's alias shadows types.if's uint16
+    assert a.args[1].type.name == "uint32"
+    with pytest.raises(idl.IdlCheckError, match="import file may hold only"):
+        idl.parse(src, imports=[SHIPPED / "echo.if"])
+
+
+def test_types_used_before_declaration_and_alias_chains() -> None:
+    iface = idl.parse('interface m "" { message a(p x); typedef struct { c y; } p; alias c b; alias b uint16; };')
+    p = iface.types["p"]
+    assert isinstance(p, Struct) and p.fields[0].type.name == "uint16"
+
+
+def test_message_numbering() -> None:
+    iface = idl.parse('interface m "" { message a(); rpc r(in uint8 x, out uint8 y); call c(); response d(); };')
+    assert [(m.name, m.number, m.kind) for m in iface.messages] == [
+        ("a", 1, "message"),
+        ("r_call", 2, "rpc_call"),
+        ("r_response", 3, "rpc_response"),
+        ("c", 4, "call"),
+        ("d", 5, "response"),
+    ]
+
+
+def test_argument_shapes() -> None:
+    iface = idl.parse(
+        'interface m "" { message a(uint32 f[3], uint8 d[n, 9], uint8 o[k], String s[5], string t, char c); };'
+    )
+    t = [a.type for a in iface.message("a").args]
+    assert isinstance(t[0], Array) and t[0].name is None and t[0].length == 3
+    assert t[1] == DynArray(t[1].element, "n", 9)
+    assert t[2] == DynArray(t[2].element, "k", None)
+    assert t[3] == String(5) and t[4] == String(None)
+    assert t[5].name == "char"
+
+
+def test_parse_accepts_text_path_and_pathlike(tmp_path: Path) -> None:
+    src = 'interface tiny "t" { message a(); };\n'
+    p = tmp_path / "tiny.if"
+    p.write_text(src)
+    assert idl.parse(src).name == "tiny"
+    assert idl.parse(str(p)).file == str(p)
+    assert idl.parse(p).name == "tiny"
+    with pytest.raises(FileNotFoundError):
+        idl.parse(str(tmp_path / "missing.if"))
