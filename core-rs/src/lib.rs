@@ -11,8 +11,10 @@
 //! - [`channel`]: dispatcher channel endpoints (UMP)
 //! - [`dispatcher`]: attach / export / bind / accept
 //! - [`monitor`]: the per-core monitor process
+//! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - `python` (feature `python`): the PyO3 module `multihop._core`
 
+pub mod capi;
 pub mod channel;
 pub mod control;
 pub mod dispatcher;

@@ -1,0 +1,1 @@
+//! The C ABI. See include/multihop.h. (Being written.)
