@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::park::{spin_budget, spin_until, Doorbell, Wake};
+pub use crate::park::Waited;
+use crate::park::{wait_until, Doorbell};
 use crate::peer::PeerWatch;
 use crate::ring::{
     ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS,
@@ -40,9 +41,6 @@ const HEADER_BYTES: usize = 256;
 /// Default and hard limit of a channel's maximum message size.
 pub const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
 pub const LIMIT_MAX_MESSAGE: usize = 64 << 20;
-/// Longest a blocking wait sleeps before it returns to let the caller look
-/// at signals and the peer's health.
-pub const PARK_SLICE: Duration = Duration::from_millis(50);
 /// Message kind of user data on a UMP ring.
 const KIND_DATA: u8 = 1;
 
@@ -89,15 +87,6 @@ pub enum Want {
     Writable(usize),
 }
 
-/// Result of one bounded wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Waited {
-    Ready,
-    /// A slice passed; call again (after checking signals).
-    Slice,
-    TimedOut,
-    Interrupted,
-}
 
 /// Counters of one endpoint.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -455,38 +444,24 @@ impl UmpChannel {
     }
 
     /// Wait, without holding any lock, until `want` may succeed, the channel
-    /// closes, `deadline` passes, or one park slice ends. Never blocks longer
-    /// than the spin budget plus [`PARK_SLICE`].
+    /// closes, `deadline` passes, or one park slice ends.
     pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
-        let now = Instant::now();
-        let left = deadline.map(|d| d.saturating_duration_since(now));
-        if left == Some(Duration::ZERO) {
-            return if self.is_ready(want) { Waited::Ready } else { Waited::TimedOut };
-        }
-        let budget = left.map_or(spin_budget(), |l| l.min(spin_budget()));
-        if spin_until(budget, &mut || self.is_ready(want)) {
-            return Waited::Ready;
-        }
-        let slice = deadline.map_or(PARK_SLICE, |d| d.saturating_duration_since(Instant::now()).min(PARK_SLICE));
-        if slice.is_zero() {
-            return Waited::TimedOut;
-        }
-        self.parks.fetch_add(1, Ordering::Relaxed);
-        let wake = self.my_doorbell.park(slice, &mut || self.is_ready(want));
-        match wake {
-            Wake::Ready => Waited::Ready,
-            Wake::Interrupted => Waited::Interrupted,
-            Wake::Slice => {
-                // Look at the peer without the rate limit once per slice.
-                if self.peer.is_dead() || self.is_ready(want) {
-                    Waited::Ready
-                } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                    Waited::TimedOut
-                } else {
-                    Waited::Slice
-                }
-            }
-        }
+        wait_until(&self.my_doorbell, &self.parks, deadline, &mut || self.is_ready(want), &mut || self.peer.is_dead())
+    }
+
+    /// Whether a message of `len` bytes fits now.
+    pub fn has_room(&self, len: usize) -> bool {
+        lock(&self.tx).producer.has_room(len)
+    }
+
+    /// Whether a message is there or the peer is gone (readiness for pollers).
+    pub fn readable(&self) -> bool {
+        self.is_ready(Want::Readable)
+    }
+
+    /// This process's doorbell as used by this channel.
+    pub fn doorbell(&self) -> &Arc<Doorbell> {
+        &self.my_doorbell
     }
 
     /// Close this end: the peer sees `ChannelClosed` once it has read what

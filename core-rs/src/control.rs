@@ -51,9 +51,26 @@ pub enum Msg {
         timeout_ms: u64,
         client_pid: u32,
         client_core: u32,
+        /// Multi-hop: credit window, and the VCI the client receives on.
+        #[serde(default)]
+        window: u32,
+        #[serde(default)]
+        vci: u64,
     },
-    /// Descriptors: [server doorbell].
-    Bound { req: u64, chan: u64, iref: u64, service: String, server_pid: u32, server_core: u32 },
+    /// UMP descriptors: [server doorbell]. Multi-hop: `vci` is what the
+    /// client sends with, `hops` the monitors on the path.
+    Bound {
+        req: u64,
+        chan: u64,
+        iref: u64,
+        service: String,
+        server_pid: u32,
+        server_core: u32,
+        #[serde(default)]
+        vci: u64,
+        #[serde(default)]
+        hops: u32,
+    },
     Fail { req: u64, kind: ErrorKind, message: String },
     Closed { chan: u64 },
 
@@ -67,9 +84,57 @@ pub enum Msg {
         client_pid: u32,
         client_core: u32,
         timeout_ms: u64,
+        /// Multi-hop: the VCI the server sends with, window, path length.
+        #[serde(default)]
+        vci: u64,
+        #[serde(default)]
+        window: u32,
+        #[serde(default)]
+        hops: u32,
     },
-    /// Descriptors: [server doorbell] when `accept`.
-    ConnectReply { conn: u64, accept: bool, reason: String },
+    /// UMP descriptors: [server doorbell] when `accept`. Multi-hop: `vci`
+    /// is what the server receives on.
+    ConnectReply {
+        conn: u64,
+        accept: bool,
+        reason: String,
+        #[serde(default)]
+        vci: u64,
+    },
+
+    /// RTS -> initial monitor: the whole routing table
+    /// (`table[src][dst] = next hop`).
+    /// (Pairs, not maps: JSON map keys are strings.)
+    SetTable { req: u64, table: Vec<(u32, Vec<(u32, u32)>)> },
+    /// A monitor asks the initial monitor for its row at boot.
+    GetRow { req: u64, core: u32 },
+    /// Its row, the neighbours it must open links to, and all its neighbours.
+    Row { req: u64, row: Vec<(u32, u32)>, initiate: Vec<u32>, neighbours: Vec<u32> },
+    /// Open a monitor-to-monitor link. Descriptors: [segment, doorbell];
+    /// answered by `Done` with [doorbell].
+    LinkOpen { req: u64, from_core: u32 },
+    /// A dispatcher opens its link to its monitor. Descriptors: [segment,
+    /// doorbell]; answered by `Done` with [doorbell].
+    DispatcherLink { req: u64 },
+    /// One hop of a multi-hop bind: `vci` is what the receiver of this
+    /// request sends back (towards the client) with.
+    BindHop {
+        req: u64,
+        iref: u64,
+        service: String,
+        target_core: u32,
+        from_core: u32,
+        chan: u64,
+        window: u32,
+        vci: u64,
+        hops: u32,
+        client_pid: u32,
+        client_core: u32,
+        timeout_ms: u64,
+    },
+    /// The hop's answer: `vci` is what the asker sends (towards the server)
+    /// with; `hops` the monitors on the whole path.
+    HopOk { req: u64, vci: u64, hops: u32, server_pid: u32, server_core: u32 },
 
     Register { req: u64, name: String, core: u32, pid: u32 },
     Lookup { req: u64, name: String, iref: u64 },

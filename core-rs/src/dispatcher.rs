@@ -18,6 +18,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, DEFAULT_MAX_MESSAGE};
+use crate::endpoint::Endpoint;
+use crate::mhchannel::{DispatcherLink, PendingMh, LINK_MAX_MESSAGE, MAX_WINDOW};
+use crate::wire::{DIR_TO_CLIENT, DIR_TO_SERVER};
 use crate::control::{self, monitor_socket, random_u64, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
 use crate::park::Doorbell;
@@ -59,6 +62,9 @@ pub struct PendingConnect {
     pub transport: String,
     pub client_pid: u32,
     pub client_core: u32,
+    vci: u64,
+    window: u32,
+    hops: u32,
     expires: Instant,
     fds: Vec<OwnedFd>,
 }
@@ -79,6 +85,8 @@ struct Inner {
     /// Cleared by the reader thread when the monitor connection ends.
     alive: AtomicBool,
     detached: AtomicBool,
+    /// The ring pair with the monitor that multi-hop channels share.
+    link: OnceLock<Arc<DispatcherLink>>,
 }
 
 /// A process attached to a core's monitor.
@@ -126,6 +134,7 @@ impl Dispatcher {
             services: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
             detached: AtomicBool::new(false),
+            link: OnceLock::new(),
         });
         let reader = Arc::downgrade(&inner);
         let reader_sock = inner.sock.try_clone().map_err(|e| Error::os("dup control socket", e))?;
@@ -133,7 +142,49 @@ impl Dispatcher {
             .name(format!("mh-dispatcher-{core}"))
             .spawn(move || read_loop(reader, reader_sock))
             .map_err(|e| Error::os("spawn dispatcher reader thread", e))?;
-        Ok(Dispatcher { inner })
+        let d = Dispatcher { inner };
+        d.open_link()?;
+        Ok(d)
+    }
+
+    /// Open the ring pair with the monitor (multi-hop channels ride on it).
+    fn open_link(&self) -> Result<()> {
+        let seg = create_segment(LINK_MAX_MESSAGE)?;
+        let bell = process_doorbell()?;
+        let fds = [dup_fd(seg.raw_fd())?, dup_fd(bell.segment().raw_fd())?];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (reply, rfds) = self.request(|req| Msg::DispatcherLink { req }, &fds, deadline, &mut || Ok(()))?;
+        let (Msg::Done { .. }, Some(peer_bell)) = (reply, rfds.into_iter().next()) else {
+            return Err(Error::protocol("monitor answered the link request without its doorbell"));
+        };
+        let info = ChannelInfo {
+            id: 0,
+            service: format!("link to monitor {}", self.inner.core),
+            transport: "link",
+            side: Side::Client,
+            peer_pid: self.inner.monitor_pid,
+            peer_core: self.inner.core,
+            max_message: LINK_MAX_MESSAGE,
+            ring_slots: 0,
+        };
+        let ch = UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(self.inner.monitor_pid)?)?;
+        let _ = self.inner.link.set(Arc::new(DispatcherLink::new(ch)));
+        Ok(())
+    }
+
+    fn link(&self) -> Result<&Arc<DispatcherLink>> {
+        self.inner.link.get().ok_or_else(|| Error::new(ErrorKind::Monitor, "this dispatcher has no link to its monitor"))
+    }
+
+    /// Messages that arrived on the link for no channel of ours.
+    pub fn link_dropped(&self) -> u64 {
+        self.inner.link.get().map_or(0, |l| l.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Test hook: put a raw multi-hop frame on our link to the monitor, as a
+    /// forger would (the monitor must drop unknown VCIs and survive).
+    pub fn inject_raw(&self, frame: &[u8]) -> Result<()> {
+        self.link()?.ring().send_blocking(&[frame], Some(Duration::from_secs(1)))
     }
 
     pub fn core(&self) -> u32 {
@@ -211,19 +262,38 @@ impl Dispatcher {
         }
     }
 
-    /// Bind to a service by name (or by iref when `name` is empty).
+    /// Bind to a service by name (or by iref when `name` is empty) over
+    /// `transport` ("ump" or "multihop"; `window` applies to multi-hop).
+    #[allow(clippy::too_many_arguments)]
     pub fn bind(
         &self,
         name: &str,
         iref: u64,
         transport: &str,
         max_message: Option<usize>,
+        window: u32,
+        timeout: Duration,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Endpoint> {
+        let ch = match transport {
+            "ump" => Endpoint::Ump(self.bind_ump(name, iref, max_message, timeout, interrupt)?),
+            "multihop" => Endpoint::Multihop(self.bind_multihop(name, iref, max_message, window, timeout, interrupt)?),
+            other => {
+                return Err(Error::invalid(format!("unknown transport {other:?}: expected \"ump\" or \"multihop\"")))
+            }
+        };
+        self.track_close(&ch);
+        Ok(ch)
+    }
+
+    fn bind_ump(
+        &self,
+        name: &str,
+        iref: u64,
+        max_message: Option<usize>,
         timeout: Duration,
         interrupt: &mut dyn FnMut() -> Result<()>,
     ) -> Result<UmpChannel> {
-        if transport != "ump" && transport != "multihop" {
-            return Err(Error::invalid(format!("unknown transport {transport:?}: expected \"ump\" or \"multihop\"")));
-        }
         let max_message = max_message.unwrap_or(DEFAULT_MAX_MESSAGE);
         let seg = create_segment(max_message)?;
         let bell = process_doorbell()?;
@@ -235,11 +305,13 @@ impl Dispatcher {
                 req,
                 name: name.to_string(),
                 iref,
-                transport: transport.to_string(),
+                transport: "ump".into(),
                 chan,
                 timeout_ms,
                 client_pid: std::process::id(),
                 client_core: self.inner.core,
+                window: 0,
+                vci: 0,
             },
             &fds,
             Instant::now() + timeout + Duration::from_secs(3),
@@ -261,12 +333,65 @@ impl Dispatcher {
             max_message,
             ring_slots: 0,
         };
-        let ch = UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)?;
-        self.track_close(&ch);
-        Ok(ch)
+        UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)
     }
 
-    fn track_close(&self, ch: &UmpChannel) {
+    #[allow(clippy::too_many_arguments)]
+    fn bind_multihop(
+        &self,
+        name: &str,
+        iref: u64,
+        max_message: Option<usize>,
+        window: u32,
+        timeout: Duration,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<crate::mhchannel::MhChannel> {
+        let link = self.link()?.clone();
+        if let Some(m) = max_message {
+            if m > link.max_payload() {
+                return Err(Error::invalid(format!("multi-hop channels carry at most {} bytes per message, asked for {m}", link.max_payload())));
+            }
+        }
+        if window == 0 || window > MAX_WINDOW {
+            return Err(Error::invalid(format!("window must be in 1..={MAX_WINDOW}, got {window}")));
+        }
+        let pending = PendingMh::new(&link, window);
+        let chan = random_u64();
+        let timeout_ms = timeout.as_millis().max(1) as u64;
+        let (reply, _) = self.request(
+            |req| Msg::Bind {
+                req,
+                name: name.to_string(),
+                iref,
+                transport: "multihop".into(),
+                chan,
+                timeout_ms,
+                client_pid: std::process::id(),
+                client_core: self.inner.core,
+                window,
+                vci: pending.vci_in,
+            },
+            &[],
+            Instant::now() + timeout + Duration::from_secs(3),
+            interrupt,
+        )?;
+        let Msg::Bound { chan, service, server_pid, server_core, vci, hops, .. } = reply else {
+            return Err(Error::protocol(format!("monitor answered bind with {reply:?}")));
+        };
+        let info = ChannelInfo {
+            id: chan,
+            service,
+            transport: "multihop",
+            side: Side::Client,
+            peer_pid: server_pid,
+            peer_core: server_core,
+            max_message: 0,
+            ring_slots: 0,
+        };
+        Ok(pending.complete(info, vci, DIR_TO_SERVER, hops))
+    }
+
+    fn track_close(&self, ch: &Endpoint) {
         let weak = Arc::downgrade(&self.inner);
         ch.set_on_close(Box::new(move |chan| {
             if let Some(inner) = weak.upgrade() {
@@ -351,7 +476,7 @@ fn dispatch(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>) {
         }
         return;
     }
-    if let Msg::Connect { conn, iref, service, chan, transport, client_pid, client_core, timeout_ms } = msg {
+    if let Msg::Connect { conn, iref, service, chan, transport, client_pid, client_core, timeout_ms, vci, window, hops } = msg {
         let pending = PendingConnect {
             conn,
             iref,
@@ -360,6 +485,9 @@ fn dispatch(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>) {
             transport,
             client_pid,
             client_core,
+            vci,
+            window,
+            hops,
             expires: Instant::now() + Duration::from_millis(timeout_ms),
             fds,
         };
@@ -370,7 +498,7 @@ fn dispatch(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>) {
                 q.ready.notify_one();
             }
             None => {
-                let reply = Msg::ConnectReply { conn, accept: false, reason: "service no longer exported".into() };
+                let reply = Msg::ConnectReply { conn, accept: false, reason: "service no longer exported".into(), vci: 0 };
                 let _ = control::send(&inner.sock, &reply, &[]);
             }
         }
@@ -401,7 +529,11 @@ impl Service {
     }
 
     fn reply(&self, p: &PendingConnect, accept: bool, reason: &str, bell: Option<&OwnedFd>) {
-        let msg = Msg::ConnectReply { conn: p.conn, accept, reason: reason.to_string() };
+        self.reply_vci(p, accept, reason, bell, 0)
+    }
+
+    fn reply_vci(&self, p: &PendingConnect, accept: bool, reason: &str, bell: Option<&OwnedFd>, vci: u64) {
+        let msg = Msg::ConnectReply { conn: p.conn, accept, reason: reason.to_string(), vci };
         let raw: Vec<_> = bell.iter().map(|f| f.as_raw_fd()).collect();
         let _ = control::send(&self.disp.inner.sock, &msg, &raw);
     }
@@ -411,8 +543,33 @@ impl Service {
         self.reply(&p, false, reason, None);
     }
 
-    /// Accept a request: map the client's segment and answer with our doorbell.
-    pub fn accept(&self, mut p: PendingConnect) -> Result<UmpChannel> {
+    /// Accept a request: for UMP, map the client's segment and answer with
+    /// our doorbell; for multi-hop, register a VCI on our link and answer
+    /// with it.
+    pub fn accept(&self, p: PendingConnect) -> Result<Endpoint> {
+        let ch = if p.transport == "multihop" { self.accept_multihop(p)? } else { Endpoint::Ump(self.accept_ump(p)?) };
+        self.disp.track_close(&ch);
+        Ok(ch)
+    }
+
+    fn accept_multihop(&self, p: PendingConnect) -> Result<Endpoint> {
+        let link = self.disp.link()?.clone();
+        let pending = PendingMh::new(&link, p.window.clamp(1, MAX_WINDOW));
+        self.reply_vci(&p, true, "", None, pending.vci_in);
+        let info = ChannelInfo {
+            id: p.chan,
+            service: self.name.clone(),
+            transport: "multihop",
+            side: Side::Server,
+            peer_pid: p.client_pid,
+            peer_core: p.client_core,
+            max_message: 0,
+            ring_slots: 0,
+        };
+        Ok(Endpoint::Multihop(pending.complete(info, p.vci, DIR_TO_CLIENT, p.hops)))
+    }
+
+    fn accept_ump(&self, mut p: PendingConnect) -> Result<UmpChannel> {
         let result = (|| -> Result<UmpChannel> {
             if p.fds.len() != 2 {
                 return Err(Error::protocol(format!("connect request carries {} descriptors, expected 2", p.fds.len())));
@@ -436,7 +593,6 @@ impl Service {
                 let bell = process_doorbell()?;
                 let fd = dup_fd(bell.segment().raw_fd())?;
                 self.reply(&p, true, "", Some(&fd));
-                self.disp.track_close(&ch);
                 Ok(ch)
             }
             Err(e) => {

@@ -18,13 +18,20 @@ pub mod capi;
 pub mod channel;
 pub mod control;
 pub mod dispatcher;
+pub mod endpoint;
 pub mod error;
+pub mod flow;
+pub mod forward;
+pub mod mhchannel;
 pub mod monitor;
 pub mod park;
+pub mod paths;
 pub mod peer;
 pub mod ring;
 pub mod shm;
 pub mod sock;
+pub mod vci;
+pub mod wire;
 
 #[cfg(feature = "python")]
 mod python;

@@ -29,10 +29,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use std::collections::BTreeMap;
+
+use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel};
 use crate::control::{self, monitor_socket, Msg, Role};
+use crate::dispatcher::process_doorbell;
 use crate::error::{Error, ErrorKind, Result};
+use crate::forward::{Forwarder, LinkPeer};
+use crate::mhchannel::LINK_MAX_MESSAGE;
+use crate::park::Doorbell;
 use crate::peer::PeerWatch;
+use crate::shm::Segment;
 use crate::sock::{SeqListener, SeqSocket};
+use crate::vci::{Entry, LinkId};
 
 /// How a monitor is started (from `python -m multihop.monitor`).
 #[derive(Clone, Debug)]
@@ -91,6 +100,36 @@ struct Monitor {
     counters: Counters,
     stopping: AtomicBool,
     listener: SeqListener,
+    /// The data plane: links, forwarding table, forwarding thread.
+    fwd: Arc<Forwarder>,
+    bell: Arc<Doorbell>,
+    /// This monitor's routing row (destination core -> next hop).
+    row: Mutex<BTreeMap<u32, u32>>,
+    /// Neighbours the routing tables give this monitor a link to.
+    neighbours: Mutex<Vec<u32>>,
+    /// The whole table (initial monitor only), from the RTS.
+    table: Mutex<Option<BTreeMap<u32, BTreeMap<u32, u32>>>>,
+}
+
+type Table = BTreeMap<u32, BTreeMap<u32, u32>>;
+
+/// Row, links to open, and all neighbours of `core` in `table`. Each
+/// undirected link is opened by its lower core.
+fn row_of(table: &Table, core: u32) -> Result<(BTreeMap<u32, u32>, Vec<u32>, Vec<u32>)> {
+    let row = table.get(&core).cloned().ok_or_else(|| Error::invalid(format!("the routing table has no row for core {core}")))?;
+    let mut neighbours = std::collections::BTreeSet::new();
+    for (src, r) in table {
+        for &hop in r.values() {
+            if *src == core && hop != core {
+                neighbours.insert(hop);
+            }
+            if hop == core && *src != core {
+                neighbours.insert(*src);
+            }
+        }
+    }
+    let initiate = neighbours.iter().copied().filter(|&n| core < n).collect();
+    Ok((row, initiate, neighbours.into_iter().collect()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -130,8 +169,21 @@ pub fn run(cfg: MonitorConfig) -> Result<i32> {
         counters: Counters::default(),
         stopping: AtomicBool::new(false),
         listener,
+        fwd: Forwarder::new(process_doorbell()?),
+        bell: process_doorbell()?,
+        row: Mutex::new(BTreeMap::new()),
+        neighbours: Mutex::new(Vec::new()),
+        table: Mutex::new(None),
         cfg,
     });
+    {
+        let f = mon.fwd.clone();
+        std::thread::Builder::new().name("forward".into()).spawn(move || f.run()).ok();
+    }
+    if !mon.is_initial() {
+        let m = mon.clone();
+        std::thread::Builder::new().name("boot".into()).spawn(move || m.boot()).ok();
+    }
     {
         let m = mon.clone();
         std::thread::Builder::new().name("signals".into()).spawn(move || wait_signals(m, signals)).ok();
@@ -219,7 +271,256 @@ impl Monitor {
 
     fn begin_shutdown(&self) {
         if !self.stopping.swap(true, Ordering::SeqCst) {
+            self.fwd.stop();
             self.listener.shutdown();
+        }
+    }
+
+    /// A later monitor's boot: get our row from the initial monitor, then
+    /// open the links it names (TN-006 2.9).
+    fn boot(self: Arc<Self>) {
+        let path = monitor_socket(&self.cfg.dir, self.cfg.initial_core);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let row = loop {
+            if self.stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            let msg = Msg::GetRow { req: 1, core: self.cfg.core };
+            match control::call(&path, Role::Monitor, &msg, &[], Duration::from_secs(5)) {
+                Ok((Msg::Row { row, initiate, neighbours, .. }, _)) => break (row.into_iter().collect(), initiate, neighbours),
+                Ok((other, _)) => log(self.cfg.core, format_args!("initial monitor answered GetRow with {other:?}")),
+                Err(_) if Instant::now() < deadline => {}
+                Err(e) => return log(self.cfg.core, format_args!("no routing row from the initial monitor: {e}")),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.install_row(row.0, row.1, row.2);
+    }
+
+    fn install_row(self: &Arc<Self>, row: BTreeMap<u32, u32>, initiate: Vec<u32>, neighbours: Vec<u32>) {
+        *lock(&self.row) = row;
+        *lock(&self.neighbours) = neighbours;
+        for peer in initiate {
+            let m = self.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !m.stopping.load(Ordering::Relaxed) {
+                    match m.open_monitor_link(peer) {
+                        Ok(()) => return,
+                        Err(e) if Instant::now() > deadline => {
+                            return log(m.cfg.core, format_args!("could not open the link to monitor {peer}: {e}"));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            });
+        }
+    }
+
+    fn link_info(&self, peer_core: u32, peer_pid: u32, side: Side) -> ChannelInfo {
+        ChannelInfo {
+            id: 0,
+            service: format!("link {} - {}", self.cfg.core, peer_core),
+            transport: "link",
+            side,
+            peer_pid,
+            peer_core,
+            max_message: LINK_MAX_MESSAGE,
+            ring_slots: 0,
+        }
+    }
+
+    /// Create a link's segment and hand it to monitor `peer`.
+    fn open_monitor_link(&self, peer: u32) -> Result<()> {
+        let path = monitor_socket(&self.cfg.dir, peer);
+        let (sock, peer_pid) = control::connect(&path, Role::Monitor, self.cfg.core)?;
+        let seg = create_segment(LINK_MAX_MESSAGE)?;
+        control::send(&sock, &Msg::LinkOpen { req: 1, from_core: self.cfg.core }, &[seg.raw_fd(), self.bell.segment().raw_fd()])?;
+        let (reply, mut fds) = control::recv(&sock)?.ok_or_else(|| Error::new(ErrorKind::Monitor, "peer hung up"))?;
+        reply.into_result()?;
+        let bell = fds.pop().ok_or_else(|| Error::protocol("link answer without a doorbell"))?;
+        let ch = UmpChannel::open(seg, self.link_info(peer, peer_pid, Side::Client), self.bell.clone(), Doorbell::from_fd(bell)?, PeerWatch::new(peer_pid)?)?;
+        self.fwd.lock().add_link(ch, LinkPeer::Monitor(peer));
+        self.fwd.poke();
+        Ok(())
+    }
+
+    /// The other end of `open_monitor_link` or of a dispatcher's link.
+    fn accept_link(&self, peer: LinkPeer, peer_pid: u32, mut fds: Vec<OwnedFd>) -> Result<OwnedFd> {
+        if fds.len() != 2 {
+            return Err(Error::protocol(format!("link request carries {} descriptors, expected 2", fds.len())));
+        }
+        let bell = Doorbell::from_fd(fds.pop().unwrap())?;
+        let seg = Segment::from_fd(fds.pop().unwrap(), 0)?;
+        let peer_core = match peer {
+            LinkPeer::Monitor(c) => c,
+            LinkPeer::Dispatcher(_) => self.cfg.core,
+        };
+        let ch = UmpChannel::open(seg, self.link_info(peer_core, peer_pid, Side::Server), self.bell.clone(), bell, PeerWatch::new(peer_pid)?)?;
+        let mut f = self.fwd.lock();
+        if let LinkPeer::Monitor(_) = peer {
+            if let Some(old) = f.link_to(peer) {
+                f.remove_link(old); // a restarted peer replaces its old link
+            }
+        }
+        f.add_link(ch, peer);
+        drop(f);
+        self.fwd.poke();
+        let fd = self.bell.segment().raw_fd();
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(Error::os("dup doorbell", std::io::Error::last_os_error()));
+        }
+        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+    }
+
+    /// One node's part of a multi-hop bind (TN-006 2.5). `left` is the link
+    /// towards the client and `left_out` the VCI to use on it; the bind goes
+    /// on to the next hop (or the service's dispatcher) and the answer comes
+    /// back. Returns (VCI the left side sends to us with, hops, server pid,
+    /// server core).
+    #[allow(clippy::too_many_arguments)]
+    fn route_bind(
+        &self,
+        left: LinkId,
+        left_out: u64,
+        iref: u64,
+        service: &str,
+        target_core: u32,
+        chan: u64,
+        window: u32,
+        hops_before: u32,
+        client_pid: u32,
+        client_core: u32,
+        timeout_ms: u64,
+    ) -> Result<(u64, u32, u32, u32)> {
+        let hops = hops_before + 1;
+        let disp = if target_core == self.cfg.core {
+            let services = lock(&self.services);
+            let s = services.get(&iref).ok_or_else(|| Error::new(ErrorKind::Bind, format!("service {service:?} is gone")))?;
+            Some(s.dispatcher)
+        } else {
+            None
+        };
+        let next = match disp {
+            Some(conn) => LinkPeer::Dispatcher(conn),
+            None => {
+                let hop = lock(&self.row).get(&target_core).copied().ok_or_else(|| {
+                    Error::new(ErrorKind::Bind, format!("monitor {} has no route to core {target_core}", self.cfg.core))
+                })?;
+                LinkPeer::Monitor(hop)
+            }
+        };
+        // The server-to-client entry goes in first: the server may send as
+        // soon as it has accepted, before our answer reaches the client.
+        let (right, v_left, v_right) = {
+            let mut f = self.fwd.lock();
+            let right = f.link_to(next).ok_or_else(|| {
+                Error::new(ErrorKind::Bind, format!("monitor {} has no link to {next:?} (yet)", self.cfg.core))
+            })?;
+            let (v_left, v_right) = (f.table.draw(left), f.table.draw(right));
+            f.table.insert(right, v_right, Entry { out_link: left, out_vci: left_out, partner: (left, v_left), chan });
+            (right, v_left, v_right)
+        };
+        let answer = match next {
+            LinkPeer::Dispatcher(conn) => self.ask_service(conn, iref, service, chan, window, v_right, hops, client_pid, client_core, timeout_ms),
+            LinkPeer::Monitor(hop) => {
+                let msg = Msg::BindHop {
+                    req: 1,
+                    iref,
+                    service: service.to_string(),
+                    target_core,
+                    from_core: self.cfg.core,
+                    chan,
+                    window,
+                    vci: v_right,
+                    hops,
+                    client_pid,
+                    client_core,
+                    timeout_ms,
+                };
+                let path = monitor_socket(&self.cfg.dir, hop);
+                match control::call(&path, Role::Monitor, &msg, &[], Duration::from_millis(timeout_ms + 2000)) {
+                    Ok((Msg::HopOk { vci, hops, server_pid, server_core, .. }, _)) => Ok((vci, hops, server_pid, server_core)),
+                    Ok((other, _)) => Err(Error::protocol(format!("monitor {hop} answered a bind hop with {other:?}"))),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let mut f = self.fwd.lock();
+        match answer {
+            Ok((right_out, total, server_pid, server_core)) => {
+                f.table.insert(left, v_left, Entry { out_link: right, out_vci: right_out, partner: (right, v_right), chan });
+                Ok((v_left, total, server_pid, server_core))
+            }
+            Err(e) => {
+                f.table.remove_pair(right, v_right);
+                Err(e)
+            }
+        }
+    }
+
+    /// Ask the exporting dispatcher of this core to accept a multi-hop
+    /// channel. Returns (VCI it receives on, hops, its pid, this core).
+    #[allow(clippy::too_many_arguments)]
+    fn ask_service(
+        &self,
+        disp: u64,
+        iref: u64,
+        service: &str,
+        chan: u64,
+        window: u32,
+        vci: u64,
+        hops: u32,
+        client_pid: u32,
+        client_core: u32,
+        timeout_ms: u64,
+    ) -> Result<(u64, u32, u32, u32)> {
+        let (sock, server_pid) = match lock(&self.dispatchers).get(&disp) {
+            Some(d) => (d.sock.clone(), d.pid),
+            None => return Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} is gone"))),
+        };
+        let conn = self.next_id();
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(conn, tx);
+        let ask = Msg::Connect {
+            conn,
+            iref,
+            service: service.to_string(),
+            chan,
+            transport: "multihop".into(),
+            client_pid,
+            client_core,
+            timeout_ms,
+            vci,
+            window,
+            hops,
+        };
+        if let Err(e) = control::send(&sock, &ask, &[]) {
+            lock(&self.pending).remove(&conn);
+            return Err(Error::new(ErrorKind::Bind, format!("could not reach the service {service:?}: {e}")));
+        }
+        let answer = rx.recv_timeout(Duration::from_millis(timeout_ms));
+        lock(&self.pending).remove(&conn);
+        match answer {
+            Ok((Msg::ConnectReply { accept: true, vci, .. }, _)) => {
+                lock(&self.channels).insert(chan, ChannelEntry { service: service.to_string(), transport: "multihop".into(), client_pid, server_pid, role: "server" });
+                if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
+                    d.channels.insert(chan);
+                }
+                Ok((vci, hops, server_pid, self.cfg.core))
+            }
+            Ok((Msg::ConnectReply { reason, .. }, _)) => {
+                Err(Error::new(ErrorKind::Bind, format!("service {service:?} refused the connection: {reason}")))
+            }
+            Ok((other, _)) => Err(Error::protocol(format!("service answered {other:?}"))),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!("service {service:?} did not accept within {timeout_ms} ms (is it calling accept()?)"),
+            )),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} went away")))
+            }
         }
     }
 
@@ -269,12 +570,12 @@ impl Monitor {
         }
         match role {
             Role::Dispatcher => self.serve_dispatcher(conn, cred.pid, Arc::new(sock)),
-            Role::Monitor | Role::Tool => self.serve_requests(sock),
+            Role::Monitor | Role::Tool => self.serve_requests(sock, cred.pid),
         }
     }
 
     /// Requests from other monitors and tools, answered in order.
-    fn serve_requests(self: &Arc<Self>, sock: SeqSocket) {
+    fn serve_requests(self: &Arc<Self>, sock: SeqSocket, peer_pid: u32) {
         loop {
             let (msg, fds) = match control::recv(&sock) {
                 Ok(Some(m)) => m,
@@ -285,7 +586,7 @@ impl Monitor {
                     continue;
                 }
             };
-            let (reply, reply_fds) = self.answer(msg, fds);
+            let (reply, reply_fds) = self.answer(msg, fds, peer_pid);
             let raw: Vec<_> = reply_fds.iter().map(|f| f.as_raw_fd()).collect();
             if control::send(&sock, &reply, &raw).is_err() {
                 return;
@@ -296,8 +597,45 @@ impl Monitor {
         }
     }
 
-    fn answer(self: &Arc<Self>, msg: Msg, fds: Vec<OwnedFd>) -> (Msg, Vec<OwnedFd>) {
+    fn answer(self: &Arc<Self>, msg: Msg, fds: Vec<OwnedFd>, peer_pid: u32) -> (Msg, Vec<OwnedFd>) {
         match msg {
+            Msg::SetTable { req, table } => {
+                let table: Table = table.into_iter().map(|(s, r)| (s, r.into_iter().collect())).collect();
+                if !self.is_initial() {
+                    return (Msg::fail(req, &Error::protocol("routing table sent to a monitor that is not the initial one")), vec![]);
+                }
+                match row_of(&table, self.cfg.core) {
+                    Ok((row, initiate, neighbours)) => {
+                        *lock(&self.table) = Some(table);
+                        self.install_row(row, initiate, neighbours);
+                        (Msg::Done { req }, vec![])
+                    }
+                    Err(e) => (Msg::fail(req, &e), vec![]),
+                }
+            }
+            Msg::GetRow { req, core } => {
+                let table = lock(&self.table);
+                match table.as_ref().map(|t| row_of(t, core)) {
+                    Some(Ok((row, initiate, neighbours))) => (Msg::Row { req, row: row.into_iter().collect(), initiate, neighbours }, vec![]),
+                    Some(Err(e)) => (Msg::fail(req, &e), vec![]),
+                    None => (Msg::fail(req, &Error::new(ErrorKind::Monitor, "the routing table is not set yet")), vec![]),
+                }
+            }
+            Msg::LinkOpen { req, from_core } => match self.accept_link(LinkPeer::Monitor(from_core), peer_pid, fds) {
+                Ok(bell) => (Msg::Done { req }, vec![bell]),
+                Err(e) => (Msg::fail(req, &e), vec![]),
+            },
+            Msg::BindHop { req, iref, service, target_core, from_core, chan, window, vci, hops, client_pid, client_core, timeout_ms } => {
+                let left = self.fwd.lock().link_to(LinkPeer::Monitor(from_core));
+                let result = match left {
+                    Some(left) => self.route_bind(left, vci, iref, &service, target_core, chan, window, hops, client_pid, client_core, timeout_ms),
+                    None => Err(Error::new(ErrorKind::Bind, format!("monitor {} has no link from monitor {from_core}", self.cfg.core))),
+                };
+                match result {
+                    Ok((vci, hops, server_pid, server_core)) => (Msg::HopOk { req, vci, hops, server_pid, server_core }, vec![]),
+                    Err(e) => (Msg::fail(req, &e), vec![]),
+                }
+            }
             Msg::Register { req, name, core, pid: _ } => (self.register(req, name, core), vec![]),
             Msg::Lookup { req, name, iref } => (self.lookup(req, &name, iref), vec![]),
             Msg::Unregister { iref } => {
@@ -387,12 +725,23 @@ impl Monitor {
                     let reply = self.export(conn, pid, req, name);
                     let _ = control::send(&sock, &reply, &[]);
                 }
-                Msg::Bind { req, name, iref, transport, chan, timeout_ms, client_core, .. } => {
+                Msg::DispatcherLink { req } => {
+                    let (reply, rfds) = match self.accept_link(LinkPeer::Dispatcher(conn), pid, fds) {
+                        Ok(bell) => (Msg::Done { req }, vec![bell]),
+                        Err(e) => (Msg::fail(req, &e), vec![]),
+                    };
+                    let raw: Vec<_> = rfds.iter().map(|f| f.as_raw_fd()).collect();
+                    let _ = control::send(&sock, &reply, &raw);
+                }
+                Msg::Bind { req, name, iref, transport, chan, timeout_ms, client_core, window, vci, .. } => {
                     let m = self.clone();
                     let s = sock.clone();
                     std::thread::spawn(move || {
-                        let (reply, rfds) =
-                            m.bind_from_client(conn, pid, req, name, iref, transport, chan, timeout_ms, client_core, fds);
+                        let (reply, rfds) = if transport == "multihop" {
+                            (m.bind_multihop(conn, pid, req, name, iref, chan, timeout_ms, client_core, window, vci), vec![])
+                        } else {
+                            m.bind_from_client(conn, pid, req, name, iref, transport, chan, timeout_ms, client_core, fds)
+                        };
                         let raw: Vec<_> = rfds.iter().map(|f| f.as_raw_fd()).collect();
                         let _ = control::send(&s, &reply, &raw);
                     });
@@ -461,7 +810,7 @@ impl Monitor {
                 other => return Err(Error::protocol(format!("registry answered {other:?}"))),
             };
             let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
-            let fwd = Msg::Bind { req, name: name.clone(), iref, transport: transport.clone(), chan, timeout_ms, client_pid, client_core };
+            let fwd = Msg::Bind { req, name: name.clone(), iref, transport: transport.clone(), chan, timeout_ms, client_pid, client_core, window: 0, vci: 0 };
             let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
             let path = monitor_socket(&self.cfg.dir, core);
             let (reply, rfds) = control::call(&path, Role::Monitor, &fwd, &raw, Duration::from_millis(timeout_ms + 2000))?;
@@ -471,7 +820,7 @@ impl Monitor {
                     if let Some(d) = lock(&self.dispatchers).get_mut(&conn) {
                         d.channels.insert(chan);
                     }
-                    Ok((Msg::Bound { req, chan, iref, service, server_pid, server_core }, rfds))
+                    Ok((Msg::Bound { req, chan, iref, service, server_pid, server_core, vci: 0, hops: 0 }, rfds))
                 }
                 other => Err(Error::protocol(format!("service monitor answered {other:?}"))),
             }
@@ -484,6 +833,48 @@ impl Monitor {
             Err(e) => {
                 self.counters.binds_failed.fetch_add(1, Ordering::Relaxed);
                 (Msg::fail(req, &e), vec![])
+            }
+        }
+    }
+
+    /// The client's side of a multi-hop bind: resolve, then route hop by hop.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_multihop(
+        &self,
+        conn: u64,
+        client_pid: u32,
+        req: u64,
+        name: String,
+        iref: u64,
+        chan: u64,
+        timeout_ms: u64,
+        client_core: u32,
+        window: u32,
+        vci: u64,
+    ) -> Msg {
+        let result = (|| -> Result<Msg> {
+            let (name, iref, core) = match self.initial_call(&Msg::Lookup { req, name, iref })? {
+                Msg::Found { name, iref, core, .. } => (name, iref, core),
+                other => return Err(Error::protocol(format!("registry answered {other:?}"))),
+            };
+            let left = self.fwd.lock().link_to(LinkPeer::Dispatcher(conn)).ok_or_else(|| Error::protocol("bind from a dispatcher without a link"))?;
+            let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
+            let (v_left, hops, server_pid, server_core) =
+                self.route_bind(left, vci, iref, &name, core, chan, window, 0, client_pid, client_core, timeout_ms)?;
+            lock(&self.channels).insert(chan, ChannelEntry { service: name.clone(), transport: "multihop".into(), client_pid, server_pid, role: "client" });
+            if let Some(d) = lock(&self.dispatchers).get_mut(&conn) {
+                d.channels.insert(chan);
+            }
+            Ok(Msg::Bound { req, chan, iref, service: name, server_pid, server_core, vci: v_left, hops })
+        })();
+        match result {
+            Ok(m) => {
+                self.counters.binds_ok.fetch_add(1, Ordering::Relaxed);
+                m
+            }
+            Err(e) => {
+                self.counters.binds_failed.fetch_add(1, Ordering::Relaxed);
+                Msg::fail(req, &e)
             }
         }
     }
@@ -519,7 +910,7 @@ impl Monitor {
         let conn = self.next_id();
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(conn, tx);
-        let ask = Msg::Connect { conn, iref, service: service.clone(), chan, transport: transport.clone(), client_pid, client_core, timeout_ms };
+        let ask = Msg::Connect { conn, iref, service: service.clone(), chan, transport: transport.clone(), client_pid, client_core, timeout_ms, vci: 0, window: 0, hops: 0 };
         let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
         if let Err(e) = control::send(&sock, &ask, &raw) {
             lock(&self.pending).remove(&conn);
@@ -533,7 +924,7 @@ impl Monitor {
                 if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
                     d.channels.insert(chan);
                 }
-                (Msg::Bound { req, chan, iref, service, server_pid, server_core: self.cfg.core }, rfds)
+                (Msg::Bound { req, chan, iref, service, server_pid, server_core: self.cfg.core, vci: 0, hops: 0 }, rfds)
             }
             Ok((Msg::ConnectReply { accept: true, .. }, _)) => {
                 fail(Error::protocol(format!("service {service:?} accepted without its doorbell")))
@@ -553,6 +944,13 @@ impl Monitor {
     }
 
     fn dispatcher_gone(&self, conn: u64) {
+        {
+            let mut f = self.fwd.lock();
+            if let Some(l) = f.link_to(LinkPeer::Dispatcher(conn)) {
+                f.remove_link(l); // tears down its multi-hop channels
+            }
+        }
+        self.fwd.poke();
         let entry = lock(&self.dispatchers).remove(&conn);
         let gone: Vec<u64> = {
             let mut services = lock(&self.services);
@@ -591,9 +989,16 @@ impl Monitor {
         let registry: Option<Vec<_>> = self.is_initial().then(|| {
             lock(&self.registry).iter().map(|(n, (i, c))| json!({"name": n, "iref": i, "core": c})).collect()
         });
+        let data = self.fwd.lock().status();
+        let links_up = self.fwd.lock().monitor_links();
+        let row: BTreeMap<String, u32> = lock(&self.row).iter().map(|(d, n)| (d.to_string(), *n)).collect();
         json!({
             "core": self.cfg.core,
             "pid": self.pid,
+            "routing_row": row,
+            "neighbours": *lock(&self.neighbours),
+            "monitor_links_up": links_up,
+            "data": data,
             "cpu": self.cfg.cpu,
             "initial": self.is_initial(),
             "uptime_s": self.started.elapsed().as_secs_f64(),

@@ -20,7 +20,7 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -144,6 +144,59 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> io::Result<
 fn futex_wake(word: &AtomicU32) {
     // SAFETY: futex on a valid, aligned u32 in shared memory.
     unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+/// Result of one bounded wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    Ready,
+    /// A slice passed; call again (after checking signals).
+    Slice,
+    TimedOut,
+    Interrupted,
+}
+
+/// Longest one park lasts before the waiter returns to look at signals and
+/// its peers' health.
+pub const PARK_SLICE: Duration = Duration::from_millis(50);
+
+/// Spin, then park on `bell` for at most one slice, until `ready()` holds or
+/// `deadline` passes. `on_slice()` runs after a slice that saw nothing and
+/// may turn it into `Ready` (e.g. a peer found dead).
+pub fn wait_until(
+    bell: &Doorbell,
+    parks: &AtomicU64,
+    deadline: Option<Instant>,
+    ready: &mut dyn FnMut() -> bool,
+    on_slice: &mut dyn FnMut() -> bool,
+) -> Waited {
+    let now = Instant::now();
+    let left = deadline.map(|d| d.saturating_duration_since(now));
+    if left == Some(Duration::ZERO) {
+        return if ready() { Waited::Ready } else { Waited::TimedOut };
+    }
+    let budget = left.map_or(spin_budget(), |l| l.min(spin_budget()));
+    if spin_until(budget, ready) {
+        return Waited::Ready;
+    }
+    let slice = deadline.map_or(PARK_SLICE, |d| d.saturating_duration_since(Instant::now()).min(PARK_SLICE));
+    if slice.is_zero() {
+        return Waited::TimedOut;
+    }
+    parks.fetch_add(1, Ordering::Relaxed);
+    match bell.park(slice, ready) {
+        Wake::Ready => Waited::Ready,
+        Wake::Interrupted => Waited::Interrupted,
+        Wake::Slice => {
+            if on_slice() || ready() {
+                Waited::Ready
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                Waited::TimedOut
+            } else {
+                Waited::Slice
+            }
+        }
+    }
 }
 
 /// How long to spin before parking. `MULTIHOP_SPIN_US` overrides the default

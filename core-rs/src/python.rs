@@ -15,8 +15,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
 
-use crate::channel::{UmpChannel, Waited, Want};
-use crate::dispatcher::{Dispatcher as EngineDispatcher, PendingConnect, Service as EngineService};
+use std::sync::Mutex;
+
+use pyo3::types::PyWeakrefReference;
+
+use crate::channel::{Waited, Want};
+use crate::dispatcher::{process_doorbell, Dispatcher as EngineDispatcher, PendingConnect, Service as EngineService};
+use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind};
 use crate::monitor::{self, MonitorConfig};
 
@@ -87,7 +92,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// Wait on a channel with the GIL released, one slice at a time.
-fn wait(py: Python<'_>, ch: &UmpChannel, want: Want, until: Option<Instant>) -> PyResult<bool> {
+fn wait(py: Python<'_>, ch: &Endpoint, want: Want, until: Option<Instant>) -> PyResult<bool> {
     match py.detach(|| ch.wait(want, until)) {
         Waited::Ready => Ok(true),
         Waited::TimedOut => Ok(false),
@@ -100,9 +105,9 @@ fn wait(py: Python<'_>, ch: &UmpChannel, want: Want, until: Option<Instant>) -> 
 
 /// One end of a channel: ``send``/``recv`` and their batch, non-blocking and
 /// numpy-record variants.
-#[pyclass(frozen, module = "multihop._core")]
+#[pyclass(frozen, weakref, module = "multihop._core")]
 pub struct Channel {
-    ch: Arc<UmpChannel>,
+    ch: Arc<Endpoint>,
 }
 
 impl Channel {
@@ -326,7 +331,12 @@ impl Channel {
         d.set_item("bytes_received", s.bytes_received)?;
         d.set_item("busy_count", s.busy_count)?;
         d.set_item("parks", s.parks)?;
-        d.set_item("hops", 0)?;
+        d.set_item("hops", s.hops)?;
+        d.set_item("acks_sent", s.acks_sent)?;
+        d.set_item("dummies_sent", s.dummies_sent)?;
+        d.set_item("window", s.window)?;
+        d.set_item("in_flight", s.in_flight)?;
+        d.set_item("queued", s.queued)?;
         d.set_item("transport", i.transport)?;
         d.set_item("service", &i.service)?;
         d.set_item("side", format!("{:?}", i.side).to_lowercase())?;
@@ -361,7 +371,7 @@ impl Channel {
         self.ch.info().service.clone()
     }
 
-    /// "ump" (or "multihop").
+    /// "ump" or "multihop".
     #[getter]
     fn transport(&self) -> &'static str {
         self.ch.info().transport
@@ -408,6 +418,7 @@ impl Channel {
 pub struct Service {
     svc: EngineService,
     on_connect: Option<Py<PyAny>>,
+    owner: Py<Dispatcher>,
 }
 
 fn connect_info<'py>(py: Python<'py>, p: &PendingConnect) -> PyResult<Bound<'py, PyDict>> {
@@ -439,7 +450,7 @@ impl Service {
     /// `on_connect` callback (if any), and return the accepted Channel.
     /// Refused clients get BindError; accept keeps waiting for the next.
     #[pyo3(signature = (timeout=None))]
-    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Channel> {
+    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Channel>> {
         let until = deadline(timeout)?;
         loop {
             let slice = until.map_or(Duration::from_millis(50), |u| {
@@ -463,7 +474,7 @@ impl Service {
                         }
                     }
                     let ch = self.svc.accept(p).map_err(|e| to_py(py, e))?;
-                    return Ok(Channel { ch: Arc::new(ch) });
+                    return self.owner.bind(py).borrow().adopt(py, Channel { ch: Arc::new(ch) });
                 }
                 None => {
                     py.check_signals()?;
@@ -484,6 +495,26 @@ impl Service {
 #[pyclass(frozen, module = "multihop._core")]
 pub struct Dispatcher {
     d: EngineDispatcher,
+    /// Weak references to this dispatcher's channels, for `poll`.
+    channels: Mutex<Vec<Py<PyWeakrefReference>>>,
+}
+
+impl Dispatcher {
+    /// Remember a new channel (weakly) for `poll` and hand it out.
+    fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
+        let obj = Bound::new(py, ch)?;
+        let weak = PyWeakrefReference::new(&obj)?;
+        let mut list = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|w| w.bind(py).upgrade().is_some());
+        list.push(weak.unbind());
+        Ok(obj.unbind())
+    }
+
+    /// The live channels of this dispatcher.
+    fn live_channels<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, Channel>> {
+        let list = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        list.iter().filter_map(|w| w.bind(py).upgrade()).filter_map(|o| o.cast_into::<Channel>().ok()).collect()
+    }
 }
 
 #[pymethods]
@@ -492,7 +523,7 @@ impl Dispatcher {
     #[staticmethod]
     fn attach(py: Python<'_>, runtime_dir: PathBuf, core: u32) -> PyResult<Dispatcher> {
         let d = py.detach(|| EngineDispatcher::attach(&runtime_dir, core)).map_err(|e| to_py(py, e))?;
-        Ok(Dispatcher { d })
+        Ok(Dispatcher { d, channels: Mutex::new(Vec::new()) })
     }
 
     /// The core this dispatcher is attached to.
@@ -516,19 +547,24 @@ impl Dispatcher {
     /// Export `name`. `on_connect(info: dict) -> bool` may refuse clients.
     /// Raises ExportError when the name is taken or invalid.
     #[pyo3(signature = (name, on_connect=None))]
-    fn export(&self, py: Python<'_>, name: &str, on_connect: Option<Py<PyAny>>) -> PyResult<Service> {
+    fn export(slf: &Bound<'_, Self>, name: &str, on_connect: Option<Py<PyAny>>) -> PyResult<Service> {
+        let py = slf.py();
+        let me = slf.get();
         if let Some(cb) = &on_connect {
             if !cb.bind(py).is_callable() {
                 return Err(PyTypeError::new_err("on_connect must be callable"));
             }
         }
-        let svc = py.detach(|| self.d.export(name)).map_err(|e| to_py(py, e))?;
-        Ok(Service { svc, on_connect })
+        let svc = py.detach(|| me.d.export(name)).map_err(|e| to_py(py, e))?;
+        Ok(Service { svc, on_connect, owner: slf.clone().unbind() })
     }
 
-    /// Bind to service `name` (or `iref`). Raises BindError when it is
-    /// unknown or refuses, Timeout when it does not accept in time.
-    #[pyo3(signature = (name=None, transport="ump", timeout=5.0, max_message=None, iref=None))]
+    /// Bind to service `name` (or `iref`) over `transport` ("ump": a ring
+    /// pair straight to the service; "multihop": a virtual circuit through
+    /// the monitors with a credit `window`). Raises BindError when the
+    /// service is unknown or refuses, Timeout when it does not accept in time.
+    #[pyo3(signature = (name=None, transport="ump", timeout=5.0, max_message=None, iref=None, window=16))]
+    #[allow(clippy::too_many_arguments)]
     fn bind(
         &self,
         py: Python<'_>,
@@ -537,7 +573,8 @@ impl Dispatcher {
         timeout: Option<f64>,
         max_message: Option<usize>,
         iref: Option<u64>,
-    ) -> PyResult<Channel> {
+        window: u32,
+    ) -> PyResult<Py<Channel>> {
         let (name, iref) = match (name, iref) {
             (Some(n), None) => (n.to_string(), 0),
             (None, Some(i)) => (String::new(), i),
@@ -546,7 +583,7 @@ impl Dispatcher {
         let timeout = duration(timeout, 5.0)?;
         let mut pending: Option<PyErr> = None;
         let res = py.detach(|| {
-            self.d.bind(&name, iref, transport, max_message, timeout, &mut || {
+            self.d.bind(&name, iref, transport, max_message, window, timeout, &mut || {
                 Python::attach(|py| py.check_signals()).map_err(|e| {
                     pending = Some(e);
                     Error::new(ErrorKind::Interrupted, "interrupted")
@@ -554,9 +591,52 @@ impl Dispatcher {
             })
         });
         match res {
-            Ok(ch) => Ok(Channel { ch: Arc::new(ch) }),
+            Ok(ch) => self.adopt(py, Channel { ch: Arc::new(ch) }),
             Err(e) => Err(pending.unwrap_or_else(|| to_py(py, e))),
         }
+    }
+
+    /// Wait up to `timeout` seconds (None: forever) until some channel of
+    /// this dispatcher has a message or was closed; returns those channels
+    /// ([] on timeout). Serves many clients from one thread.
+    #[pyo3(signature = (timeout=None))]
+    fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        let until = deadline(timeout)?;
+        let list: Vec<Bound<'py, Channel>> = self.live_channels(py).into_iter().filter(|c| !c.get().ch.is_closed()).collect();
+        let eps: Vec<Arc<Endpoint>> = list.iter().map(|c| c.get().ch.clone()).collect();
+        let bell = process_doorbell().map_err(|e| to_py(py, e))?;
+        let parks = std::sync::atomic::AtomicU64::new(0);
+        loop {
+            let ready = PyList::empty(py);
+            for (c, ep) in list.iter().zip(&eps) {
+                if ep.readable() {
+                    ready.append(c)?;
+                }
+            }
+            if !ready.is_empty() {
+                return Ok(ready);
+            }
+            let w = py.detach(|| {
+                crate::park::wait_until(&bell, &parks, until, &mut || eps.iter().any(|e| e.readable()), &mut || false)
+            });
+            match w {
+                Waited::TimedOut => return Ok(PyList::empty(py)),
+                Waited::Slice | Waited::Interrupted => py.check_signals()?,
+                Waited::Ready => {}
+            }
+        }
+    }
+
+    /// Messages that reached this dispatcher's link for no channel of ours.
+    #[getter]
+    fn link_dropped(&self) -> u64 {
+        self.d.link_dropped()
+    }
+
+    /// Test hook: write a raw multi-hop frame (16-byte header + payload) on
+    /// this dispatcher's link to its monitor, as a forger would.
+    fn _inject_raw(&self, py: Python<'_>, frame: &[u8]) -> PyResult<()> {
+        self.d.inject_raw(frame).map_err(|e| to_py(py, e))
     }
 
     /// Status of this core's monitor (a dict).
@@ -615,6 +695,24 @@ fn monitor_status<'py>(py: Python<'py>, socket_path: PathBuf, timeout: f64) -> P
     }
 }
 
+/// Hand the whole routing table to the initial monitor (the RTS's job):
+/// `table[src][dst] = next hop`. Later monitors fetch their rows from it.
+#[pyfunction]
+#[pyo3(signature = (socket_path, table, timeout=5.0))]
+fn monitor_set_table(
+    py: Python<'_>,
+    socket_path: PathBuf,
+    table: std::collections::BTreeMap<u32, std::collections::BTreeMap<u32, u32>>,
+    timeout: f64,
+) -> PyResult<()> {
+    let t = duration(Some(timeout), 5.0)?;
+    let table = table.into_iter().map(|(s, r)| (s, r.into_iter().collect())).collect();
+    let msg = crate::control::Msg::SetTable { req: 1, table };
+    py.detach(|| crate::control::call(&socket_path, crate::control::Role::Tool, &msg, &[], t))
+        .map(|_| ())
+        .map_err(|e| to_py(py, e))
+}
+
 /// Ask a monitor to shut down (for tools).
 #[pyfunction]
 #[pyo3(signature = (socket_path, timeout=5.0))]
@@ -633,6 +731,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_monitor, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_status, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(monitor_set_table, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     Ok(())

@@ -30,7 +30,7 @@ import psutil
 from multihop import _core
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
-from multihop.rts import MODES, routing_table
+from multihop.rts import links, routing_table
 from multihop.topology import Topology
 
 __all__ = ["Runtime", "Dispatcher"]
@@ -99,8 +99,6 @@ class Runtime:
         a monitor fails to start (with its log).
         """
         check_name(name)
-        if routing not in MODES:
-            raise ValueError(f"unknown routing mode {routing!r}; expected one of {', '.join(MODES)}")
         cpus = _real_cpus()
         if cores is None:
             cores = list(topology.cores) if topology is not None else cpus
@@ -135,30 +133,39 @@ class Runtime:
         procs: dict[int, subprocess.Popen[bytes]] = {}
         rt = cls(name, directory, meta, procs)
         try:
-            for core in cores:
-                cpu = _cpu_for(core, cpus)
-                cmd = [
-                    sys.executable, "-m", "multihop.monitor",
-                    "--dir", str(directory), "--core", str(core),
-                    "--initial-core", str(cores[0]), "--cpu", str(cpu),
-                ]
-                if not detached:
-                    cmd += ["--owner-pid", str(os.getpid())]
-                with open(directory / f"mon-{core}.log", "wb") as log:
-                    procs[core] = subprocess.Popen(
-                        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
-                    )
-                meta["monitors"].append({"core": core, "cpu": cpu, "pid": procs[core].pid})
-            rt._wait_ready(timeout)
+            # The initial monitor first: the RTS hands it the whole table, and
+            # every later monitor fetches its own row from it when it boots.
+            rt._spawn(cores[0], cores[0], _cpu_for(cores[0], cpus), detached)
+            rt._wait_ready([cores[0]], timeout)
+            _core.monitor_set_table(str(monitor_socket(directory, cores[0])), table, timeout=timeout)
+            for core in cores[1:]:
+                rt._spawn(core, cores[0], _cpu_for(core, cpus), detached)
+            rt._wait_ready(cores[1:], timeout)
+            rt._wait_links(table, timeout)
             _write_json(directory / _META, meta)
         except BaseException:
             rt.stop(timeout=2.0)
             raise
         return rt
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _spawn(self, core: int, initial: int, cpu: int, detached: bool) -> None:
+        cmd = [
+            sys.executable, "-m", "multihop.monitor",
+            "--dir", str(self.dir), "--core", str(core),
+            "--initial-core", str(initial), "--cpu", str(cpu),
+        ]
+        if not detached:
+            cmd += ["--owner-pid", str(os.getpid())]
+        with open(self.dir / f"mon-{core}.log", "wb") as log:
+            self._procs[core] = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            )
+        self._meta["monitors"].append({"core": core, "cpu": cpu, "pid": self._procs[core].pid})
+
+    def _wait_ready(self, cores: Sequence[int], timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        for core, proc in self._procs.items():
+        for core in cores:
+            proc = self._procs[core]
             sock = monitor_socket(self.dir, core)
             while True:
                 if proc.poll() is not None:
@@ -172,6 +179,21 @@ class Runtime:
                 if time.monotonic() > deadline:
                     raise MonitorError(f"monitor for core {core} not ready after {timeout} s:\n{self._log_tail(core)}")
                 time.sleep(0.005)
+
+    def _wait_links(self, table: dict[int, dict[int, int]], timeout: float) -> None:
+        """Wait until every monitor-to-monitor link the table names is up."""
+        deadline = time.monotonic() + timeout
+        want = links(table)
+        while True:
+            up: set[tuple[int, int]] = set()
+            for core in self.cores:
+                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=2.0)
+                up |= {(min(core, p), max(core, p)) for p in st["monitor_links_up"]}
+            if want <= up:
+                return
+            if time.monotonic() > deadline:
+                raise MonitorError(f"monitor links not up after {timeout} s: missing {sorted(want - up)}")
+            time.sleep(0.01)
 
     def _log_tail(self, core: int, lines: int = 20) -> str:
         try:

@@ -1,0 +1,269 @@
+//! The monitor's data plane: its links and the forwarding loop.
+//!
+//! A link is a ring pair (the same structure as a UMP channel) with a
+//! dispatcher of this core or with a neighbouring monitor named by the
+//! routing tables.  One thread drains every inbound ring in batches: a
+//! multi-hop message's VCI is looked up in the forwarding table, rewritten,
+//! and the message goes out on the entry's link.  When that link's ring is
+//! full, or messages already wait for it, the message joins that link's FIFO
+//! queue, so order is kept per channel direction (as Barrelfish does).  The
+//! credit window bounds what the queues can hold.
+//!
+//! An unknown VCI (a forged one, or a channel already torn down) is dropped
+//! and counted.  A TEARDOWN is forwarded, then the channel's entries here are
+//! removed.  A link whose peer dies takes every channel through it down: a
+//! TEARDOWN goes out on the other side of each.
+//!
+//! Control never waits behind data here: bind and teardown decisions are
+//! made by the control threads (over the control sockets) and only touch the
+//! table under the same lock, between forwarding rounds.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::channel::UmpChannel;
+use crate::error::ErrorKind;
+use crate::park::{wait_until, Doorbell, Waited};
+use crate::vci::{ForwardTable, LinkId};
+use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
+
+/// Who is at the other end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkPeer {
+    Monitor(u32),
+    Dispatcher(u64),
+}
+
+struct LinkSlot {
+    ch: Arc<UmpChannel>,
+    peer: LinkPeer,
+    queue: VecDeque<Vec<u8>>,
+    max_queue: usize,
+    forwarded_out: u64,
+}
+
+/// Links, forwarding table and counters, behind one lock.
+pub struct Fwd {
+    links: Vec<Option<LinkSlot>>,
+    pub table: ForwardTable,
+    pub forwarded: u64,
+    pub dropped: u64,
+    pub malformed: u64,
+    /// Largest number of messages any link queue ever held.
+    pub max_queue: usize,
+}
+
+impl Fwd {
+    fn new() -> Fwd {
+        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, malformed: 0, max_queue: 0 }
+    }
+
+    pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
+        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: VecDeque::new(), max_queue: 0, forwarded_out: 0 };
+        if let Some(i) = self.links.iter().position(|l| l.is_none()) {
+            self.links[i] = Some(slot);
+            i as LinkId
+        } else {
+            self.links.push(Some(slot));
+            (self.links.len() - 1) as LinkId
+        }
+    }
+
+    pub fn link_to(&self, peer: LinkPeer) -> Option<LinkId> {
+        self.links.iter().position(|l| l.as_ref().is_some_and(|l| l.peer == peer)).map(|i| i as LinkId)
+    }
+
+    pub fn monitor_links(&self) -> Vec<u32> {
+        self.links
+            .iter()
+            .flatten()
+            .filter_map(|l| match l.peer {
+                LinkPeer::Monitor(c) => Some(c),
+                LinkPeer::Dispatcher(_) => None,
+            })
+            .collect()
+    }
+
+    /// Queue a message for `out` or send it now if nothing waits before it.
+    fn send_or_queue(&mut self, out: LinkId, msg: &[u8]) -> bool {
+        let Some(Some(slot)) = self.links.get_mut(out as usize) else {
+            return false;
+        };
+        if slot.queue.is_empty() {
+            match slot.ch.try_send(&[msg]) {
+                Ok(()) => {
+                    slot.forwarded_out += 1;
+                    return true;
+                }
+                Err(e) if e.kind == ErrorKind::TxBusy => {}
+                Err(_) => return false, // dead link: torn down when its turn comes
+            }
+        }
+        slot.queue.push_back(msg.to_vec());
+        slot.max_queue = slot.max_queue.max(slot.queue.len());
+        self.max_queue = self.max_queue.max(slot.queue.len());
+        true
+    }
+
+    /// Forward one message that arrived on `link`.
+    fn handle(&mut self, link: LinkId, msg: &mut [u8]) {
+        let h = match Header::decode(msg) {
+            Ok(h) => h,
+            Err(_) => {
+                self.malformed += 1;
+                return;
+            }
+        };
+        let Some(e) = self.table.lookup(link, h.vci).copied() else {
+            self.dropped += 1;
+            return;
+        };
+        Header::rewrite_vci(msg, e.out_vci);
+        if self.send_or_queue(e.out_link, msg) {
+            self.forwarded += 1;
+        }
+        if h.kind == Kind::Teardown {
+            self.table.remove_pair(link, h.vci);
+        }
+    }
+
+    /// Tear down every channel through `link` and forget the link.
+    pub fn remove_link(&mut self, link: LinkId) {
+        for ((l, v), e) in self.table.entries_on(link) {
+            let hdr = Header { vci: e.out_vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+            self.send_or_queue(e.out_link, &hdr);
+            self.table.remove_pair(l, v);
+        }
+        if let Some(slot) = self.links.get_mut(link as usize) {
+            *slot = None;
+        }
+    }
+
+    /// Move queued messages onto their rings while they fit.
+    fn flush(&mut self) -> usize {
+        let mut n = 0;
+        for slot in self.links.iter_mut().flatten() {
+            while let Some(m) = slot.queue.front() {
+                if slot.ch.try_send(&[m]).is_err() {
+                    break;
+                }
+                slot.queue.pop_front();
+                slot.forwarded_out += 1;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// One forwarding round: flush queues, then drain every inbound ring.
+    fn step(&mut self, scratch: &mut Vec<u8>) -> usize {
+        let mut n = self.flush();
+        let mut dead = Vec::new();
+        for i in 0..self.links.len() {
+            let Some(slot) = &self.links[i] else { continue };
+            let ch = slot.ch.clone();
+            let got = ch.try_recv_many(64, &mut |len, copy| {
+                scratch.resize(len, 0);
+                copy(scratch);
+                self.handle(i as LinkId, scratch);
+                Ok(true)
+            });
+            match got {
+                Ok(k) => n += k,
+                Err(e) if e.kind == ErrorKind::ChannelClosed => dead.push(i as LinkId),
+                Err(_) => self.malformed += 1,
+            }
+        }
+        for l in dead {
+            self.remove_link(l);
+        }
+        n
+    }
+
+    fn any_ready(&self) -> bool {
+        self.links.iter().flatten().any(|l| l.ch.readable() || l.queue.front().is_some_and(|m| l.ch.has_room(m.len())))
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let links: Vec<_> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.as_ref().map(|l| (i, l)))
+            .map(|(i, l)| {
+                let (kind, peer) = match l.peer {
+                    LinkPeer::Monitor(c) => ("monitor", c as u64),
+                    LinkPeer::Dispatcher(d) => ("dispatcher", d),
+                };
+                json!({"id": i, "kind": kind, "peer": peer, "queued": l.queue.len(), "max_queued": l.max_queue, "forwarded_out": l.forwarded_out})
+            })
+            .collect();
+        json!({
+            "links": links,
+            "forwarding_entries": self.table.len(),
+            "forwarded": self.forwarded,
+            "dropped": self.dropped,
+            "malformed": self.malformed,
+            "max_queue": self.max_queue,
+        })
+    }
+}
+
+/// The forwarding thread's handle.
+pub struct Forwarder {
+    fwd: Mutex<Fwd>,
+    bell: Arc<Doorbell>,
+    stop: AtomicBool,
+    parks: AtomicU64,
+}
+
+impl Forwarder {
+    pub fn new(bell: Arc<Doorbell>) -> Arc<Forwarder> {
+        Arc::new(Forwarder { fwd: Mutex::new(Fwd::new()), bell, stop: AtomicBool::new(false), parks: AtomicU64::new(0) })
+    }
+
+    /// Lock the data plane (control threads: bind, teardown, status).
+    pub fn lock(&self) -> MutexGuard<'_, Fwd> {
+        self.fwd.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wake the forwarding thread (after changing links or queues).
+    pub fn poke(&self) {
+        self.bell.ring();
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.poke();
+    }
+
+    /// The forwarding loop; returns when stopped.
+    pub fn run(&self) {
+        let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
+        while !self.stop.load(Ordering::Relaxed) {
+            let n = self.lock().step(&mut scratch);
+            if n == 0 {
+                let w = wait_until(&self.bell, &self.parks, None, &mut || {
+                    self.stop.load(Ordering::Relaxed) || self.lock().any_ready()
+                }, &mut || false);
+                if w == Waited::Interrupted {
+                    continue;
+                }
+            }
+        }
+    }
+
+    /// Forward `n` messages through a fresh table entry and return the mean
+    /// cost per message of one forwarding step (for the bench).
+    pub fn bench_step(fwd: &mut Fwd, link: LinkId, msgs: &mut [Vec<u8>]) -> std::time::Duration {
+        let t0 = Instant::now();
+        for m in msgs.iter_mut() {
+            fwd.handle(link, m);
+        }
+        t0.elapsed() / msgs.len().max(1) as u32
+    }
+}

@@ -1,0 +1,513 @@
+//! Multi-hop channel endpoints (TN-006 2.5, 2.10) and the dispatcher's link
+//! to its monitor that they share.
+//!
+//! A dispatcher has one [`DispatcherLink`] (a ring pair with its core's
+//! monitor).  Every multi-hop channel of the dispatcher is a virtual circuit
+//! on it: outgoing messages carry the VCI the monitor gave us, incoming ones
+//! the VCI we gave the monitor.  Whichever thread reads the link ("pumps")
+//! sorts what it finds into each channel's queue, so channels never steal
+//! each other's messages; pumping another channel's message rings this
+//! process's doorbell so that channel's waiter looks again.
+//!
+//! Flow control is the credit window of `flow.rs`.  Closing sends a
+//! TEARDOWN behind the data, which removes the forwarding entries hop by hop
+//! and closes the other end once it has read what came before.  If the
+//! monitor dies, every channel on the link is closed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use crate::channel::{ChannelInfo, UmpChannel, Want};
+use crate::error::{Error, ErrorKind, Result};
+use crate::flow::Credits;
+use crate::park::{wait_until, Waited};
+use crate::wire::{Header, Kind, HEADER_BYTES};
+
+/// Largest message on a link: a full-size channel message and its header.
+pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
+/// Largest credit window a bind may ask for.
+pub const MAX_WINDOW: u32 = 4096;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct MhState {
+    queue: VecDeque<Vec<u8>>,
+    credits: Credits,
+    peer_closed: bool,
+    received: u64,
+    bytes_received: u64,
+    sent: u64,
+    bytes_sent: u64,
+    busy: u64,
+}
+
+struct MhShared {
+    state: Mutex<MhState>,
+}
+
+/// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
+pub struct DispatcherLink {
+    link: UmpChannel,
+    demux: Mutex<HashMap<u64, Weak<MhShared>>>,
+    /// Messages for a VCI we do not know (a channel already closed): counted.
+    pub dropped: AtomicU64,
+    dead: AtomicBool,
+}
+
+impl DispatcherLink {
+    pub fn new(link: UmpChannel) -> DispatcherLink {
+        DispatcherLink { link, demux: Mutex::new(HashMap::new()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
+    }
+
+    pub fn ring(&self) -> &UmpChannel {
+        &self.link
+    }
+
+    /// Largest payload of a multi-hop message on this link.
+    pub fn max_payload(&self) -> usize {
+        self.link.max_message() - HEADER_BYTES
+    }
+
+    /// A fresh incoming VCI, registered for `shared` before anyone can use it.
+    fn register(&self, shared: &Arc<MhShared>) -> u64 {
+        let mut d = lock(&self.demux);
+        loop {
+            let v = crate::control::random_u64();
+            if v != 0 && !d.contains_key(&v) {
+                d.insert(v, Arc::downgrade(shared));
+                return v;
+            }
+        }
+    }
+
+    fn unregister(&self, vci: u64) {
+        lock(&self.demux).remove(&vci);
+    }
+
+    /// Sort what is on the link into the channels' queues. Returns how many
+    /// messages were handled.
+    fn pump(&self) -> usize {
+        if self.dead.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let mut others = false;
+        let got = self.link.try_recv_many(256, &mut |len, copy| {
+            let mut buf = vec![0u8; len];
+            copy(&mut buf);
+            others |= self.deliver(buf);
+            Ok(true)
+        });
+        match got {
+            Ok(n) => {
+                if others {
+                    self.link.doorbell().ring();
+                }
+                n
+            }
+            Err(e) if e.kind == ErrorKind::ChannelClosed => {
+                self.die();
+                0
+            }
+            Err(_) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+        }
+    }
+
+    /// Hand one link message to its channel. Returns true (always: the
+    /// waiter of that channel may be another thread).
+    fn deliver(&self, mut buf: Vec<u8>) -> bool {
+        let Ok(h) = Header::decode(&buf) else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let target = lock(&self.demux).get(&h.vci).and_then(|w| w.upgrade());
+        let Some(ch) = target else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let mut st = lock(&ch.state);
+        st.credits.on_ack(h.ack);
+        match h.kind {
+            Kind::Data => {
+                buf.drain(..HEADER_BYTES);
+                st.queue.push_back(buf);
+            }
+            Kind::Dummy => {}
+            Kind::Teardown => st.peer_closed = true,
+        }
+        true
+    }
+
+    /// The monitor is gone: every channel on the link is closed.
+    fn die(&self) {
+        if self.dead.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        for w in lock(&self.demux).values() {
+            if let Some(ch) = w.upgrade() {
+                lock(&ch.state).peer_closed = true;
+            }
+        }
+        self.link.doorbell().ring();
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+}
+
+/// One end of a multi-hop channel.
+pub struct MhChannel {
+    link: Arc<DispatcherLink>,
+    shared: Arc<MhShared>,
+    info: ChannelInfo,
+    vci_in: u64,
+    vci_out: u64,
+    dir: u8,
+    hops: u32,
+    closed_here: AtomicBool,
+    parks: AtomicU64,
+    on_close: Mutex<Option<Box<dyn FnOnce(u64) + Send>>>,
+}
+
+/// A multi-hop channel end before its bind completes: it already receives.
+pub struct PendingMh {
+    link: Arc<DispatcherLink>,
+    shared: Arc<MhShared>,
+    pub vci_in: u64,
+    window: u32,
+}
+
+impl PendingMh {
+    /// Register a new channel end on `link` with `window` credits.
+    pub fn new(link: &Arc<DispatcherLink>, window: u32) -> PendingMh {
+        let shared = Arc::new(MhShared {
+            state: Mutex::new(MhState {
+                queue: VecDeque::new(),
+                credits: Credits::new(window),
+                peer_closed: false,
+                received: 0,
+                bytes_received: 0,
+                sent: 0,
+                bytes_sent: 0,
+                busy: 0,
+            }),
+        });
+        let vci_in = link.register(&shared);
+        PendingMh { link: link.clone(), shared, vci_in, window }
+    }
+
+    /// The bind completed: messages go out with `vci_out` in direction `dir`.
+    pub fn complete(self, mut info: ChannelInfo, vci_out: u64, dir: u8, hops: u32) -> MhChannel {
+        info.max_message = self.link.max_payload();
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: fields moved out exactly once; `me` is never dropped.
+        let (link, shared) = unsafe { (std::ptr::read(&me.link), std::ptr::read(&me.shared)) };
+        MhChannel {
+            link,
+            shared,
+            info,
+            vci_in: me.vci_in,
+            vci_out,
+            dir,
+            hops,
+            closed_here: AtomicBool::new(false),
+            parks: AtomicU64::new(0),
+            on_close: Mutex::new(None),
+        }
+    }
+
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+}
+
+impl Drop for PendingMh {
+    fn drop(&mut self) {
+        self.link.unregister(self.vci_in);
+    }
+}
+
+/// Counters of a multi-hop end.
+#[derive(Clone, Debug, Default)]
+pub struct MhStats {
+    pub sent: u64,
+    pub received: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub busy_count: u64,
+    pub acks_sent: u64,
+    pub dummies_sent: u64,
+    pub in_flight: u32,
+    pub window: u32,
+    pub queued: usize,
+    pub parks: u64,
+}
+
+impl MhChannel {
+    pub fn info(&self) -> &ChannelInfo {
+        &self.info
+    }
+
+    pub fn hops(&self) -> u32 {
+        self.hops
+    }
+
+    pub fn max_message(&self) -> usize {
+        self.info.max_message
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed_here.load(Ordering::Relaxed)
+    }
+
+    pub fn set_on_close(&self, f: Box<dyn FnOnce(u64) + Send>) {
+        *lock(&self.on_close) = Some(f);
+    }
+
+    fn closed_error(&self) -> Error {
+        if self.is_closed() {
+            Error::closed(format!("multi-hop channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service))
+        } else if self.link.is_dead() {
+            Error::closed(format!("multi-hop channel {:#x} to {:?}: this core's monitor is gone", self.info.id, self.info.service))
+        } else {
+            Error::closed(format!(
+                "multi-hop channel {:#x} to {:?}: the peer closed it, died, or a monitor on the path died",
+                self.info.id, self.info.service
+            ))
+        }
+    }
+
+    fn header(&self, kind: Kind, ack: u32) -> [u8; HEADER_BYTES] {
+        Header { vci: self.vci_out, dir: self.dir, kind, ack }.encode()
+    }
+
+    /// Send one message if the window and the link have room now.
+    pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.info.max_message {
+            return Err(Error::new(
+                ErrorKind::MessageTooLarge,
+                format!("message of {len} bytes exceeds the channel maximum of {} bytes", self.info.max_message),
+            ));
+        }
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        let mut st = lock(&self.shared.state);
+        if st.peer_closed {
+            return Err(self.closed_error());
+        }
+        if !st.credits.can_send() {
+            drop(st);
+            self.link.pump(); // acks may be waiting on the link
+            st = lock(&self.shared.state);
+            if st.peer_closed {
+                return Err(self.closed_error());
+            }
+            if !st.credits.can_send() {
+                st.busy += 1;
+                return Err(Error::new(ErrorKind::TxBusy, format!("credit window of {} messages is full", st.credits.window())));
+            }
+        }
+        let ack = st.credits.on_send();
+        let hdr = self.header(Kind::Data, ack);
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.push(&hdr);
+        all.extend_from_slice(parts);
+        match self.link.ring().try_send(&all) {
+            Ok(()) => {
+                st.sent += 1;
+                st.bytes_sent += len as u64;
+                Ok(())
+            }
+            Err(e) => {
+                st.credits.undo_send(ack);
+                if e.kind == ErrorKind::TxBusy {
+                    st.busy += 1;
+                    Err(Error::new(ErrorKind::TxBusy, "link to the monitor is full"))
+                } else {
+                    drop(st);
+                    self.link.die();
+                    Err(self.closed_error())
+                }
+            }
+        }
+    }
+
+    /// Send as many of `msgs` as fit now; returns how many.
+    pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
+        let mut n = 0;
+        for m in msgs {
+            match self.try_send(&[m]) {
+                Ok(()) => n += 1,
+                Err(e) if e.kind == ErrorKind::TxBusy => break,
+                Err(e) if n == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(n)
+    }
+
+    /// Take one queued message, acknowledging as flow control requires.
+    fn pop(&self) -> Option<Vec<u8>> {
+        let mut st = lock(&self.shared.state);
+        let m = st.queue.pop_front()?;
+        st.received += 1;
+        st.bytes_received += m.len() as u64;
+        let due = st.credits.on_consume();
+        if due {
+            let ack = st.credits.on_dummy();
+            let hdr = self.header(Kind::Dummy, ack);
+            if self.link.ring().try_send(&[&hdr]).is_err() {
+                st.credits.undo_dummy(ack); // retried on the next consume
+            }
+        }
+        Some(m)
+    }
+
+    /// Receive one message if one is there (see `UmpChannel::try_recv_with`).
+    pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        let mut m = self.pop();
+        if m.is_none() {
+            self.link.pump();
+            m = self.pop();
+        }
+        match m {
+            Some(m) => Ok(Some(make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(&m))?)),
+            None if lock(&self.shared.state).peer_closed => Err(self.closed_error()),
+            None => Ok(None),
+        }
+    }
+
+    /// Receive up to `max` queued messages (see `UmpChannel::try_recv_many`).
+    pub fn try_recv_many(
+        &self,
+        max: usize,
+        each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
+    ) -> Result<usize> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.link.pump();
+        let mut n = 0;
+        while n < max {
+            let go = {
+                let st = lock(&self.shared.state);
+                let Some(m) = st.queue.front() else { break };
+                each(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?
+            };
+            if !go {
+                break;
+            }
+            self.pop();
+            n += 1;
+        }
+        if n == 0 && lock(&self.shared.state).peer_closed {
+            return Err(self.closed_error());
+        }
+        Ok(n)
+    }
+
+    fn ready(&self, want: Want) -> bool {
+        if self.is_closed() || self.link.is_dead() {
+            return true;
+        }
+        {
+            let st = lock(&self.shared.state);
+            if st.peer_closed {
+                return true;
+            }
+            match want {
+                Want::Readable if !st.queue.is_empty() => return true,
+                Want::Writable(_) if st.credits.can_send() => {
+                    drop(st);
+                    return self.link.ring().readable() || self.writable_link(want);
+                }
+                _ => {}
+            }
+        }
+        if self.link.ring().readable() {
+            self.link.pump();
+            let st = lock(&self.shared.state);
+            return match want {
+                Want::Readable => !st.queue.is_empty() || st.peer_closed,
+                Want::Writable(_) => st.credits.can_send() || st.peer_closed,
+            };
+        }
+        false
+    }
+
+    fn writable_link(&self, want: Want) -> bool {
+        match want {
+            Want::Writable(len) => self.link.ring().has_room(len + HEADER_BYTES),
+            Want::Readable => false,
+        }
+    }
+
+    /// Wait until `want` may succeed, the channel closes, or `deadline`
+    /// passes, for at most one park slice.
+    pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
+        let bell = self.link.ring().doorbell().clone();
+        wait_until(&bell, &self.parks, deadline, &mut || self.ready(want), &mut || {
+            self.link.pump();
+            self.link.is_dead()
+        })
+    }
+
+    /// Whether a message is there or the channel is closed (for pollers).
+    pub fn readable(&self) -> bool {
+        self.ready(Want::Readable)
+    }
+
+    /// Close this end: a TEARDOWN follows the data already sent. Idempotent.
+    pub fn close(&self) {
+        if self.closed_here.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let hdr = self.header(Kind::Teardown, 0);
+        if !self.link.is_dead() {
+            let _ = self.link.ring().send_blocking(&[&hdr], Some(Duration::from_millis(200)));
+        }
+        self.link.unregister(self.vci_in);
+        if let Some(f) = lock(&self.on_close).take() {
+            f(self.info.id);
+        }
+    }
+
+    pub fn stats(&self) -> MhStats {
+        let st = lock(&self.shared.state);
+        MhStats {
+            sent: st.sent,
+            received: st.received,
+            bytes_sent: st.bytes_sent,
+            bytes_received: st.bytes_received,
+            busy_count: st.busy,
+            acks_sent: st.credits.acks_sent,
+            dummies_sent: st.credits.dummies_sent,
+            in_flight: st.credits.in_flight(),
+            window: st.credits.window(),
+            queued: st.queue.len(),
+            parks: self.parks.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn note_busy(&self) {
+        lock(&self.shared.state).busy += 1;
+    }
+}
+
+impl Drop for MhChannel {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
