@@ -127,3 +127,75 @@ def spawn(target: Any, *args: Any) -> Any:
     p = CTX.Process(target=target, args=args, daemon=True)
     p.start()
     return p
+
+
+def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any) -> None:
+    """One side of the k-channel multi-hop stream test: send n seqs on each of
+    k channels while checking the peer's n seqs per channel arrive in order."""
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        if role == "server":
+            svc = d.export(service)
+            ready.set()
+            chans = [svc.accept(timeout=60) for _ in range(k)]
+        else:
+            assert ready.wait(60)
+            chans = [d.bind(service, transport="multihop", window=64, timeout=30) for _ in range(k)]
+        # The first message on each channel names it, so both sides agree on order.
+        if role == "client":
+            for i, ch in enumerate(chans):
+                ch.send(i.to_bytes(4, "little"))
+        else:
+            named = {}
+            for ch in chans:
+                named[int.from_bytes(ch.recv(timeout=30), "little")] = ch
+            chans = [named[i] for i in range(k)]
+        sent, got = [0] * k, [0] * k
+        chunk = 256
+        deadline = time.monotonic() + 240
+        while (min(sent) < n or min(got) < n) and time.monotonic() < deadline:
+            for i, ch in enumerate(chans):
+                if sent[i] < n:
+                    m = min(chunk, n - sent[i])
+                    batch = [(i << 40 | (sent[i] + j)).to_bytes(8, "little") for j in range(m)]
+                    sent[i] += ch.send_batch(batch, timeout=0)
+            for ch in d.poll(timeout=0.05):
+                i = chans.index(ch)
+                for msg in ch.recv_batch(4096, timeout=0):
+                    v = int.from_bytes(msg, "little")
+                    assert v >> 40 == i, f"channel {i} got a message of channel {v >> 40}"
+                    assert v & ((1 << 40) - 1) == got[i], f"channel {i}: expected {got[i]}, got {v & ((1 << 40) - 1)}"
+                    got[i] += 1
+        result.put((role, sent, got))
+        result.close()
+        result.join_thread()
+        # Hold the channels open until the peer is done too.
+        time.sleep(1.0)
+
+
+def mh_echo(name: str, core: int, service: str, ready: Any) -> None:
+    """Accept multi-hop clients and echo on all of them with poll() until killed."""
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        svc = d.export(service)
+        ready.set()
+        chans = [svc.accept(timeout=30)]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for ch in d.poll(timeout=0.1):
+                try:
+                    ch.send(ch.recv(timeout=1), timeout=5)
+                except mh.ChannelClosed:
+                    chans.remove(ch)
+                    ch.close()
+
+
+def mh_client(name: str, core: int, service: str, ready: Any, bound: Any) -> None:
+    """Bind over multi-hop, echo once, then wait to be killed."""
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        assert ready.wait(30)
+        ch = d.bind(service, transport="multihop", timeout=30)
+        ch.send(b"hi")
+        bound.set()
+        time.sleep(120)
