@@ -6,7 +6,7 @@ import itertools
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import psutil
 import pytest
@@ -54,3 +54,30 @@ def _no_leftover_monitors() -> Iterator[None]:
     for p in left:
         p.kill()
     assert not left, f"monitor processes left behind: {[p.pid for p in left]}"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A small local Spark session shared by the whole test run.
+
+    Spark and Java are installed by .ci/setup; without them this fails (it
+    never skips: a skipped analysis test must not count as a pass).
+    """
+    from multihop.analysis.spark import find_java
+
+    find_java()  # raises SparkUnavailable saying how to install Java
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("multihop-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

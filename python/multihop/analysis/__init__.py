@@ -1,0 +1,40 @@
+"""PySpark analysis of benchmark traces: percentiles, throughput, cost per hop, comparisons, plots.
+
+``run(trace_paths, report_dir, master=None, baseline=None)`` checks the traces,
+computes the tables in Spark and writes ``report.md``, ``report.html``, one CSV
+per table and PNG plots; ``main(argv)`` is the ``multihop analyze`` command.
+PySpark is imported only when an analysis runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from multihop.analysis.inputs import TraceError
+from multihop.analysis.spark import SparkUnavailable
+
+__all__ = ["SparkUnavailable", "TraceError", "main", "run"]
+
+
+def run(
+    trace_paths: Sequence[str | os.PathLike[str]],
+    report_dir: str | os.PathLike[str],
+    master: str | None = None,
+    baseline: str | None = None,
+) -> Path:
+    """Analyse traces and write the report; return the path of ``report.md``.
+
+    See :func:`multihop.analysis.job.run`.
+    """
+    from multihop.analysis.job import run as _run
+
+    return _run(trace_paths, report_dir, master=master, baseline=baseline)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``multihop analyze`` command; see :func:`multihop.analysis.command.main`."""
+    from multihop.analysis.command import main as _main
+
+    return _main(argv)

@@ -1,0 +1,77 @@
+"""The ``multihop analyze`` command: arguments in, report out.
+
+``main(argv)`` runs it stand-alone; a CLI with sub-commands can instead call
+:func:`add_arguments` on its ``analyze`` sub-parser and :func:`run_args` with
+the parsed namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from multihop.errors import MultihopError
+
+__all__ = ["DEFAULT_REPORT_DIR", "add_arguments", "build_parser", "main", "run_args"]
+
+DEFAULT_REPORT_DIR = "report"
+"""Where the report goes when ``-o`` is not given (relative to the working directory)."""
+
+DESCRIPTION = (
+    "Analyse benchmark traces with PySpark: percentiles, throughput, cost per hop, "
+    "comparisons and plots, written as report.md, report.html, CSVs and PNGs."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``analyze`` arguments (TRACES, -o, --master, --baseline) to ``parser``; return it."""
+    parser.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACES",
+        help="run directories, directories of run directories, or trace Parquet files",
+    )
+    parser.add_argument(
+        "-o", "--output", default=DEFAULT_REPORT_DIR, metavar="REPORT_DIR",
+        help=f"report directory (default: ./{DEFAULT_REPORT_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--master", default=None, metavar="URL",
+        help="Spark master (default: $MULTIHOP_SPARK_MASTER or local[*]; spark-submit's wins)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline", default=None, metavar="CASE",
+        help="compare every case with this case, or with the matching case selected by "
+        "COLUMN=VALUE (e.g. transport=pipe); default: each case's own baseline column, "
+        "else transport=pipe",
+    )  # fmt: skip
+    return parser
+
+
+def build_parser(prog: str = "multihop analyze") -> argparse.ArgumentParser:
+    """Return the stand-alone argument parser of ``multihop analyze``."""
+    return add_arguments(argparse.ArgumentParser(prog=prog, description=DESCRIPTION))
+
+
+def run_args(args: argparse.Namespace) -> int:
+    """Run the analysis for parsed arguments; print where the report is; return the exit status.
+
+    Bad traces, a bad baseline or a missing Spark/Java print the error to
+    stderr and return 2.
+    """
+    from multihop.analysis.job import run
+
+    try:
+        report = run(args.traces, args.output, master=args.master, baseline=args.baseline)
+    except MultihopError as exc:
+        print(f"multihop analyze: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {report}")
+    print(f"        {report.with_name('report.html')}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``multihop analyze`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    return run_args(build_parser().parse_args(argv))

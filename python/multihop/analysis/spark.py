@@ -1,0 +1,239 @@
+"""The Spark session the analysis runs in: which master, which settings, and Java.
+
+Master, in order of precedence:
+
+1. a session already running in this process (a test fixture, a notebook) is
+   used as it is;
+2. a master set by ``spark-submit`` (``--master`` when it launched this
+   Python, ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``) is never
+   overridden (see :func:`preset_conf`);
+3. the ``master`` argument (``multihop analyze --master URL``);
+4. the environment variable ``MULTIHOP_SPARK_MASTER``;
+5. ``local[*]``.
+
+Sessions made here get ``spark.ui.enabled=false`` and a small shuffle
+partition count unless the configuration already says otherwise, and no
+console progress bar.  Only a session made here is stopped by :func:`stop_if_created`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from multihop.errors import MultihopError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "ENV_MASTER",
+    "DEFAULT_MASTER",
+    "SparkUnavailable",
+    "choose_master",
+    "default_conf",
+    "find_java",
+    "get_session",
+    "preset_conf",
+    "stop_if_created",
+]
+
+ENV_MASTER = "MULTIHOP_SPARK_MASTER"
+"""Environment variable naming the Spark master when ``--master`` is not given."""
+
+DEFAULT_MASTER = "local[*]"
+"""The master used when nothing else names one."""
+
+JAVA_HINT = (
+    "PySpark needs a Java runtime (17 or newer): install one with "
+    "`apt-get install -y openjdk-17-jre-headless` (Debian/Ubuntu), "
+    "or set JAVA_HOME to an installed JDK/JRE"
+)
+
+
+class SparkUnavailable(MultihopError, RuntimeError):
+    """Spark cannot run here: PySpark is not installed, or there is no Java."""
+
+
+def find_java(env: Mapping[str, str] | None = None) -> str:
+    """Return the ``java`` Spark will use: ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
+
+    Raises:
+        SparkUnavailable: JAVA_HOME is set but has no ``bin/java``, or there is
+            no ``java`` on PATH; the message says how to install one.
+    """
+    env = os.environ if env is None else env
+    home = env.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if java.is_file() and os.access(java, os.X_OK):
+            return str(java)
+        raise SparkUnavailable(f"JAVA_HOME={home} has no executable bin/java; {JAVA_HINT}")
+    found = shutil.which("java", path=env.get("PATH", os.defpath))
+    if found is None:
+        raise SparkUnavailable(f"no `java` on PATH and JAVA_HOME is not set; {JAVA_HINT}")
+    return found
+
+
+def choose_master(requested: str | None, env: Mapping[str, str], preset: str | None) -> str | None:
+    """Decide which master to set on a new session; ``None`` means leave the preset one alone.
+
+    Args:
+        requested: the caller's ``master`` argument, if any.
+        env: the environment (read for :data:`ENV_MASTER`).
+        preset: the master already in the Spark configuration (set by
+            spark-submit), if any; it always wins, with a warning when
+            ``requested`` disagrees.
+    """
+    if preset:
+        if requested and requested != preset:
+            warnings.warn(
+                f"Spark master {preset!r} was set by spark-submit; ignoring master {requested!r}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return None
+    return requested or env.get(ENV_MASTER) or DEFAULT_MASTER
+
+
+def default_conf(master: str | None) -> dict[str, str]:
+    """Settings applied to a session made here (each only where the configuration has none)."""
+    cores = os.cpu_count() or 2
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if master is None or master.startswith("local"):
+        conf["spark.sql.shuffle.partitions"] = str(min(64, max(2, 2 * cores)))
+    return conf
+
+
+def _import_pyspark() -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise SparkUnavailable(
+            f"PySpark is not installed ({exc}); install it with `pip install pyspark`"
+        ) from None
+
+
+def _spark_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """Entries of ``spark-defaults.conf`` in $SPARK_CONF_DIR, else $SPARK_HOME/conf or pyspark's."""
+    conf_dir = env.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        home = env.get("SPARK_HOME")
+        if not home:
+            try:
+                import pyspark
+
+                home = str(Path(pyspark.__file__).parent)
+            except ImportError:
+                return {}
+        conf_dir = str(Path(home) / "conf")
+    path = Path(conf_dir) / "spark-defaults.conf"
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = re.split(r"[\s=]+", line, maxsplit=1)
+        if len(parts) == 2:
+            out[parts[0]] = parts[1].strip()
+    return out
+
+
+def _submit_args(env: Mapping[str, str]) -> dict[str, str]:
+    """``--master`` and ``--conf k=v`` of ``PYSPARK_SUBMIT_ARGS``."""
+    try:
+        args = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
+    except ValueError:
+        return {}
+    out: dict[str, str] = {}
+    for i, arg in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if arg == "--master" and nxt:
+            out["spark.master"] = nxt
+        elif arg.startswith("--master="):
+            out["spark.master"] = arg.split("=", 1)[1]
+        elif arg in ("--conf", "-c") and nxt and "=" in nxt:
+            key, value = nxt.split("=", 1)
+            out[key] = value
+        elif arg.startswith("--conf=") and "=" in arg[7:]:
+            key, value = arg[7:].split("=", 1)
+            out[key] = value
+    return out
+
+
+def preset_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark settings made outside this module, which a new session must keep.
+
+    Under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` set: the JVM launched this
+    Python) that is the JVM's configuration; otherwise the ``--master`` and
+    ``--conf`` of ``PYSPARK_SUBMIT_ARGS`` over the entries of ``spark-defaults.conf``.
+    """
+    env = os.environ if env is None else env
+    if env.get("PYSPARK_GATEWAY_PORT"):
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # joins spark-submit's JVM
+        return dict(SparkConf().getAll())
+    conf = _spark_defaults(env)
+    conf.update(_submit_args(env))
+    return conf
+
+
+def get_session(
+    master: str | None = None, app_name: str = "multihop-analyze"
+) -> tuple[SparkSession, bool]:
+    """Return ``(session, created)``: the running session, or a new one made by the rules above.
+
+    Raises:
+        SparkUnavailable: PySpark or Java is missing.
+    """
+    _import_pyspark()
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession() or getattr(
+        SparkSession, "_instantiatedSession", None
+    )
+    if existing is not None and getattr(existing.sparkContext, "_jsc", None) is not None:
+        current = existing.sparkContext.master
+        if master and master != current:
+            warnings.warn(
+                f"a Spark session with master {current!r} is already running; "
+                f"ignoring master {master!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return existing, False
+
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # else spark-submit's JVM is already running
+        find_java()
+    preset = preset_conf()
+    chosen = choose_master(master, os.environ, preset.get("spark.master"))
+    builder = SparkSession.builder.appName(app_name)
+    if chosen is not None:
+        builder = builder.master(chosen)
+    for key, value in default_conf(chosen or preset.get("spark.master")).items():
+        if key not in preset:
+            builder = builder.config(key, value)
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session, True
+
+
+def stop_if_created(session: SparkSession, created: bool) -> None:
+    """Stop ``session`` if :func:`get_session` made it; leave a borrowed one running."""
+    if created:
+        session.stop()

@@ -1,0 +1,521 @@
+"""Tests for multihop.analysis: input checks, the Spark computations against known data, the report.
+
+Synthetic traces with known distributions (uniform, exponential, a linear
+latency = a + b * hops) and a second run at twice the latency check
+percentiles (within percentile_approx's rank accuracy), the cost per hop,
+baseline ratios and the comparison across runs.  One shared local[2] Spark
+session (the `spark` fixture in tests/conftest.py) serves every test that needs Spark; the
+bad-input tests need none, as the inputs are checked before Spark starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from multihop.analysis import SparkUnavailable, TraceError, main, run
+from multihop.analysis.inputs import check_file, find_traces
+from multihop.analysis.job import PERCENTILE_ACCURACY, QUANTILES
+from multihop.analysis.spark import (
+    DEFAULT_MASTER,
+    ENV_MASTER,
+    choose_master,
+    find_java,
+    preset_conf,
+)
+from multihop.bench.trace import META_SCHEMA_VERSION, TraceWriter, table_schema
+from multihop.errors import MultihopError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+N = 20_000
+N_EXPO = 100_000
+N_PAIR = 2_000
+
+
+def bounds(x: np.ndarray, q: float, acc: int = PERCENTILE_ACCURACY) -> tuple[float, float]:
+    """The values whose rank is within q +- 1/acc of the sorted sample (one rank of slack)."""
+    xs = np.sort(np.asarray(x))
+    n = xs.size
+    lo = max(0, math.floor((q - 1 / acc) * n) - 1)
+    hi = min(n - 1, math.ceil((q + 1 / acc) * n))
+    return float(xs[lo]), float(xs[hi])
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def num(value: str) -> float:
+    return float(value) if value != "" else math.nan
+
+
+def _write_run(
+    out: Path,
+    run_id: str,
+    started: str,
+    scale: int,
+    rng: np.random.Generator,
+    base: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    """One run: pipe baseline, multihop at 0-3 hops (linear), exponential, core pairs, windows.
+
+    ``base`` holds the pipe latencies and the multihop noise, shared by the runs, so that a run
+    at ``scale`` 2 has exactly twice the latencies of the run at scale 1.
+    """
+    expected: dict[str, Any] = {}
+    with TraceWriter(out, run_id=run_id, suite="lat", machine={"started_at": started}) as w:
+        send = np.arange(N, dtype=np.int64) * 10_000 + 5_000_000
+        pipe = base["pipe"] * scale
+        p = {"transport": "pipe", "size": 64}
+        w.add_messages("pipe-64", p, send, send + pipe)
+        w.add_case("pipe-64", p, messages=N, duration_ns=scale * 10**9)
+        expected["pipe-64"] = pipe
+        noise = base["noise"]
+        expected["noise"] = noise
+        for h in range(4):
+            lat = (2000 + 500 * h + noise) * scale
+            p = {
+                "transport": "multihop",
+                "routing": "ring",
+                "size": 64,
+                "hops": h,
+                "src_core": 0,
+                "dst_core": h + 1,
+            }
+            w.add_messages(f"mh-64-h{h}", p, send, send + lat)
+            w.add_case(f"mh-64-h{h}", p, messages=N, duration_ns=scale * (h + 1) * 10**9)
+            expected[f"mh-64-h{h}"] = lat
+        if scale == 1:
+            expo = rng.exponential(1000.0, N_EXPO).astype(np.int64)
+            s2 = np.arange(N_EXPO, dtype=np.int64) * 1000
+            w.add_messages(
+                "expo", {"transport": "ump", "size": 256, "hops": 0}, s2, s2 + expo, kind="oneway"
+            )
+            expected["expo"] = expo
+            s3 = np.arange(N_PAIR, dtype=np.int64) * 1000
+            for src in range(3):
+                for dst in range(3):
+                    if src == dst:
+                        continue
+                    both = []
+                    for size in (
+                        128,
+                        192,
+                    ):  # two cases per core pair: the medians need the messages
+                        lat = 1000 + 100 * src + 10 * dst + rng.integers(0, 5, N_PAIR)
+                        p = {"transport": "multihop", "routing": "direct", "size": size, "hops": 1,
+                             "src_core": src, "dst_core": dst}  # fmt: skip
+                        w.add_messages(f"pair-{size}-{src}-{dst}", p, s3, s3 + lat)
+                        both.append(lat)
+                    expected[("direct", src, dst)] = np.concatenate(both)
+            for win in (1, 2, 4, 8):
+                p = {"transport": "ump", "size": 64, "hops": 0, "window": win}
+                w.add_case(f"ump-w{win}", p, messages=10_000 * win, duration_ns=10**9)
+    return expected
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("traces")
+    rng = np.random.default_rng(2024)
+    base = {
+        "pipe": rng.integers(1000, 2000, N),
+        "noise": rng.exponential(300.0, N).astype(np.int64),
+    }
+    a = _write_run(root, "runA", "2026-01-01T00:00:00+00:00", 1, rng, base)
+    b = _write_run(root, "runB", "2026-01-02T00:00:00+00:00", 2, rng, base)
+    return {"root": root, "A": a, "B": b}
+
+
+@pytest.fixture(scope="module")
+def report(traces: dict[str, Any], spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    out = tmp_path_factory.mktemp("report")
+    path = run([str(traces["root"])], out)
+    assert path == out / "report.md"
+    return out
+
+
+# ---------------------------------------------------------------- the numbers
+
+
+def _by(rows: list[dict[str, str]], **keys: str) -> dict[str, str]:
+    found = [r for r in rows if all(r[k] == v for k, v in keys.items())]
+    assert len(found) == 1, (keys, found)
+    return found[0]
+
+
+def test_percentiles_within_stated_accuracy(report: Path, traces: dict[str, Any]) -> None:
+    rows = read_csv(report / "latency.csv")
+    for case in ("pipe-64", "expo", "mh-64-h2"):
+        x = traces["A"][case]
+        r = _by(rows, run_id="runA", case=case)
+        assert int(r["samples"]) == x.size
+        assert int(r["min_ns"]) == x.min() and int(r["max_ns"]) == x.max()
+        assert num(r["mean_ns"]) == pytest.approx(x.mean(), rel=1e-9)
+        for col, q in (("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99), ("p999_ns", 0.999)):
+            lo, hi = bounds(x, q)
+            assert lo <= num(r[col]) <= hi, (case, col, lo, r[col], hi)
+    expo = _by(rows, run_id="runA", case="expo")
+    assert expo["kind"] == "oneway" and expo["transport"] == "ump" and expo["size"] == "256"
+    # the exponential distribution's quantiles: -1000 ln(1 - q), to within sampling noise
+    assert num(expo["p99_ns"]) == pytest.approx(1000 * math.log(100), rel=0.05)
+    assert num(expo["p50_ns"]) == pytest.approx(1000 * math.log(2), rel=0.05)
+
+
+def test_cdf_points(report: Path, traces: dict[str, Any]) -> None:
+    rows = [
+        r
+        for r in read_csv(report / "latency_cdf.csv")
+        if r["run_id"] == "runA" and r["case"] == "expo"
+    ]
+    assert [float(r["quantile"]) for r in rows] == list(QUANTILES)
+    values = [int(r["latency_ns"]) for r in rows]
+    assert values == sorted(values)
+    x = traces["A"]["expo"]
+    assert values[0] == x.min() and values[-1] == x.max()
+    for r in rows[1:-1:7]:
+        lo, hi = bounds(x, float(r["quantile"]))
+        assert lo <= int(r["latency_ns"]) <= hi
+
+
+def test_cost_per_hop_is_the_least_squares_line(report: Path, traces: dict[str, Any]) -> None:
+    rows = read_csv(report / "cost_per_hop.csv")
+    noise = traces["A"]["noise"]
+    for run_id, scale in (("runA", 1), ("runB", 2)):
+        r = _by(rows, run_id=run_id, transport="multihop", size="64", kind="rtt")
+        assert (r["cases"], r["hops_min"], r["hops_max"], r["samples"]) == (
+            "4",
+            "0",
+            "3",
+            str(4 * N),
+        )
+        assert num(r["slope_ns_per_hop"]) == pytest.approx(500 * scale, rel=1e-9)
+        hops = np.repeat(np.arange(4), N)
+        lat = np.concatenate([traces[run_id[-1]][f"mh-64-h{h}"] for h in range(4)]).astype(float)
+        slope, intercept = np.polyfit(hops, lat, 1)
+        assert num(r["intercept_ns"]) == pytest.approx(intercept, rel=1e-9)
+        r2 = np.corrcoef(hops, lat)[0, 1] ** 2
+        assert num(r["r2"]) == pytest.approx(r2, rel=1e-6)
+    assert num(
+        _by(rows, run_id="runA", transport="multihop", size="64")["intercept_ns"]
+    ) == pytest.approx(2000 + noise.mean(), rel=1e-9)
+    # groups with one hop count (the direct core pairs, ump) have no line
+    assert {(r["transport"], r["size"]) for r in rows} == {("multihop", "64")}
+
+
+def test_baseline_ratios_against_pipe(report: Path, traces: dict[str, Any]) -> None:
+    rows = read_csv(report / "baseline_ratios.csv")
+    a = traces["A"]
+    for h in range(4):
+        r = _by(rows, run_id="runA", case=f"mh-64-h{h}")
+        assert r["baseline_case"] == "pipe-64"
+        for col, q in (("p50_ratio", 0.5), ("p99_ratio", 0.99)):
+            lo_c, hi_c = bounds(a[f"mh-64-h{h}"], q)
+            lo_b, hi_b = bounds(a["pipe-64"], q)
+            assert lo_c / hi_b <= num(r[col]) <= hi_c / lo_b
+        assert num(r["mean_ratio"]) == pytest.approx(
+            a[f"mh-64-h{h}"].mean() / a["pipe-64"].mean(), rel=1e-9
+        )
+        assert num(r["throughput_ratio"]) == pytest.approx(1 / (h + 1))
+    w4 = _by(rows, run_id="runA", case="ump-w4")  # a throughput-only case: no latency ratio
+    assert w4["p50_ratio"] == "" and num(w4["throughput_ratio"]) == pytest.approx(40_000 / N)
+    cases = {r["case"] for r in rows}
+    assert "pipe-64" not in cases and "expo" not in cases  # no pipe case of size 256
+
+
+def test_comparison_across_runs(report: Path) -> None:
+    rows = read_csv(report / "run_comparison.csv")
+    assert {r["case"] for r in rows} == {"pipe-64", "mh-64-h0", "mh-64-h1", "mh-64-h2", "mh-64-h3"}
+    for r in rows:
+        assert r["first_run"] == "runA" and r["runs"] == "2"
+        if r["run_id"] == "runA":
+            assert num(r["p50_ratio"]) == 1.0 and num(r["throughput_ratio"]) == 1.0
+        else:
+            assert num(r["p50_ratio"]) == pytest.approx(2.0, rel=2e-3)
+            assert num(r["p99_ratio"]) == pytest.approx(2.0, rel=2e-3)
+            assert num(r["throughput_ratio"]) == pytest.approx(0.5)
+
+
+def test_core_pair_medians(report: Path, traces: dict[str, Any]) -> None:
+    rows = read_csv(report / "core_pairs.csv")
+    direct = [r for r in rows if r["routing"] == "direct"]
+    assert len(direct) == 6
+    for r in direct:
+        x = traces["A"][("direct", int(r["src_core"]), int(r["dst_core"]))]
+        assert int(r["samples"]) == x.size == 2 * N_PAIR
+        lo, hi = bounds(x, 0.5)
+        assert lo <= num(r["p50_ns"]) <= hi
+    ring = _by(rows, run_id="runB", routing="ring", src_core="0", dst_core="3")
+    lo, hi = bounds(traces["B"]["mh-64-h2"], 0.5)
+    assert lo <= num(ring["p50_ns"]) <= hi
+
+
+def test_throughput_tables(report: Path) -> None:
+    by_window = [r for r in read_csv(report / "throughput_by_window.csv") if r["run_id"] == "runA"]
+    assert [(r["window"], num(r["throughput_msgs"])) for r in by_window] == [
+        ("1", 10_000.0), ("2", 20_000.0), ("4", 40_000.0), ("8", 80_000.0)
+    ]  # fmt: skip
+    per_case = read_csv(report / "throughput.csv")
+    assert num(_by(per_case, run_id="runB", case="mh-64-h1")["throughput_msgs"]) == pytest.approx(
+        N / 4
+    )
+    by_size = read_csv(report / "throughput_by_size.csv")
+    assert num(
+        _by(by_size, run_id="runA", transport="pipe", size="64")["throughput_msgs"]
+    ) == pytest.approx(N)
+    machines = read_csv(report / "machines.csv")
+    assert [m["run_id"] for m in machines] == ["runA", "runB"]
+
+
+# ---------------------------------------------------------------- the report
+
+
+def test_report_files(report: Path) -> None:
+    md = (report / "report.md").read_text()
+    html = (report / "report.html").read_text()
+    titles = ["Latency per case", "Throughput per case", "Cost per hop", "Ratios to the baseline",
+              "Comparison across runs", "Plots"]  # fmt: skip
+    for title in titles:
+        assert title in md and title in html
+    names = ["latency", "latency_cdf", "throughput", "throughput_by_size",
+             "throughput_by_window", "cost_per_hop", "baseline_ratios", "run_comparison",
+             "core_pairs", "machines"]  # fmt: skip
+    for name in names:
+        assert (report / f"{name}.csv").stat().st_size > 0
+        assert f"{name}.csv" in md
+    pngs = sorted(p.name for p in report.glob("*.png"))
+    assert pngs == sorted([
+        "latency_cdf_runA_lat.png", "latency_cdf_runB_lat.png", "latency_vs_hops.png",
+        "throughput_vs_size.png", "throughput_vs_window.png",
+        "heatmap_runA_direct.png", "heatmap_runA_ring.png", "heatmap_runB_ring.png",
+    ])  # fmt: skip
+    for name in pngs:
+        data = (report / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
+        assert f"]({name})" in md
+    # self-contained: every <img> is a data URI
+    imgs = re.findall(r'<img src="([^"]+)"', html)
+    assert len(imgs) == len(pngs) and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert html.lstrip().startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+
+
+def test_session_is_borrowed_not_stopped(report: Path, spark: Any) -> None:  # noqa: F811
+    assert spark.range(3).count() == 3
+
+
+def _tiny(out: Path, run_id: str, baseline: str | None = None) -> Path:
+    send = np.arange(200, dtype=np.int64) * 1000
+    with TraceWriter(out, run_id=run_id, suite="tiny") as w:
+        p = {"transport": "pipe", "size": 32, "src_core": 0, "dst_core": 1}
+        w.add_messages("pipe-tiny", p, send, send + 1000 + send % 7)
+        w.add_case("pipe-tiny", p, messages=200, duration_ns=10**8)
+        p = {"transport": "ump", "size": 32, "hops": 0, "src_core": 1, "dst_core": 0}
+        w.add_messages("ump-tiny", p, send, send + 3000 + send % 7)
+        w.add_case("ump-tiny", p, messages=200, duration_ns=2 * 10**8, baseline=baseline)
+    return w.run_dir
+
+
+def test_cli_with_a_case_as_baseline(
+    spark: Any,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_dir = _tiny(tmp_path / "t", "tiny")
+    out = tmp_path / "rep"
+    assert main([str(run_dir), "-o", str(out), "--baseline", "pipe-tiny"]) == 0
+    printed = capsys.readouterr().out
+    assert f"report: {out / 'report.md'}" in printed
+    ratios = read_csv(out / "baseline_ratios.csv")
+    assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]
+    assert 2.9 < num(ratios[0]["p50_ratio"]) < 3.1 and num(ratios[0]["throughput_ratio"]) == 0.5
+    pairs = read_csv(
+        out / "core_pairs.csv"
+    )  # one case per pair: the medians come from the case quantiles
+    assert [(r["routing"], r["src_core"], r["dst_core"]) for r in pairs] == [
+        ("(none)", "0", "1"),
+        ("(none)", "1", "0"),
+    ]
+    md = (out / "report.md").read_text()
+    assert "Throughput against window plot skipped" in md
+    assert "Comparison across runs skipped" in md
+    assert "Cost per hop skipped" in md
+    assert not (out / "throughput_vs_window.png").exists()
+    assert (out / "heatmap_tiny_none.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_files_as_input_and_the_cases_own_baseline(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    run_dir = _tiny(tmp_path / "t", "own", baseline="pipe-tiny")
+    out = tmp_path / "rep"
+    run([str(run_dir / "messages.parquet"), str(run_dir / "cases.parquet")], out)
+    ratios = read_csv(out / "baseline_ratios.csv")
+    assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]
+    assert not (out / "machines.csv").exists()
+
+
+def test_bad_baseline_selector(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    run_dir = _tiny(tmp_path / "t", "sel")
+    with pytest.raises(TraceError, match="neither a case name .* nor a selector"):
+        run([str(run_dir)], tmp_path / "rep", baseline="colour=red")
+
+
+# ---------------------------------------------------------------- bad input (no Spark needed)
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TraceError, match=r"empty.*: empty directory"):
+        run([str(tmp_path / "empty")], tmp_path / "rep")
+    assert not (tmp_path / "rep").exists()
+
+
+def test_trace_without_rows(tmp_path: Path) -> None:
+    run_dir = TraceWriter(tmp_path / "t", run_id="nothing").close()
+    with pytest.raises(TraceError, match="hold no message and no case rows"):
+        run([str(run_dir)], tmp_path / "rep")
+
+
+def test_directory_without_traces_and_missing_paths(tmp_path: Path) -> None:
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "notes.txt").write_text("hi")
+    with pytest.raises(TraceError, match="no trace found"):
+        find_traces([tmp_path / "d"])
+    with pytest.raises(TraceError, match="no such file or directory"):
+        find_traces([tmp_path / "nope"])
+    with pytest.raises(TraceError, match="no trace paths"):
+        find_traces([])
+
+
+def test_parquet_of_another_schema(tmp_path: Path) -> None:
+    f = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), f)
+    with pytest.raises(
+        TraceError,
+        match=r"other\.parquet: not a multihop trace: "
+        r"no 'multihop\.table' metadata \(its columns: a, b\)",
+    ):
+        run([str(f)], tmp_path / "rep")
+
+
+def test_not_parquet(tmp_path: Path) -> None:
+    f = tmp_path / "x.parquet"
+    f.write_text("not parquet at all")
+    with pytest.raises(TraceError, match=r"x\.parquet: not a readable Parquet file"):
+        find_traces([f])
+
+
+def _rewrite_version(path: Path, version: str) -> None:
+    t = pq.read_table(path)
+    meta = dict(t.schema.metadata)
+    meta[META_SCHEMA_VERSION.encode()] = version.encode()
+    pq.write_table(t.replace_schema_metadata(meta), path)
+
+
+@pytest.mark.parametrize(("version", "what"), [("0", "older"), ("2", "newer"), ("x", "unknown")])
+def test_other_schema_versions(tmp_path: Path, version: str, what: str) -> None:
+    run_dir = _tiny(tmp_path, "v")
+    _rewrite_version(run_dir / "messages.parquet", version)
+    with pytest.raises(
+        TraceError,
+        match=rf"messages\.parquet: trace schema version {version} \({what}\); "
+        r"this multihop reads version 1",
+    ):
+        run([str(tmp_path)], tmp_path / "rep")
+
+
+def test_wrong_column_type_and_wrong_table(tmp_path: Path) -> None:
+    schema = table_schema("cases")
+    idx = schema.get_field_index("size")
+    bad = schema.set(idx, pa.field("size", pa.string()))
+    f = tmp_path / "cases.parquet"
+    pq.write_table(bad.empty_table(), f)
+    with pytest.raises(TraceError, match="column 'size' has type string, expected int64"):
+        check_file(f)
+    good = tmp_path / "good.parquet"
+    pq.write_table(table_schema("machine").empty_table(), good)
+    with pytest.raises(TraceError, match="holds the 'machine' table, expected 'messages'"):
+        check_file(good, "messages")
+
+
+def test_incomplete_run_dir_and_duplicate_runs(tmp_path: Path) -> None:
+    run_dir = _tiny(tmp_path / "a", "dup")
+    copy = _tiny(tmp_path / "b", "dup")
+    with pytest.raises(TraceError, match="run 'dup' is given twice"):
+        find_traces([run_dir, copy])
+    (copy / "cases.parquet").unlink()
+    with pytest.raises(TraceError, match="incomplete run directory: missing cases.parquet"):
+        find_traces([copy])
+
+
+def test_errors_are_multihop_errors() -> None:
+    assert issubclass(TraceError, MultihopError) and issubclass(TraceError, ValueError)
+    assert issubclass(SparkUnavailable, MultihopError)
+
+
+def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 2
+    assert "multihop analyze: error:" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- session rules (no Spark needed)
+
+
+def test_java_missing_says_how_to_install(tmp_path: Path) -> None:
+    with pytest.raises(SparkUnavailable, match="apt-get install -y openjdk-17-jre-headless"):
+        find_java({"PATH": str(tmp_path)})
+    with pytest.raises(SparkUnavailable, match="JAVA_HOME=.* has no executable bin/java"):
+        find_java({"JAVA_HOME": str(tmp_path), "PATH": ""})
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o755)
+    assert find_java({"JAVA_HOME": str(tmp_path / "jdk")}) == str(java)
+
+
+def test_master_precedence() -> None:
+    assert choose_master(None, {}, None) == DEFAULT_MASTER == "local[*]"
+    assert choose_master(None, {ENV_MASTER: "local[3]"}, None) == "local[3]"
+    assert choose_master("local[1]", {ENV_MASTER: "local[3]"}, None) == "local[1]"
+    assert choose_master(None, {ENV_MASTER: "local[3]"}, "spark://h:7077") is None
+    with pytest.warns(RuntimeWarning, match="set by spark-submit"):
+        assert choose_master("local[1]", {}, "spark://h:7077") is None
+
+
+def test_preset_conf_reads_submit_args_and_defaults(tmp_path: Path) -> None:
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# comment\nspark.master   spark://d:7077\nspark.ui.enabled true\n"
+    )
+    env = {"SPARK_CONF_DIR": str(tmp_path)}
+    assert preset_conf(env) == {"spark.master": "spark://d:7077", "spark.ui.enabled": "true"}
+    env["PYSPARK_SUBMIT_ARGS"] = (
+        "--master local[5] --conf spark.sql.shuffle.partitions=3 pyspark-shell"
+    )
+    conf = preset_conf(env)
+    assert conf["spark.master"] == "local[5]" and conf["spark.sql.shuffle.partitions"] == "3"
+    assert preset_conf({"SPARK_CONF_DIR": str(tmp_path / "none")}) == {}
+
+
+def test_messages_only(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    run_dir = _tiny(tmp_path / "t", "msgs")
+    out = tmp_path / "rep"
+    run([str(run_dir / "messages.parquet")], out)
+    rows = read_csv(out / "latency.csv")  # the parameters come from the messages themselves
+    assert [(r["case"], r["transport"], r["size"], r["hops"]) for r in rows] == [
+        ("pipe-tiny", "pipe", "32", "-1"), ("ump-tiny", "ump", "32", "0")
+    ]  # fmt: skip
+    md = (out / "report.md").read_text()
+    assert "No cases rows: throughput tables skipped." in md
+    assert "Throughput against message size plot skipped" in md
+    assert not (out / "throughput.csv").exists()
+    ratios = read_csv(
+        out / "baseline_ratios.csv"
+    )  # pipe cases exist: transport=pipe is the default
+    assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]

@@ -1,0 +1,259 @@
+"""Tests for multihop.bench.trace: the trace schema and TraceWriter (no Spark needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import multihop.bench.trace as trace_mod
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from multihop.bench.trace import (
+    KINDS,
+    META_SCHEMA_VERSION,
+    META_TABLE,
+    PARAM_COLUMNS,
+    SCHEMA_VERSION,
+    TABLES,
+    TraceError,
+    TraceWriter,
+    case_name,
+    describe_schema,
+    machine_info,
+    sample_every,
+    table_schema,
+)
+from multihop.errors import MultihopError
+
+
+def _meta(path: Path) -> dict[str, str]:
+    raw = pq.read_metadata(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def test_schema_is_versioned_and_documented() -> None:
+    assert SCHEMA_VERSION == 1
+    text = describe_schema()
+    doc = trace_mod.__doc__ or ""
+    for table in TABLES:
+        schema = table_schema(table)
+        assert schema.metadata == {
+            META_SCHEMA_VERSION.encode(): b"1",
+            META_TABLE.encode(): table.encode(),
+        }
+        assert f"## {table}" in text
+        for f in schema:
+            assert f"| {f.name} | {f.type} |" in text
+            assert f.name in doc, f"column {f.name} of {table} is not in the module docstring"
+
+
+def test_schema_columns_and_types() -> None:
+    messages = table_schema("messages")
+    assert messages.names == [
+        "run_id", "suite", "case", "params", "transport", "routing", "size", "hops", "window",
+        "src_core", "dst_core", "fanout", "kind", "send_ns", "recv_ns", "seq",
+    ]  # fmt: skip
+    assert messages.field("size").type == pa.int64()
+    assert messages.field("hops").type == pa.int32()
+    assert messages.field("send_ns").type == pa.int64()
+    cases = table_schema("cases")
+    for name in ("messages", "bytes", "duration_ns", "throughput_msgs", "throughput_bytes",
+                 "baseline", "rss_bytes", "cpu_s", *PARAM_COLUMNS):  # fmt: skip
+        assert name in cases.names
+    assert cases.field("throughput_msgs").type == pa.float64()
+    assert cases.field("rss_bytes").nullable and cases.field("cpu_s").nullable
+    assert table_schema("machine").names == [
+        "run_id", "cpu_model", "cores", "sockets", "kernel", "python", "multihop", "started_at",
+    ]  # fmt: skip
+    with pytest.raises(TraceError, match="unknown trace table 'nope'"):
+        table_schema("nope")
+
+
+def test_trace_error_is_in_the_hierarchy() -> None:
+    assert issubclass(TraceError, MultihopError)
+    assert issubclass(TraceError, ValueError)
+
+
+def test_writer_round_trip(tmp_path: Path) -> None:
+    send = np.arange(10, dtype=np.int64) * 100
+    recv = send + 40
+    params = {"transport": "multihop", "routing": "ring", "size": 64, "hops": 2,
+              "src_core": 0, "dst_core": 3, "extra": [1, 2]}  # fmt: skip
+    with TraceWriter(tmp_path, run_id="r1", suite="latency") as w:
+        kept = w.add_messages("mh", params, send, recv)
+        send[:] = 0  # the writer copied the arrays: reusing them must not change the trace
+        recv[:] = 0
+        w.add_messages(
+            "pipe",
+            {"transport": "pipe", "size": 8},
+            np.array([5, 6]),
+            np.array([9, 10]),
+            kind="oneway",
+        )
+        row = w.add_case(
+            "mh", params, messages=1000, duration_ns=2_000_000_000, rss_bytes=123, cpu_s=1.5
+        )
+        w.add_case(
+            "pipe",
+            {"transport": "pipe", "size": 8},
+            messages=2,
+            duration_ns=0,
+            kind="oneway",
+            baseline="mh",
+        )
+    assert kept == 10
+    assert (
+        row["throughput_msgs"] == 500.0
+        and row["bytes"] == 64_000
+        and row["throughput_bytes"] == 32_000.0
+    )
+    run_dir = tmp_path / "r1"
+    assert w.run_dir == run_dir and w.run_id == "r1"
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "cases.parquet",
+        "machine.parquet",
+        "messages.parquet",
+    ]
+    for table in TABLES:
+        assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "1"
+        assert _meta(run_dir / f"{table}.parquet")[META_TABLE] == table
+        assert (
+            pq.read_schema(run_dir / f"{table}.parquet").remove_metadata()
+            == table_schema(table).remove_metadata()
+        )
+
+    m = pq.read_table(run_dir / "messages.parquet").to_pylist()
+    assert len(m) == 12
+    first = m[0]
+    assert first["run_id"] == "r1" and first["suite"] == "latency" and first["case"] == "mh"
+    assert json.loads(first["params"]) == params
+    assert (first["transport"], first["routing"], first["size"], first["hops"]) == (
+        "multihop",
+        "ring",
+        64,
+        2,
+    )
+    assert (first["window"], first["fanout"], first["src_core"], first["dst_core"]) == (
+        -1,
+        -1,
+        0,
+        3,
+    )
+    assert [r["recv_ns"] - r["send_ns"] for r in m[:10]] == [40] * 10
+    assert [r["seq"] for r in m[:10]] == list(range(10))
+    assert m[10]["routing"] is None and m[10]["hops"] == -1 and m[10]["kind"] == "oneway"
+
+    c = pq.read_table(run_dir / "cases.parquet").to_pylist()
+    assert c[0]["rss_bytes"] == 123 and c[0]["cpu_s"] == 1.5 and c[0]["baseline"] is None
+    assert c[1]["throughput_msgs"] is None and c[1]["baseline"] == "mh"
+
+    mach = pq.read_table(run_dir / "machine.parquet").to_pylist()
+    assert len(mach) == 1 and mach[0]["run_id"] == "r1" and mach[0]["cores"] >= 1
+
+
+def test_sampling_keeps_message_numbers(tmp_path: Path) -> None:
+    send = np.arange(100, dtype=np.int64)
+    with TraceWriter(tmp_path, run_id="s", sample_every=10) as w:
+        assert w.add_messages("a", {}, send, send + 1) == 10
+        assert w.add_messages("b", {}, send, send + 1, every=25) == 4
+        assert w.message_rows == 14
+    seqs = pq.read_table(tmp_path / "s" / "messages.parquet").column("seq").to_pylist()
+    assert seqs == list(range(0, 100, 10)) + [0, 25, 50, 75]
+    assert list(sample_every(np.arange(7), 3)) == [0, 3, 6]
+    with pytest.raises(TraceError, match="positive integer"):
+        sample_every(np.arange(3), 0)
+
+
+def test_flushing_writes_row_groups_and_no_partial_files(tmp_path: Path) -> None:
+    send = np.arange(1000, dtype=np.int64)
+    with TraceWriter(tmp_path, run_id="f", flush_rows=1500) as w:
+        for i in range(5):
+            w.add_messages(f"c{i}", {"size": 1}, send, send + i)
+        assert any(p.name.endswith(".partial") for p in w.run_dir.iterdir())
+    files = sorted(p.name for p in (tmp_path / "f").iterdir())
+    assert files == ["cases.parquet", "machine.parquet", "messages.parquet"]
+    meta = pq.read_metadata(tmp_path / "f" / "messages.parquet")
+    assert meta.num_rows == 5000 and meta.num_row_groups >= 2
+
+
+def test_empty_run_writes_empty_tables(tmp_path: Path) -> None:
+    run_dir = TraceWriter(tmp_path, run_id="e").close()
+    assert pq.read_metadata(run_dir / "messages.parquet").num_rows == 0
+    assert pq.read_metadata(run_dir / "cases.parquet").num_rows == 0
+    assert pq.read_metadata(run_dir / "machine.parquet").num_rows == 1
+
+
+def test_writer_rejects_bad_input(tmp_path: Path) -> None:
+    a = np.arange(3, dtype=np.int64)
+    with pytest.raises(TraceError, match="bad run id"):
+        TraceWriter(tmp_path, run_id="../x")
+    with pytest.raises(TraceError, match="flush_rows"):
+        TraceWriter(tmp_path, run_id="x", flush_rows=0)
+    w = TraceWriter(tmp_path, run_id="bad")
+    with pytest.raises(TraceError, match="kind must be one of"):
+        w.add_messages("c", {}, a, a, kind="both")
+    with pytest.raises(TraceError, match="equal length"):
+        w.add_messages("c", {}, a, a[:2])
+    with pytest.raises(TraceError, match="must hold integers"):
+        w.add_messages("c", {}, a.astype(float), a)
+    with pytest.raises(TraceError, match="not JSON-serialisable"):
+        w.add_messages("c", {"x": object()}, a, a)
+    with pytest.raises(TraceError, match="'hops' must be an integer"):
+        w.add_messages("c", {"hops": "2"}, a, a)
+    with pytest.raises(TraceError, match="'transport' must be a string"):
+        w.add_messages("c", {"transport": 3}, a, a)
+    with pytest.raises(TraceError, match="out of range"):
+        w.add_messages("c", {"hops": 2**40}, a, a)
+    with pytest.raises(TraceError, match="case must be a non-empty string"):
+        w.add_messages("", {}, a, a)
+    w.add_messages("c", {"size": 1}, a, a)
+    with pytest.raises(TraceError, match="case names must be unique per parameter set"):
+        w.add_messages("c", {"size": 2}, a, a)
+    with pytest.raises(TraceError, match="case names must be unique"):
+        w.add_case("c", {"size": 1}, messages=1, duration_ns=1, kind="oneway")
+    w.add_case("c", {"size": 1}, messages=3, duration_ns=10)
+    with pytest.raises(TraceError, match="already has a cases row"):
+        w.add_case("c", {"size": 1}, messages=3, duration_ns=10)
+    with pytest.raises(TraceError, match="messages must be a non-negative integer"):
+        w.add_case("d", {}, messages=-1, duration_ns=10)
+    w.close()
+    with pytest.raises(TraceError, match="closed"):
+        w.add_messages("c", {"size": 1}, a, a)
+    with pytest.raises(TraceError, match="already exists and is not empty"):
+        TraceWriter(tmp_path, run_id="bad")
+    with pytest.raises(TraceError, match="unknown machine fields"):
+        TraceWriter(tmp_path, run_id="m", machine={"gpu": "none"})
+
+
+def test_case_name_and_machine_info() -> None:
+    assert case_name({"transport": "ump", "size": 64}) == "size=64,transport=ump"
+    assert case_name({"size": 64, "transport": "ump"}) == case_name(
+        {"transport": "ump", "size": 64}
+    )
+    info = machine_info("r", started_at="2026-01-01T00:00:00+00:00")
+    assert set(info) == set(table_schema("machine").names)
+    assert info["started_at"] == "2026-01-01T00:00:00+00:00"
+    assert set(KINDS) == {"rtt", "oneway"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lat=st.lists(st.integers(min_value=0, max_value=10**9), min_size=0, max_size=200),
+    every=st.integers(min_value=1, max_value=7),
+)
+def test_any_sampling_round_trips(
+    tmp_path_factory: pytest.TempPathFactory, lat: list[int], every: int
+) -> None:
+    out = tmp_path_factory.mktemp("prop")
+    send = np.arange(len(lat), dtype=np.int64) * 1000
+    recv = send + np.array(lat, dtype=np.int64)
+    with TraceWriter(out, run_id="p", sample_every=every) as w:
+        w.add_messages("c", {"size": 1}, send, recv)
+    t = pq.read_table(out / "p" / "messages.parquet")
+    got = (np.array(t.column("recv_ns")) - np.array(t.column("send_ns"))).tolist()
+    assert got == lat[::every]
+    assert t.column("seq").to_pylist() == list(range(0, len(lat), every))
