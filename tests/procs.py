@@ -199,3 +199,15 @@ def mh_client(name: str, core: int, service: str, ready: Any, bound: Any) -> Non
         ch.send(b"hi")
         bound.set()
         time.sleep(120)
+
+
+def mh_send_close_exit(name: str, core: int, service: str, ready: Any, n: int) -> None:
+    """Bind over multi-hop, send n messages, close, and exit at once."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    assert ready.wait(30)
+    ch = d.bind(service, transport="multihop", timeout=30, window=64)
+    for i in range(n):
+        ch.send(i.to_bytes(4, "little"), timeout=10)
+    ch.close()
+    os._exit(0)

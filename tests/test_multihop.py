@@ -257,3 +257,19 @@ def test_bad_routing_and_binds_are_clear_errors() -> None:
         with pytest.raises(ValueError, match="window"):
             d.bind("grumpy", transport="multihop", window=0)
         assert all(m["data"]["forwarding_entries"] == 0 for m in rt.status()["monitors"])
+
+
+def test_messages_sent_just_before_close_and_exit_are_delivered() -> None:
+    for attempt in range(5):  # the race this guards against was intermittent
+        with runtime([0, 1], "direct") as rt, rt.dispatcher(1) as srv:
+            svc = srv.export("last-words")
+            ready = procs.CTX.Event()
+            with child(procs.mh_send_close_exit, rt.name, 0, "last-words", ready, 20) as p:
+                ready.set()
+                ch = svc.accept(timeout=30)
+                p.join(10)
+                time.sleep(0.2)
+                got = [int.from_bytes(ch.recv(timeout=5), "little") for _ in range(20)]
+                assert got == list(range(20)), f"attempt {attempt}"
+                with pytest.raises(mh.ChannelClosed):
+                    ch.recv(timeout=5)

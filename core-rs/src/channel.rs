@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::park::Waited;
-use crate::park::{wait_until, Doorbell};
+use crate::park::{spin_budget, wait_until, Doorbell};
 use crate::peer::PeerWatch;
 use crate::ring::{
     ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS,
@@ -303,6 +303,29 @@ impl UmpChannel {
         Ok(())
     }
 
+    /// Like `try_send` but without ringing the peer: the caller rings once
+    /// after a batch (`ring_peer`). For relays that write many messages.
+    pub fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
+        if self.is_closed() || self.peer_gone(true) {
+            return Err(self.closed_error());
+        }
+        let mut tx = lock(&self.tx);
+        if !tx.producer.try_send(KIND_DATA, parts) {
+            tx.busy += 1;
+            return Err(Error::new(ErrorKind::TxBusy, "ring full: the receiver has not caught up"));
+        }
+        tx.sent += 1;
+        tx.bytes += len as u64;
+        Ok(())
+    }
+
+    /// Wake the peer if it is parked (after `try_send_quiet`).
+    pub fn ring_peer(&self) {
+        self.peer_doorbell.ring();
+    }
+
     /// Send as many of `msgs` as fit now, in order; returns how many.
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
         if self.is_closed() || self.peer_gone(true) {
@@ -446,7 +469,7 @@ impl UmpChannel {
     /// Wait, without holding any lock, until `want` may succeed, the channel
     /// closes, `deadline` passes, or one park slice ends.
     pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
-        wait_until(&self.my_doorbell, &self.parks, deadline, &mut || self.is_ready(want), &mut || self.peer.is_dead())
+        wait_until(&self.my_doorbell, &self.parks, spin_budget(), deadline, &mut || self.is_ready(want), &mut || self.peer.is_dead())
     }
 
     /// Whether a message of `len` bytes fits now.

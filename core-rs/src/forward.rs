@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
-use crate::park::{wait_until, Doorbell, Waited};
+use crate::park::{relay_spin_budget, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
@@ -44,6 +44,8 @@ struct LinkSlot {
     queue: VecDeque<Vec<u8>>,
     max_queue: usize,
     forwarded_out: u64,
+    /// Messages written this round whose reader has not been rung yet.
+    unrung: bool,
 }
 
 /// Links, forwarding table and counters, behind one lock.
@@ -63,7 +65,7 @@ impl Fwd {
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
-        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: VecDeque::new(), max_queue: 0, forwarded_out: 0 };
+        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: VecDeque::new(), max_queue: 0, forwarded_out: 0, unrung: false };
         if let Some(i) = self.links.iter().position(|l| l.is_none()) {
             self.links[i] = Some(slot);
             i as LinkId
@@ -94,9 +96,10 @@ impl Fwd {
             return false;
         };
         if slot.queue.is_empty() {
-            match slot.ch.try_send(&[msg]) {
+            match slot.ch.try_send_quiet(&[msg]) {
                 Ok(()) => {
                     slot.forwarded_out += 1;
+                    slot.unrung = true;
                     return true;
                 }
                 Err(e) if e.kind == ErrorKind::TxBusy => {}
@@ -131,6 +134,27 @@ impl Fwd {
         }
     }
 
+    /// Forward whatever is still in `link`'s ring (its peer is gone, so
+    /// nothing new arrives), then tear it down. A process that sends, closes
+    /// and exits must not lose its last messages or its TEARDOWN.
+    pub fn drain_and_remove(&mut self, link: LinkId) {
+        let Some(Some(slot)) = self.links.get(link as usize) else { return };
+        let ch = slot.ch.clone();
+        let mut scratch = Vec::new();
+        for _ in 0..1_000_000 {
+            let got = ch.try_recv_many(1024, &mut |len, copy| {
+                scratch.resize(len, 0);
+                copy(&mut scratch);
+                self.handle(link, &mut scratch);
+                Ok(true)
+            });
+            if !matches!(got, Ok(n) if n > 0) {
+                break;
+            }
+        }
+        self.remove_link(link);
+    }
+
     /// Tear down every channel through `link` and forget the link.
     pub fn remove_link(&mut self, link: LinkId) {
         for ((l, v), e) in self.table.entries_on(link) {
@@ -141,6 +165,7 @@ impl Fwd {
         if let Some(slot) = self.links.get_mut(link as usize) {
             *slot = None;
         }
+        self.ring_unrung();
     }
 
     /// Move queued messages onto their rings while they fit.
@@ -148,11 +173,12 @@ impl Fwd {
         let mut n = 0;
         for slot in self.links.iter_mut().flatten() {
             while let Some(m) = slot.queue.front() {
-                if slot.ch.try_send(&[m]).is_err() {
+                if slot.ch.try_send_quiet(&[m]).is_err() {
                     break;
                 }
                 slot.queue.pop_front();
                 slot.forwarded_out += 1;
+                slot.unrung = true;
                 n += 1;
             }
         }
@@ -181,7 +207,17 @@ impl Fwd {
         for l in dead {
             self.remove_link(l);
         }
+        self.ring_unrung();
         n
+    }
+
+    /// One wake-up per link, however many messages went out on it.
+    fn ring_unrung(&mut self) {
+        for slot in self.links.iter_mut().flatten() {
+            if std::mem::take(&mut slot.unrung) {
+                slot.ch.ring_peer();
+            }
+        }
     }
 
     fn any_ready(&self) -> bool {
@@ -247,7 +283,7 @@ impl Forwarder {
         while !self.stop.load(Ordering::Relaxed) {
             let n = self.lock().step(&mut scratch);
             if n == 0 {
-                let w = wait_until(&self.bell, &self.parks, None, &mut || {
+                let w = wait_until(&self.bell, &self.parks, relay_spin_budget(), None, &mut || {
                     self.stop.load(Ordering::Relaxed) || self.lock().any_ready()
                 }, &mut || false);
                 if w == Waited::Interrupted {

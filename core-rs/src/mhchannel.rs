@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{ChannelInfo, UmpChannel, Want};
 use crate::error::{Error, ErrorKind, Result};
 use crate::flow::Credits;
-use crate::park::{wait_until, Waited};
+use crate::park::{relay_spin_budget, wait_until, Waited};
 use crate::wire::{Header, Kind, HEADER_BYTES};
 
 /// Largest message on a link: a full-size channel message and its header.
@@ -290,6 +290,15 @@ impl MhChannel {
 
     /// Send one message if the window and the link have room now.
     pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
+        let r = self.try_send_quiet(parts);
+        if r.is_ok() {
+            self.link.ring().ring_peer();
+        }
+        r
+    }
+
+    /// `try_send` without waking the monitor (the caller rings once after a batch).
+    fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.info.max_message {
             return Err(Error::new(
@@ -321,7 +330,7 @@ impl MhChannel {
         let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
         all.push(&hdr);
         all.extend_from_slice(parts);
-        match self.link.ring().try_send(&all) {
+        match self.link.ring().try_send_quiet(&all) {
             Ok(()) => {
                 st.sent += 1;
                 st.bytes_sent += len as u64;
@@ -344,15 +353,22 @@ impl MhChannel {
     /// Send as many of `msgs` as fit now; returns how many.
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
         let mut n = 0;
+        let mut result = Ok(());
         for m in msgs {
-            match self.try_send(&[m]) {
+            match self.try_send_quiet(&[m]) {
                 Ok(()) => n += 1,
                 Err(e) if e.kind == ErrorKind::TxBusy => break,
-                Err(e) if n == 0 => return Err(e),
-                Err(_) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
         }
-        Ok(n)
+        if n > 0 {
+            self.link.ring().ring_peer(); // one wake-up for the whole batch
+            return Ok(n);
+        }
+        result.map(|()| 0)
     }
 
     /// Take one queued message, acknowledging as flow control requires.
@@ -377,16 +393,24 @@ impl MhChannel {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        let mut m = self.pop();
-        if m.is_none() {
+        if lock(&self.shared.state).queue.is_empty() {
             self.link.pump();
-            m = self.pop();
         }
-        match m {
-            Some(m) => Ok(Some(make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(&m))?)),
-            None if lock(&self.shared.state).peer_closed => Err(self.closed_error()),
-            None => Ok(None),
+        // Build the result from the queued message first and take it off
+        // the queue only once that succeeded (the C ABI's "too large for
+        // your buffer" keeps the message).
+        let made = {
+            let st = lock(&self.shared.state);
+            match st.queue.front() {
+                Some(m) => Some(make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?),
+                None if st.peer_closed => return Err(self.closed_error()),
+                None => None,
+            }
+        };
+        if made.is_some() {
+            self.pop();
         }
+        Ok(made)
     }
 
     /// Receive up to `max` queued messages (see `UmpChannel::try_recv_many`).
@@ -458,7 +482,7 @@ impl MhChannel {
     /// passes, for at most one park slice.
     pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
         let bell = self.link.ring().doorbell().clone();
-        wait_until(&bell, &self.parks, deadline, &mut || self.ready(want), &mut || {
+        wait_until(&bell, &self.parks, relay_spin_budget(), deadline, &mut || self.ready(want), &mut || {
             self.link.pump();
             self.link.is_dead()
         })

@@ -947,7 +947,7 @@ impl Monitor {
         {
             let mut f = self.fwd.lock();
             if let Some(l) = f.link_to(LinkPeer::Dispatcher(conn)) {
-                f.remove_link(l); // tears down its multi-hop channels
+                f.drain_and_remove(l); // forwards what it sent, then tears its channels down
             }
         }
         self.fwd.poke();

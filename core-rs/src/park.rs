@@ -166,6 +166,7 @@ pub const PARK_SLICE: Duration = Duration::from_millis(50);
 pub fn wait_until(
     bell: &Doorbell,
     parks: &AtomicU64,
+    spin: Duration,
     deadline: Option<Instant>,
     ready: &mut dyn FnMut() -> bool,
     on_slice: &mut dyn FnMut() -> bool,
@@ -175,7 +176,7 @@ pub fn wait_until(
     if left == Some(Duration::ZERO) {
         return if ready() { Waited::Ready } else { Waited::TimedOut };
     }
-    let budget = left.map_or(spin_budget(), |l| l.min(spin_budget()));
+    let budget = left.map_or(spin, |l| l.min(spin));
     if spin_until(budget, ready) {
         return Waited::Ready;
     }
@@ -199,19 +200,35 @@ pub fn wait_until(
     }
 }
 
-/// How long to spin before parking. `MULTIHOP_SPIN_US` overrides the default
-/// of 50 us: long enough to catch a reply across cores without a syscall,
-/// short enough that an idle waiter costs nothing measurable.
-pub fn spin_budget() -> Duration {
-    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        let us = std::env::var("MULTIHOP_SPIN_US").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(50);
-        Duration::from_micros(us)
-    })
+fn budget_from_env(var: &str, default_us: u64) -> Duration {
+    let us = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(default_us);
+    Duration::from_micros(us)
 }
 
-/// Spin until `ready()` holds or `budget` passes. Yields the CPU now and then
-/// so a peer sharing this core (oversubscribed runtimes) can run.
+/// How long a UMP endpoint spins before parking: its peer is another
+/// dispatcher, normally on another CPU. `MULTIHOP_SPIN_US` overrides the
+/// default of 50 us: long enough to catch a reply across cores without a
+/// syscall, short enough that an idle waiter costs nothing measurable.
+pub fn spin_budget() -> Duration {
+    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| budget_from_env("MULTIHOP_SPIN_US", 50))
+}
+
+/// How long a relay spins before parking: a monitor's forwarder, or a
+/// multi-hop endpoint, whose next hop is the monitor pinned to its own CPU.
+/// Spinning there only delays the process it waits for (measured: a 50 us
+/// spin made a two-monitor round trip 10x slower), so by default a relay
+/// checks a few dozen times and parks. `MULTIHOP_RELAY_SPIN_US` overrides it
+/// (worth raising on machines with a spare core per monitor).
+pub fn relay_spin_budget() -> Duration {
+    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| budget_from_env("MULTIHOP_RELAY_SPIN_US", 0))
+}
+
+/// Spin until `ready()` holds or `budget` passes. Every 64 rounds it looks
+/// at the clock and yields the CPU: free when nothing else wants this CPU,
+/// and it lets a peer that shares it (this core's monitor, or anything in an
+/// oversubscribed runtime) run instead of waiting out our spin.
 #[inline]
 pub fn spin_until(budget: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
     let start = Instant::now();
@@ -225,9 +242,7 @@ pub fn spin_until(budget: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
             if start.elapsed() >= budget {
                 return false;
             }
-            if i % 1024 == 0 {
-                std::thread::yield_now();
-            }
+            std::thread::yield_now();
         }
         std::hint::spin_loop();
     }

@@ -13,6 +13,7 @@ b'ping'
 from __future__ import annotations
 
 from multihop._core import Channel, Dispatcher, Service
+from multihop import idl  # noqa: F401  (mh.idl.parse, mh.idl.load)
 from multihop.errors import (
     BindError,
     ChannelClosed,
@@ -52,4 +53,5 @@ __all__ = [
     "Timeout",
     "Topology",
     "TxBusy",
+    "idl",
 ]

@@ -6,6 +6,9 @@ under ``$XDG_RUNTIME_DIR/multihop`` when that is set and usable, else under
 ``<tempdir>/multihop-<uid>``.  ``MULTIHOP_RUNTIME_ROOT`` overrides both (tests
 use it to keep runtimes apart).  No shared memory is reachable through it:
 segments are passed as file descriptors over the sockets.
+
+``core-rs/src/paths.rs`` is this module's twin for the C ABI (``mh_attach``);
+``tests/test_capi.py`` checks that both name the same directory.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from multihop.errors import MultihopError
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # whole name: fullmatch
 
 
 def _private_dir(path: Path) -> Path:
@@ -45,7 +48,7 @@ def runtime_root() -> Path:
 
 def check_name(name: str) -> str:
     """Return `name` if it is a valid runtime name, else raise ValueError."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
             f"invalid runtime name {name!r}: use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
         )

@@ -126,8 +126,10 @@ def _stream_loop(send: Callable[[bytes], None], recv_done: Callable[[], bytes], 
 class PeerBench:
     """Runs the comparison against a live runtime with cores `cores` (client first)."""
 
-    def __init__(self, runtime: mh.Runtime, client_core: int, server_core: int) -> None:
+    def __init__(self, runtime: mh.Runtime, client_core: int, server_core: int, transport: str = "ump", window: int = 16) -> None:
         self.rt = runtime
+        self.transport = transport
+        self.window = window
         self.client_core = client_core
         self.server_core = server_core
         cpus = sorted(os.sched_getaffinity(0))
@@ -144,7 +146,7 @@ class PeerBench:
             old = os.sched_getaffinity(0)
             with self.rt.dispatcher(self.client_core, pin=True) as d:
                 try:
-                    with d.bind(f"bench-{work}", transport="ump", timeout=30) as ch:
+                    with d.bind(f"bench-{work}", transport=self.transport, timeout=30, window=self.window) as ch:
                         return body(ch)
                 finally:
                     os.sched_setaffinity(0, old)
@@ -170,18 +172,31 @@ class PeerBench:
                 p.kill()
                 p.join()
 
-    def rtt(self, n: int, size: int = 64) -> Figure:
-        """Median round trip in microseconds."""
+    def rtt_ours(self, n: int, size: int = 64) -> float:
+        """Median round trip over our channel, in microseconds."""
         warm = min(n // 10, 2000)
-        ours = self._channel_case("rtt", n + warm, size, lambda ch: (_rtt_loop(ch.send, ch.recv, warm, size), _rtt_loop(ch.send, ch.recv, n, size))[1])
-        pipe = self._pipe_case("rtt", n + warm, size, lambda c: (_rtt_loop(c.send_bytes, c.recv_bytes, warm, size), _rtt_loop(c.send_bytes, c.recv_bytes, n, size))[1])
-        return Figure(f"round trip {size} B (median)", "us", ours, pipe, lower_is_better=True)
+        return self._channel_case("rtt", n + warm, size, lambda ch: (_rtt_loop(ch.send, ch.recv, warm, size), _rtt_loop(ch.send, ch.recv, n, size))[1])
+
+    def rtt_pipe(self, n: int, size: int = 64) -> float:
+        """Median round trip over multiprocessing.Pipe, in microseconds."""
+        warm = min(n // 10, 2000)
+        return self._pipe_case("rtt", n + warm, size, lambda c: (_rtt_loop(c.send_bytes, c.recv_bytes, warm, size), _rtt_loop(c.send_bytes, c.recv_bytes, n, size))[1])
+
+    def stream_ours(self, n: int, size: int = 64) -> float:
+        """One-way messages per second over our channel, per-message send/recv."""
+        return self._channel_case("stream", n, size, lambda ch: _stream_loop(ch.send, lambda: ch.recv(timeout=60), n, size))
+
+    def stream_pipe(self, n: int, size: int = 64) -> float:
+        """One-way messages per second over multiprocessing.Pipe."""
+        return self._pipe_case("stream", n, size, lambda c: _stream_loop(c.send_bytes, c.recv_bytes, n, size))
+
+    def rtt(self, n: int, size: int = 64) -> Figure:
+        """Median round trip in microseconds, ours and Pipe's."""
+        return Figure(f"round trip {size} B (median)", "us", self.rtt_ours(n, size), self.rtt_pipe(n, size), lower_is_better=True)
 
     def stream(self, n: int, size: int = 64) -> Figure:
-        """One-way messages per second with per-message send/recv."""
-        ours = self._channel_case("stream", n, size, lambda ch: _stream_loop(ch.send, lambda: ch.recv(timeout=60), n, size))
-        pipe = self._pipe_case("stream", n, size, lambda c: _stream_loop(c.send_bytes, c.recv_bytes, n, size))
-        return Figure(f"one-way {size} B send/recv", "msg/s", ours, pipe, lower_is_better=False)
+        """One-way messages per second with per-message send/recv, ours and Pipe's."""
+        return Figure(f"one-way {size} B send/recv", "msg/s", self.stream_ours(n, size), self.stream_pipe(n, size), lower_is_better=False)
 
     def records(self, n: int, size: int = 64, batch: int = 4096) -> Figure:
         """One-way rows per second with send_records/recv_records (Pipe: per message)."""

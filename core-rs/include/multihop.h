@@ -1,0 +1,111 @@
+/* multihop.h: the C ABI of the multihop runtime (libmultihop_core.so, core-rs/src/capi.rs).
+ *
+ * A C program attaches to a runtime started by `multihop up NAME` (or by a Python program with
+ * multihop.Runtime.start), exports or binds services by name, and exchanges messages over UMP
+ * channels with Python or C peers:
+ *
+ *     mh_dispatcher *d; mh_channel *ch;
+ *     if (mh_attach("demo", 0, &d) != MH_OK) { fprintf(stderr, "%s\n", mh_last_error()); ... }
+ *     if (mh_bind(d, "echo", "ump", 5000, &ch) != MH_OK) { ... }
+ *     mh_send(ch, "ping", 4, -1);
+ *     char buf[256]; size_t n;
+ *     mh_recv(ch, buf, sizeof buf, &n, 1000);
+ *     mh_close(ch); mh_detach(d);
+ *
+ * Build: gcc prog.c -I core-rs/include -L target/release -lmultihop_core -Wl,-rpath,$PWD/target/release
+ *
+ * Conventions
+ * - Every int-returning function returns MH_OK (0) or a negative MH_E_* code; mh_last_error() then
+ *   holds a message (for this thread) naming what was wrong. Nothing panics or aborts across this
+ *   boundary.
+ * - A NULL handle, buffer or string (where one is required), or a string that is not UTF-8,
+ *   gives MH_E_INVALID.
+ * - timeout_ms: < 0 waits without limit, 0 does not wait, > 0 waits at most that many milliseconds.
+ *   Waiting parks the thread on a futex (an idle waiter costs no CPU); a signal does not end a wait.
+ * - Handles: a channel may be used from several threads at once (send and recv are each
+ *   serialised); mh_close / mh_detach / mh_service_free free the handle, so no other thread may be
+ *   using it then. Channels stay usable after their dispatcher is detached.
+ * - Out-pointers are set to NULL when a call fails.
+ */
+#ifndef MULTIHOP_H
+#define MULTIHOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- return codes ------------------------------------------------------------------------- */
+#define MH_OK 0
+#define MH_E_TIMEOUT -1    /* a blocking call reached its timeout */
+#define MH_E_CLOSED -2     /* the channel was closed by either end, or the peer died */
+#define MH_E_BUSY -3       /* no room now (timeout_ms 0) */
+#define MH_E_TOO_LARGE -4  /* message over the channel's maximum, or (recv) over the buffer */
+#define MH_E_INVALID -5    /* bad argument: NULL, not UTF-8, bad name or transport, bad value */
+#define MH_E_PROTOCOL -6   /* the peer broke the wire or control protocol; a message did not decode */
+#define MH_E_BIND -7       /* bind refused, unknown service, or no answer in time */
+#define MH_E_NOT_FOUND -8  /* no runtime of that name, or no monitor for that core */
+#define MH_E_EXPORT -9     /* export refused (name taken, bad name) */
+#define MH_E_MONITOR -10   /* the monitor failed, died, or the dispatcher was detached */
+#define MH_E_OS -11        /* an operating-system call failed (the message names it) */
+#define MH_E_INTERNAL -12  /* a bug in the library (caught, reported, never propagated) */
+
+/* ---- handles ------------------------------------------------------------------------------ */
+typedef struct mh_dispatcher mh_dispatcher; /* this process attached to one core's monitor */
+typedef struct mh_service mh_service;       /* an exported service name */
+typedef struct mh_channel mh_channel;       /* one end of a channel */
+
+/* ---- runtime and dispatcher --------------------------------------------------------------- */
+/* Attach to the monitor of `core` in the runtime `runtime_name`. The runtime's directory is found
+ * as Python's multihop.paths.runtime_dir finds it ($MULTIHOP_RUNTIME_ROOT, else
+ * $XDG_RUNTIME_DIR/multihop, else <tmp>/multihop-<uid>). MH_E_NOT_FOUND if there is no such
+ * runtime or core; MH_E_INVALID for a malformed name. */
+int mh_attach(const char *runtime_name, uint32_t core, mh_dispatcher **out);
+/* Detach and free. Services exported through `d` vanish; channels stay usable. NULL is a no-op. */
+void mh_detach(mh_dispatcher *d);
+/* The directory of runtime `runtime_name` (whether or not it runs), NUL-terminated, into `buf`.
+ * `*len` is set to the length without the NUL; MH_E_TOO_LARGE if cap < *len + 1. */
+int mh_runtime_dir(const char *runtime_name, char *buf, size_t cap, size_t *len);
+
+/* ---- services ----------------------------------------------------------------------------- */
+/* Export `name` through `d`. MH_E_EXPORT if the name is taken. */
+int mh_export(mh_dispatcher *d, const char *name, mh_service **out);
+/* Wait for the next client's bind and accept it (C has no connect callback: every client is
+ * accepted). MH_E_TIMEOUT if none came. */
+int mh_accept(mh_service *s, int64_t timeout_ms, mh_channel **out);
+/* Free the service handle. NULL is a no-op. */
+void mh_service_free(mh_service *s);
+
+/* ---- channels ----------------------------------------------------------------------------- */
+/* Bind to the service `name`; `transport` is "ump" (a ring pair shared with the server) or
+ * "multihop" (through the monitors, credit window of 16 messages, as Python's default).
+ * MH_E_BIND if refused or unknown, MH_E_TIMEOUT if nobody accepted in time (timeout_ms < 0: no
+ * limit). Messages up to 1 MiB. */
+int mh_bind(mh_dispatcher *d, const char *name, const char *transport, int64_t timeout_ms, mh_channel **out);
+/* Send one message of `len` bytes (`data` may be NULL if len is 0). timeout_ms 0: MH_E_BUSY if the
+ * ring is full. MH_E_TOO_LARGE if len > mh_max_message(ch); MH_E_CLOSED if either end closed. */
+int mh_send(mh_channel *ch, const void *data, size_t len, int64_t timeout_ms);
+/* Receive one message into `buf` (`buf` may be NULL if cap is 0) and set `*len` to its length.
+ * If it is longer than `cap`: MH_E_TOO_LARGE, `*len` = the length needed, and the message stays
+ * in the channel for the next call. MH_E_TIMEOUT if none came (timeout_ms 0: none was there);
+ * MH_E_CLOSED once the peer closed (or died) and everything it sent has been read. */
+int mh_recv(mh_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_ms);
+/* Close this end (the peer reads what was sent, then gets MH_E_CLOSED) and free the handle.
+ * NULL gives MH_E_INVALID. */
+int mh_close(mh_channel *ch);
+/* The largest message the channel carries, in bytes (0 for NULL). */
+size_t mh_max_message(const mh_channel *ch);
+
+/* ---- errors ------------------------------------------------------------------------------- */
+/* A static description of a code ("unknown error code" for others). */
+const char *mh_strerror(int code);
+/* The message of the last failure in this thread (valid until the next failing call in this
+ * thread); "no error" if none failed yet. */
+const char *mh_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MULTIHOP_H */
