@@ -116,8 +116,10 @@ def test_million_messages_per_direction_on_eight_channels_in_ring_mode() -> None
             srv.join(30)
             cli.join(30)
             assert srv.exitcode == 0 and cli.exitcode == 0
+        # Once both ends close, acks still in flight against the TEARDOWN meet
+        # removed entries and are dropped (counted); never more than the windows.
         st = rt.status()
-        assert all(m["data"]["dropped"] == 0 for m in st["monitors"])
+        assert sum(m["data"]["dropped"] for m in st["monitors"]) <= 2 * k * 64
 
 
 def test_stalled_receiver_blocks_sender_after_window_and_bounds_monitor_queues() -> None:
