@@ -203,20 +203,37 @@ impl Producer {
         let mask = self.geo.nslots as u64 - 1;
         let shift = self.geo.shift();
         // Payloads, slot by slot, in order.
-        let mut part = 0usize;
-        let mut off = 0usize;
-        for j in 0..k {
-            let slot = unsafe { &mut *self.slots.add(((self.wpos + j) & mask) as usize) };
-            let mut filled = 0usize;
-            while filled < SLOT_PAYLOAD && part < parts.len() {
-                let src = parts[part];
-                let n = (src.len() - off).min(SLOT_PAYLOAD - filled);
-                slot.payload[filled..filled + n].copy_from_slice(&src[off..off + n]);
-                filled += n;
-                off += n;
-                if off == src.len() {
-                    part += 1;
-                    off = 0;
+        if let [src] = parts {
+            // One part (the common case): whole 56-byte chunks, then the tail.
+            let mut chunks = src.chunks_exact(SLOT_PAYLOAD);
+            let mut j = 0u64;
+            for chunk in &mut chunks {
+                let slot = unsafe { &mut *self.slots.add(((self.wpos + j) & mask) as usize) };
+                // Fixed size: a straight 56-byte move, no memcpy call.
+                slot.payload = *<&[u8; SLOT_PAYLOAD]>::try_from(chunk).expect("exact chunk");
+                j += 1;
+            }
+            let tail = chunks.remainder();
+            if !tail.is_empty() {
+                let slot = unsafe { &mut *self.slots.add(((self.wpos + j) & mask) as usize) };
+                slot.payload[..tail.len()].copy_from_slice(tail);
+            }
+        } else {
+            let mut part = 0usize;
+            let mut off = 0usize;
+            for j in 0..k {
+                let slot = unsafe { &mut *self.slots.add(((self.wpos + j) & mask) as usize) };
+                let mut filled = 0usize;
+                while filled < SLOT_PAYLOAD && part < parts.len() {
+                    let src = parts[part];
+                    let n = (src.len() - off).min(SLOT_PAYLOAD - filled);
+                    slot.payload[filled..filled + n].copy_from_slice(&src[off..off + n]);
+                    filled += n;
+                    off += n;
+                    if off == src.len() {
+                        part += 1;
+                        off = 0;
+                    }
                 }
             }
         }
@@ -281,14 +298,18 @@ impl Consumer {
     pub fn copy_out(&self, h: Header, dst: &mut [u8]) {
         assert_eq!(dst.len(), h.len);
         let mask = self.geo.nslots as u64 - 1;
-        let mut done = 0usize;
         let mut pos = self.rpos;
-        while done < h.len {
+        let mut chunks = dst.chunks_exact_mut(SLOT_PAYLOAD);
+        for chunk in &mut chunks {
             let slot = unsafe { &*self.slots.add((pos & mask) as usize) };
-            let n = (h.len - done).min(SLOT_PAYLOAD);
-            dst[done..done + n].copy_from_slice(&slot.payload[..n]);
-            done += n;
+            // Fixed size: a straight 56-byte move, no memcpy call.
+            *<&mut [u8; SLOT_PAYLOAD]>::try_from(chunk).expect("exact chunk") = slot.payload;
             pos += 1;
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let slot = unsafe { &*self.slots.add((pos & mask) as usize) };
+            tail.copy_from_slice(&slot.payload[..tail.len()]);
         }
     }
 
