@@ -157,13 +157,20 @@ impl Channel {
         }
     }
 
-    fn send_slice(&self, py: Python<'_>, data: &[u8], until: Option<Instant>) -> PyResult<()> {
+    /// Send, waiting while there is no room; the deadline is computed only
+    /// if a wait is needed (reading the clock can cost a system call).
+    fn send_slice(&self, py: Python<'_>, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
+        let mut until: Option<Option<Instant>> = None;
         loop {
             match self.ch.try_send(&[data]) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind == ErrorKind::TxBusy => {
                     self.ch.note_busy();
-                    if !wait(py, &self.ch, Want::Writable(data.len()), until)? {
+                    let u = match until {
+                        Some(u) => u,
+                        None => *until.insert(deadline(timeout)?),
+                    };
+                    if !wait(py, &self.ch, Want::Writable(data.len()), u)? {
                         return Err(to_py(py, Error::timeout("send timed out: the receiver did not make room")));
                     }
                 }
@@ -179,9 +186,13 @@ impl Channel {
     /// full. Raises Timeout, ChannelClosed, MessageTooLarge.
     #[pyo3(signature = (data, timeout=None))]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
-        let until = deadline(timeout)?;
+        if let Some(t) = timeout {
+            if t.is_nan() || t < 0.0 {
+                return Err(PyValueError::new_err(format!("timeout must be >= 0 or None, got {t}")));
+            }
+        }
         let bytes = Bytes::get(data)?;
-        self.send_slice(py, bytes.as_slice(), until)
+        self.send_slice(py, bytes.as_slice(), timeout)
     }
 
     /// Send one message now or raise TxBusy.
@@ -193,12 +204,22 @@ impl Channel {
     /// Receive one message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let until = deadline(timeout)?;
+        if let Some(t) = timeout {
+            if t.is_nan() || t < 0.0 {
+                return Err(PyValueError::new_err(format!("timeout must be >= 0 or None, got {t}")));
+            }
+        }
+        let mut until: Option<Option<Instant>> = None;
         loop {
             if let Some(b) = self.try_recv_bytes(py)? {
                 return Ok(b);
             }
-            if !wait(py, &self.ch, Want::Readable, until)? {
+            // Only now (a wait is needed) read the clock for the deadline.
+            let u = match until {
+                Some(u) => u,
+                None => *until.insert(deadline(timeout)?),
+            };
+            if !wait(py, &self.ch, Want::Readable, u)? {
                 return Err(to_py(py, Error::timeout("recv timed out: no message arrived")));
             }
         }
