@@ -31,7 +31,6 @@ use crate::park::{spin_budget, wait_until, Doorbell};
 use crate::peer::PeerWatch;
 use crate::ring::{
     ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS,
-    SLOT_PAYLOAD,
 };
 use crate::shm::Segment;
 
@@ -286,19 +285,7 @@ impl UmpChannel {
     /// Send one message made of `parts` if there is room now.
     #[inline]
     pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.check_len(len)?;
-        if self.is_closed() || self.peer_gone(true) {
-            return Err(self.closed_error());
-        }
-        let mut tx = lock(&self.tx);
-        if !tx.producer.try_send(KIND_DATA, parts) {
-            tx.busy += 1;
-            return Err(Error::new(ErrorKind::TxBusy, "ring full: the receiver has not caught up"));
-        }
-        tx.sent += 1;
-        tx.bytes += len as u64;
-        drop(tx);
+        self.try_send_quiet(parts)?;
         self.peer_doorbell.ring();
         Ok(())
     }
@@ -518,9 +505,6 @@ impl UmpChannel {
     pub fn note_busy(&self) {
         lock(&self.tx).busy += 1;
     }
-
-    /// Largest payload per slot; exposed for sizing batches.
-    pub const SLOT_PAYLOAD: usize = SLOT_PAYLOAD;
 }
 
 impl Drop for UmpChannel {

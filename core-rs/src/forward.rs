@@ -21,7 +21,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use serde_json::json;
 
@@ -291,15 +290,5 @@ impl Forwarder {
                 }
             }
         }
-    }
-
-    /// Forward `n` messages through a fresh table entry and return the mean
-    /// cost per message of one forwarding step (for the bench).
-    pub fn bench_step(fwd: &mut Fwd, link: LinkId, msgs: &mut [Vec<u8>]) -> std::time::Duration {
-        let t0 = Instant::now();
-        for m in msgs.iter_mut() {
-            fwd.handle(link, m);
-        }
-        t0.elapsed() / msgs.len().max(1) as u32
     }
 }

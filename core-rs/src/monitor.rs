@@ -476,14 +476,7 @@ impl Monitor {
         client_core: u32,
         timeout_ms: u64,
     ) -> Result<(u64, u32, u32, u32)> {
-        let (sock, server_pid) = match lock(&self.dispatchers).get(&disp) {
-            Some(d) => (d.sock.clone(), d.pid),
-            None => return Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} is gone"))),
-        };
-        let conn = self.next_id();
-        let (tx, rx) = mpsc::channel();
-        lock(&self.pending).insert(conn, tx);
-        let ask = Msg::Connect {
+        let make = |conn| Msg::Connect {
             conn,
             iref,
             service: service.to_string(),
@@ -496,19 +489,46 @@ impl Monitor {
             window,
             hops,
         };
-        if let Err(e) = control::send(&sock, &ask, &[]) {
+        let (vci, _, server_pid) = self.ask_dispatcher(disp, service, chan, "multihop", client_pid, make, &[], timeout_ms)?;
+        Ok((vci, hops, server_pid, self.cfg.core))
+    }
+
+    /// Send a `Connect` (made by `make` from its id) to dispatcher `disp`
+    /// and wait for its answer. On acceptance the channel is recorded and
+    /// the reply's VCI, descriptors and the dispatcher's pid are returned.
+    #[allow(clippy::too_many_arguments)]
+    fn ask_dispatcher(
+        &self,
+        disp: u64,
+        service: &str,
+        chan: u64,
+        transport: &str,
+        client_pid: u32,
+        make: impl FnOnce(u64) -> Msg,
+        fds: &[std::os::fd::RawFd],
+        timeout_ms: u64,
+    ) -> Result<(u64, Vec<OwnedFd>, u32)> {
+        let (sock, server_pid) = match lock(&self.dispatchers).get(&disp) {
+            Some(d) => (d.sock.clone(), d.pid),
+            None => return Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} is gone"))),
+        };
+        let conn = self.next_id();
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(conn, tx);
+        if let Err(e) = control::send(&sock, &make(conn), fds) {
             lock(&self.pending).remove(&conn);
             return Err(Error::new(ErrorKind::Bind, format!("could not reach the service {service:?}: {e}")));
         }
         let answer = rx.recv_timeout(Duration::from_millis(timeout_ms));
         lock(&self.pending).remove(&conn);
         match answer {
-            Ok((Msg::ConnectReply { accept: true, vci, .. }, _)) => {
-                lock(&self.channels).insert(chan, ChannelEntry { service: service.to_string(), transport: "multihop".into(), client_pid, server_pid, role: "server" });
+            Ok((Msg::ConnectReply { accept: true, vci, .. }, rfds)) => {
+                let entry = ChannelEntry { service: service.to_string(), transport: transport.to_string(), client_pid, server_pid, role: "server" };
+                lock(&self.channels).insert(chan, entry);
                 if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
                     d.channels.insert(chan);
                 }
-                Ok((vci, hops, server_pid, self.cfg.core))
+                Ok((vci, rfds, server_pid))
             }
             Ok((Msg::ConnectReply { reason, .. }, _)) => {
                 Err(Error::new(ErrorKind::Bind, format!("service {service:?} refused the connection: {reason}")))
@@ -903,43 +923,26 @@ impl Monitor {
                 None => return fail(Error::new(ErrorKind::Bind, format!("service iref {iref:#x} is gone"))),
             }
         };
-        let (sock, server_pid) = match lock(&self.dispatchers).get(&disp) {
-            Some(d) => (d.sock.clone(), d.pid),
-            None => return fail(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} is gone"))),
+        let make = |conn| Msg::Connect {
+            conn,
+            iref,
+            service: service.clone(),
+            chan,
+            transport: transport.clone(),
+            client_pid,
+            client_core,
+            timeout_ms,
+            vci: 0,
+            window: 0,
+            hops: 0,
         };
-        let conn = self.next_id();
-        let (tx, rx) = mpsc::channel();
-        lock(&self.pending).insert(conn, tx);
-        let ask = Msg::Connect { conn, iref, service: service.clone(), chan, transport: transport.clone(), client_pid, client_core, timeout_ms, vci: 0, window: 0, hops: 0 };
         let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
-        if let Err(e) = control::send(&sock, &ask, &raw) {
-            lock(&self.pending).remove(&conn);
-            return fail(Error::new(ErrorKind::Bind, format!("could not reach the service {service:?}: {e}")));
-        }
-        let answer = rx.recv_timeout(Duration::from_millis(timeout_ms));
-        lock(&self.pending).remove(&conn);
-        match answer {
-            Ok((Msg::ConnectReply { accept: true, .. }, rfds)) if rfds.len() == 1 => {
-                lock(&self.channels).insert(chan, ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "server" });
-                if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
-                    d.channels.insert(chan);
-                }
+        match self.ask_dispatcher(disp, &service, chan, &transport, client_pid, make, &raw, timeout_ms) {
+            Ok((_, rfds, server_pid)) if rfds.len() == 1 => {
                 (Msg::Bound { req, chan, iref, service, server_pid, server_core: self.cfg.core, vci: 0, hops: 0 }, rfds)
             }
-            Ok((Msg::ConnectReply { accept: true, .. }, _)) => {
-                fail(Error::protocol(format!("service {service:?} accepted without its doorbell")))
-            }
-            Ok((Msg::ConnectReply { reason, .. }, _)) => {
-                fail(Error::new(ErrorKind::Bind, format!("service {service:?} refused the connection: {reason}")))
-            }
-            Ok((other, _)) => fail(Error::protocol(format!("service answered {other:?}"))),
-            Err(mpsc::RecvTimeoutError::Timeout) => fail(Error::new(
-                ErrorKind::Timeout,
-                format!("service {service:?} did not accept within {timeout_ms} ms (is it calling accept()?)"),
-            )),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                fail(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} went away")))
-            }
+            Ok(_) => fail(Error::protocol(format!("service {service:?} accepted without its doorbell"))),
+            Err(e) => fail(e),
         }
     }
 
