@@ -42,6 +42,16 @@ def format_status(st: dict[str, Any]) -> str:
             f"  core {m['core']}: pid {m['pid']} cpu {m['cpu']}{role}  dispatchers={len(m['dispatchers'])}"
             f" services={len(m['services'])} channels={len(m['channels'])} binds ok/failed={m['binds_ok']}/{m['binds_failed']}"
         )
+        data = m.get("data", {})
+        row = ", ".join(f"{d}->{n}" for d, n in sorted(m.get("routing_row", {}).items(), key=lambda kv: int(kv[0])))
+        out.append(
+            f"    routing row: {row or '(none)'}; monitor links: {sorted(m.get('monitor_links_up', []))}"
+            f" (expected {sorted(m.get('neighbours', []))})"
+        )
+        out.append(
+            f"    forwarding entries={data.get('forwarding_entries', 0)} forwarded={data.get('forwarded', 0)}"
+            f" dropped={data.get('dropped', 0)} malformed={data.get('malformed', 0)} max queue={data.get('max_queue', 0)}"
+        )
         for d in m["dispatchers"]:
             out.append(f"    dispatcher {d['id']}: pid {d['pid']}, {d['channels']} channel(s)")
         for s in m["services"]:
