@@ -81,6 +81,14 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(a: argparse.Namespace) -> int:
+    from multihop.bench import suites
+
+    run_dir = suites.run(a.suite, a.out, a.quick, parse_cores(a.cores), a.routing)
+    print(f"trace written to {run_dir}")
+    return 0
+
+
 def _cmd_stubgen(a: argparse.Namespace) -> int:
     from multihop import idl
 
@@ -127,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--cores", default="0-1")
     demo.add_argument("--scale", type=float, default=0.2, help="work per case relative to the full benchmark")
     demo.set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser("bench", help="run a benchmark suite and write its Parquet trace")
+    bench.add_argument("suite", help="suite to run (channels)")
+    bench.add_argument("--quick", action="store_true", help="a few seconds per suite")
+    bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
+    bench.add_argument("--cores", default="0-1")
+    bench.add_argument("--routing", default="direct", choices=MODES)
+    bench.set_defaults(func=_cmd_bench)
 
     sg = sub.add_parser("stubgen", help="generate bindings from a Flounder interface file")
     sg.add_argument("file")
