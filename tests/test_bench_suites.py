@@ -14,14 +14,15 @@ import multihop.analysis as analysis
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_channels_suite_trace_feeds_the_analysis(tmp_path: Path, spark: Any) -> None:
+def test_quick_suites_trace_feeds_the_analysis(tmp_path: Path, spark: Any) -> None:
     out = tmp_path / "traces"
     r = subprocess.run(
-        [sys.executable, "-m", "multihop.cli", "bench", "channels", "--quick", "--out", str(out)],
+        [sys.executable, "-m", "multihop.cli", "bench", "all", "--quick", "--out", str(out)],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )
     assert r.returncode == 0, r.stderr
-    assert "[6/6] channels multihop 4096 B" in r.stderr  # the progress lines
+    for line in ("[6/6] channels multihop 4096 B", "[4/4] window 64", "[3/3] hops: core 0 -> core 3"):
+        assert line in r.stderr  # the progress lines
     report = analysis.run([str(out)], str(tmp_path / "report"))
     assert report.name == "report.md" and report.stat().st_size > 0
     pngs = list(report.parent.glob("*.png"))
@@ -32,8 +33,12 @@ def test_channels_suite_trace_feeds_the_analysis(tmp_path: Path, spark: Any) -> 
     with open(report.parent / "latency.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["transport"] for r in rows} == {"ump", "multihop"}
-    assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
-    assert all(int(r["samples"]) == 300 for r in rows)
+    assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {1, 2, 4}
+    with open(report.parent / "cost_per_hop.csv") as f:
+        slope = [r for r in csv.DictReader(f) if r["transport"] == "multihop"]
+    assert slope and int(slope[0]["hops_min"]) == 1 and int(slope[0]["hops_max"]) == 4
+    assert (report.parent / "throughput_vs_window.png").exists()
+    assert (report.parent / "latency_vs_hops.png").exists()
 
 
 def test_unknown_suite_is_a_clear_error() -> None:
