@@ -5,7 +5,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -127,6 +128,18 @@ def spawn(target: Any, *args: Any) -> Any:
     p = CTX.Process(target=target, args=args, daemon=True)
     p.start()
     return p
+
+
+@contextmanager
+def child(target: Any, *args: Any) -> Iterator[Any]:
+    """Run `target(*args)` in a spawned process; kill and reap it whatever happens."""
+    p = spawn(target, *args)
+    try:
+        yield p
+    finally:
+        if p.is_alive():
+            p.kill()
+        p.join(10)
 
 
 def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any) -> None:

@@ -207,18 +207,6 @@ def py_client(name: str, core: int, service: str, go: Any, count: int) -> None:
         ch.close()
 
 
-@contextmanager
-def child(target: Any, *args: Any) -> Iterator[Any]:
-    """Run `target` in a spawned process; kill and reap it whatever happens."""
-    p = procs.spawn(target, *args)
-    try:
-        yield p
-    finally:
-        if p.is_alive():
-            p.kill()
-        p.join(10)
-
-
 class Chan:
     """A C channel handle that is closed (and freed) exactly once."""
 
@@ -236,7 +224,7 @@ def served(c: C, rt: mh.Runtime, script: list[tuple[Any, ...]], transport: str =
     """A Python service on core 1 playing `script`, and a C channel bound to it from core 0."""
     service = unique_name("svc")
     ready = procs.CTX.Event()
-    with child(py_service, rt.name, 1, service, ready, script) as p:
+    with procs.child(py_service, rt.name, 1, service, ready, script) as p:
         assert ready.wait(30), "the Python service did not export in time"
         d = c.attach(rt.name, 0)
         ch = Chan(c, None)
@@ -367,7 +355,7 @@ def test_c_exports_and_accepts_a_python_client(c: C, rt: mh.Runtime) -> None:
         out = c.ffi.new("mh_channel **")
         assert c.lib.mh_accept(svc[0], 100, out) == c.lib.MH_E_TIMEOUT and out[0] == c.ffi.NULL
         go = procs.CTX.Event()
-        with child(py_client, rt.name, 0, service, go, 120) as p:
+        with procs.child(py_client, rt.name, 0, service, go, 120) as p:
             go.set()
             c.ok(c.lib.mh_accept(svc[0], 30_000, out))
             ch = out[0]
@@ -477,7 +465,7 @@ def test_last_error_is_per_thread(c: C) -> None:
 def test_detached_dispatcher_keeps_its_channels(c: C, rt: mh.Runtime) -> None:
     service = unique_name("svc")
     ready = procs.CTX.Event()
-    with child(py_service, rt.name, 1, service, ready, [("echo", 1, b"+"), ("wait_closed",)]) as p:
+    with procs.child(py_service, rt.name, 1, service, ready, [("echo", 1, b"+"), ("wait_closed",)]) as p:
         assert ready.wait(30)
         d = c.attach(rt.name, 0)
         ch = c.bind(d, service)

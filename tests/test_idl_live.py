@@ -15,9 +15,8 @@ import subprocess
 import sys
 import time
 import types
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -58,18 +57,6 @@ def import_file(path: Path) -> types.ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-@contextmanager
-def child(target: Any, *args: Any) -> Iterator[Any]:
-    """Run `target` in a spawned process; kill and reap it whatever happens."""
-    p = procs.spawn(target, *args)
-    try:
-        yield p
-    finally:
-        if p.is_alive():
-            p.kill()
-        p.join(10)
 
 
 # ---- (a) kvstore rpcs between two processes ------------------------------------------------
@@ -140,7 +127,7 @@ def test_kvstore_rpcs_between_processes(rt: mh.Runtime, tmp_path: Path, transpor
     st = mod.status
     service = unique_name("kv")
     ready = procs.CTX.Event()
-    with child(kv_server, rt.name, 1, service, str(binding_py), ready) as p, rt.dispatcher(0) as d:
+    with procs.child(kv_server, rt.name, 1, service, str(binding_py), ready) as p, rt.dispatcher(0) as d:
         assert ready.wait(30), "the kvstore service did not export in time"
         ch = d.bind(service, transport=transport, timeout=30)
         b = mod.KvstoreBinding(ch)
@@ -287,7 +274,7 @@ def test_allkinds_python_encoding_matches_the_c_values() -> None:
 def test_c_client_and_python_service_exchange_every_kind(rt: mh.Runtime, allkinds_client: Path, transport: str) -> None:
     service = unique_name("allkinds")
     ready = procs.CTX.Event()
-    with child(allkinds_service, rt.name, 1, service, ready) as p:
+    with procs.child(allkinds_service, rt.name, 1, service, ready) as p:
         assert ready.wait(30), "the Python service did not export in time"
         t0 = time.monotonic()
         r = subprocess.run([str(allkinds_client), rt.name, service, "0", transport], capture_output=True, text=True, timeout=120)

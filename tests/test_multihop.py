@@ -35,17 +35,6 @@ def runtime(cores: list[int], routing: str, topology: mh.Topology | None = None)
         pair.keep.clear()  # type: ignore[attr-defined]
 
 
-@contextmanager
-def child(target, *args) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    p = procs.spawn(target, *args)
-    try:
-        yield p
-    finally:
-        if p.is_alive():
-            p.kill()
-        p.join(10)
-
-
 def pair(rt: mh.Runtime, client_core: int, server_core: int, name: str, **kw) -> tuple[mh.Channel, mh.Channel]:  # type: ignore[no-untyped-def]
     """A multi-hop channel between two dispatchers of this process."""
     srv, cli = rt.dispatcher(server_core), rt.dispatcher(client_core)
@@ -106,7 +95,7 @@ def test_million_messages_per_direction_on_eight_channels_in_ring_mode() -> None
     k, n = 8, 125_000  # 8 channels x 125,000 = 1,000,000 messages each way
     with runtime([0, 1, 2], "ring") as rt:
         ready, result = procs.CTX.Event(), procs.CTX.Queue()
-        with child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result) as srv, child(
+        with procs.child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result) as srv, procs.child(
             procs.mh_stream_peer, rt.name, 0, "client", "stream", k, n, ready, result
         ) as cli:
             outcomes = [result.get(timeout=280), result.get(timeout=280)]
@@ -179,7 +168,7 @@ def test_killed_client_closes_the_service_end_and_others_keep_working() -> None:
         other_c, other_s = pair(rt, 1, 2, "bystander")
         ready, bound = procs.CTX.Event(), procs.CTX.Event()
         ready.set()
-        with child(procs.mh_client, rt.name, 0, "kill-client", ready, bound) as p:
+        with procs.child(procs.mh_client, rt.name, 0, "kill-client", ready, bound) as p:
             ch = svc.accept(timeout=30)
             assert bound.wait(30) and ch.recv(timeout=5) == b"hi"
             os.kill(p.pid, signal.SIGKILL)
@@ -191,7 +180,7 @@ def test_killed_client_closes_the_service_end_and_others_keep_working() -> None:
 def test_killed_service_closes_the_client_end() -> None:
     with runtime([0, 1, 2], "ring") as rt, rt.dispatcher(0) as cli:
         ready = procs.CTX.Event()
-        with child(procs.mh_echo, rt.name, 2, "kill-service", ready) as p:
+        with procs.child(procs.mh_echo, rt.name, 2, "kill-service", ready) as p:
             assert ready.wait(30)
             ch = cli.bind("kill-service", transport="multihop", timeout=30)
             ch.send(b"x")
@@ -266,7 +255,7 @@ def test_messages_sent_just_before_close_and_exit_are_delivered() -> None:
         with runtime([0, 1], "direct") as rt, rt.dispatcher(1) as srv:
             svc = srv.export("last-words")
             ready = procs.CTX.Event()
-            with child(procs.mh_send_close_exit, rt.name, 0, "last-words", ready, 20) as p:
+            with procs.child(procs.mh_send_close_exit, rt.name, 0, "last-words", ready, 20) as p:
                 ready.set()
                 ch = svc.accept(timeout=30)
                 p.join(10)

@@ -6,8 +6,6 @@ import os
 import signal
 import socket
 import time
-from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 import psutil
@@ -18,18 +16,6 @@ from conftest import monitor_processes, unique_name
 import procs
 
 
-@contextmanager
-def child(target, *args) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    """Run `target` in a spawned process; kill and reap it whatever happens."""
-    p = procs.spawn(target, *args)
-    try:
-        yield p
-    finally:
-        if p.is_alive():
-            p.kill()
-        p.join(10)
-
-
 def bind_when_ready(d: mh.Dispatcher, ready, service: str, **kw) -> mh.Channel:  # type: ignore[no-untyped-def]
     assert ready.wait(30), "child did not export in time"
     return d.bind(service, timeout=30, **kw)
@@ -37,7 +23,7 @@ def bind_when_ready(d: mh.Dispatcher, ready, service: str, **kw) -> mh.Channel: 
 
 def test_echo_between_processes_and_status(rt: mh.Runtime) -> None:
     ready = procs.CTX.Event()
-    with child(procs.echo_server, rt.name, 1, "echo", ready) as p:
+    with procs.child(procs.echo_server, rt.name, 1, "echo", ready) as p:
         with rt.dispatcher(0) as d:
             ch = bind_when_ready(d, ready, "echo")
             for i in range(200):
@@ -59,7 +45,7 @@ def test_echo_between_processes_and_status(rt: mh.Runtime) -> None:
 def test_million_small_messages_of_random_size_in_order(rt: mh.Runtime) -> None:
     n, seed = 1_000_000, 7
     ready = procs.CTX.Event()
-    with child(procs.stream_sender, rt.name, 1, "small", ready, "small", n, seed) as p, rt.dispatcher(0) as d:
+    with procs.child(procs.stream_sender, rt.name, 1, "small", ready, "small", n, seed) as p, rt.dispatcher(0) as d:
         ch = bind_when_ready(d, ready, "small")
         sz = procs.sizes(seed, n, 512)
         i = 0
@@ -78,7 +64,7 @@ def test_million_small_messages_of_random_size_in_order(rt: mh.Runtime) -> None:
 def test_two_thousand_large_messages_up_to_one_mib(rt: mh.Runtime) -> None:
     n, seed = 2000, 11
     ready = procs.CTX.Event()
-    with child(procs.stream_sender, rt.name, 1, "big", ready, "big", n, seed) as p, rt.dispatcher(0) as d:
+    with procs.child(procs.stream_sender, rt.name, 1, "big", ready, "big", n, seed) as p, rt.dispatcher(0) as d:
         ch = bind_when_ready(d, ready, "big")
         sz = procs.sizes(seed, n, 1 << 20)
         for i in range(n):
@@ -140,7 +126,7 @@ def test_bind_times_out_when_nobody_accepts(rt: mh.Runtime) -> None:
 
 def test_duplicate_export_and_name_freed_when_exporter_dies(rt: mh.Runtime) -> None:
     ready, done = procs.CTX.Event(), procs.CTX.Event()
-    with child(procs.exporter_then_exit, rt.name, 1, "once", ready, done) as p, rt.dispatcher(0) as d:
+    with procs.child(procs.exporter_then_exit, rt.name, 1, "once", ready, done) as p, rt.dispatcher(0) as d:
         assert ready.wait(30)
         with pytest.raises(mh.ExportError, match="already exported"):
             d.export("once")
@@ -259,7 +245,7 @@ def test_close_is_seen_by_the_peer_after_it_drains(rt: mh.Runtime) -> None:
 
 def test_peer_killed_mid_stream_raises_channel_closed_within_a_second(rt: mh.Runtime) -> None:
     ready = procs.CTX.Event()
-    with child(procs.sleepy_sender, rt.name, 1, "victim", ready) as p, rt.dispatcher(0) as d:
+    with procs.child(procs.sleepy_sender, rt.name, 1, "victim", ready) as p, rt.dispatcher(0) as d:
         ch = bind_when_ready(d, ready, "victim")
         for _ in range(1000):
             ch.recv(timeout=5)
@@ -278,7 +264,7 @@ def test_peer_killed_mid_stream_raises_channel_closed_within_a_second(rt: mh.Run
 
 def test_sender_sees_killed_receiver(rt: mh.Runtime) -> None:
     ready = procs.CTX.Event()
-    with child(procs.blocked_receiver, rt.name, 1, "sink", ready) as p, rt.dispatcher(0) as d:
+    with procs.child(procs.blocked_receiver, rt.name, 1, "sink", ready) as p, rt.dispatcher(0) as d:
         svc = d.export("sink")
         ch = svc.accept(timeout=30)
         assert ready.wait(30)
@@ -295,7 +281,7 @@ def test_ctrl_c_interrupts_a_blocked_recv(rt: mh.Runtime) -> None:
     ready = procs.CTX.Event()
     with rt.dispatcher(0) as d:
         svc = d.export("ctrl-c")
-        with child(procs.blocked_receiver, rt.name, 1, "ctrl-c", ready) as p:
+        with procs.child(procs.blocked_receiver, rt.name, 1, "ctrl-c", ready) as p:
             ch = svc.accept(timeout=30)
             assert ready.wait(30)
             time.sleep(0.2)
@@ -350,7 +336,7 @@ def test_stop_leaves_nothing_behind() -> None:
 
 def test_owner_exit_takes_the_runtime_down() -> None:
     q = procs.CTX.Queue()
-    with child(procs.start_and_abandon, os.environ["MULTIHOP_RUNTIME_ROOT"], unique_name("orphan"), q) as p:
+    with procs.child(procs.start_and_abandon, os.environ["MULTIHOP_RUNTIME_ROOT"], unique_name("orphan"), q) as p:
         directory, pids = q.get(timeout=30)
         p.join(10)
     deadline = time.monotonic() + 5

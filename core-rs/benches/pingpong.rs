@@ -6,14 +6,11 @@
 //! line each way). Also prints one-way streaming throughput of 64-byte
 //! messages through the ring.
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use multihop_core::channel::{create_segment, ChannelInfo, Side, UmpChannel};
-use multihop_core::park::Doorbell;
-use multihop_core::peer::PeerWatch;
+use multihop_core::channel::UmpChannel;
 use multihop_core::ring::{ring_bytes, Consumer, Producer, RingGeometry};
 use multihop_core::shm::Segment;
 
@@ -135,24 +132,7 @@ fn ring_pingpong(len: usize) -> f64 {
 }
 
 fn channel_pair() -> (UmpChannel, UmpChannel) {
-    let seg = create_segment(1 << 20).unwrap();
-    let dup = |s: &Segment| unsafe { OwnedFd::from_raw_fd(libc::dup(s.raw_fd())) };
-    let seg2 = Segment::from_fd(dup(&seg), 0).unwrap();
-    let (da, db) = (Arc::new(Doorbell::create().unwrap()), Arc::new(Doorbell::create().unwrap()));
-    let info = |side| ChannelInfo {
-        id: 1,
-        service: "bench".into(),
-        transport: "ump",
-        side,
-        peer_pid: std::process::id(),
-        peer_core: 0,
-        max_message: 0,
-        ring_slots: 0,
-    };
-    let me = || PeerWatch::new(std::process::id()).unwrap();
-    let a = UmpChannel::open(seg, info(Side::Client), da.clone(), Doorbell::from_fd(dup(db.segment())).unwrap(), me()).unwrap();
-    let b = UmpChannel::open(seg2, info(Side::Server), db, Doorbell::from_fd(dup(da.segment())).unwrap(), me()).unwrap();
-    (a, b)
+    UmpChannel::pair_in_process(1 << 20).unwrap()
 }
 
 fn channel_pingpong(len: usize) -> f64 {

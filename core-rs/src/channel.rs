@@ -513,6 +513,32 @@ impl Drop for UmpChannel {
     }
 }
 
+impl UmpChannel {
+    /// Both ends of one channel inside this process (each with its own
+    /// doorbell): for tests and benchmarks that need no monitor.
+    pub fn pair_in_process(max_message: usize) -> Result<(UmpChannel, UmpChannel)> {
+        let seg = create_segment(max_message)?;
+        let seg2 = Segment::from_fd(crate::shm::dup_cloexec(seg.raw_fd())?, 0)?;
+        let (da, db) = (Arc::new(Doorbell::create()?), Arc::new(Doorbell::create()?));
+        let info = |side| ChannelInfo {
+            id: 1,
+            service: "in-process".into(),
+            transport: "ump",
+            side,
+            peer_pid: std::process::id(),
+            peer_core: 0,
+            max_message: 0,
+            ring_slots: 0,
+        };
+        let me = || PeerWatch::new(std::process::id());
+        let peer_of_a = Doorbell::from_fd(crate::shm::dup_cloexec(db.segment().raw_fd())?)?;
+        let peer_of_b = Doorbell::from_fd(crate::shm::dup_cloexec(da.segment().raw_fd())?)?;
+        let a = UmpChannel::open(seg, info(Side::Client), da, peer_of_a, me()?)?;
+        let b = UmpChannel::open(seg2, info(Side::Server), db, peer_of_b, me()?)?;
+        Ok((a, b))
+    }
+}
+
 /// Blocking helpers over `try_*` + `wait`, for callers that need no signal
 /// handling between slices (Rust users, the C ABI).
 impl UmpChannel {
@@ -550,30 +576,9 @@ impl UmpChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{FromRawFd, OwnedFd};
-
-    fn dup(seg: &Segment) -> OwnedFd {
-        unsafe { OwnedFd::from_raw_fd(libc::dup(seg.raw_fd())) }
-    }
 
     fn pair(max: usize) -> (UmpChannel, UmpChannel) {
-        let seg = create_segment(max).unwrap();
-        let seg2 = Segment::from_fd(dup(&seg), 0).unwrap();
-        let (da, db) = (Arc::new(Doorbell::create().unwrap()), Arc::new(Doorbell::create().unwrap()));
-        let info = |side| ChannelInfo {
-            id: 1,
-            service: "t".into(),
-            transport: "ump",
-            side,
-            peer_pid: std::process::id(),
-            peer_core: 0,
-            max_message: 0,
-            ring_slots: 0,
-        };
-        let me = || PeerWatch::new(std::process::id());
-        let a = UmpChannel::open(seg, info(Side::Client), da.clone(), Doorbell::from_fd(dup(db.segment())).unwrap(), me().unwrap()).unwrap();
-        let b = UmpChannel::open(seg2, info(Side::Server), db, Doorbell::from_fd(dup(da.segment())).unwrap(), me().unwrap()).unwrap();
-        (a, b)
+        UmpChannel::pair_in_process(max).unwrap()
     }
 
     #[test]

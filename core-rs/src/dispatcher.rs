@@ -25,7 +25,7 @@ use crate::control::{self, monitor_socket, random_u64, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
-use crate::shm::Segment;
+use crate::shm::{dup_cloexec, Segment};
 use crate::sock::SeqSocket;
 
 /// How long one wait slice lasts before the interrupt hook runs.
@@ -151,7 +151,7 @@ impl Dispatcher {
     fn open_link(&self) -> Result<()> {
         let seg = create_segment(LINK_MAX_MESSAGE)?;
         let bell = process_doorbell()?;
-        let fds = [dup_fd(seg.raw_fd())?, dup_fd(bell.segment().raw_fd())?];
+        let fds = [dup_cloexec(seg.raw_fd())?, dup_cloexec(bell.segment().raw_fd())?];
         let deadline = Instant::now() + Duration::from_secs(10);
         let (reply, rfds) = self.request(|req| Msg::DispatcherLink { req }, &fds, deadline, &mut || Ok(()))?;
         let (Msg::Done { .. }, Some(peer_bell)) = (reply, rfds.into_iter().next()) else {
@@ -298,7 +298,7 @@ impl Dispatcher {
         let seg = create_segment(max_message)?;
         let bell = process_doorbell()?;
         let chan = random_u64();
-        let fds = [dup_fd(seg.raw_fd())?, dup_fd(bell.segment().raw_fd())?];
+        let fds = [dup_cloexec(seg.raw_fd())?, dup_cloexec(bell.segment().raw_fd())?];
         let timeout_ms = timeout.as_millis().max(1) as u64;
         let (reply, rfds) = self.request(
             |req| Msg::Bind {
@@ -428,13 +428,6 @@ impl Drop for Inner {
     }
 }
 
-fn dup_fd(fd: i32) -> Result<OwnedFd> {
-    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if r < 0 {
-        return Err(Error::os("dup descriptor", std::io::Error::last_os_error()));
-    }
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) })
-}
 
 /// The reader thread: holds only a weak reference while blocked in `recv`,
 /// so dropping the last `Dispatcher` (which shuts the socket down) ends it.
@@ -591,7 +584,7 @@ impl Service {
         match result {
             Ok(ch) => {
                 let bell = process_doorbell()?;
-                let fd = dup_fd(bell.segment().raw_fd())?;
+                let fd = dup_cloexec(bell.segment().raw_fd())?;
                 self.reply(&p, true, "", Some(&fd));
                 Ok(ch)
             }

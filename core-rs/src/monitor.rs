@@ -39,7 +39,7 @@ use crate::forward::{Forwarder, LinkPeer};
 use crate::mhchannel::LINK_MAX_MESSAGE;
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
-use crate::shm::Segment;
+use crate::shm::{dup_cloexec, Segment};
 use crate::sock::{SeqListener, SeqSocket};
 use crate::vci::{Entry, LinkId};
 
@@ -366,12 +366,7 @@ impl Monitor {
         f.add_link(ch, peer);
         drop(f);
         self.fwd.poke();
-        let fd = self.bell.segment().raw_fd();
-        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            return Err(Error::os("dup doorbell", std::io::Error::last_os_error()));
-        }
-        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+        dup_cloexec(self.bell.segment().raw_fd())
     }
 
     /// One node's part of a multi-hop bind (TN-006 2.5). `left` is the link
@@ -524,10 +519,7 @@ impl Monitor {
         match answer {
             Ok((Msg::ConnectReply { accept: true, vci, .. }, rfds)) => {
                 let entry = ChannelEntry { service: service.to_string(), transport: transport.to_string(), client_pid, server_pid, role: "server" };
-                lock(&self.channels).insert(chan, entry);
-                if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
-                    d.channels.insert(chan);
-                }
+                self.record_channel(chan, disp, entry);
                 Ok((vci, rfds, server_pid))
             }
             Ok((Msg::ConnectReply { reason, .. }, _)) => {
@@ -803,6 +795,37 @@ impl Monitor {
         }
     }
 
+    /// Resolve a bind target (name, or iref when the name is empty) at the
+    /// registry: (name, iref, core of the exporting dispatcher).
+    fn resolve(&self, req: u64, name: String, iref: u64) -> Result<(String, u64, u32)> {
+        match self.initial_call(&Msg::Lookup { req, name, iref })? {
+            Msg::Found { name, iref, core, .. } => Ok((name, iref, core)),
+            other => Err(Error::protocol(format!("registry answered {other:?}"))),
+        }
+    }
+
+    /// Remember a bound channel of dispatcher `disp` (for status and cleanup).
+    fn record_channel(&self, chan: u64, disp: u64, entry: ChannelEntry) {
+        lock(&self.channels).insert(chan, entry);
+        if let Some(d) = lock(&self.dispatchers).get_mut(&disp) {
+            d.channels.insert(chan);
+        }
+    }
+
+    /// Count a client bind's outcome and turn a failure into its reply.
+    fn bind_outcome(&self, req: u64, result: Result<(Msg, Vec<OwnedFd>)>) -> (Msg, Vec<OwnedFd>) {
+        match result {
+            Ok(ok) => {
+                self.counters.binds_ok.fetch_add(1, Ordering::Relaxed);
+                ok
+            }
+            Err(e) => {
+                self.counters.binds_failed.fetch_add(1, Ordering::Relaxed);
+                (Msg::fail(req, &e), vec![])
+            }
+        }
+    }
+
     /// The client's side of a bind: resolve, forward, relay.
     #[allow(clippy::too_many_arguments)]
     fn bind_from_client(
@@ -825,10 +848,7 @@ impl Monitor {
             if transport != "ump" {
                 return Err(Error::new(ErrorKind::Bind, format!("transport {transport:?} is not available (this runtime offers \"ump\")")));
             }
-            let (name, iref, core) = match self.initial_call(&Msg::Lookup { req, name, iref })? {
-                Msg::Found { name, iref, core, .. } => (name, iref, core),
-                other => return Err(Error::protocol(format!("registry answered {other:?}"))),
-            };
+            let (name, iref, core) = self.resolve(req, name, iref)?;
             let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
             let fwd = Msg::Bind { req, name: name.clone(), iref, transport: transport.clone(), chan, timeout_ms, client_pid, client_core, window: 0, vci: 0 };
             let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
@@ -836,25 +856,14 @@ impl Monitor {
             let (reply, rfds) = control::call(&path, Role::Monitor, &fwd, &raw, Duration::from_millis(timeout_ms + 2000))?;
             match reply {
                 Msg::Bound { chan, iref, service, server_pid, server_core, .. } => {
-                    lock(&self.channels).insert(chan, ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "client" });
-                    if let Some(d) = lock(&self.dispatchers).get_mut(&conn) {
-                        d.channels.insert(chan);
-                    }
+                    let entry = ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "client" };
+                    self.record_channel(chan, conn, entry);
                     Ok((Msg::Bound { req, chan, iref, service, server_pid, server_core, vci: 0, hops: 0 }, rfds))
                 }
                 other => Err(Error::protocol(format!("service monitor answered {other:?}"))),
             }
         })();
-        match result {
-            Ok(ok) => {
-                self.counters.binds_ok.fetch_add(1, Ordering::Relaxed);
-                ok
-            }
-            Err(e) => {
-                self.counters.binds_failed.fetch_add(1, Ordering::Relaxed);
-                (Msg::fail(req, &e), vec![])
-            }
-        }
+        self.bind_outcome(req, result)
     }
 
     /// The client's side of a multi-hop bind: resolve, then route hop by hop.
@@ -872,31 +881,17 @@ impl Monitor {
         window: u32,
         vci: u64,
     ) -> Msg {
-        let result = (|| -> Result<Msg> {
-            let (name, iref, core) = match self.initial_call(&Msg::Lookup { req, name, iref })? {
-                Msg::Found { name, iref, core, .. } => (name, iref, core),
-                other => return Err(Error::protocol(format!("registry answered {other:?}"))),
-            };
+        let result = (|| -> Result<(Msg, Vec<OwnedFd>)> {
+            let (name, iref, core) = self.resolve(req, name, iref)?;
             let left = self.fwd.lock().link_to(LinkPeer::Dispatcher(conn)).ok_or_else(|| Error::protocol("bind from a dispatcher without a link"))?;
             let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
             let (v_left, hops, server_pid, server_core) =
                 self.route_bind(left, vci, iref, &name, core, chan, window, 0, client_pid, client_core, timeout_ms)?;
-            lock(&self.channels).insert(chan, ChannelEntry { service: name.clone(), transport: "multihop".into(), client_pid, server_pid, role: "client" });
-            if let Some(d) = lock(&self.dispatchers).get_mut(&conn) {
-                d.channels.insert(chan);
-            }
-            Ok(Msg::Bound { req, chan, iref, service: name, server_pid, server_core, vci: v_left, hops })
+            let entry = ChannelEntry { service: name.clone(), transport: "multihop".into(), client_pid, server_pid, role: "client" };
+            self.record_channel(chan, conn, entry);
+            Ok((Msg::Bound { req, chan, iref, service: name, server_pid, server_core, vci: v_left, hops }, vec![]))
         })();
-        match result {
-            Ok(m) => {
-                self.counters.binds_ok.fetch_add(1, Ordering::Relaxed);
-                m
-            }
-            Err(e) => {
-                self.counters.binds_failed.fetch_add(1, Ordering::Relaxed);
-                Msg::fail(req, &e)
-            }
-        }
+        self.bind_outcome(req, result).0
     }
 
     /// The service's side of a bind: ask the exporting dispatcher.

@@ -14,6 +14,18 @@ use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
 
+/// A close-on-exec duplicate of `fd` (descriptors handed to peers or kept
+/// past the original's life).
+pub fn dup_cloexec(fd: RawFd) -> Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller holds.
+    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if r < 0 {
+        return Err(Error::os("dup descriptor", io::Error::last_os_error()));
+    }
+    // SAFETY: `r` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
 /// Seals every segment carries: its size is fixed for its whole life.
 const REQUIRED_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
