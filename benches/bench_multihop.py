@@ -38,7 +38,7 @@ def main() -> None:
     with mh.Runtime.start(f"bench-mh-{pid}", cores=[0, 1]) as rt:
         mhb = peers.PeerBench(rt, 0, 1, transport="multihop", window=16)
         ump = peers.PeerBench(rt, 0, 1, transport="ump")
-        pipe_rtt, pipe_stream = mhb.rtt_pipe(n_rtt), mhb.stream_pipe(n_stream)
+        pipe_rtt, pipe_stream = mhb.rtt_peer(n_rtt), mhb.stream_peer(n_stream)
         print("client core 0, service core 1 (two monitors on the multi-hop path)")
         print(row("round trip 64 B, Pipe (median)", pipe_rtt, "us"))
         print(row("round trip 64 B, UMP (median)", ump.rtt_ours(n_rtt), "us", pipe_rtt, lower=True))

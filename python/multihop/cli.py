@@ -84,7 +84,7 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def _cmd_bench(a: argparse.Namespace) -> int:
     from multihop.bench import suites
 
-    run_dir = suites.run(a.suite, a.out, a.quick, parse_cores(a.cores), a.routing)
+    run_dir = suites.run(a.suite, a.out, a.quick, parse_cores(a.cores), a.routing, every=a.trace_every)
     print(f"trace written to {run_dir}")
     return 0
 
@@ -107,6 +107,13 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     if a.baseline:
         argv += ["--baseline", a.baseline]
     return int(analysis.main(argv) or 0)
+
+
+def suites_names() -> tuple[str, ...]:
+    """Names ``multihop bench`` accepts."""
+    from multihop.bench.suites import SUITES
+
+    return SUITES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,11 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="run a benchmark suite and write its Parquet trace")
-    bench.add_argument("suite", help="suite to run (channels)")
+    bench.add_argument("suite", help=f"suite to run: {', '.join(suites_names())}")
     bench.add_argument("--quick", action="store_true", help="a few seconds per suite")
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
     bench.add_argument("--cores", default="0-1")
     bench.add_argument("--routing", default="direct", choices=MODES)
+    bench.add_argument("--trace-every", type=int, default=8, metavar="N",
+                       help="time one round trip in N and trace it (default 8; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)
 
     sg = sub.add_parser("stubgen", help="generate bindings from a Flounder interface file")

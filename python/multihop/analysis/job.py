@@ -39,8 +39,12 @@ Tables (each also written as ``<name>.csv``):
     each (suite, case) present in two or more runs, against the first of them
     (by ``machine.started_at``, then run id): p50, p99 and throughput ratios.
 ``core_pairs``
-    per (run, routing, src_core, dst_core): median round trip of ``rtt``
-    messages; the heat maps.
+    per (run, routing, transport, size, src_core, dst_core): median round
+    trip of ``rtt`` messages; the heat maps (one per run, routing, transport
+    and size; ``size = -1`` marks timed binds, which carry no payload).
+``resources``
+    the cases that measured memory or CPU (``rss_bytes`` / ``cpu_s``), with
+    their ``component`` parameter and the CPU time per message.
 ``machines``
     the ``machine`` rows of the runs.
 
@@ -54,6 +58,7 @@ used; if no case has one, ``transport=pipe`` is used when pipe cases exist.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -565,11 +570,40 @@ def _throughput_tables(cases: DataFrame, case_rows: list[Any]) -> list[Table]:
     ]  # fmt: skip
 
 
-_PAIR_COLS = ["run_id", "routing", "src_core", "dst_core", "samples", "p50_ns"]
+_RESOURCE_COLS = [
+    "run_id", "suite", "case", "transport", "routing", "component", "channels", "messages",
+    "duration_ns", "rss_bytes", "cpu_s", "cpu_us_per_msg",
+]  # fmt: skip
+
+
+def _resources(case_rows: list[dict[str, Any]]) -> Table:
+    """The cases that measured memory or CPU, with their ``component`` and ``channels`` parameters."""
+    rows = []
+    for r in sorted(case_rows, key=lambda r: (r["run_id"], r["case"])):
+        if r["rss_bytes"] is None and r["cpu_s"] is None:
+            continue
+        try:
+            params = json.loads(r["params"])
+        except ValueError:
+            params = {}
+        per_msg = r["cpu_s"] * 1e6 / r["messages"] if r["cpu_s"] is not None and r["messages"] else None
+        rows.append((r["run_id"], r["suite"], r["case"], r["transport"], r["routing"], params.get("component"),
+                     params.get("channels"), r["messages"], r["duration_ns"], r["rss_bytes"], r["cpu_s"], per_msg))
+    return Table(
+        "resources",
+        "Memory and CPU",
+        list(_RESOURCE_COLS),
+        rows,
+        doc="Cases with rss_bytes or cpu_s (the resources suite: per monitor, per channel, idle monitor); "
+        "cpu_us_per_msg = cpu_s / messages.",
+    )
+
+
+_PAIR_COLS = ["run_id", "routing", "transport", "size", "src_core", "dst_core", "samples", "p50_ns"]
 
 
 def _core_pairs(stats: list[dict[str, Any]], messages: DataFrame) -> Table:
-    """Median rtt per (run, routing, src, dst).
+    """Median rtt per (run, routing, transport, size, src, dst).
 
     When each core pair is one case its median is that case's p50, already
     computed; when several cases share a pair, the median of their union takes
@@ -578,7 +612,7 @@ def _core_pairs(stats: list[dict[str, Any]], messages: DataFrame) -> Table:
     from pyspark.sql import functions as F
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return (r["run_id"], r["routing"] or "(none)", r["src_core"], r["dst_core"])
+        return (r["run_id"], r["routing"] or "(none)", r["transport"] or "(none)", r["size"], r["src_core"], r["dst_core"])
 
     chosen = [r for r in stats if r["kind"] == "rtt" and r["src_core"] >= 0 and r["dst_core"] >= 0]
     keys = [key(r) for r in chosen]
@@ -587,11 +621,12 @@ def _core_pairs(stats: list[dict[str, Any]], messages: DataFrame) -> Table:
     else:
         ok = (F.col("kind") == "rtt") & (F.col("src_core") >= 0) & (F.col("dst_core") >= 0)
         routing = F.coalesce(F.col("routing"), F.lit("(none)")).alias("routing")
+        transport = F.coalesce(F.col("transport"), F.lit("(none)")).alias("transport")
         lat = (F.col("recv_ns") - F.col("send_ns")).alias("lat")
         out = (
             messages.where(ok)
-            .select("run_id", routing, "src_core", "dst_core", lat)
-            .groupBy("run_id", "routing", "src_core", "dst_core")
+            .select("run_id", routing, transport, "size", "src_core", "dst_core", lat)
+            .groupBy("run_id", "routing", "transport", "size", "src_core", "dst_core")
             .agg(
                 F.count(F.lit(1)).alias("samples"),
                 F.percentile_approx("lat", 0.5, PERCENTILE_ACCURACY).alias("p50_ns"),
@@ -603,7 +638,7 @@ def _core_pairs(stats: list[dict[str, Any]], messages: DataFrame) -> Table:
         "Median round trip per core pair (ns)",
         list(_PAIR_COLS),
         rows,
-        doc="Median rtt of the messages from src_core to dst_core, per routing mode.",
+        doc="Median rtt of the messages from src_core to dst_core, per routing mode, transport and size.",
         in_report=False,
     )
 
@@ -638,6 +673,9 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         )
         for t in _throughput_tables(cases_df, case_rows):
             tables[t.name] = t
+        resources = _resources(case_rows)
+        if resources.rows:
+            tables[resources.name] = resources
     else:
         notes.append("No cases rows: throughput tables skipped.")
 

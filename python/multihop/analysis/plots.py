@@ -202,10 +202,14 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
         return
     import numpy as np
 
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in pairs.records():
-        groups[(r["run_id"], r["routing"])].append(r)
-    for (run_id, routing), rows in sorted(groups.items()):
+        groups[(r["run_id"], r["routing"], r["transport"], r["size"])].append(r)
+    skipped = 0
+    for (run_id, routing, transport, size), rows in sorted(groups.items()):
+        if len({r["src_core"] for r in rows}) < 2 or len({r["dst_core"] for r in rows}) < 2:
+            skipped += 1  # one row or one column: the latency table says it better
+            continue
         cores = sorted({r["src_core"] for r in rows} | {r["dst_core"] for r in rows})
         index = {c: i for i, c in enumerate(cores)}
         grid = np.full((len(cores), len(cores)), np.nan)
@@ -229,16 +233,21 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
                     ax.text(
                         j, i, f"{v:.3g}", ha="center", va="center", color=color, fontsize="x-small"
                     )
-        fig.colorbar(image, ax=ax, label="median rtt (µs)")
-        ax.set_title(f"Core-pair round trips: {routing}, run {run_id}")
-        name = f"heatmap_{_slug(run_id)}_{_slug(routing)}.png"
+        what = f"bind time, {transport}" if size < 0 else f"round trips, {transport} {size} B"
+        fig.colorbar(image, ax=ax, label="median bind time (µs)" if size < 0 else "median rtt (µs)")
+        ax.set_title(f"Core-pair {what}: {routing}, run {run_id}", fontsize="medium")
+        name = f"heatmap_{_slug(run_id)}_{_slug(routing)}_{_slug(transport)}_{'bind' if size < 0 else size}.png"
         _save(fig, out / name)
         result.plots.append(
             Plot(
                 name,
-                f"Core-pair round trips, routing {routing}, run {run_id}",
-                "Median rtt (µs); blank: not measured.",
+                f"Core-pair {what}, routing {routing}, run {run_id}",
+                "Median (µs) from the source core (row) to the destination core (column); blank: not measured.",
             )
+        )
+    if skipped:
+        result.notes.append(
+            f"{skipped} core-pair group(s) cover a single source or destination core: no heat map drawn for them."
         )
 
 

@@ -33,6 +33,7 @@ TABLE_ORDER = (
     "throughput_by_size",
     "throughput_by_window",
     "cost_per_hop",
+    "resources",
     "baseline_ratios",
     "run_comparison",
     "core_pairs",
@@ -50,7 +51,7 @@ def format_value(column: str, value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return str(value)
-        if column.endswith("_ratio") or column in ("r2", "quantile", "cpu_s"):
+        if column.endswith("_ratio") or column in ("r2", "quantile", "cpu_s", "cpu_us_per_msg"):
             return f"{value:.3f}"
         if abs(value) >= 10000:
             return f"{value:,.0f}"

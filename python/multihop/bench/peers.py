@@ -1,25 +1,36 @@
-"""Two-process comparison of a multihop channel against multiprocessing.Pipe.
+"""Two-process comparison of a multihop channel against other IPC mechanisms ("peers").
 
 Each case runs a fresh pair of processes: this one (the client, pinned to
-the first CPU) and a spawned server (pinned to the second).  The same
-workload runs over our channel and over ``multiprocessing.Pipe`` in the same
-run, so the ratio is measured, not remembered.  Used by ``multihop demo`` and
-``benches/bench_ump_vs_pipe.py``.
+the CPU of the client core) and a spawned server (pinned to the CPU of the
+server core).  The same workload runs over our channel and over a peer
+mechanism in the same run, so the ratio is measured, not remembered.  Used by
+``multihop demo``, ``multihop bench`` and the scripts in ``benches/``.
+
+Peers (:data:`PEERS`): ``pipe`` (``multiprocessing.Pipe``, ``send_bytes`` /
+``recv_bytes``), ``queue`` (two ``multiprocessing.Queue``, one per
+direction) and ``zmq`` (a ZeroMQ ``PAIR`` socket over ``ipc://``, only when
+pyzmq is installed: the ``zmq`` extra; see :func:`available_peers`).
 
 Workloads (sizes in bytes):
 - ``rtt``: one message there, the same back; median of per-round-trip times;
 - ``stream``: one-way, one ``send``/``recv`` per message; messages per second;
 - ``records``: one-way, ``send_records``/``recv_records`` of fixed-size rows
-  (Pipe does one message per row: it has no batch call);
+  (the peers do one message per row: they have no batch call);
 - ``idle``: CPU used by a receiver blocked in ``recv`` with nothing to read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import multiprocessing as mp
 import os
+import shutil
+import signal
 import statistics
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,10 +41,22 @@ import multihop as mh
 
 _CTX = mp.get_context("spawn")
 
+PEERS = ("pipe", "queue", "zmq")
+"""Peer mechanisms the benchmarks can compare against (``zmq`` needs pyzmq)."""
+
+Send = Callable[[bytes], Any]
+Recv = Callable[[], bytes]
+_DONE = b"done"
+
+
+def available_peers() -> tuple[str, ...]:
+    """The peers usable here: ``pipe`` and ``queue`` always, ``zmq`` when pyzmq imports."""
+    return tuple(p for p in PEERS if p != "zmq" or importlib.util.find_spec("zmq") is not None)
+
 
 @dataclass
 class Figure:
-    """One measured case: our figure, Pipe's, and their ratio (higher is better for us)."""
+    """One measured case: our figure, the peer's, and their ratio (higher is better for us)."""
 
     case: str
     unit: str
@@ -43,7 +66,7 @@ class Figure:
 
     @property
     def ratio(self) -> float:
-        """How many times better ours is than Pipe's."""
+        """How many times better ours is than the peer's."""
         if self.lower_is_better:
             return self.pipe / self.ours if self.ours else float("inf")
         return self.ours / self.pipe if self.pipe else float("inf")
@@ -52,6 +75,17 @@ class Figure:
 def _pin(cpu: int | None) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
+
+
+def _work(send: Send, recv: Recv, work: str, n: int) -> None:
+    """The server's side of `work`: echo n messages (rtt) or take n and answer done (stream)."""
+    if work == "rtt":
+        for _ in range(n):
+            send(recv())
+    elif work in ("stream", "records"):
+        for _ in range(n):
+            recv()
+        send(_DONE)
 
 
 # ---- server side (runs in the spawned process) ------------------------------
@@ -64,45 +98,53 @@ def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, siz
         svc = d.export(f"bench-{work}")
         ready.set()
         ch = svc.accept(timeout=30)
-        if work == "rtt":
-            for _ in range(n):
-                ch.send(ch.recv(timeout=30))
-        elif work == "stream":
-            for _ in range(n):
-                ch.recv(timeout=30)
-            ch.send(b"done")
-        elif work == "records":
+        if work == "records":
             got = 0
             while got < n:
                 got += len(ch.recv_records(min(4096, n - got), size, timeout=30))
-            ch.send(b"done")
+            ch.send(_DONE)
         elif work == "idle":
             try:
                 ch.recv(timeout=30)
             except mh.ChannelClosed:
                 pass
+        else:
+            _work(ch.send, lambda: ch.recv(timeout=30), work, n)
         try:
             ch.recv(timeout=5)  # wait for the client to close
         except (mh.ChannelClosed, mh.Timeout):
             pass
 
 
-def _serve_pipe(conn: Any, cpu: int | None, work: str, n: int, size: int) -> None:
+def _serve_peer(peer: str, endpoint: Any, cpu: int | None, work: str, n: int) -> None:
     _pin(cpu)
-    conn.send_bytes(b"ready")
-    if work == "rtt":
-        for _ in range(n):
-            conn.send_bytes(conn.recv_bytes())
-    elif work in ("stream", "records"):
-        for _ in range(n):
-            conn.recv_bytes()
-        conn.send_bytes(b"done")
+    if peer == "pipe":
+        endpoint.send_bytes(b"ready")
+        _work(endpoint.send_bytes, endpoint.recv_bytes, work, n)
+    elif peer == "queue":
+        to_client, from_client = endpoint
+        to_client.put(b"ready")
+        _work(to_client.put, from_client.get, work, n)
+    elif peer == "zmq":
+        import zmq
+
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PAIR)
+        sock.setsockopt(zmq.RCVTIMEO, 60_000)
+        try:
+            sock.bind(endpoint)
+            sock.send(b"ready")
+            _work(sock.send, sock.recv, work, n)
+            sock.recv()  # the client's goodbye: it has everything before we close
+        finally:
+            sock.close(linger=1000)
+            ctx.term()
 
 
 # ---- client side -------------------------------------------------------------
 
 
-def _rtt_loop(send: Callable[[bytes], None], recv: Callable[[], bytes], n: int, size: int) -> float:
+def _rtt_loop(send: Send, recv: Recv, n: int, size: int) -> float:
     msg = b"x" * size
     times = np.empty(n, dtype=np.int64)
     clock = time.perf_counter_ns
@@ -114,7 +156,7 @@ def _rtt_loop(send: Callable[[bytes], None], recv: Callable[[], bytes], n: int, 
     return float(np.median(times)) / 1000.0  # us
 
 
-def _stream_loop(send: Callable[[bytes], None], recv_done: Callable[[], bytes], n: int, size: int) -> float:
+def _stream_loop(send: Send, recv_done: Recv, n: int, size: int) -> float:
     msg = b"x" * size
     t0 = time.perf_counter()
     for _ in range(n):
@@ -123,8 +165,36 @@ def _stream_loop(send: Callable[[bytes], None], recv_done: Callable[[], bytes], 
     return n / (time.perf_counter() - t0)
 
 
+def _ignoring_sigint(target: Callable[..., None], *args: Any) -> None:
+    """Run a spawned server's body with Ctrl-C ignored: its parent decides when it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    target(*args)
+
+
+@contextlib.contextmanager
+def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Iterator[Any]:
+    """Run `target(*args)` in a spawned process (Ctrl-C ignored there) for the block.
+
+    The process is joined (killed after `grace` seconds) when the block ends
+    normally, and killed at once when it raises (Ctrl-C included), so an
+    interrupted benchmark leaves nothing behind and does not wait.
+    """
+    p = _CTX.Process(target=_ignoring_sigint, args=(target, *args), daemon=True)
+    p.start()
+    try:
+        yield p
+    except BaseException:
+        p.kill()
+        p.join()
+        raise
+    p.join(grace)
+    if p.is_alive():
+        p.kill()
+        p.join()
+
+
 class PeerBench:
-    """Runs the comparison against a live runtime with cores `cores` (client first)."""
+    """Runs the comparison against a live runtime: client on `client_core`, server on `server_core`."""
 
     def __init__(self, runtime: mh.Runtime, client_core: int, server_core: int, transport: str = "ump", window: int = 16) -> None:
         self.rt = runtime
@@ -136,11 +206,10 @@ class PeerBench:
         self.client_cpu = runtime.cpu_of(client_core)
         self.server_cpu = runtime.cpu_of(server_core) if len(cpus) > 1 else None
 
-    def _channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], float]) -> float:
+    def channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], float]) -> float:
+        """Run `body(channel)` against a spawned server doing `work` over our transport; its result."""
         ready = _CTX.Event()
-        p = _CTX.Process(target=_serve_channel, args=(self.rt.name, self.server_core, self.server_cpu, work, n, size, ready))
-        p.start()
-        try:
+        with spawned(_serve_channel, self.rt.name, self.server_core, self.server_cpu, work, n, size, ready):
             if not ready.wait(30):
                 raise mh.MonitorError("benchmark server did not start")
             old = os.sched_getaffinity(0)
@@ -150,53 +219,76 @@ class PeerBench:
                         return body(ch)
                 finally:
                     os.sched_setaffinity(0, old)
-        finally:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-                p.join()
 
-    def _pipe_case(self, work: str, n: int, size: int, body: Callable[[Any], float]) -> float:
-        a, b = _CTX.Pipe()
-        p = _CTX.Process(target=_serve_pipe, args=(b, self.server_cpu, work, n, size))
-        p.start()
+    def peer_case(self, peer: str, work: str, n: int, body: Callable[[Send, Recv], float]) -> float:
+        """Run `body(send, recv)` against a spawned server doing `work` over `peer`; its result.
+
+        Raises:
+            ValueError: `peer` is unknown, or not available here (zmq without pyzmq).
+        """
+        if peer not in available_peers():
+            raise ValueError(f"peer {peer!r} is not available; available: {', '.join(available_peers())}")
+        tmp = None
         old = os.sched_getaffinity(0)
+        zctx = sock = None
+        if peer == "pipe":
+            mine, theirs = _CTX.Pipe()
+            send, recv, endpoint = mine.send_bytes, mine.recv_bytes, theirs
+        elif peer == "queue":
+            to_server, to_client = _CTX.Queue(), _CTX.Queue()
+            send, recv, endpoint = to_server.put, to_client.get, (to_client, to_server)
+        else:
+            import zmq
+
+            tmp = tempfile.mkdtemp(prefix="multihop-zmq-")
+            endpoint = f"ipc://{tmp}/peer"
+            zctx = zmq.Context()
+            sock = zctx.socket(zmq.PAIR)
+            sock.connect(endpoint)
+            sock.setsockopt(zmq.RCVTIMEO, 60_000)
+            send, recv = sock.send, sock.recv
         try:
-            _pin(self.client_cpu)
-            a.recv_bytes()
-            return body(a)
+            with spawned(_serve_peer, peer, endpoint, self.server_cpu, work, n):
+                _pin(self.client_cpu)
+                if recv() != b"ready":
+                    raise mh.ProtocolError(f"{peer} benchmark server sent something else than ready")
+                result = body(send, recv)
+                if sock is not None:
+                    sock.send(b"bye")
+            return result
         finally:
             os.sched_setaffinity(0, old)
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-                p.join()
+            if sock is not None:
+                sock.close(linger=0)
+                zctx.term()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def rtt_ours(self, n: int, size: int = 64) -> float:
         """Median round trip over our channel, in microseconds."""
         warm = min(n // 10, 2000)
-        return self._channel_case("rtt", n + warm, size, lambda ch: (_rtt_loop(ch.send, ch.recv, warm, size), _rtt_loop(ch.send, ch.recv, n, size))[1])
+        return self.channel_case("rtt", n + warm, size, lambda ch: (_rtt_loop(ch.send, ch.recv, warm, size), _rtt_loop(ch.send, ch.recv, n, size))[1])
 
-    def rtt_pipe(self, n: int, size: int = 64) -> float:
-        """Median round trip over multiprocessing.Pipe, in microseconds."""
+    def rtt_peer(self, n: int, size: int = 64, peer: str = "pipe") -> float:
+        """Median round trip over `peer` (default multiprocessing.Pipe), in microseconds."""
         warm = min(n // 10, 2000)
-        return self._pipe_case("rtt", n + warm, size, lambda c: (_rtt_loop(c.send_bytes, c.recv_bytes, warm, size), _rtt_loop(c.send_bytes, c.recv_bytes, n, size))[1])
+        return self.peer_case(peer, "rtt", n + warm, lambda s, r: (_rtt_loop(s, r, warm, size), _rtt_loop(s, r, n, size))[1])
 
     def stream_ours(self, n: int, size: int = 64) -> float:
         """One-way messages per second over our channel, per-message send/recv."""
-        return self._channel_case("stream", n, size, lambda ch: _stream_loop(ch.send, lambda: ch.recv(timeout=60), n, size))
+        return self.channel_case("stream", n, size, lambda ch: _stream_loop(ch.send, lambda: ch.recv(timeout=60), n, size))
 
-    def stream_pipe(self, n: int, size: int = 64) -> float:
-        """One-way messages per second over multiprocessing.Pipe."""
-        return self._pipe_case("stream", n, size, lambda c: _stream_loop(c.send_bytes, c.recv_bytes, n, size))
+    def stream_peer(self, n: int, size: int = 64, peer: str = "pipe") -> float:
+        """One-way messages per second over `peer` (default multiprocessing.Pipe)."""
+        return self.peer_case(peer, "stream", n, lambda s, r: _stream_loop(s, r, n, size))
 
     def rtt(self, n: int, size: int = 64) -> Figure:
         """Median round trip in microseconds, ours and Pipe's."""
-        return Figure(f"round trip {size} B (median)", "us", self.rtt_ours(n, size), self.rtt_pipe(n, size), lower_is_better=True)
+        return Figure(f"round trip {size} B (median)", "us", self.rtt_ours(n, size), self.rtt_peer(n, size), lower_is_better=True)
 
     def stream(self, n: int, size: int = 64) -> Figure:
         """One-way messages per second with per-message send/recv, ours and Pipe's."""
-        return Figure(f"one-way {size} B send/recv", "msg/s", self.stream_ours(n, size), self.stream_pipe(n, size), lower_is_better=False)
+        return Figure(f"one-way {size} B send/recv", "msg/s", self.stream_ours(n, size), self.stream_peer(n, size), lower_is_better=False)
 
     def records(self, n: int, size: int = 64, batch: int = 4096) -> Figure:
         """One-way rows per second with send_records/recv_records (Pipe: per message)."""
@@ -211,17 +303,14 @@ class PeerBench:
             ch.recv(timeout=60)
             return n / (time.perf_counter() - t0)
 
-        ours = self._channel_case("records", n, size, body)
-        pn = max(n // 20, 1000)
-        pipe = self._pipe_case("records", pn, size, lambda c: _stream_loop(c.send_bytes, c.recv_bytes, pn, size))
+        ours = self.channel_case("records", n, size, body)
+        pipe = self.stream_peer(max(n // 20, 1000), size)
         return Figure(f"one-way {size} B records (batch {batch})", "msg/s", ours, pipe, lower_is_better=False)
 
     def idle_cpu(self, seconds: float = 2.0) -> float:
         """Percent of one core used by a receiver parked in recv."""
         ready = _CTX.Event()
-        p = _CTX.Process(target=_serve_channel, args=(self.rt.name, self.server_core, self.server_cpu, "idle", 0, 0, ready))
-        p.start()
-        try:
+        with spawned(_serve_channel, self.rt.name, self.server_core, self.server_cpu, "idle", 0, 0, ready) as p:
             ready.wait(30)
             with self.rt.dispatcher(self.client_core) as d, d.bind("bench-idle", timeout=30) as ch:
                 time.sleep(0.2)  # let it get past the spin phase
@@ -230,12 +319,7 @@ class PeerBench:
                 time.sleep(seconds)
                 c1 = sum(proc.cpu_times()[:2])
                 ch.send(b"wake")
-            return 100.0 * (c1 - c0) / seconds
-        finally:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        return 100.0 * (c1 - c0) / seconds
 
 
 def format_table(figures: list[Figure]) -> str:

@@ -1,0 +1,115 @@
+"""What every suite shares: the run context, the traced round-trip loop, and the case recorders.
+
+Tracing must not distort what it measures, so a round-trip case times one
+round trip in every ``ctx.every`` (two ``time.monotonic_ns`` reads, kept in a
+preallocated list) and runs the others bare; the sampled timestamps go to the
+trace writer once, when the case ends.  ``benches/bench_tracing.py`` measures
+what tracing costs (goal: within 10% of the same loop untraced).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Callable
+
+import numpy as np
+
+import multihop as mh
+from multihop.bench.progress import Progress
+from multihop.bench.trace import TraceWriter, case_name
+
+Send = Callable[[bytes], Any]
+Recv = Callable[[], Any]
+
+TRACE_EVERY = 8
+"""Default: one round trip in this many is timed and written to the trace."""
+
+
+@dataclass
+class SuiteContext:
+    """One ``multihop bench`` run: the trace writer, options, progress, and a shared runtime.
+
+    ``runtime()`` starts (once, lazily) the runtime on the run's ``cores`` and
+    ``routing`` that the suites without their own topology share; ``close()``
+    stops it.  Suites that need their own topology (hops, routing, resources)
+    start their own runtimes and stop them before they return.
+    """
+
+    writer: TraceWriter
+    quick: bool
+    progress: Progress
+    cores: list[int]
+    routing: str
+    every: int = TRACE_EVERY
+    _runtime: mh.Runtime | None = field(default=None, repr=False)
+
+    def runtime(self) -> mh.Runtime:
+        """The shared runtime (started on first use)."""
+        if self._runtime is None:
+            self._runtime = mh.Runtime.start(f"bench-{os.getpid()}", cores=self.cores, routing=self.routing)
+        return self._runtime
+
+    def close(self) -> None:
+        """Stop the shared runtime, if it was started."""
+        if self._runtime is not None:
+            rt, self._runtime = self._runtime, None
+            rt.stop()
+
+    def __enter__(self) -> SuiteContext:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def rtt_trace(send: Send, recv: Recv, n: int, size: int, every: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run n round trips of `size` bytes, timing one in `every`.
+
+    Returns the sampled messages' sequence numbers, send times and receive
+    times (CLOCK_MONOTONIC ns, int64 arrays of equal length).
+    """
+    msg = b"x" * size
+    k = (n + every - 1) // every
+    t_send = [0] * k
+    t_recv = [0] * k
+    clock = time.monotonic_ns
+    for j in range(k):
+        t0 = clock()
+        send(msg)
+        recv()
+        t_recv[j] = clock()
+        t_send[j] = t0
+        for _ in range(min(every - 1, n - 1 - j * every)):
+            send(msg)
+            recv()
+    seq = np.arange(0, n, every, dtype=np.int64)
+    return seq, np.asarray(t_send, dtype=np.int64), np.asarray(t_recv, dtype=np.int64)
+
+
+def record_rtt(ctx: SuiteContext, params: dict[str, Any], send: Send, recv: Recv, n: int, size: int) -> None:
+    """Run and record one round-trip case (sampled messages and the case's totals)."""
+    t0 = time.monotonic_ns()
+    seq, send_ns, recv_ns = rtt_trace(send, recv, n, size, ctx.every)
+    duration = time.monotonic_ns() - t0
+    p = dict(params, kind="rtt")
+    name = case_name(p)
+    ctx.writer.add_messages(name, p, send_ns, recv_ns, kind="rtt", seq=seq, every=1, suite=p["suite"])
+    ctx.writer.add_case(name, p, messages=n, duration_ns=duration, nbytes=2 * n * max(size, 0), kind="rtt", suite=p["suite"])
+
+
+def record_totals(ctx: SuiteContext, params: dict[str, Any], kind: str, messages: int, duration_ns: int, **extra: Any) -> None:
+    """Record a case's totals only (one-way throughput, resources): no message rows."""
+    p = dict(params, kind=kind)
+    ctx.writer.add_case(case_name(p), p, messages=messages, duration_ns=max(int(duration_ns), 1), kind=kind, suite=p["suite"], **extra)
+
+
+def record_samples(ctx: SuiteContext, params: dict[str, Any], send_ns: list[int], recv_ns: list[int]) -> None:
+    """Record timed operations that are not message round trips (e.g. binds) as an rtt case."""
+    p = dict(params, kind="rtt")
+    name = case_name(p)
+    s, r = np.asarray(send_ns, dtype=np.int64), np.asarray(recv_ns, dtype=np.int64)
+    ctx.writer.add_messages(name, p, s, r, kind="rtt", every=1, suite=p["suite"])
+    ctx.writer.add_case(name, p, messages=len(s), duration_ns=max(int(r[-1] - s[0]), 1) if len(s) else 1, nbytes=0, kind="rtt", suite=p["suite"])

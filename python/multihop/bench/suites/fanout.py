@@ -1,0 +1,86 @@
+"""Suite ``fanout``: one sender, k receivers (the one-to-many cost).
+
+Receivers are separate processes (echo servers), spread over the run's cores
+after the sender's.  For each transport and k:
+
+* ``rtt`` (publish round trip): the sender sends one 64-byte message on each
+  of its k channels, then waits for the k echoes; traced like any round trip,
+  with ``fanout = k``;
+* ``oneway``: the sender sends n messages on each channel (consumed without
+  echo), then one marker per channel, and waits for the k marker echoes;
+  ``messages`` counts deliveries (n * k).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import multihop as mh
+from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
+from multihop.bench.suites.echo_server import SINK, echo_server, service_name
+
+NAME = "fanout"
+TRANSPORTS = ("ump", "multihop")
+
+
+def _fanouts(quick: bool) -> tuple[int, ...]:
+    return (1, 2, 4) if quick else (1, 2, 4, 8)
+
+
+def steps(quick: bool) -> int:
+    """Steps this suite reports."""
+    return len(TRANSPORTS) * len(_fanouts(quick))
+
+
+def run(ctx: SuiteContext) -> None:
+    """Every transport and fan-out; the receivers are started once for the suite."""
+    rt = ctx.runtime()
+    n_rtt, n_one = (400, 2000) if ctx.quick else (4000, 20_000)
+    ks = _fanouts(ctx.quick)
+    src = rt.cores[0]
+    others = rt.cores[1:] or rt.cores
+    receivers = [(i, others[i % len(others)]) for i in range(max(ks))]
+    old = os.sched_getaffinity(0)
+    with contextlib.ExitStack() as stack:
+        for i, core in receivers:
+            stack.enter_context(echo_server(rt, [core], prefix=f"fanout{i}"))
+        d = rt.dispatcher(src, pin=len(old) > 1)
+        stack.callback(os.sched_setaffinity, 0, old)
+        stack.callback(d.detach)
+        for transport in TRANSPORTS:
+            for k in ks:
+                ctx.progress.step(f"{transport}, {k} receiver(s)")
+                chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30)
+                         for i, core in receivers[:k]]
+                try:
+                    _case(ctx, rt, chans, transport, src, n_rtt, n_one)
+                finally:
+                    for ch in chans:
+                        ch.close()
+
+
+def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport: str, src: int, n_rtt: int, n_one: int) -> None:
+    k = len(chans)
+    params: dict[str, Any] = {"suite": NAME, "transport": transport, "routing": rt.routing, "size": 64, "src_core": src,
+                              "fanout": k, "window": 16 if transport == "multihop" else -1,
+                              "hops": max(int(ch.stats()["hops"]) for ch in chans)}
+
+    def publish(m: bytes) -> None:
+        for ch in chans:
+            ch.send(m, timeout=30)
+
+    def collect() -> None:
+        for ch in chans:
+            ch.recv(timeout=30)
+
+    record_rtt(ctx, params, publish, collect, n_rtt, 64)
+    data = SINK + b"x" * 63
+    t0 = time.monotonic_ns()
+    for _ in range(n_one):
+        publish(data)
+    publish(b"end")
+    collect()
+    record_totals(ctx, params, "oneway", n_one * k, time.monotonic_ns() - t0)

@@ -1,0 +1,123 @@
+"""Suite ``resources``: memory and CPU per channel and per monitor, for each routing mode (psutil).
+
+For each routing mode on a virtual topology (4 cores in 2 sockets with
+``--quick``, 8 otherwise) and each transport, with an echo server on every
+core, this process opens C channels spread over all core pairs and runs m
+round trips on each.  Recorded cases (``kind = "oneway"``; the ``component``
+parameter says which):
+
+* ``monitor``: ``rss_bytes`` the mean RSS of a monitor with the channels open,
+  ``cpu_s`` the mean CPU seconds of a monitor during the traffic,
+  ``messages`` the messages the monitors forwarded (over all monitors);
+* ``channel``: ``rss_bytes`` the growth of the summed RSS of every process
+  involved (monitors, echo server, this one) per channel, ``cpu_s`` their
+  CPU seconds during the traffic per channel, ``messages`` per channel;
+* ``idle-monitor``: ``cpu_s`` the mean CPU seconds of a monitor over an idle
+  second after the traffic, with the channels still open.
+
+RSS counts the pages a process has touched, shared ring pages included (in
+every process that maps them), so it is what the machine pays, not what a
+ring could hold.  ``links`` (a parameter) is the number of monitor-to-monitor
+links the mode's table created.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psutil
+
+import multihop as mh
+from multihop import rts
+from multihop.bench.suites.common import SuiteContext, record_totals
+from multihop.bench.suites.echo_server import echo_server, service_name
+from multihop.rts import MODES
+
+NAME = "resources"
+TRANSPORTS = ("ump", "multihop")
+
+
+def _sockets(quick: bool) -> list[list[int]]:
+    return [[0, 1], [2, 3]] if quick else [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def steps(quick: bool) -> int:
+    """Steps this suite reports."""
+    return len(MODES) * len(TRANSPORTS)
+
+
+def _usage(procs: list[psutil.Process]) -> tuple[int, float]:
+    """Summed RSS (bytes) and CPU seconds (user + system) of `procs`."""
+    rss, cpu = 0, 0.0
+    for p in procs:
+        with p.oneshot():
+            rss += p.memory_info().rss
+            t = p.cpu_times()
+            cpu += t.user + t.system
+    return rss, cpu
+
+
+def _forwarded(rt: mh.Runtime) -> int:
+    return sum(int(m.get("data", {}).get("forwarded", 0)) for m in rt.status()["monitors"])
+
+
+def run(ctx: SuiteContext) -> None:
+    """Every routing mode and transport: open C channels, run traffic, measure."""
+    sockets = _sockets(ctx.quick)
+    cores = [c for s in sockets for c in s]
+    n_chan, n_rtt = (16, 200) if ctx.quick else (64, 2000)
+    pairs = [(s, d) for s in cores for d in cores if s != d]
+    for mode in MODES:
+        topo = mh.Topology(sockets=sockets)
+        links = len(rts.links(rts.routing_table(topo, mode, cores)))
+        with mh.Runtime.start(f"bench-resources-{os.getpid()}", cores=cores, routing=mode, topology=topo) as rt, echo_server(rt) as server:
+            monitors = [psutil.Process(pid) for pid in rt.monitor_pids.values()]
+            everyone = monitors + [psutil.Process(server.pid), psutil.Process()]
+            ds = {c: rt.dispatcher(c) for c in cores}
+            try:
+                for transport in TRANSPORTS:
+                    ctx.progress.step(f"{mode}, {transport}: {n_chan} channels")
+                    params = {"suite": NAME, "transport": transport, "routing": mode, "size": 64, "window": 16 if transport == "multihop" else -1,
+                              "channels": n_chan, "links": links}
+                    _measure(ctx, rt, ds, pairs[:n_chan] if n_chan <= len(pairs) else [pairs[i % len(pairs)] for i in range(n_chan)],
+                             transport, params, monitors, everyone, n_rtt)
+            finally:
+                for d in ds.values():
+                    d.detach()
+
+
+def _measure(ctx: SuiteContext, rt: mh.Runtime, ds: dict[int, Any], pairs: list[tuple[int, int]], transport: str,
+             params: dict[str, Any], monitors: list[psutil.Process], everyone: list[psutil.Process], n_rtt: int) -> None:
+    rss0, _ = _usage(everyone)
+    chans = [ds[s].bind(service_name(d), transport=transport, window=16, timeout=30) for s, d in pairs]
+    try:
+        msg = b"x" * 64
+        fwd0 = _forwarded(rt)
+        _, cpu_all0 = _usage(everyone)
+        _, cpu_mon0 = _usage(monitors)
+        t0 = time.monotonic_ns()
+        for ch in chans:
+            for _ in range(n_rtt):
+                ch.send(msg, timeout=30)
+                ch.recv(timeout=30)
+        duration = time.monotonic_ns() - t0
+        rss_mon, cpu_mon1 = _usage(monitors)
+        rss1, cpu_all1 = _usage(everyone)
+        forwarded = _forwarded(rt) - fwd0
+        n, c = len(monitors), len(chans)
+        record_totals(ctx, dict(params, component="monitor"), "oneway", forwarded, duration,
+                      rss_bytes=rss_mon // n, cpu_s=(cpu_mon1 - cpu_mon0) / n)
+        record_totals(ctx, dict(params, component="channel"), "oneway", 2 * n_rtt, duration,
+                      rss_bytes=max(rss1 - rss0, 0) // c, cpu_s=(cpu_all1 - cpu_all0) / c)
+        time.sleep(0.1)  # past any spin phase
+        _, idle0 = _usage(monitors)
+        t1 = time.monotonic_ns()
+        time.sleep(1.0)
+        _, idle1 = _usage(monitors)
+        record_totals(ctx, dict(params, component="idle-monitor"), "oneway", 0, time.monotonic_ns() - t1,
+                      rss_bytes=rss_mon // n, cpu_s=(idle1 - idle0) / n)
+    finally:
+        for ch in chans:
+            ch.close()
