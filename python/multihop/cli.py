@@ -149,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
     bench.add_argument("--cores", default="0-1")
     bench.add_argument("--routing", default="direct", choices=MODES)
-    bench.add_argument("--trace-every", type=int, default=8, metavar="N",
-                       help="time one round trip in N and trace it (default 8; 1 traces all)")
+    bench.add_argument("--trace-every", type=int, default=16, metavar="N",
+                       help="time one round trip in N and trace it (default 16; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)
 
     sg = sub.add_parser("stubgen", help="generate bindings from a Flounder interface file")

@@ -571,7 +571,7 @@ def _throughput_tables(cases: DataFrame, case_rows: list[Any]) -> list[Table]:
 
 
 _RESOURCE_COLS = [
-    "run_id", "suite", "case", "transport", "routing", "component", "channels", "messages",
+    "run_id", "suite", "case", "transport", "routing", "component", "channels", "links", "messages",
     "duration_ns", "rss_bytes", "cpu_s", "cpu_us_per_msg",
 ]  # fmt: skip
 
@@ -588,14 +588,14 @@ def _resources(case_rows: list[dict[str, Any]]) -> Table:
             params = {}
         per_msg = r["cpu_s"] * 1e6 / r["messages"] if r["cpu_s"] is not None and r["messages"] else None
         rows.append((r["run_id"], r["suite"], r["case"], r["transport"], r["routing"], params.get("component"),
-                     params.get("channels"), r["messages"], r["duration_ns"], r["rss_bytes"], r["cpu_s"], per_msg))
+                     params.get("channels"), params.get("links"), r["messages"], r["duration_ns"], r["rss_bytes"], r["cpu_s"], per_msg))
     return Table(
         "resources",
         "Memory and CPU",
         list(_RESOURCE_COLS),
         rows,
         doc="Cases with rss_bytes or cpu_s (the resources suite: per monitor, per channel, idle monitor); "
-        "cpu_us_per_msg = cpu_s / messages.",
+        "links: monitor-to-monitor links of the routing mode; cpu_us_per_msg = cpu_s / messages.",
     )
 
 

@@ -23,7 +23,7 @@ def steps(quick: bool) -> int:
 def run(ctx: SuiteContext) -> None:
     """Both transports between the first two cores of the run, at every size."""
     rt = ctx.runtime()
-    n_rtt, n_one = (1000, 3000) if ctx.quick else (20_000, 100_000)
+    n_rtt, n_one = (2000, 3000) if ctx.quick else (20_000, 100_000)
     src, dst = rt.cores[0], rt.cores[1 % len(rt.cores)]
     for transport in ("ump", "multihop"):
         for size in _sizes(ctx.quick):

@@ -24,7 +24,7 @@ from multihop.bench.trace import TraceWriter, case_name
 Send = Callable[[bytes], Any]
 Recv = Callable[[], Any]
 
-TRACE_EVERY = 8
+TRACE_EVERY = 16
 """Default: one round trip in this many is timed and written to the trace."""
 
 
@@ -76,13 +76,23 @@ def rtt_trace(send: Send, recv: Recv, n: int, size: int, every: int) -> tuple[np
     t_send = [0] * k
     t_recv = [0] * k
     clock = time.monotonic_ns
-    for j in range(k):
+    bare = range(every - 1)  # made once: a range per block would cost more than the clocks
+    for j in range(n // every):
         t0 = clock()
         send(msg)
         recv()
         t_recv[j] = clock()
         t_send[j] = t0
-        for _ in range(min(every - 1, n - 1 - j * every)):
+        for _ in bare:
+            send(msg)
+            recv()
+    if k > n // every:  # a last, partial block
+        t0 = clock()
+        send(msg)
+        recv()
+        t_recv[k - 1] = clock()
+        t_send[k - 1] = t0
+        for _ in range(n - (k - 1) * every - 1):
             send(msg)
             recv()
     seq = np.arange(0, n, every, dtype=np.int64)

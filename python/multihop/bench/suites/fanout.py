@@ -38,7 +38,7 @@ def steps(quick: bool) -> int:
 def run(ctx: SuiteContext) -> None:
     """Every transport and fan-out; the receivers are started once for the suite."""
     rt = ctx.runtime()
-    n_rtt, n_one = (400, 2000) if ctx.quick else (4000, 20_000)
+    n_rtt, n_one = (800, 2000) if ctx.quick else (4000, 20_000)
     ks = _fanouts(ctx.quick)
     src = rt.cores[0]
     others = rt.cores[1:] or rt.cores

@@ -27,7 +27,7 @@ def steps(quick: bool) -> int:
 def run(ctx: SuiteContext) -> None:
     """Round trip and one-way throughput from core 0 to cores 0, 1, 3 (, 7) in ring mode."""
     ncores = 4 if ctx.quick else 8
-    n_rtt, n_one = (800, 2000) if ctx.quick else (8000, 20_000)
+    n_rtt, n_one = (1600, 2000) if ctx.quick else (8000, 20_000)
     with mh.Runtime.start(f"bench-hops-{os.getpid()}", cores=list(range(ncores)), routing="ring") as rt:
         for dst in _targets(ctx.quick):
             ctx.progress.step(f"core 0 -> core {dst}")

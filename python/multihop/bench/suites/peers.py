@@ -27,7 +27,7 @@ def steps(quick: bool) -> int:
 def run(ctx: SuiteContext) -> None:
     """Every transport at every size: a traced round trip and a one-way stream."""
     rt = ctx.runtime()
-    n_rtt, n_one = (1000, 4000) if ctx.quick else (20_000, 100_000)
+    n_rtt, n_one = (2000, 4000) if ctx.quick else (20_000, 100_000)
     src, dst = rt.cores[0], rt.cores[1 % len(rt.cores)]
     for size in SIZES:
         for transport in _transports():

@@ -36,7 +36,7 @@ def run(ctx: SuiteContext) -> None:
     """Every mode, every core pair: binds and round trips."""
     sockets = _sockets(ctx.quick)
     cores = [c for s in sockets for c in s]
-    n_bind, n_rtt = (3, 400) if ctx.quick else (10, 4000)
+    n_bind, n_rtt = (3, 800) if ctx.quick else (10, 4000)
     two_cpus = len(os.sched_getaffinity(0)) > 1
     old = os.sched_getaffinity(0)
     for mode in MODES:
