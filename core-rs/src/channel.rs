@@ -448,7 +448,7 @@ impl UmpChannel {
                 }
                 has
             }
-            Want::Writable(len) => lock(&self.tx).producer.has_room(len),
+            Want::Writable(len) => lock(&self.tx).producer.want_room(len),
         };
         ready || self.peer_gone(true)
     }
@@ -462,6 +462,12 @@ impl UmpChannel {
     /// Whether a message of `len` bytes fits now.
     pub fn has_room(&self, len: usize) -> bool {
         lock(&self.tx).producer.has_room(len)
+    }
+
+    /// Like `has_room`, for a writer about to wait: when there is no room,
+    /// the reader rings this process's doorbell as soon as it frees some.
+    pub fn want_room(&self, len: usize) -> bool {
+        lock(&self.tx).producer.want_room(len)
     }
 
     /// Whether a message is there or the peer is gone (readiness for pollers).

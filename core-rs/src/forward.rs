@@ -26,7 +26,8 @@ use serde_json::json;
 
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
-use crate::park::{relay_spin_budget, wait_until, Doorbell, Waited};
+use crate::idle_poll::{poll_cap, IdlePoll};
+use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
@@ -220,7 +221,7 @@ impl Fwd {
     }
 
     fn any_ready(&self) -> bool {
-        self.links.iter().flatten().any(|l| l.ch.readable() || l.queue.front().is_some_and(|m| l.ch.has_room(m.len())))
+        self.links.iter().flatten().any(|l| l.ch.readable() || l.queue.front().is_some_and(|m| l.ch.want_room(m.len())))
     }
 
     pub fn status(&self) -> serde_json::Value {
@@ -253,17 +254,38 @@ pub struct Forwarder {
     fwd: Mutex<Fwd>,
     bell: Arc<Doorbell>,
     stop: AtomicBool,
+    /// Times the forwarding thread parked on its doorbell (status only).
     parks: AtomicU64,
+    /// Times it polled at idle priority instead of parking (status only).
+    polls: AtomicU64,
+    /// Times its starvation guard promoted it (status only).
+    promotions: AtomicU64,
 }
 
 impl Forwarder {
     pub fn new(bell: Arc<Doorbell>) -> Arc<Forwarder> {
-        Arc::new(Forwarder { fwd: Mutex::new(Fwd::new()), bell, stop: AtomicBool::new(false), parks: AtomicU64::new(0) })
+        Arc::new(Forwarder {
+            fwd: Mutex::new(Fwd::new()),
+            bell,
+            stop: AtomicBool::new(false),
+            parks: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            promotions: AtomicU64::new(0),
+        })
     }
 
     /// Lock the data plane (control threads: bind, teardown, status).
     pub fn lock(&self) -> MutexGuard<'_, Fwd> {
         self.fwd.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The data plane's status, with the forwarding thread's own counters.
+    pub fn status(&self) -> serde_json::Value {
+        let mut v = self.lock().status();
+        v["parks"] = json!(self.parks.load(Ordering::Relaxed));
+        v["polls"] = json!(self.polls.load(Ordering::Relaxed));
+        v["poll_promotions"] = json!(self.promotions.load(Ordering::Relaxed));
+        v
     }
 
     /// Wake the forwarding thread (after changing links or queues).
@@ -279,16 +301,34 @@ impl Forwarder {
     /// The forwarding loop; returns when stopped.
     pub fn run(&self) {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
+        let mut poll = IdlePoll::start(poll_cap());
         while !self.stop.load(Ordering::Relaxed) {
             let n = self.lock().step(&mut scratch);
-            if n == 0 {
-                let w = wait_until(&self.bell, &self.parks, relay_spin_budget(), None, &mut || {
+            if n > 0 {
+                poll.on_work();
+                continue;
+            }
+            let budget = poll.budget();
+            if !budget.is_zero() {
+                poll.begin();
+                self.polls.fetch_add(1, Ordering::Relaxed);
+                let found = spin_until(budget, &mut || {
+                    poll.beat();
                     self.stop.load(Ordering::Relaxed) || self.lock().any_ready()
-                }, &mut || false);
-                if w == Waited::Interrupted {
+                });
+                if found {
                     continue;
                 }
             }
+            poll.before_park();
+            self.promotions.store(poll.promotions(), Ordering::Relaxed);
+            let w = wait_until(&self.bell, &self.parks, relay_spin_budget(), None, &mut || {
+                self.stop.load(Ordering::Relaxed) || self.lock().any_ready()
+            }, &mut || false);
+            if w == Waited::Interrupted {
+                continue;
+            }
         }
+        poll.before_park();
     }
 }

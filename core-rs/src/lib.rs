@@ -22,6 +22,7 @@ pub mod endpoint;
 pub mod error;
 pub mod flow;
 pub mod forward;
+pub mod idle_poll;
 pub mod mhchannel;
 pub mod monitor;
 pub mod park;

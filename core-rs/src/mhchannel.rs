@@ -473,7 +473,7 @@ impl MhChannel {
 
     fn writable_link(&self, want: Want) -> bool {
         match want {
-            Want::Writable(len) => self.link.ring().has_room(len + HEADER_BYTES),
+            Want::Writable(len) => self.link.ring().want_room(len + HEADER_BYTES),
             Want::Readable => false,
         }
     }

@@ -987,7 +987,7 @@ impl Monitor {
         let registry: Option<Vec<_>> = self.is_initial().then(|| {
             lock(&self.registry).iter().map(|(n, (i, c))| json!({"name": n, "iref": i, "core": c})).collect()
         });
-        let data = self.fwd.lock().status();
+        let data = self.fwd.status();
         let links_up = self.fwd.lock().monitor_links();
         let row: BTreeMap<String, u32> = lock(&self.row).iter().map(|(d, n)| (d.to_string(), *n)).collect();
         json!({

@@ -219,7 +219,8 @@ pub fn spin_budget() -> Duration {
 /// Spinning there only delays the process it waits for (measured: a 50 us
 /// spin made a two-monitor round trip 10x slower), so by default a relay
 /// checks a few dozen times and parks. `MULTIHOP_RELAY_SPIN_US` overrides it
-/// (worth raising on machines with a spare core per monitor).
+/// (worth raising on machines with a spare core per monitor). The default,
+/// zero, looks once and parks.
 pub fn relay_spin_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| budget_from_env("MULTIHOP_RELAY_SPIN_US", 0))
@@ -229,8 +230,14 @@ pub fn relay_spin_budget() -> Duration {
 /// at the clock and yields the CPU: free when nothing else wants this CPU,
 /// and it lets a peer that shares it (this core's monitor, or anything in an
 /// oversubscribed runtime) run instead of waiting out our spin.
+///
+/// A zero budget checks once: a relay's next hop shares its CPU, so every
+/// extra look only delays it.
 #[inline]
 pub fn spin_until(budget: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
+    if budget.is_zero() {
+        return ready();
+    }
     let start = Instant::now();
     let mut i: u32 = 0;
     loop {

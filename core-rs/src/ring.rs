@@ -25,14 +25,18 @@
 //! position in its own padded line every `publish_every` slots and whenever
 //! it finds the ring empty; the producer reloads it only when its cached copy
 //! says the ring is full.  Producer state is private to the producer
-//! process, so producer and consumer never write the same cache line.
+//! process, so producer and consumer never write the same cache line, with
+//! one exception for a full ring: a producer about to wait for room raises a
+//! flag in the consumer's line, and only then does the consumer's give-back
+//! ring the producer's doorbell (a process waiting for a reply is not woken
+//! by every slot its peer frees).
 //!
 //! A full ring refuses the whole message (`false` from `try_send`): nothing
 //! is dropped and order is kept.  A "soft capacity" keeps small-message
 //! streams within a cache-friendly part of the ring; a message larger than
 //! that still goes once the ring has drained.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -60,6 +64,14 @@ struct ConsumerLine {
     /// Slots consumed so far, published lazily by the consumer (release);
     /// read by the producer (acquire) when its cached copy says "full".
     read: AtomicU64,
+    _pad: [u8; 56],
+    /// Set by a producer about to wait for room (SeqCst store, then a
+    /// re-check of `read`); read and cleared by the consumer after it
+    /// publishes `read` (behind a SeqCst fence). Either the consumer sees the
+    /// flag and rings the producer, or the producer's re-check sees the slots:
+    /// a producer waiting for room is never missed, and one waiting for
+    /// anything else is never woken by slot give-backs.
+    room_wanted: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
@@ -180,6 +192,20 @@ impl Producer {
         // slots below `read` are no longer read.
         self.cached_read = unsafe { (*self.line).read.load(Ordering::Acquire) };
         self.fits(k)
+    }
+
+    /// Like `has_room`, but when there is none, ask the consumer to say when
+    /// it gives slots back (see `ConsumerLine::room_wanted`). For a producer
+    /// about to wait; the answer comes as a ring of its doorbell.
+    #[inline]
+    pub fn want_room(&mut self, len: usize) -> bool {
+        if self.has_room(len) {
+            return true;
+        }
+        // Announce, then look again; pairs with the fence in `Consumer::publish_now`.
+        unsafe { (*self.line).room_wanted.store(1, Ordering::SeqCst) };
+        fence(Ordering::SeqCst);
+        self.has_room(len)
     }
 
     /// Whether every message written so far has been consumed and given back.
@@ -314,33 +340,42 @@ impl Consumer {
     }
 
     /// Consume the message `h`. Returns true when this published the read
-    /// position (so the caller should ring the producer's doorbell).
+    /// position to a producer waiting for room (so the caller should ring
+    /// the producer's doorbell).
     #[inline]
     pub fn advance(&mut self, h: Header) -> bool {
         self.rpos += slots_for(h.len) as u64;
         if self.rpos - self.published >= self.publish_every {
-            self.publish_now();
-            return true;
+            return self.publish_now();
         }
         false
     }
 
-    /// Give back every consumed slot now. Returns true when there was
-    /// something to give back. Call when the ring is found empty.
+    /// Give back every consumed slot now. Returns true when a producer
+    /// waiting for room should be rung. Call when the ring is found empty.
     #[inline]
     pub fn publish(&mut self) -> bool {
         if self.rpos != self.published {
-            self.publish_now();
-            return true;
+            return self.publish_now();
         }
         false
     }
 
+    /// Publish the read position; true if the producer asked to hear of it.
     #[inline]
-    fn publish_now(&mut self) {
+    fn publish_now(&mut self) -> bool {
+        let line = unsafe { &*self.line };
         // Hands slots below rpos back; pairs with the acquire load in `Producer::has_room`.
-        unsafe { (*self.line).read.store(self.rpos, Ordering::Release) };
+        line.read.store(self.rpos, Ordering::Release);
         self.published = self.rpos;
+        // Orders the store above before the flag load; pairs with the SeqCst
+        // store and fence in `Producer::want_room`.
+        fence(Ordering::SeqCst);
+        if line.room_wanted.load(Ordering::Relaxed) != 0 {
+            line.room_wanted.store(0, Ordering::Relaxed);
+            return true;
+        }
+        false
     }
 
     /// Convenience: receive one message into `out` (replacing its contents).

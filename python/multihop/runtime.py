@@ -158,7 +158,7 @@ class Runtime:
             cmd += ["--owner-pid", str(os.getpid())]
         with open(self.dir / f"mon-{core}.log", "wb") as log:
             self._procs[core] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, process_group=0, close_fds=True
             )
         self._meta["monitors"].append({"core": core, "cpu": cpu, "pid": self._procs[core].pid})
 
