@@ -308,9 +308,9 @@ impl UmpChannel {
         Ok(())
     }
 
-    /// Wake the peer if it is parked (after `try_send_quiet`).
-    pub fn ring_peer(&self) {
-        self.peer_doorbell.ring();
+    /// Wake the peer if it is parked (after `try_send_quiet`); true if it was.
+    pub fn ring_peer(&self) -> bool {
+        self.peer_doorbell.ring()
     }
 
     /// Send as many of `msgs` as fit now, in order; returns how many.

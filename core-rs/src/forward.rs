@@ -31,6 +31,9 @@ use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
+/// Passes over the inbound rings in one step before waking readers.
+const DRAIN_PASSES: usize = 4;
+
 /// Who is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkPeer {
@@ -185,9 +188,27 @@ impl Fwd {
         n
     }
 
-    /// One forwarding round: flush queues, then drain every inbound ring.
-    fn step(&mut self, scratch: &mut Vec<u8>) -> usize {
+    /// One forwarding round: flush queues, then drain every inbound ring
+    /// until a pass finds nothing new (at most [`DRAIN_PASSES`] passes), then
+    /// wake each reader once. A neighbour monitor writing a burst is read
+    /// whole, so the dispatcher behind us is woken once per burst, not once
+    /// per fragment of it (each wake costs it a context switch on our CPU).
+    /// Returns how many messages moved and whether a dispatcher was woken.
+    fn step(&mut self, scratch: &mut Vec<u8>) -> (usize, bool) {
         let mut n = self.flush();
+        for _ in 0..DRAIN_PASSES {
+            let k = self.drain_pass(scratch);
+            n += k;
+            if k == 0 {
+                break;
+            }
+        }
+        (n, self.ring_unrung())
+    }
+
+    /// Drain every inbound ring once (at most 64 messages each).
+    fn drain_pass(&mut self, scratch: &mut Vec<u8>) -> usize {
+        let mut n = 0;
         let mut dead = Vec::new();
         for i in 0..self.links.len() {
             let Some(slot) = &self.links[i] else { continue };
@@ -207,17 +228,19 @@ impl Fwd {
         for l in dead {
             self.remove_link(l);
         }
-        self.ring_unrung();
         n
     }
 
-    /// One wake-up per link, however many messages went out on it.
-    fn ring_unrung(&mut self) {
+    /// One wake-up per link, however many messages went out on it. Returns
+    /// true when a parked dispatcher of this core was woken.
+    fn ring_unrung(&mut self) -> bool {
+        let mut woke = false;
         for slot in self.links.iter_mut().flatten() {
-            if std::mem::take(&mut slot.unrung) {
-                slot.ch.ring_peer();
+            if std::mem::take(&mut slot.unrung) && slot.ch.ring_peer() {
+                woke |= matches!(slot.peer, LinkPeer::Dispatcher(_));
             }
         }
+        woke
     }
 
     fn any_ready(&self) -> bool {
@@ -303,7 +326,13 @@ impl Forwarder {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
         let mut poll = IdlePoll::start(poll_cap());
         while !self.stop.load(Ordering::Relaxed) {
-            let n = self.lock().step(&mut scratch);
+            let (n, woke) = self.lock().step(&mut scratch);
+            if woke {
+                // The woken dispatcher shares our CPU. Under SCHED_IDLE it has
+                // preempted us already; but a dispatcher of another session
+                // (another autogroup) would wait out our time slice: give way.
+                std::thread::yield_now();
+            }
             if n > 0 {
                 poll.on_work();
                 continue;

@@ -77,16 +77,19 @@ impl Doorbell {
     }
 
     /// Wake the owner if it is parked. Call after publishing (release-storing)
-    /// whatever the owner waits for.
+    /// whatever the owner waits for. Returns true when the owner had a
+    /// waiter (so a wake-up was sent).
     #[inline]
-    pub fn ring(&self) {
+    pub fn ring(&self) -> bool {
         // Orders our earlier publish before the `waiters` load; pairs with the
         // SeqCst increment of `waiters` in `park`.
         fence(Ordering::SeqCst);
         let w = self.word();
         if w.waiters.load(Ordering::Relaxed) != 0 {
             self.ring_slow();
+            return true;
         }
+        false
     }
 
     #[cold]

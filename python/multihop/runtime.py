@@ -156,9 +156,16 @@ class Runtime:
         ]
         if not detached:
             cmd += ["--owner-pid", str(os.getpid())]
+        # An owned runtime's monitors get their own process group (Ctrl-C at
+        # the terminal goes to the program, which stops them in order) but stay
+        # in its session: with autogroup scheduling a session is a scheduling
+        # group, and a monitor polling at SCHED_IDLE yields the CPU only to
+        # threads of its own group. A detached runtime is a daemon: its own
+        # session, so it outlives the terminal.
+        session = {"start_new_session": True} if detached else {"process_group": 0}
         with open(self.dir / f"mon-{core}.log", "wb") as log:
             self._procs[core] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, process_group=0, close_fds=True
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **session
             )
         self._meta["monitors"].append({"core": core, "cpu": cpu, "pid": self._procs[core].pid})
 
