@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 import pyarrow.parquet as pq
@@ -25,6 +25,8 @@ import multihop.analysis as analysis
 from multihop import rts
 from multihop.bench.peers import available_peers
 from multihop.bench.suites import SUITES
+
+from conftest import unique_name
 
 PNG = b"\x89PNG\r\n\x1a\n"
 CLI = [sys.executable, "-m", "multihop.cli"]
@@ -165,35 +167,38 @@ def _session_procs(sid: int) -> list[psutil.Process]:
     return found
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
-    out = tmp_path / "traces"
+def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], delay: float = 0.0) -> tuple[int, str]:
+    """Run `multihop bench ARGS` in its own session; Ctrl-C it once a progress line satisfies `at`.
+
+    Returns the exit status and stderr, after checking that nothing is left
+    behind: no process of the session, no runtime directory, no shared memory.
+    """
     root = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
     before = set(root.iterdir()) if root.exists() else set()
     shm_before = set(os.listdir("/dev/shm"))
-    p = subprocess.Popen([*CLI, "bench", "all", "--quick", "--out", str(out)], stdout=subprocess.PIPE,
+    p = subprocess.Popen([*CLI, "bench", *args, "--out", str(out)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, env=os.environ.copy())
     err: list[str] = []
     try:
         deadline = time.monotonic() + 120
         assert p.stderr is not None
-        while time.monotonic() < deadline:  # until the third suite (routing) is under way
+        while time.monotonic() < deadline:
             line = p.stderr.readline()
             if not line:
                 break
             err.append(line)
-            if line.startswith("[2/") and " routing: " in line:
+            if at(line):
                 break
-        assert err and " routing: " in err[-1], "".join(err)
+        assert err and at(err[-1]), "".join(err)
+        time.sleep(delay)
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        _, rest = p.communicate(timeout=60)
+        _, rest = p.communicate(timeout=60)  # a hang at interpreter exit fails here
         err.append(rest)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     text = "".join(err)
-    assert p.returncode == 130, text[-3000:]
-    assert "interrupted" in text and "Traceback" not in text, text[-3000:]
     deadline = time.monotonic() + 10
     while _session_procs(p.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -201,9 +206,28 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
     after = set(root.iterdir()) if root.exists() else set()
     assert after == before  # every runtime directory removed
     assert {n for n in set(os.listdir("/dev/shm")) - shm_before if "multihop" in n} == set()
+    return p.returncode, text
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    code, text = _interrupt(out, ["all", "--quick"], lambda line: line.startswith("[2/") and " routing: " in line)
+    assert code == 130, text[-3000:]
+    assert "interrupted" in text and "Traceback" not in text, text[-3000:]
     (run,) = list(out.iterdir())
     suites = set(pq.read_table(run / "cases.parquet").column("suite").to_pylist())
     assert {"channels", "hops"} <= suites and suites <= {"channels", "hops", "routing"}
+
+
+def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
+    """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit."""
+    out = tmp_path / "traces"
+    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, delay=0.8)
+    assert code == 130, text[-3000:]
+    assert "interrupted" in text and "Traceback" not in text, text[-3000:]
+    (run,) = list(out.iterdir())
+    transports = set(pq.read_table(run / "cases.parquet").column("transport").to_pylist())
+    assert {"ump", "multihop", "pipe"} <= transports and transports <= {"ump", "multihop", "pipe", "queue"}
 
 
 def test_main_job_bench_all_then_analyze(tmp_path: Path) -> None:
@@ -234,3 +258,52 @@ def test_bad_trace_interval_is_a_clear_error(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "sampling interval must be a positive integer, got 0" in r.stderr
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+
+
+def test_attach_runs_on_a_runtime_started_with_up(tmp_path: Path) -> None:
+    name, small = unique_name("bench-up"), unique_name("bench-up1")
+    root = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
+    try:
+        assert _cli("up", name, "--cores", "0-1", "--routing", "ring").returncode == 0
+        assert _cli("up", small, "--cores", "0").returncode == 0
+        before = set(root.iterdir())
+        r = _bench("hops", tmp_path / "t", "--attach", name)
+        assert f"attached to runtime {name!r}: cores [0, 1], routing ring" in r.stderr
+        (run,) = list((tmp_path / "t").iterdir())
+        cases = pq.read_table(run / "cases.parquet").to_pylist()
+        assert {(c["routing"], c["src_core"], c["dst_core"], c["hops"]) for c in cases} == {
+            ("ring", 0, 0, 1), ("ring", 0, 1, 2)
+        }  # fmt: skip
+        assert set(root.iterdir()) == before  # no runtime of its own
+        assert mh.Runtime.attach(name).alive  # and the attached one still runs
+        bad = _cli("bench", "routing", "--quick", "--attach", small, "--out", str(tmp_path / "bad"))
+        assert bad.returncode == 1
+        assert (f"suite routing needs at least 2 cores (core pairs to route between); the attached runtime "
+                f"{small!r} has cores [0]") in bad.stderr
+        assert not (tmp_path / "bad").exists()
+        both = _cli("bench", "window", "--attach", name, "--routing", "ring", "--out", str(tmp_path / "bad"))
+        assert both.returncode == 1 and "leave out --routing" in both.stderr
+        gone = _cli("bench", "window", "--attach", unique_name("none"), "--out", str(tmp_path / "bad"))
+        assert gone.returncode == 1 and "RuntimeNotFound" in gone.stderr and "multihop up" in gone.stderr
+    finally:
+        for n in (name, small):
+            _cli("down", n)
+
+
+def test_cores_and_routing_reach_the_suites_with_their_own_topology(tmp_path: Path) -> None:
+    _bench("routing", tmp_path / "r", "--cores", "0-1", "--routing", "ring")
+    (run,) = list((tmp_path / "r").iterdir())
+    cases = pq.read_table(run / "cases.parquet").to_pylist()
+    assert {c["routing"] for c in cases} == {"ring"}  # one mode, not the three
+    assert {(c["src_core"], c["dst_core"]) for c in cases} == {(s, d) for s in (0, 1) for d in (0, 1)}
+    _bench("hops", tmp_path / "h", "--cores", "0-2", "--routing", "direct")
+    (run,) = list((tmp_path / "h").iterdir())
+    hops = {(c["routing"], c["hops"]) for c in pq.read_table(run / "cases.parquet").to_pylist()}
+    assert hops == {("direct", 1), ("direct", 2)}  # direct routing: a core itself, or one link away
+    r = _cli("bench", "resources", "--quick", "--cores", "3", "--out", str(tmp_path / "x"))
+    assert r.returncode == 1 and "suite resources needs at least 2 cores" in r.stderr and "--cores gives [3]" in r.stderr
+    assert "--cores CORES" in _cli("bench", "--help").stdout and "virtual cores 0-3" in _cli("bench", "--help").stdout

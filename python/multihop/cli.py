@@ -84,7 +84,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def _cmd_bench(a: argparse.Namespace) -> int:
     from multihop.bench import suites
 
-    run_dir = suites.run(a.suite, a.out, a.quick, parse_cores(a.cores), a.routing, every=a.trace_every)
+    cores = tuple(parse_cores(a.cores)) if a.cores is not None else None
+    options = suites.BenchOptions(quick=a.quick, cores=cores, routing=a.routing, attach=a.attach, every=a.trace_every)
+    run_dir = suites.run(a.suite, a.out, options)
     print(f"trace written to {run_dir}")
     return 0
 
@@ -147,8 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("suite", help=f"suite to run: {', '.join(suites_names())}")
     bench.add_argument("--quick", action="store_true", help="a few seconds per suite")
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
-    bench.add_argument("--cores", default="0-1")
-    bench.add_argument("--routing", default="direct", choices=MODES)
+    bench.add_argument("--cores", default=None, metavar="CORES",
+                       help='cores to run on, e.g. "0-3,6": the runtime of channels, window, fanout and peers '
+                       "(default 0-1), the ring of hops, the two sockets of routing and resources (their default: "
+                       "virtual cores 0-3, or 0-7 without --quick)")
+    bench.add_argument("--routing", default=None, choices=MODES,
+                       help="routing mode (default: direct; hops: ring; routing and resources: all three)")
+    bench.add_argument("--attach", default=None, metavar="NAME",
+                       help="run on the runtime NAME started with `multihop up` instead of starting any "
+                       "(not with --cores or --routing)")
     bench.add_argument("--trace-every", type=int, default=16, metavar="N",
                        help="time one round trip in N and trace it (default 16; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)

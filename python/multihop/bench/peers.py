@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import multiprocessing as mp
+from multiprocessing import resource_tracker
 import os
 import shutil
 import signal
@@ -165,9 +166,27 @@ def _stream_loop(send: Send, recv_done: Recv, n: int, size: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def _close_queues(queues: list[Any]) -> None:
+    """Close multiprocessing queues so that interpreter exit never waits on them.
+
+    A queue's feeder thread flushes what was put into it when the process
+    exits; if the reader is gone (killed after Ctrl-C) that flush blocks
+    forever.  Once a case is over (finished or interrupted) nobody reads the
+    queues any more, so whatever is still unsent is dropped.
+    """
+    for q in queues:
+        q.cancel_join_thread()
+        q.close()
+
+
 def _ignoring_sigint(target: Callable[..., None], *args: Any) -> None:
-    """Run a spawned server's body with Ctrl-C ignored: its parent decides when it stops."""
+    """Run a spawned server's body with Ctrl-C ignored: its parent decides when it stops.
+
+    The process starts with SIGINT blocked (see :func:`spawned`): a Ctrl-C
+    that came while it was starting is dropped here, not raised in its imports.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     target(*args)
 
 
@@ -177,15 +196,24 @@ def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Ite
 
     The process is joined (killed after `grace` seconds) when the block ends
     normally, and killed at once when it raises (Ctrl-C included), so an
-    interrupted benchmark leaves nothing behind and does not wait.
+    interrupted benchmark leaves nothing behind and does not wait.  It is
+    started with SIGINT blocked (the mask is inherited), so a Ctrl-C sent to
+    the whole process group while it boots does not print a traceback there;
+    here the Ctrl-C is delivered once the start is over.
     """
     p = _CTX.Process(target=_ignoring_sigint, args=(target, *args), daemon=True)
-    p.start()
+    resource_tracker.ensure_running()  # first: launching it unblocks SIGINT again
     try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            p.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         yield p
     except BaseException:
-        p.kill()
-        p.join()
+        if p.pid is not None:
+            p.kill()
+            p.join()
         raise
     p.join(grace)
     if p.is_alive():
@@ -231,11 +259,15 @@ class PeerBench:
         tmp = None
         old = os.sched_getaffinity(0)
         zctx = sock = None
+        pipes: list[Any] = []
+        queues: list[Any] = []
         if peer == "pipe":
             mine, theirs = _CTX.Pipe()
+            pipes = [mine, theirs]
             send, recv, endpoint = mine.send_bytes, mine.recv_bytes, theirs
         elif peer == "queue":
             to_server, to_client = _CTX.Queue(), _CTX.Queue()
+            queues = [to_server, to_client]
             send, recv, endpoint = to_server.put, to_client.get, (to_client, to_server)
         else:
             import zmq
@@ -258,6 +290,9 @@ class PeerBench:
             return result
         finally:
             os.sched_setaffinity(0, old)
+            _close_queues(queues)
+            for end in pipes:
+                end.close()
             if sock is not None:
                 sock.close(linger=0)
                 zctx.term()

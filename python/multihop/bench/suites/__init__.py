@@ -8,6 +8,11 @@ receivers), ``resources`` (memory and CPU per channel and per monitor),
 ``peers`` (Pipe, Queue and ZeroMQ next to ours) and ``all`` (every one, in
 that order).  ``--quick`` makes each take seconds.
 
+Every suite module has ``NAME``, ``check(options, attached)`` (raises
+:class:`~multihop.bench.suites.options.OptionError` naming the suite when the
+options or the attached runtime do not fit it), ``steps(ctx)`` and
+``run(ctx)``.  All checks run before anything starts.
+
 Round trips are traced by sampling (see :mod:`multihop.bench.suites.common`);
 throughput cases record totals.  Ctrl-C stops the run cleanly: the runtimes
 and every spawned process are stopped, and the cases finished so far are
@@ -20,10 +25,14 @@ import os
 from pathlib import Path
 from types import ModuleType
 
+import multihop as mh
 from multihop.bench.progress import Progress
 from multihop.bench.suites import channels, fanout, hops, peers, resources, routing, window
-from multihop.bench.suites.common import TRACE_EVERY, SuiteContext
+from multihop.bench.suites.common import SuiteContext
+from multihop.bench.suites.options import BenchOptions, OptionError
 from multihop.bench.trace import TraceWriter
+
+__all__ = ["SUITES", "BenchOptions", "OptionError", "run"]
 
 _MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers)}
 
@@ -31,32 +40,36 @@ SUITES = (*_MODULES, "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""
 
 
-def run(suite: str, out: str | os.PathLike[str], quick: bool, cores: list[int], routing: str,
-        *, progress: Progress | None = None, every: int = TRACE_EVERY) -> Path:
+def run(suite: str, out: str | os.PathLike[str], options: BenchOptions, *, progress: Progress | None = None) -> Path:
     """Run `suite` (or ``all``) and write its trace under `out`; return the run directory.
 
-    Runtimes are started as needed: one on `cores` with `routing` shared by
-    the suites that need no special topology, and virtual-core runtimes for
-    ``hops``, ``routing`` and ``resources``.  On ``KeyboardInterrupt`` (or any
-    error) everything started is stopped and the cases finished so far are
-    written before the exception propagates.
+    Runtimes: with ``options.attach`` every suite runs on that runtime (it is
+    left running); otherwise one runtime on ``options.cores`` /
+    ``options.routing`` (default cores 0-1, direct) is shared by the suites
+    that need no special topology, and ``hops``, ``routing`` and
+    ``resources`` start their own.  On ``KeyboardInterrupt`` (or any error)
+    everything started is stopped and the cases finished so far are written
+    before the exception propagates.
 
     Raises:
-        ValueError: an unknown suite, or fewer than one core.
+        OptionError: an unknown suite, bad options, or options (or an
+            attached runtime) that do not fit a chosen suite; nothing is started.
+        RuntimeNotFound: ``options.attach`` names no running runtime.
     """
     if suite not in SUITES:
-        raise ValueError(f"unknown suite {suite!r}; available: {', '.join(SUITES)}")
-    if not cores:
-        raise ValueError("a benchmark needs at least one core")
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"the trace sampling interval must be a positive integer, got {every!r}")
-    chosen = list(_MODULES) if suite == "all" else [suite]
+        raise OptionError(f"unknown suite {suite!r}; available: {', '.join(SUITES)}")
+    options.check()
+    chosen = [_MODULES[name] for name in (_MODULES if suite == "all" else [suite])]
+    attached = mh.Runtime.attach(options.attach) if options.attach is not None else None
+    for module in chosen:
+        module.check(options, attached)
     progress = progress or Progress(suites=len(chosen))
-    with TraceWriter(out, suite=suite) as writer, SuiteContext(writer, quick, progress, cores, routing, every) as ctx:
+    with TraceWriter(out, suite=suite) as writer, SuiteContext(writer, options, progress, attached) as ctx:
         try:
-            for name in chosen:
-                module = _MODULES[name]
-                progress.suite(name, module.steps(quick))
+            if attached is not None:
+                progress.message(f"attached to runtime {attached.name!r}: cores {attached.cores}, routing {attached.routing}")
+            for module in chosen:
+                progress.suite(module.NAME, module.steps(ctx))
                 module.run(ctx)
         except KeyboardInterrupt:
             progress.message(f"interrupted: stopping; the cases finished so far go to {writer.run_dir}")

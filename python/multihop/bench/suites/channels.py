@@ -7,6 +7,7 @@ import time
 import multihop as mh
 from multihop.bench import peers
 from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
+from multihop.bench.suites.options import BenchOptions
 
 NAME = "channels"
 
@@ -15,9 +16,13 @@ def _sizes(quick: bool) -> tuple[int, ...]:
     return (0, 64, 4096, 65536) if quick else (0, 64, 1024, 4096, 16384, 65536)
 
 
-def steps(quick: bool) -> int:
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Nothing to check: the suite runs on the shared runtime (``--cores``/``--routing``, or the attached one)."""
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return 2 * len(_sizes(quick))
+    return 2 * len(_sizes(ctx.quick))
 
 
 def run(ctx: SuiteContext) -> None:

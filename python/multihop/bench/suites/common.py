@@ -9,8 +9,10 @@ what tracing costs (goal: within 10% of the same loop untraced).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Callable
@@ -19,41 +21,65 @@ import numpy as np
 
 import multihop as mh
 from multihop.bench.progress import Progress
+from multihop.bench.suites.options import SHARED_CORES, SHARED_ROUTING, TRACE_EVERY, BenchOptions, OptionError
 from multihop.bench.trace import TraceWriter, case_name
+
+__all__ = ["TRACE_EVERY", "SuiteContext", "need_cores", "record_rtt", "record_samples", "record_totals", "rtt_trace"]
 
 Send = Callable[[bytes], Any]
 Recv = Callable[[], Any]
 
-TRACE_EVERY = 16
-"""Default: one round trip in this many is timed and written to the trace."""
-
 
 @dataclass
 class SuiteContext:
-    """One ``multihop bench`` run: the trace writer, options, progress, and a shared runtime.
+    """One ``multihop bench`` run: the trace writer, the options, progress, and the runtimes.
 
-    ``runtime()`` starts (once, lazily) the runtime on the run's ``cores`` and
-    ``routing`` that the suites without their own topology share; ``close()``
-    stops it.  Suites that need their own topology (hops, routing, resources)
-    start their own runtimes and stop them before they return.
+    ``runtime()`` is the runtime the suites without a topology of their own
+    share: the attached one (``--attach``), else one started (once, lazily)
+    on ``--cores`` / ``--routing`` or their defaults; ``close()`` stops it if
+    it was started here.  ``own_runtime()`` gives the suites that need their
+    own topology (hops, routing, resources) a runtime for one block: the
+    attached one, left running, or a fresh one, stopped when the block ends.
     """
 
     writer: TraceWriter
-    quick: bool
+    options: BenchOptions
     progress: Progress
-    cores: list[int]
-    routing: str
-    every: int = TRACE_EVERY
+    attached: mh.Runtime | None = None
     _runtime: mh.Runtime | None = field(default=None, repr=False)
 
+    @property
+    def quick(self) -> bool:
+        """Whether the run is ``--quick``."""
+        return self.options.quick
+
+    @property
+    def every(self) -> int:
+        """Trace one round trip in this many."""
+        return self.options.every
+
     def runtime(self) -> mh.Runtime:
-        """The shared runtime (started on first use)."""
+        """The shared runtime (the attached one, or one started on first use)."""
+        if self.attached is not None:
+            return self.attached
         if self._runtime is None:
-            self._runtime = mh.Runtime.start(f"bench-{os.getpid()}", cores=self.cores, routing=self.routing)
+            cores = list(self.options.cores or SHARED_CORES)
+            routing = self.options.routing or SHARED_ROUTING
+            self._runtime = mh.Runtime.start(f"bench-{os.getpid()}", cores=cores, routing=routing)
         return self._runtime
 
+    @contextlib.contextmanager
+    def own_runtime(self, suite: str, cores: list[int], routing: str,
+                    topology: mh.Topology | None = None) -> Iterator[mh.Runtime]:
+        """The attached runtime (left running), or a new one on `cores` stopped when the block ends."""
+        if self.attached is not None:
+            yield self.attached
+            return
+        with mh.Runtime.start(f"bench-{suite}-{os.getpid()}", cores=cores, routing=routing, topology=topology) as rt:
+            yield rt
+
     def close(self) -> None:
-        """Stop the shared runtime, if it was started."""
+        """Stop the shared runtime, if it was started here (an attached one keeps running)."""
         if self._runtime is not None:
             rt, self._runtime = self._runtime, None
             rt.stop()
@@ -63,6 +89,18 @@ class SuiteContext:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def need_cores(suite: str, why: str, cores: list[int] | tuple[int, ...], attached: mh.Runtime | None, at_least: int = 2) -> None:
+    """Raise :class:`OptionError` naming `suite` unless `cores` has `at_least` cores.
+
+    `cores` are the cores the suite would run on (the attached runtime's, or ``--cores``).
+    """
+    if len(cores) >= at_least:
+        return
+    where = (f"the attached runtime {attached.name!r} has cores {list(attached.cores)}" if attached is not None
+             else f"--cores gives {list(cores)}")
+    raise OptionError(f"suite {suite} needs at least {at_least} cores ({why}); {where}")
 
 
 def rtt_trace(send: Send, recv: Recv, n: int, size: int, every: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ from typing import Any
 import multihop as mh
 from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
 from multihop.bench.suites.echo_server import SINK, echo_server, service_name
+from multihop.bench.suites.options import BenchOptions
 
 NAME = "fanout"
 TRANSPORTS = ("ump", "multihop")
@@ -30,9 +31,13 @@ def _fanouts(quick: bool) -> tuple[int, ...]:
     return (1, 2, 4) if quick else (1, 2, 4, 8)
 
 
-def steps(quick: bool) -> int:
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Nothing to check: the suite runs on the shared runtime (``--cores``/``--routing``, or the attached one)."""
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(TRANSPORTS) * len(_fanouts(quick))
+    return len(TRANSPORTS) * len(_fanouts(ctx.quick))
 
 
 def run(ctx: SuiteContext) -> None:

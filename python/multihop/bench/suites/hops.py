@@ -1,38 +1,80 @@
 """Suite ``hops``: multi-hop latency and throughput against the number of monitors on the path.
 
-Ring routing on virtual cores (monitors pinned modulo the real CPUs): from
-core 0 to core d the path visits d + 1 monitors.
+Default: ring routing on virtual cores 0-3 (0-7 without ``--quick``;
+monitors pinned modulo the real CPUs), from core 0 to cores 0, 1 and 3 (and
+7): 1, 2, 4 (and 8) monitors on the path.  ``--cores`` and ``--routing``
+replace the cores and the routing mode, and ``--attach`` runs on that
+runtime as it is: the suite then reads the routing table and measures, for
+each distinct path length (up to 3, or 4 without ``--quick``, preferring 1,
+2, 4 and 8 monitors), the first core pair in core order with that length.
+It needs at least two cores (two distinct path lengths).
 """
 
 from __future__ import annotations
 
-import os
-
 import multihop as mh
+from multihop import rts
 from multihop.bench import peers
-from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
+from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_totals
+from multihop.bench.suites.options import BenchOptions
 
 NAME = "hops"
+_ROUTING = "ring"
 
 
-def _targets(quick: bool) -> list[int]:
-    return [0, 1, 3] if quick else [0, 1, 3, 7]  # 1, 2, 4 (, 8) monitors from core 0
+def _cores(options: BenchOptions) -> list[int]:
+    if options.cores is not None:
+        return list(options.cores)
+    return list(range(4 if options.quick else 8))
 
 
-def steps(quick: bool) -> int:
+def _machine_topology(cores: list[int]) -> mh.Topology:
+    """The topology a runtime started on `cores` without one gets (the machine's, or flat for virtual cores)."""
+    machine = mh.Topology.from_sysfs()
+    return machine.restrict(cores) if all(c in machine for c in cores) else mh.Topology.flat(cores)
+
+
+def _plan(ctx: SuiteContext) -> tuple[list[int], str, mh.Topology]:
+    """The cores, routing mode and topology the suite runs on."""
+    if ctx.attached is not None:
+        return list(ctx.attached.cores), ctx.attached.routing, ctx.attached.topology
+    cores = _cores(ctx.options)
+    return cores, ctx.options.routing or _ROUTING, _machine_topology(cores)
+
+
+def pairs(cores: list[int], routing: str, topology: mh.Topology, quick: bool) -> list[tuple[int, int, int]]:
+    """The (src, dst, monitors on the path) the suite measures: one pair per chosen path length."""
+    table = rts.routing_table(topology, routing, cores)
+    first: dict[int, tuple[int, int]] = {}
+    for src in cores:
+        for dst in cores:
+            first.setdefault(len(rts.path(table, src, dst)), (src, dst))
+    preferred = (1, 2, 4) if quick else (1, 2, 4, 8)
+    chosen = [n for n in preferred if n in first]
+    chosen += [n for n in sorted(first) if n not in chosen][: max(0, len(preferred) - len(chosen))]
+    return [(*first[n], n) for n in sorted(chosen)]
+
+
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Two cores at least: a line through latency against hops needs two path lengths."""
+    cores = attached.cores if attached is not None else _cores(options)
+    need_cores(NAME, "two distinct path lengths", cores, attached)
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(_targets(quick))
+    return len(pairs(*_plan(ctx), ctx.quick))
 
 
 def run(ctx: SuiteContext) -> None:
-    """Round trip and one-way throughput from core 0 to cores 0, 1, 3 (, 7) in ring mode."""
-    ncores = 4 if ctx.quick else 8
+    """Round trip and one-way throughput over each chosen core pair."""
+    cores, routing, topology = _plan(ctx)
     n_rtt, n_one = (1600, 2000) if ctx.quick else (8000, 20_000)
-    with mh.Runtime.start(f"bench-hops-{os.getpid()}", cores=list(range(ncores)), routing="ring") as rt:
-        for dst in _targets(ctx.quick):
-            ctx.progress.step(f"core 0 -> core {dst}")
-            bench = peers.PeerBench(rt, 0, dst, transport="multihop", window=16)
-            params = {"suite": NAME, "transport": "multihop", "routing": "ring", "size": 64, "src_core": 0,
+    with ctx.own_runtime(NAME, cores, routing, topology) as rt:
+        for src, dst, monitors in pairs(cores, routing, topology, ctx.quick):
+            ctx.progress.step(f"core {src} -> core {dst} ({monitors} monitor(s) on the path)")
+            bench = peers.PeerBench(rt, src, dst, transport="multihop", window=16)
+            params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src,
                       "dst_core": dst, "window": 16}
 
             def rtt(ch: mh.Channel) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multihop as mh
 from multihop.bench.peers import PeerBench, Recv, Send, available_peers
 from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
+from multihop.bench.suites.options import BenchOptions
 
 NAME = "peers"
 SIZES = (64, 4096)
@@ -20,7 +21,11 @@ SIZES = (64, 4096)
 def _transports() -> tuple[str, ...]:
     return ("ump", "multihop") + available_peers()
 
-def steps(quick: bool) -> int:
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Nothing to check: the suite runs on the shared runtime (``--cores``/``--routing``, or the attached one)."""
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
     return len(_transports()) * len(SIZES)
 

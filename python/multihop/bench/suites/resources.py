@@ -1,8 +1,9 @@
 """Suite ``resources``: memory and CPU per channel and per monitor, for each routing mode (psutil).
 
 For each routing mode on a virtual topology (4 cores in 2 sockets with
-``--quick``, 8 otherwise) and each transport, with an echo server on every
-core, this process opens C channels spread over all core pairs and runs m
+``--quick``, 8 otherwise; ``--cores``, ``--routing`` and ``--attach`` as for
+the ``routing`` suite, see :func:`multihop.bench.suites.routing.plan`) and
+each transport, with an echo server on every core, this process opens C channels spread over all core pairs and runs m
 round trips on each.  Recorded cases (``kind = "oneway"``; the ``component``
 parameter says which):
 
@@ -18,7 +19,7 @@ parameter says which):
 RSS counts the pages a process has touched, shared ring pages included (in
 every process that maps them), so it is what the machine pays, not what a
 ring could hold.  ``links`` (a parameter) is the number of monitor-to-monitor
-links the mode's table created.
+links the mode's table created.  It needs at least two cores.
 """
 
 from __future__ import annotations
@@ -31,21 +32,25 @@ import psutil
 
 import multihop as mh
 from multihop import rts
-from multihop.bench.suites.common import SuiteContext, record_totals
+from multihop.bench.suites.common import SuiteContext, need_cores, record_totals
 from multihop.bench.suites.echo_server import echo_server, service_name
-from multihop.rts import MODES
+from multihop.bench.suites.options import BenchOptions
+from multihop.bench.suites.routing import plan
 
 NAME = "resources"
 TRANSPORTS = ("ump", "multihop")
 
 
-def _sockets(quick: bool) -> list[list[int]]:
-    return [[0, 1], [2, 3]] if quick else [[0, 1, 2, 3], [4, 5, 6, 7]]
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Two cores at least: channels go between distinct cores."""
+    cores = attached.cores if attached is not None else options.cores
+    if cores is not None:  # else the default virtual topology (4 or 8 cores)
+        need_cores(NAME, "channels between distinct cores", cores, attached)
 
 
-def steps(quick: bool) -> int:
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(MODES) * len(TRANSPORTS)
+    return len(plan(ctx)[2]) * len(TRANSPORTS)
 
 
 def _usage(procs: list[psutil.Process]) -> tuple[int, float]:
@@ -65,14 +70,12 @@ def _forwarded(rt: mh.Runtime) -> int:
 
 def run(ctx: SuiteContext) -> None:
     """Every routing mode and transport: open C channels, run traffic, measure."""
-    sockets = _sockets(ctx.quick)
-    cores = [c for s in sockets for c in s]
+    cores, topo, modes = plan(ctx)
     n_chan, n_rtt = (16, 200) if ctx.quick else (64, 2000)
     pairs = [(s, d) for s in cores for d in cores if s != d]
-    for mode in MODES:
-        topo = mh.Topology(sockets=sockets)
+    for mode in modes:
         links = len(rts.links(rts.routing_table(topo, mode, cores)))
-        with mh.Runtime.start(f"bench-resources-{os.getpid()}", cores=cores, routing=mode, topology=topo) as rt, echo_server(rt) as server:
+        with ctx.own_runtime(NAME, cores, mode, topo) as rt, echo_server(rt) as server:
             monitors = [psutil.Process(pid) for pid in rt.monitor_pids.values()]
             everyone = monitors + [psutil.Process(server.pid), psutil.Process()]
             ds = {c: rt.dispatcher(c) for c in cores}

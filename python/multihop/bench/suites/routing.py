@@ -1,12 +1,16 @@
 """Suite ``routing``: direct, ring and fat-tree on the same topology, bind time and round trip per core pair.
 
 The topology is virtual (two sockets; monitors pinned modulo the real CPUs):
-4 cores in 2 sockets with ``--quick``, 8 in 2 otherwise.  For each mode a
-runtime is started, an echo server serves every core, and for every ordered
-core pair (src, dst), including src = dst, this process binds from src to the
-echo service on dst several times (each bind timed, recorded as a case with
-``size = -1``: no payload) and then runs traced 64-byte round trips over the
-last channel.  The analysis turns the cases into heat maps per mode.
+4 cores in 2 sockets with ``--quick``, 8 in 2 otherwise; ``--cores`` replaces
+the cores (split in two sockets, first half and second half) and
+``--routing`` restricts the run to that one mode.  With ``--attach`` the
+attached runtime is measured as it is (its cores, topology and mode).  For
+each mode a runtime is started, an echo server serves every core, and for
+every ordered core pair (src, dst), including src = dst, this process binds
+from src to the echo service on dst several times (each bind timed, recorded
+as a case with ``size = -1``: no payload) and then runs traced 64-byte round
+trips over the last channel.  The analysis turns the cases into heat maps per
+mode.  It needs at least two cores.
 """
 
 from __future__ import annotations
@@ -15,33 +19,55 @@ import os
 import time
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext, record_rtt, record_samples
+from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_samples
 from multihop.bench.suites.echo_server import echo_server, service_name
+from multihop.bench.suites.options import BenchOptions
 from multihop.rts import MODES
 
 NAME = "routing"
 
 
-def _sockets(quick: bool) -> list[list[int]]:
-    return [[0, 1], [2, 3]] if quick else [[0, 1, 2, 3], [4, 5, 6, 7]]
+def two_sockets(cores: list[int]) -> list[list[int]]:
+    """`cores` split into two sockets: the first half and the second half (one socket if one core)."""
+    half = len(cores) // 2
+    return [cores[:half], cores[half:]] if half else [list(cores)]
 
 
-def steps(quick: bool) -> int:
+def _cores(options: BenchOptions) -> list[int]:
+    if options.cores is not None:
+        return list(options.cores)
+    return list(range(4 if options.quick else 8))
+
+
+def plan(ctx: SuiteContext) -> tuple[list[int], mh.Topology, tuple[str, ...]]:
+    """The cores, topology and routing modes the suite runs (shared with ``resources``)."""
+    if ctx.attached is not None:
+        return list(ctx.attached.cores), ctx.attached.topology, (ctx.attached.routing,)
+    cores = _cores(ctx.options)
+    modes = (ctx.options.routing,) if ctx.options.routing else MODES
+    return cores, mh.Topology(sockets=two_sockets(cores)), modes
+
+
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Two cores at least: a core-pair map of one core says nothing about routing."""
+    cores = attached.cores if attached is not None else _cores(options)
+    need_cores(NAME, "core pairs to route between", cores, attached)
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    n = sum(len(s) for s in _sockets(quick))
-    return len(MODES) * n * n
+    cores, _, modes = plan(ctx)
+    return len(modes) * len(cores) ** 2
 
 
 def run(ctx: SuiteContext) -> None:
     """Every mode, every core pair: binds and round trips."""
-    sockets = _sockets(ctx.quick)
-    cores = [c for s in sockets for c in s]
+    cores, topo, modes = plan(ctx)
     n_bind, n_rtt = (3, 800) if ctx.quick else (10, 4000)
     two_cpus = len(os.sched_getaffinity(0)) > 1
     old = os.sched_getaffinity(0)
-    for mode in MODES:
-        topo = mh.Topology(sockets=sockets)
-        with mh.Runtime.start(f"bench-routing-{os.getpid()}", cores=cores, routing=mode, topology=topo) as rt, echo_server(rt):
+    for mode in modes:
+        with ctx.own_runtime(NAME, cores, mode, topo) as rt, echo_server(rt):
             ds = {c: rt.dispatcher(c) for c in cores}
             try:
                 for src in cores:

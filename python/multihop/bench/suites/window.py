@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import multihop as mh
 from multihop import rts
 from multihop.bench import peers
 from multihop.bench.suites.common import SuiteContext, record_totals
+from multihop.bench.suites.options import BenchOptions
 
 NAME = "window"
 WINDOWS = (1, 4, 16, 64)
 
 
-def steps(quick: bool) -> int:
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Nothing to check: the suite runs on the shared runtime (``--cores``/``--routing``, or the attached one)."""
+
+
+def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
     return len(WINDOWS)
 

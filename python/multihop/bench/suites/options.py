@@ -1,0 +1,75 @@
+"""The options of a ``multihop bench`` run, and the error raised when they do not fit a suite.
+
+``cores`` and ``routing`` are ``None`` when the command line did not give
+them: each suite then uses its own default (the suites sharing one runtime
+run on cores 0-1 with direct routing; ``hops``, ``routing`` and
+``resources`` start runtimes on virtual cores).  When given, every suite
+honours them (see each suite's docstring).  ``attach`` names a runtime
+started with ``multihop up``: every suite then runs on it, as it is, and
+``cores`` / ``routing`` must not be given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from multihop.errors import MultihopError
+from multihop.rts import MODES
+
+__all__ = ["BenchOptions", "OptionError", "SHARED_CORES", "SHARED_ROUTING", "TRACE_EVERY"]
+
+TRACE_EVERY = 16
+"""Default: one round trip in this many is timed and written to the trace."""
+
+SHARED_CORES = (0, 1)
+"""Cores of the runtime shared by channels, window, fanout and peers when ``--cores`` is not given."""
+
+SHARED_ROUTING = "direct"
+"""Routing of that runtime when ``--routing`` is not given."""
+
+
+class OptionError(MultihopError, ValueError):
+    """The options of a bench run are inconsistent, or do not fit a suite (the message names it)."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What ``multihop bench`` was asked for, beyond the suite and the output directory.
+
+    Attributes:
+        quick: a few seconds per suite.
+        cores: ``--cores`` as given, or ``None`` (each suite's default).
+        routing: ``--routing`` as given, or ``None`` (each suite's default).
+        attach: name of a running runtime to use instead of starting any, or ``None``.
+        every: trace one round trip in this many.
+    """
+
+    quick: bool = False
+    cores: tuple[int, ...] | None = None
+    routing: str | None = None
+    attach: str | None = None
+    every: int = TRACE_EVERY
+
+    def check(self) -> None:
+        """Check the options on their own (suites check what they need separately).
+
+        Raises:
+            OptionError: a bad sampling interval, an empty or repeated core
+                list, an unknown routing mode, or ``attach`` with ``cores`` or ``routing``.
+        """
+        every = self.every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise OptionError(f"the trace sampling interval must be a positive integer, got {every!r}")
+        if self.cores is not None:
+            if not self.cores:
+                raise OptionError("--cores names no core; a benchmark needs at least one")
+            if len(set(self.cores)) != len(self.cores) or any(c < 0 for c in self.cores):
+                raise OptionError(f"--cores must be distinct non-negative core ids, got {list(self.cores)}")
+        if self.routing is not None and self.routing not in MODES:
+            raise OptionError(f"unknown routing mode {self.routing!r}; available: {', '.join(MODES)}")
+        if self.attach is not None and (self.cores is not None or self.routing is not None):
+            given = " and ".join(o for o, v in (("--cores", self.cores), ("--routing", self.routing)) if v is not None)
+            raise OptionError(
+                f"--attach {self.attach} runs every suite on that runtime as it is (its own cores and routing): "
+                f"leave out {given}"
+            )
