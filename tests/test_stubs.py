@@ -16,24 +16,33 @@ def _stub_tree() -> ast.Module:
     return ast.parse(PYI.read_text())
 
 
-def _params(fn: ast.FunctionDef) -> list[str]:
+_NO_DEFAULT = "<required>"
+
+
+def _params(fn: ast.FunctionDef) -> list[tuple[str, object]]:
+    """(name, default) of every parameter of a stub, self/cls left out."""
     a = fn.args
-    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    positional = a.posonlyargs + a.args
+    defaults: list[object] = [_NO_DEFAULT] * (len(positional) - len(a.defaults)) + [ast.literal_eval(d) for d in a.defaults]
+    out = list(zip((x.arg for x in positional), defaults))
     if a.vararg:
-        names.append("*" + a.vararg.arg)
-    return [n for n in names if n not in ("self", "cls")]
+        out.append(("*" + a.vararg.arg, _NO_DEFAULT))
+    out += [(x.arg, _NO_DEFAULT if d is None else ast.literal_eval(d)) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return [(n, d) for n, d in out if n not in ("self", "cls")]
 
 
-def _runtime_params(obj: object) -> list[str] | None:
+def _runtime_params(obj: object) -> list[tuple[str, object]] | None:
+    """(name, default) of every parameter of an extension callable, when it has a signature."""
     try:
         sig = inspect.signature(obj)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    out = []
+    out: list[tuple[str, object]] = []
     for p in sig.parameters.values():
         if p.name in ("self", "cls", "$self", "$cls"):
             continue
-        out.append("*" + p.name if p.kind is p.VAR_POSITIONAL else p.name)
+        name = "*" + p.name if p.kind is p.VAR_POSITIONAL else p.name
+        out.append((name, _NO_DEFAULT if p.default is p.empty else p.default))
     return out
 
 
@@ -60,6 +69,10 @@ def test_classes_members_and_signatures_match() -> None:
             continue
         cls = getattr(_core, node.name)
         stub_members = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+        if "__init__" in stub_members:
+            # A pyclass constructor is its __new__; the stub spells it __init__.
+            got = _runtime_params(cls)
+            assert got == _params(stub_members.pop("__init__")), f"{node.name}(): extension {got}"
         runtime_members = _public(n for n in vars(cls))
         assert set(stub_members) == runtime_members, (
             f"{node.name}: only in stub {set(stub_members) - runtime_members}, "

@@ -124,6 +124,11 @@ struct RxState {
     bytes: u64,
 }
 
+/// Run once when a channel end closes: `(channel id, teardown)`, where
+/// `teardown` is the outgoing VCI of a multi-hop end whose TEARDOWN could not
+/// go in band (its link was full), for the monitor to send instead.
+pub type CloseHook = Box<dyn FnOnce(u64, Option<u64>) + Send>;
+
 /// One end of a UMP channel.
 pub struct UmpChannel {
     seg: Segment,
@@ -136,7 +141,7 @@ pub struct UmpChannel {
     closed_here: AtomicBool,
     /// Blocking waits that parked; statistics only.
     parks: AtomicU64,
-    on_close: Mutex<Option<Box<dyn FnOnce(u64) + Send>>>,
+    on_close: Mutex<Option<CloseHook>>,
 }
 
 /// Bytes of a channel segment for a maximum message size.
@@ -232,7 +237,7 @@ impl UmpChannel {
     }
 
     /// Run `f(channel id)` once when this end closes (bookkeeping hook).
-    pub fn set_on_close(&self, f: Box<dyn FnOnce(u64) + Send>) {
+    pub fn set_on_close(&self, f: CloseHook) {
         *lock(&self.on_close) = Some(f);
     }
 
@@ -491,7 +496,7 @@ impl UmpChannel {
         self.peer_doorbell.ring();
         self.my_doorbell.ring(); // wake our own threads blocked on this channel
         if let Some(f) = lock(&self.on_close).take() {
-            f(self.info.id);
+            f(self.info.id, None);
         }
     }
 

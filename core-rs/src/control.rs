@@ -72,7 +72,14 @@ pub enum Msg {
         hops: u32,
     },
     Fail { req: u64, kind: ErrorKind, message: String },
-    Closed { chan: u64 },
+    /// A channel end of this dispatcher closed. `teardown`, when not 0, is
+    /// the outgoing VCI of a multi-hop end whose TEARDOWN did not fit on the
+    /// link: the monitor drains the link, then tears the circuit down.
+    Closed {
+        chan: u64,
+        #[serde(default)]
+        teardown: u64,
+    },
 
     /// Descriptors: [channel segment, client doorbell].
     Connect {

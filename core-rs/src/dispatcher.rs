@@ -393,9 +393,9 @@ impl Dispatcher {
 
     fn track_close(&self, ch: &Endpoint) {
         let weak = Arc::downgrade(&self.inner);
-        ch.set_on_close(Box::new(move |chan| {
+        ch.set_on_close(Box::new(move |chan, teardown| {
             if let Some(inner) = weak.upgrade() {
-                let _ = control::send(&inner.sock, &Msg::Closed { chan }, &[]);
+                let _ = control::send(&inner.sock, &Msg::Closed { chan, teardown: teardown.unwrap_or(0) }, &[]);
             }
         }));
     }

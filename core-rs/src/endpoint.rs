@@ -59,7 +59,7 @@ impl Endpoint {
         both!(self, c => c.close())
     }
 
-    pub fn set_on_close(&self, f: Box<dyn FnOnce(u64) + Send>) {
+    pub fn set_on_close(&self, f: crate::channel::CloseHook) {
         both!(self, c => c.set_on_close(f))
     }
 

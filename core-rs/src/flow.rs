@@ -68,6 +68,12 @@ impl Credits {
     /// We consumed one data message. Returns true when a dummy ack is due.
     pub fn on_consume(&mut self) -> bool {
         self.consumed_unacked += 1;
+        self.ack_due()
+    }
+
+    /// Whether we have consumed `window / 2` messages without acknowledging
+    /// them: a dummy ack is due.
+    pub fn ack_due(&self) -> bool {
         self.consumed_unacked >= (self.window / 2).max(1)
     }
 
@@ -78,11 +84,6 @@ impl Credits {
         if ack > 0 {
             self.acks_sent -= 1;
         }
-    }
-
-    /// Whether consumed messages are waiting to be acknowledged.
-    pub fn ack_pending(&self) -> bool {
-        self.consumed_unacked > 0
     }
 
     /// Take the ack for a dummy message.

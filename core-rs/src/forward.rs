@@ -137,10 +137,8 @@ impl Fwd {
         }
     }
 
-    /// Forward whatever is still in `link`'s ring (its peer is gone, so
-    /// nothing new arrives), then tear it down. A process that sends, closes
-    /// and exits must not lose its last messages or its TEARDOWN.
-    pub fn drain_and_remove(&mut self, link: LinkId) {
+    /// Forward whatever is in `link`'s ring now (bounded: the ring's size).
+    fn drain(&mut self, link: LinkId) {
         let Some(Some(slot)) = self.links.get(link as usize) else { return };
         let ch = slot.ch.clone();
         let mut scratch = Vec::new();
@@ -155,7 +153,24 @@ impl Fwd {
                 break;
             }
         }
+    }
+
+    /// Forward whatever is still in `link`'s ring (its peer is gone, so
+    /// nothing new arrives), then tear it down. A process that sends, closes
+    /// and exits must not lose its last messages or its TEARDOWN.
+    pub fn drain_and_remove(&mut self, link: LinkId) {
+        self.drain(link);
         self.remove_link(link);
+    }
+
+    /// A dispatcher closed the channel it sends to us with `vci` but its
+    /// link was too full for the TEARDOWN: forward what it wrote before,
+    /// then the TEARDOWN, as if it had come in band.
+    pub fn teardown_after_drain(&mut self, link: LinkId, vci: u64) {
+        self.drain(link);
+        let mut hdr = Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+        self.handle(link, &mut hdr);
+        self.ring_unrung();
     }
 
     /// Tear down every channel through `link` and forget the link.
@@ -165,9 +180,22 @@ impl Fwd {
             self.send_or_queue(e.out_link, &hdr);
             self.table.remove_pair(l, v);
         }
+        // Left now: halves of binds still in flight that lead into `link`.
+        // Their bind finds its entry gone and tears the other side down.
+        for ((l, v), _) in self.table.entries_to(link) {
+            self.table.remove_pair(l, v);
+        }
         if let Some(slot) = self.links.get_mut(link as usize) {
             *slot = None;
         }
+        self.ring_unrung();
+    }
+
+    /// Send a TEARDOWN for `vci` on `link` (a bind that completed after its
+    /// channel was torn down on this side).
+    pub fn send_teardown(&mut self, link: LinkId, vci: u64) {
+        let hdr = Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+        self.send_or_queue(link, &hdr);
         self.ring_unrung();
     }
 

@@ -12,6 +12,7 @@
 //! - [`dispatcher`]: attach / export / bind / accept
 //! - [`monitor`]: the per-core monitor process
 //! - [`capi`]: the C ABI (`include/multihop.h`)
+//! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`
 
 pub mod capi;
@@ -21,6 +22,7 @@ pub mod dispatcher;
 pub mod endpoint;
 pub mod error;
 pub mod flow;
+pub mod forgery;
 pub mod forward;
 pub mod idle_poll;
 pub mod mhchannel;

@@ -17,9 +17,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::channel::{ChannelInfo, UmpChannel, Want};
+use crate::channel::{ChannelInfo, CloseHook, UmpChannel, Want};
 use crate::error::{Error, ErrorKind, Result};
 use crate::flow::Credits;
 use crate::park::{relay_spin_budget, wait_until, Waited};
@@ -173,7 +173,7 @@ pub struct MhChannel {
     hops: u32,
     closed_here: AtomicBool,
     parks: AtomicU64,
-    on_close: Mutex<Option<Box<dyn FnOnce(u64) + Send>>>,
+    on_close: Mutex<Option<CloseHook>>,
 }
 
 /// A multi-hop channel end before its bind completes: it already receives.
@@ -259,6 +259,11 @@ impl MhChannel {
         self.hops
     }
 
+    /// (VCI we receive on, VCI we send with) on the link to our monitor.
+    pub fn vcis(&self) -> (u64, u64) {
+        (self.vci_in, self.vci_out)
+    }
+
     pub fn max_message(&self) -> usize {
         self.info.max_message
     }
@@ -267,7 +272,7 @@ impl MhChannel {
         self.closed_here.load(Ordering::Relaxed)
     }
 
-    pub fn set_on_close(&self, f: Box<dyn FnOnce(u64) + Send>) {
+    pub fn set_on_close(&self, f: CloseHook) {
         *lock(&self.on_close) = Some(f);
     }
 
@@ -377,15 +382,28 @@ impl MhChannel {
         let m = st.queue.pop_front()?;
         st.received += 1;
         st.bytes_received += m.len() as u64;
-        let due = st.credits.on_consume();
-        if due {
-            let ack = st.credits.on_dummy();
-            let hdr = self.header(Kind::Dummy, ack);
-            if self.link.ring().try_send(&[&hdr]).is_err() {
-                st.credits.undo_dummy(ack); // retried on the next consume
-            }
+        if st.credits.on_consume() {
+            self.send_dummy(&mut st);
         }
         Some(m)
+    }
+
+    /// Send a dummy ack now. If the link is full it stays due, and is tried
+    /// again on this end's next consume, receive attempt, wait or poll.
+    fn send_dummy(&self, st: &mut MhState) {
+        let ack = st.credits.on_dummy();
+        let hdr = self.header(Kind::Dummy, ack);
+        if self.link.ring().try_send(&[&hdr]).is_err() {
+            st.credits.undo_dummy(ack);
+        }
+    }
+
+    /// Retry a dummy ack that is due but did not fit on the link before.
+    fn retry_due_ack(&self) {
+        let mut st = lock(&self.shared.state);
+        if st.credits.ack_due() {
+            self.send_dummy(&mut st);
+        }
     }
 
     /// Receive one message if one is there (see `UmpChannel::try_recv_with`).
@@ -394,6 +412,7 @@ impl MhChannel {
             return Err(self.closed_error());
         }
         if lock(&self.shared.state).queue.is_empty() {
+            self.retry_due_ack();
             self.link.pump();
         }
         // Build the result from the queued message first and take it off
@@ -481,6 +500,7 @@ impl MhChannel {
     /// Wait until `want` may succeed, the channel closes, or `deadline`
     /// passes, for at most one park slice.
     pub fn wait(&self, want: Want, deadline: Option<Instant>) -> Waited {
+        self.retry_due_ack();
         let bell = self.link.ring().doorbell().clone();
         wait_until(&bell, &self.parks, relay_spin_budget(), deadline, &mut || self.ready(want), &mut || {
             self.link.pump();
@@ -490,21 +510,23 @@ impl MhChannel {
 
     /// Whether a message is there or the channel is closed (for pollers).
     pub fn readable(&self) -> bool {
+        self.retry_due_ack();
         self.ready(Want::Readable)
     }
 
-    /// Close this end: a TEARDOWN follows the data already sent. Idempotent.
+    /// Close this end: a TEARDOWN follows the data already sent, in band.
+    /// If the link to the monitor is full, the close hook asks the monitor
+    /// (over the control socket) to send it once it has drained the link,
+    /// which keeps it behind the data and never blocks here. Idempotent.
     pub fn close(&self) {
         if self.closed_here.swap(true, Ordering::Relaxed) {
             return;
         }
         let hdr = self.header(Kind::Teardown, 0);
-        if !self.link.is_dead() {
-            let _ = self.link.ring().send_blocking(&[&hdr], Some(Duration::from_millis(200)));
-        }
+        let in_band = self.link.is_dead() || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
         if let Some(f) = lock(&self.on_close).take() {
-            f(self.info.id);
+            f(self.info.id, (!in_band).then_some(self.vci_out));
         }
     }
 

@@ -353,7 +353,19 @@ impl Monitor {
         let bell = Doorbell::from_fd(fds.pop().unwrap())?;
         let seg = Segment::from_fd(fds.pop().unwrap(), 0)?;
         let peer_core = match peer {
-            LinkPeer::Monitor(c) => c,
+            LinkPeer::Monitor(c) => {
+                // Links exist only where the routing table names a next hop
+                // (before our row arrives we have no neighbours: the opener
+                // retries).
+                let neighbours = lock(&self.neighbours);
+                if !neighbours.contains(&c) {
+                    return Err(Error::new(
+                        ErrorKind::Monitor,
+                        format!("monitor {c} is not a neighbour of monitor {} in the routing table (neighbours: {:?})", self.cfg.core, *neighbours),
+                    ));
+                }
+                c
+            }
             LinkPeer::Dispatcher(_) => self.cfg.core,
         };
         let ch = UmpChannel::open(seg, self.link_info(peer_core, peer_pid, Side::Server), self.bell.clone(), bell, PeerWatch::new(peer_pid)?)?;
@@ -444,12 +456,22 @@ impl Monitor {
         };
         let mut f = self.fwd.lock();
         match answer {
-            Ok((right_out, total, server_pid, server_core)) => {
+            Ok((right_out, total, server_pid, server_core)) if f.table.contains(right, v_right) => {
                 f.table.insert(left, v_left, Entry { out_link: right, out_vci: right_out, partner: (right, v_right), chan });
+                Ok((v_left, total, server_pid, server_core))
+            }
+            // Torn down on this side while the answer travelled: the server
+            // closed at once (its TEARDOWN went on to the client), or the
+            // client's side died. Install nothing; make sure the server's
+            // side hears of it (a duplicate TEARDOWN is dropped harmlessly).
+            Ok((right_out, total, server_pid, server_core)) => {
+                f.table.release(left, v_left);
+                f.send_teardown(right, right_out);
                 Ok((v_left, total, server_pid, server_core))
             }
             Err(e) => {
                 f.table.remove_pair(right, v_right);
+                f.table.release(left, v_left);
                 Err(e)
             }
         }
@@ -763,7 +785,15 @@ impl Monitor {
                         let _ = tx.send((msg, fds));
                     }
                 }
-                Msg::Closed { chan } => {
+                Msg::Closed { chan, teardown } => {
+                    if teardown != 0 {
+                        let mut f = self.fwd.lock();
+                        if let Some(l) = f.link_to(LinkPeer::Dispatcher(conn)) {
+                            f.teardown_after_drain(l, teardown);
+                        }
+                        drop(f);
+                        self.fwd.poke();
+                    }
                     lock(&self.channels).remove(&chan);
                     if let Some(d) = lock(&self.dispatchers).get_mut(&conn) {
                         d.channels.remove(&chan);

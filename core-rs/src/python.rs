@@ -402,6 +402,15 @@ impl Channel {
         self.ch.close();
     }
 
+    /// Test hook: (VCI received on, VCI sent with) on the link to this
+    /// end's monitor, for a multi-hop channel; None for UMP.
+    fn _vcis(&self) -> Option<(u64, u64)> {
+        match &*self.ch {
+            Endpoint::Multihop(m) => Some(m.vcis()),
+            Endpoint::Ump(_) => None,
+        }
+    }
+
     /// Whether this end was closed.
     #[getter]
     fn closed(&self) -> bool {
@@ -714,6 +723,34 @@ impl Dispatcher {
     }
 }
 
+/// Test hook: a link to a monitor that claims to come from another monitor
+/// (see `forgery.rs`), for writing raw frames a neighbour could send.
+#[pyclass(frozen, module = "multihop._core")]
+pub struct ForgedMonitorLink {
+    link: crate::forgery::ForgedMonitorLink,
+}
+
+#[pymethods]
+impl ForgedMonitorLink {
+    /// Open a link to the monitor of `core` (its socket in `runtime_dir`),
+    /// claiming to be the monitor of `claimed_core`.
+    #[new]
+    fn new(py: Python<'_>, runtime_dir: PathBuf, core: u32, claimed_core: u32) -> PyResult<ForgedMonitorLink> {
+        let link = py.detach(|| crate::forgery::ForgedMonitorLink::open(&runtime_dir, core, claimed_core)).map_err(|e| to_py(py, e))?;
+        Ok(ForgedMonitorLink { link })
+    }
+
+    /// Write one raw multi-hop frame (16-byte header + payload) on the link.
+    fn inject(&self, py: Python<'_>, frame: &[u8]) -> PyResult<()> {
+        py.detach(|| self.link.inject(frame)).map_err(|e| to_py(py, e))
+    }
+
+    /// Close the link; the monitor forgets it.
+    fn close(&self) {
+        self.link.close();
+    }
+}
+
 /// Run a monitor in this process until it is shut down (GIL released).
 /// Returns the exit code.
 #[pyfunction]
@@ -777,6 +814,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Channel>()?;
     m.add_class::<Service>()?;
     m.add_class::<Dispatcher>()?;
+    m.add_class::<ForgedMonitorLink>()?;
     m.add_function(wrap_pyfunction!(run_monitor, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_status, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_shutdown, m)?)?;

@@ -20,12 +20,14 @@ table.  The three modes:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from multihop import _core
 from multihop.errors import RoutingError
 from multihop.topology import Topology, format_cores
 
-__all__ = ["MODES", "RoutingTable", "routing_table", "path", "links", "row", "validate_table"]
+__all__ = ["MODES", "RoutingTable", "routing_table", "path", "links", "row", "validate_table", "hand_off"]
 
 MODES: tuple[str, ...] = ("direct", "ring", "fat-tree")
 
@@ -226,3 +228,19 @@ def _spell(cores: Iterable[object]) -> str:
     if all(isinstance(core, int) for core in listed):
         return format_cores(sorted(listed))
     return ", ".join(sorted(map(repr, listed)))
+
+
+def hand_off(initial_monitor_socket: str | os.PathLike[str], table: Mapping[int, Mapping[int, int]], timeout: float = 5.0) -> None:
+    """Hand the whole routing table to the runtime's initial monitor (TN-006 2.9).
+
+    The initial monitor keeps the table, takes its own row, and opens its
+    links; every later monitor asks it for its own row when it boots.  The
+    table is validated first, so a monitor never receives an unsound one.
+
+    Raises:
+        RoutingError: the table is not sound (see :func:`validate_table`).
+        MonitorError: the initial monitor refused it or could not be reached.
+    """
+    validate_table(table)
+    rows = {src: dict(next_hops) for src, next_hops in table.items()}
+    _core.monitor_set_table(os.fspath(initial_monitor_socket), rows, timeout=timeout)

@@ -30,7 +30,7 @@ import psutil
 from multihop import _core
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
-from multihop.rts import links, routing_table
+from multihop.rts import hand_off, links, routing_table
 from multihop.topology import Topology
 
 __all__ = ["Runtime", "Dispatcher"]
@@ -47,6 +47,17 @@ def _real_cpus() -> list[int]:
 def _cpu_for(core: int, cpus: Sequence[int]) -> int:
     """The real CPU a (possibly virtual) core's monitor is pinned to."""
     return core if core in cpus else cpus[core % len(cpus)]
+
+
+def _machine_topology(cores: Sequence[int], cpus: Sequence[int]) -> Topology:
+    """The sysfs topology of `cores`; a virtual core joins the socket of the CPU it is pinned to."""
+    machine = Topology.from_sysfs()
+    sockets: dict[int, list[int]] = {}
+    for core in cores:
+        placed = core if core in machine else _cpu_for(core, cpus)
+        index = machine.socket_of(placed) if placed in machine else 0
+        sockets.setdefault(index, []).append(core)
+    return Topology([sockets[i] for i in sorted(sockets)])
 
 
 def _alive(pid: int) -> bool:
@@ -94,11 +105,25 @@ class Runtime:
 
         `cores` defaults to the topology's cores (the machine's CPUs).  Cores
         beyond the machine's are virtual: their monitors are pinned modulo the
-        real CPUs.  `routing` is one of ``direct``, ``ring``, ``fat-tree``.
-        Raises RuntimeExists if a live runtime has that name, MonitorError if
-        a monitor fails to start (with its log).
+        real CPUs.  `topology` is a :class:`Topology` (declared, or None for
+        the machine's from sysfs, where a virtual core joins the socket of the
+        CPU it is pinned to).  `routing` is one of ``direct``, ``ring``,
+        ``fat-tree``.  The routing-table set-up (:func:`multihop.rts.hand_off`)
+        gives the whole table to the first core's monitor; the others fetch
+        their rows from it as they boot.
+
+        Raises:
+            TypeError: `topology` is not a Topology.
+            RoutingError: an unknown routing mode, or a core outside the topology.
+            RuntimeExists: a live runtime has that name.
+            MonitorError: a monitor failed to start (the message has its log).
         """
         check_name(name)
+        if topology is not None and not isinstance(topology, Topology):
+            raise TypeError(
+                f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; "
+                f"got {type(topology).__name__} {topology!r}"
+            )
         cpus = _real_cpus()
         if cores is None:
             cores = list(topology.cores) if topology is not None else cpus
@@ -108,8 +133,7 @@ class Runtime:
         if len(set(cores)) != len(cores) or any(c < 0 for c in cores):
             raise ValueError(f"cores must be distinct non-negative integers, got {cores}")
         if topology is None:
-            machine = Topology.from_sysfs()
-            topology = machine.restrict(cores) if all(c in machine for c in cores) else Topology.flat(cores)
+            topology = _machine_topology(cores, cpus)
         table = routing_table(topology, routing, cores)  # validates cores against the topology
 
         directory = runtime_dir(name)
@@ -137,7 +161,7 @@ class Runtime:
             # every later monitor fetches its own row from it when it boots.
             rt._spawn(cores[0], cores[0], _cpu_for(cores[0], cpus), detached)
             rt._wait_ready([cores[0]], timeout)
-            _core.monitor_set_table(str(monitor_socket(directory, cores[0])), table, timeout=timeout)
+            hand_off(monitor_socket(directory, cores[0]), table, timeout=timeout)
             for core in cores[1:]:
                 rt._spawn(core, cores[0], _cpu_for(core, cpus), detached)
             rt._wait_ready(cores[1:], timeout)
