@@ -224,3 +224,13 @@ def mh_send_close_exit(name: str, core: int, service: str, ready: Any, n: int) -
         ch.send(i.to_bytes(4, "little"), timeout=10)
     ch.close()
     os._exit(0)
+
+
+def cpu_hog(cpu: int, seconds: float) -> None:
+    """Spin on `cpu` for `seconds` (a CPU-bound neighbour for a monitor)."""
+    os.sched_setaffinity(0, {cpu})
+    end = time.monotonic() + seconds
+    x = 0
+    while time.monotonic() < end:
+        for _ in range(10_000):
+            x += 1

@@ -193,3 +193,72 @@ fn guard(s: &Shared) {
         last_beat = beat;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pin(cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays within it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+
+    fn policy() -> i32 {
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    #[test]
+    fn budget_follows_the_gap_between_busy_steps_and_is_zero_for_sparse_traffic() {
+        let mut p = IdlePoll::start(Duration::from_micros(200));
+        for _ in 0..64 {
+            p.on_work(); // back-to-back steps: tiny gaps
+        }
+        assert!(p.budget() > Duration::ZERO && p.budget() < Duration::from_micros(50), "{:?}", p.budget());
+        for _ in 0..16 {
+            std::thread::sleep(Duration::from_millis(2)); // gaps far beyond the cap
+            p.on_work();
+        }
+        assert_eq!(p.budget(), Duration::ZERO);
+        assert_eq!(IdlePoll::start(Duration::ZERO).budget(), Duration::ZERO);
+    }
+
+    #[test]
+    fn guard_promotes_a_poller_starved_by_a_cpu_hog() {
+        let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let hog_stop = stop.clone();
+        let hog = std::thread::spawn(move || {
+            pin(cpu);
+            let mut x = 0u64;
+            while !hog_stop.load(Ordering::Relaxed) {
+                x = x.wrapping_add(1);
+                std::hint::black_box(x);
+            }
+        });
+        let poller = std::thread::spawn(move || {
+            pin(cpu);
+            let mut p = IdlePoll::start(Duration::from_micros(200));
+            p.on_work();
+            p.begin();
+            assert_eq!(policy(), libc::SCHED_IDLE);
+            // Poll (beating) until the guard moves us back to normal priority.
+            let t0 = Instant::now();
+            while policy() == libc::SCHED_IDLE && t0.elapsed() < Duration::from_secs(20) {
+                p.beat();
+                p.on_work();
+            }
+            let promoted = p.promotions();
+            p.before_park();
+            (promoted, policy())
+        });
+        let (promoted, after) = poller.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        hog.join().unwrap();
+        assert!(promoted >= 1, "the guard never promoted the starved poller");
+        assert_eq!(after, libc::SCHED_OTHER);
+    }
+}

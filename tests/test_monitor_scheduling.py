@@ -1,0 +1,66 @@
+"""How monitors share their CPU: they poll only while traffic flows, and a
+CPU-bound process next to a polling monitor does not starve forwarding."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+
+import multihop as mh
+from conftest import unique_name
+import procs
+
+
+def _monitor_cpu_seconds(rt: mh.Runtime) -> float:
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in rt.monitor_pids.values())
+
+
+def _pair(rt: mh.Runtime, client_core: int, server_core: int, name: str) -> tuple[mh.Dispatcher, mh.Dispatcher, mh.Channel, mh.Channel]:
+    srv, cli = rt.dispatcher(server_core), rt.dispatcher(client_core)
+    svc = srv.export(name)
+    box: list[mh.Channel] = []
+    t = threading.Thread(target=lambda: box.append(svc.accept(timeout=10)))
+    t.start()
+    c = cli.bind(name, transport="multihop", timeout=10)
+    t.join(10)
+    assert box
+    return srv, cli, c, box[0]
+
+
+def test_monitors_stop_polling_when_traffic_stops() -> None:
+    with mh.Runtime.start(unique_name("idle"), cores=[0, 1]) as rt:
+        srv, cli, c, s = _pair(rt, 0, 1, "burst")
+        with srv, cli:
+            for i in range(2000):  # enough traffic for the monitors to start polling
+                c.send(b"x")
+                s.send(s.recv(timeout=5))
+                c.recv(timeout=5)
+            polls = sum(m["data"]["polls"] for m in rt.status()["monitors"])
+            assert polls > 0, "the monitors never polled during the burst"
+            time.sleep(0.3)  # past every poll budget (at most 200 us) and the guard's 100 ms
+            before = _monitor_cpu_seconds(rt)
+            time.sleep(1.0)
+            used = _monitor_cpu_seconds(rt) - before
+            assert used < 0.05, f"idle monitors used {used:.3f} s of CPU in 1 s"
+
+
+def test_a_cpu_hog_on_the_monitors_cpu_does_not_stall_forwarding() -> None:
+    with mh.Runtime.start(unique_name("hog"), cores=[0, 1]) as rt:
+        srv, cli, c, s = _pair(rt, 0, 1, "starve")
+        with srv, cli, procs.child(procs.cpu_hog, rt.cpu_of(0), 60.0):
+            time.sleep(0.2)  # the hog is running
+            t0 = time.monotonic()
+            for i in range(300):
+                c.send(i.to_bytes(4, "little"), timeout=30)
+                assert s.recv(timeout=30) == i.to_bytes(4, "little")
+                s.send(b"ok", timeout=30)
+                assert c.recv(timeout=30) == b"ok"
+            elapsed = time.monotonic() - t0
+        # A monitor polling at SCHED_IDLE next to a CPU hog would stall for a
+        # second or more at a time (its poll budget turns polling off when
+        # steps come far apart, and a guard thread promotes a starved poller:
+        # core-rs/src/idle_poll.rs, whose unit test covers the guard); 300
+        # round trips would take minutes. The bound is loose on purpose.
+        assert elapsed < 30, f"300 round trips next to a CPU hog took {elapsed:.1f} s"
