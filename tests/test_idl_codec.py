@@ -350,6 +350,40 @@ def test_cap_arguments_fail_codegen_naming_message_and_argument() -> None:
             gen(give)
 
 
+@pytest.mark.parametrize("gen, backend", [(idl.generate_python, "Python"), (idl.generate_c, "C")])
+def test_caps_in_structs_and_arrays_fail_codegen_naming_the_field(gen, backend) -> None:
+    tail = "; capabilities cannot travel over multihop channels"
+    bulk = idl.parse(BARRELFISH / "bulk_ctrl.if", imports=BF_IMPORTS)
+    with pytest.raises(idl.IdlCodegenError) as info:
+        gen(bulk)
+    e = info.value
+    assert (Path(e.file).name, e.line, e.column) == ("bulk_ctrl.if", 73, 37)  # the argument
+    assert e.text == (f"{backend} back end cannot generate message 'assign_pool_call': "
+                      f"argument 'pool' (type pool) holds a cap in field 'pool.cap'{tail}")
+    omap = idl.parse(BARRELFISH / "omap_sdma.if", imports=BF_IMPORTS)
+    with pytest.raises(idl.IdlCodegenError, match=r"rpc 'mem_copy': argument 'dst' has type cap;"):
+        gen(omap)
+    cases = [
+        # nested struct, as an rpc's in argument
+        ('interface n "" { typedef struct { uint8 a; cap c; } in_; typedef struct { in_ i; } out_;\n'
+         "  rpc r(in uint8 k, in out_ o, out uint8 z); };",
+         (2, 29), "rpc 'r': argument 'o' (type out_) holds a cap in field 'o.i.c'"),
+        # array of structs holding a cap
+        ('interface n "" { typedef struct { uint8 a; cap c; } s;\n  message m(uint8 k, s items[n, 4]); };',
+         (2, 24), "message 'm': argument 'items' (type s[n, 4]) holds a cap in field 'items[].c'"),
+        # array typedef of caps, through an alias
+        ('interface n "" { typedef cap cs[3]; alias more cs;\n  call m(more w); };',
+         (2, 15), "call 'm': argument 'w' has type cs, an array of cap"),
+        # a declared struct no message uses is refused at its declaration
+        ('interface n "" {\n  typedef struct { uint8 a; cap f[2]; } unused;\n  message m(uint8 k); };',
+         (2, 41), "struct 'unused': it holds a cap in field 'unused.f[]'"),
+    ]
+    for src, (line, col), text in cases:
+        with pytest.raises(idl.IdlCodegenError) as info:
+            gen(idl.parse(src))
+        assert ((info.value.line, info.value.column), info.value.text) == ((line, col), f"{backend} back end cannot generate {text}{tail}")
+
+
 def test_import_files_do_not_generate() -> None:
     with pytest.raises(idl.IdlCodegenError, match="declares no interface"):
         idl.generate_python(idl.parse(TYPES_IF))

@@ -206,8 +206,45 @@ def test_checker_length_name_clashes() -> None:
 
 def test_checker_no_fixed_size_where_needed() -> None:
     assert "cannot be a string" in _check_error('interface m "" { typedef String s[4]; message a(s x); };').text
-    assert "cannot be a capability" in _check_error('interface m "" { typedef struct { cap c; } s; message a(s x); };').text
     assert "at least 1" in _check_error('interface m "" { message a(uint8 b[n, 0]); };').text
+
+
+def test_caps_parse_and_check_anywhere() -> None:
+    """Capabilities are valid wherever a scalar is: argument, struct field (nested), array element."""
+    iface = idl.parse(
+        'interface m "" {\n'
+        "    typedef struct { uint8 a; cap c; give_away_cap g[2]; } holder;\n"
+        "    typedef struct { holder h; uint32 n; } outer;\n"
+        "    typedef cap caps[3];\n"
+        "    alias frame cap;\n"
+        "    message a(cap x, holder y, outer z, caps w, frame f, cap d[n, 4], holder e[2]);\n"
+        "    rpc r(in outer o, out give_away_cap back);\n"
+        "};\n"
+    )
+    holder = iface.types["holder"]
+    assert isinstance(holder, Struct) and [f.type.name for f in holder.fields[:2]] == ["uint8", "cap"]
+    assert holder.fields[2].type == Array(None, Builtin("give_away_cap", "cap", 0, ""), 2)
+    assert (holder.fields[1].pos.line, holder.fields[1].pos.column) == (2, 35)  # the field's own position
+    assert iface.types["caps"] == Array("caps", Builtin("cap", "cap", 0, ""), 3)
+    args = {a.name: a.type for a in iface.message("a").args}
+    assert args["x"].kind == "cap" and args["f"].kind == "cap"  # the alias resolves to cap
+    assert args["d"] == DynArray(Builtin("cap", "cap", 0, ""), "n", 4)
+    assert args["e"] == Array(None, holder, 2)
+    assert iface.rpc("r").out_args[0].type.kind == "cap"
+
+
+def test_barrelfish_caps_in_structs() -> None:
+    """omap_sdma.if and bulk_ctrl.if put caps inside typedef structs (a field even named 'cap')."""
+    omap = idl.parse(BARRELFISH / "omap_sdma.if", imports=BF_IMPORTS)
+    addr = omap.types["addr_2d"]
+    assert isinstance(addr, Struct) and (addr.fields[0].name, addr.fields[0].type.kind) == ("cap", "cap")
+    assert [a.name for a in omap.rpc("mem_copy_2d").in_args] == ["dst", "src", "count", "transparent", "color"]
+    assert omap.rpc("mem_copy_2d").in_args[-1].type.name == "uint32"  # alias uint24 uint32
+    bulk = idl.parse(BARRELFISH / "bulk_ctrl.if", imports=BF_IMPORTS)
+    pool = bulk.types["pool"]
+    assert isinstance(pool, Struct) and [f.name for f in pool.fields][-2:] == ["num_buffers", "cap"]
+    assert pool.fields[3].type == bulk.types["trust"]  # a field named like its type
+    assert [a.name for a in bulk.message("move_untrusted_call").args] == ["poolid", "bufferid", "tid", "cap", "meta"]
 
 
 def test_imports_and_shadowing() -> None:

@@ -12,10 +12,13 @@ The checker rejects, with the position of the offending name:
 * unknown types, and a type that contains itself;
 * duplicate type, enum value, struct field, message/rpc and argument names;
 * a dynamic array's length name that clashes with an argument or another length name;
-* non-fixed-size types (strings, dynamic arrays, caps) inside structs and fixed arrays;
+* strings and dynamic arrays inside structs and fixed arrays;
 * array lengths and maxima below 1; more than 65535 message numbers.
 
-``cap`` and ``give_away_cap`` arguments are accepted here; the back ends refuse them.
+Capabilities (``cap``, ``give_away_cap``) are valid anywhere a scalar is: as
+arguments, struct fields and array elements, as in Barrelfish's own files.
+They cannot travel over multihop channels, so :func:`check_generatable` (run
+by both back ends) refuses an interface that uses them, naming where.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from multihop.idl.model import (
     String,
     Struct,
     Type,
-    is_fixed,
+    cap_inside,
+    has_fixed_layout,
     type_name,
 )
 from multihop.idl.syntax import (
@@ -120,13 +124,12 @@ class _Scope:
         return t
 
     def _fixed_member(self, ref: TypeRef, what: str) -> Type:
+        """The type of a struct field or array element: it must have a fixed layout."""
         t = self.lookup(ref)
         if t is _STRING:
             raise _err(ref.pos, f"{what} cannot be a string (it has no fixed size)")
         assert isinstance(t, Type)
-        if isinstance(t, Builtin) and t.kind == "cap":
-            raise _err(ref.pos, f"{what} cannot be a capability")
-        if not is_fixed(t):
+        if not has_fixed_layout(t):
             raise _err(ref.pos, f"{what} has type {type_name(t)}, which has no fixed size")
         return t
 
@@ -139,7 +142,7 @@ class _Scope:
                 if v in seen:
                     raise _err(pos, f"duplicate value '{v}' in enum '{d.name}'")
                 seen[v] = pos
-            return Enum(d.name, tuple(v for v, _ in d.values))
+            return Enum(d.name, tuple(v for v, _ in d.values), d.pos, tuple(p for _, p in d.values))
         if isinstance(d, StructDecl):
             fields: list[Field] = []
             names: dict[str, Pos] = {}
@@ -152,13 +155,13 @@ class _Scope:
                     if f.size < 1:
                         raise _err(f.pos, f"array field '{f.name}' of struct '{d.name}' must have a length of at least 1")
                     ft = Array(None, ft, f.size)
-                fields.append(Field(f.name, ft))
-            return Struct(d.name, tuple(fields))
+                fields.append(Field(f.name, ft, f.pos))
+            return Struct(d.name, tuple(fields), d.pos)
         assert isinstance(d, ArrayDecl)
         if d.length < 1:
             raise _err(d.pos, f"array type '{d.name}' must have a length of at least 1")
         elem = self._fixed_member(d.element, f"the element type of array '{d.name}'")
-        return Array(d.name, elem, d.length)
+        return Array(d.name, elem, d.length, d.pos)
 
 
 def _collect_named(t: Type, out: dict[str, Type], pos: Pos) -> None:
@@ -187,7 +190,7 @@ def _arg(scope: _Scope, a: ArgDecl, where: str) -> Arg:
         return Arg(a.name, String(None if d is None else d.size), a.pos, a.direction)
     assert isinstance(t, Type)
     if d is None:
-        if not (isinstance(t, Builtin) and t.kind == "cap") and not is_fixed(t):
+        if not has_fixed_layout(t):
             raise _err(a.type.pos, f"argument '{a.name}' of {where} has type {type_name(t)}, which cannot be used here")
         return Arg(a.name, t, a.pos, a.direction)
     what = f"the element type of array argument '{a.name}' of {where}"
@@ -320,26 +323,53 @@ def check(decl: FileDecl, imports: list[FileDecl] | tuple[FileDecl, ...] = ()) -
     return Interface(iface.name, iface.description, decl.file, iface.pos, ordered, aliases, tuple(messages), tuple(rpcs))
 
 
+_NO_CAPS = "capabilities cannot travel over multihop channels"
+
+
+def _cap_text(holder: str, name: str, t: Type, path: str, cap: Builtin) -> str:
+    """Say where capability type ``cap`` sits in ``holder`` (called ``name``, of type ``t``).
+
+    ``path`` is as :func:`cap_inside` gives it; a field is named by its access
+    path from the holder, e.g. ``dst.cap`` or ``items[].frame``.
+    """
+    if path == "":
+        return f"{holder} has type {cap.name}"
+    if "." not in path:
+        return f"{holder} has type {type_name(t)}, an array of {cap.name}"
+    return f"{holder} (type {type_name(t)}) holds a {cap.name} in field '{name}{path}'"
+
 
 def check_generatable(iface: Interface, backend: str) -> None:
     """Raise :class:`IdlCodegenError` if a back end cannot generate ``iface``.
 
-    Import files (no interface) and capability arguments (``cap``,
-    ``give_away_cap``: they cannot travel over multihop channels) are refused,
-    naming the message and the argument.
+    Refused: an import file (no interface), and any capability (``cap``,
+    ``give_away_cap``: they cannot travel over multihop channels), whether an
+    argument, a struct field or an array element.  The error points at the
+    argument and names the message (or rpc), the argument and, inside a struct,
+    the field; a declared type that holds a capability but no message uses is
+    refused at its declaration, naming the field.
     """
     if iface.name is None:
         raise IdlCodegenError(iface.file, 1, 1, f"{backend} back end: this file declares no interface (it is an import file)")
     rpc_of = {r.name: r for r in iface.rpcs}
     for m in iface.messages:
         for a in m.args:
-            t = a.type
-            if isinstance(t, Builtin) and t.kind == "cap":
-                where = f"rpc '{m.rpc}'" if m.rpc is not None and m.rpc in rpc_of else f"message '{m.name}'"
-                raise IdlCodegenError(
-                    a.pos.file,
-                    a.pos.line,
-                    a.pos.column,
-                    f"{backend} back end cannot generate {where}: argument '{a.name}' has type {t.name}; "
-                    "capabilities cannot travel over multihop channels",
-                )
+            found = cap_inside(a.type)
+            if found is None:
+                continue
+            where = f"rpc '{m.rpc}'" if m.rpc is not None and m.rpc in rpc_of else f"{m.kind} '{m.name}'"
+            what = _cap_text(f"argument '{a.name}'", a.name, a.type, *found)
+            raise IdlCodegenError(
+                a.pos.file, a.pos.line, a.pos.column, f"{backend} back end cannot generate {where}: {what}; {_NO_CAPS}"
+            )
+    for t in iface.types.values():
+        found = cap_inside(t)
+        if found is None:
+            continue
+        kind = "struct" if isinstance(t, Struct) else "array type"
+        pos = getattr(t, "pos", None) or iface.pos or Pos(iface.file, 1, 1)
+        path, cap = found
+        what = f"an array of {cap.name}" if "." not in path else f"it holds a {cap.name} in field '{t.name}{path}'"
+        raise IdlCodegenError(
+            pos.file, pos.line, pos.column, f"{backend} back end cannot generate {kind} '{t.name}': {what}; {_NO_CAPS}"
+        )

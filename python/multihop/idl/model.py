@@ -30,6 +30,8 @@ __all__ = [
     "Interface",
     "fixed_size",
     "is_fixed",
+    "has_fixed_layout",
+    "cap_inside",
     "type_name",
     "arg_text",
 ]
@@ -96,18 +98,29 @@ ENUM_WIRE = BUILTINS["uint32"]
 
 @dataclass(frozen=True)
 class Enum(Type):
-    """``typedef enum { ... } name``: values numbered 0, 1, ... in order."""
+    """``typedef enum { ... } name``: values numbered 0, 1, ... in order.
+
+    ``pos`` is where the enum is declared and ``positions`` where each value is
+    (both None/empty for a hand-made model; they take no part in equality).
+    """
 
     name: str
     values: tuple[str, ...]
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    positions: tuple[Pos, ...] = field(default=(), compare=False, repr=False)
+
+    def value_pos(self, i: int) -> Pos | None:
+        """Where value number ``i`` is declared, if known."""
+        return self.positions[i] if i < len(self.positions) else self.pos
 
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a struct."""
+    """One field of a struct (``pos``: where it is declared, if known)."""
 
     name: str
     type: Type
+    pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,7 @@ class Struct(Type):
 
     name: str
     fields: tuple[Field, ...]
+    pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class Array(Type):
     name: str | None
     element: Type
     length: int
+    pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -181,6 +196,43 @@ def fixed_size(t: Type) -> int | None:
 def is_fixed(t: Type) -> bool:
     """True if the type has a fixed wire size (travels in a message's fixed part)."""
     return fixed_size(t) is not None
+
+
+def has_fixed_layout(t: Type) -> bool:
+    """True if the type may sit in a struct or a fixed array: a scalar, an enum, a capability,
+    or a struct / fixed array of those.  Strings and dynamic arrays have no fixed layout.
+
+    Capabilities count as fixed here (Flounder puts them in structs, as Barrelfish's
+    ``omap_sdma.if`` does); they have no wire size, which is why the back ends refuse them.
+    """
+    if isinstance(t, (Builtin, Enum)):
+        return True
+    if isinstance(t, Struct):
+        return all(has_fixed_layout(f.type) for f in t.fields)
+    if isinstance(t, Array):
+        return has_fixed_layout(t.element)
+    return False
+
+
+def cap_inside(t: Type) -> tuple[str, Builtin] | None:
+    """Where a capability sits in ``t``, or None if it holds none.
+
+    Returns ``(path, cap_type)``: ``path`` is ``""`` for a capability itself,
+    ``".f"`` / ``".f.g"`` for (nested) struct fields and ``"[]"`` for array
+    elements, combined in order (``"[].cap"``: the ``cap`` field of each element).
+    """
+    if isinstance(t, Builtin):
+        return ("", t) if t.kind == "cap" else None
+    if isinstance(t, Struct):
+        for f in t.fields:
+            inner = cap_inside(f.type)
+            if inner is not None:
+                return (f".{f.name}{inner[0]}", inner[1])
+        return None
+    if isinstance(t, (Array, DynArray)):
+        inner = cap_inside(t.element)
+        return None if inner is None else ("[]" + inner[0], inner[1])
+    return None
 
 
 @dataclass(frozen=True)

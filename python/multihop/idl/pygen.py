@@ -235,7 +235,7 @@ class _Gen:
                 fields = ", ".join(repr(py_name(f.name)) for f in t.fields)
                 doc = f"struct {t.name} {{ " + "".join(f"{type_name(f.type)} {f.name}; " for f in t.fields) + "}"
                 self.w(
-                    f"{pub} = _mh_namedtuple({t.name!r}, [{fields}])",
+                    f"{pub} = _mh_namedtuple({py_name(t.name)!r}, [{fields}])",
                     f"{pub}.__doc__ = {doc!r}",
                     f"_mhT_{t.name} = {pub}",
                 )
