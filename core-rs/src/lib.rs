@@ -6,10 +6,18 @@
 //! - [`ring`]: the SPSC ring of cache-line slots
 //! - [`park`]: spin-then-futex waiting and doorbells
 //! - [`peer`]: pidfd watch on the process at the other end
+//! - [`paths`]: runtime directories and socket names
 //! - [`sock`]: SEQPACKET control sockets with descriptor passing
 //! - [`control`]: control-protocol frames
-//! - [`channel`]: dispatcher channel endpoints (UMP)
+//! - [`channel`]: UMP channel endpoints (also the rings of a link)
+//! - [`wire`]: the multi-hop frame header
+//! - [`flow`]: the credit window of a multi-hop channel end
+//! - [`mhchannel`]: multi-hop channel endpoints and a dispatcher's link
+//! - [`endpoint`]: either kind of endpoint behind one type
 //! - [`dispatcher`]: attach / export / bind / accept
+//! - [`vci`]: a monitor's forwarding table
+//! - [`forward`]: a monitor's data plane (links, forwarding loop)
+//! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
 //! - [`monitor`]: the per-core monitor process
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
