@@ -385,8 +385,12 @@ def test_caps_in_structs_and_arrays_fail_codegen_naming_the_field(gen, backend) 
 
 
 def test_import_files_do_not_generate() -> None:
-    with pytest.raises(idl.IdlCodegenError, match="declares no interface"):
-        idl.generate_python(idl.parse(TYPES_IF))
+    with pytest.raises(idl.IdlSyntaxError, match="no interface declared: .* is an import file"):
+        idl.load(TYPES_IF)
+    hand_made = idl.Interface(None, None, "types.if", None)  # a model without an interface
+    for gen in (idl.generate_python, idl.generate_c):
+        with pytest.raises(idl.IdlCodegenError, match="declares no interface"):
+            gen(hand_made)
 
 
 def test_fast_path_is_straight_line(echo) -> None:

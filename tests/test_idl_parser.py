@@ -16,9 +16,14 @@ SHIPPED = ROOT / "flounder-idl"
 DATA = Path(__file__).resolve().parent / "idl_data"
 BARRELFISH = DATA / "barrelfish"
 MALFORMED = DATA / "malformed"
+MALFORMED_IMPORTS = DATA / "malformed_imports"
 
 TYPES_IF = SHIPPED / "types.if"
 BF_IMPORTS = [BARRELFISH / "types.if", BARRELFISH / "platform_x86_32.if", BARRELFISH / "arch_x86_64.if"]
+BF_IMPORT_ONLY = {p.name for p in BF_IMPORTS}
+
+#: An interface that uses nothing, to check import files through.
+USES_NOTHING = 'interface uses "" { message a(uint8 x); };'
 
 
 # -- shipped interfaces ---------------------------------------------------------------
@@ -26,11 +31,13 @@ BF_IMPORTS = [BARRELFISH / "types.if", BARRELFISH / "platform_x86_32.if", BARREL
 
 @pytest.mark.parametrize("path", sorted(SHIPPED.glob("*.if")), ids=lambda p: p.name)
 def test_every_shipped_file_parses(path: Path) -> None:
-    iface = idl.parse(path, imports=[TYPES_IF])
     if path.name == "types.if":
-        assert iface.is_types_only and not iface.messages
+        iface = idl.parse(USES_NOTHING, imports=[path])  # an import file is valid as an import
         assert iface.aliases["coreid"] == Builtin("uint16", "uint", 2, "H", 0, 65535)
+        with pytest.raises(idl.IdlSyntaxError, match="is an import file: pass it as an import"):
+            idl.parse(path)
     else:
+        iface = idl.parse(path, imports=[TYPES_IF])
         assert iface.name == path.stem
         assert iface.description
         assert iface.messages
@@ -76,10 +83,24 @@ def test_barrelfish_files_name_their_origin() -> None:
         assert head.startswith("// origin: BarrelfishOS/barrelfish if/"), p.name
 
 
+def test_barrelfish_set_includes_caps_in_structs() -> None:
+    names = {p.name for p in BARRELFISH.glob("*.if")}
+    assert {"omap_sdma.if", "bulk_ctrl.if"} <= names and BF_IMPORT_ONLY <= names
+
+
 @pytest.mark.parametrize("path", sorted(BARRELFISH.glob("*.if")), ids=lambda p: p.name)
-def test_real_barrelfish_files_parse(path: Path) -> None:
-    iface = idl.parse(path, imports=BF_IMPORTS)
-    assert iface.is_types_only == (path.name in {"types.if", "platform_x86_32.if", "arch_x86_64.if"})
+def test_real_barrelfish_files_parse_and_check(path: Path) -> None:
+    """Every file of the folder: interfaces parse and check (with the import files); import files
+    check as imports and are refused as interfaces."""
+    if path.name in BF_IMPORT_ONLY:
+        others = [p for p in BF_IMPORTS if p != path]
+        iface = idl.parse(USES_NOTHING, imports=[*others, path])
+        assert iface.aliases, f"{path.name} declares no alias"
+        with pytest.raises(idl.IdlSyntaxError, match="no interface declared"):
+            idl.parse(path, imports=others)
+    else:
+        iface = idl.parse(path, imports=BF_IMPORTS)
+        assert iface.name == path.stem and (iface.messages or iface.rpcs)
 
 
 def test_barrelfish_intermon_details() -> None:
@@ -132,9 +153,9 @@ def test_barrelfish_annotations_are_kept() -> None:
 
 
 def test_alias_only_import_file() -> None:
-    types = idl.parse(BARRELFISH / "platform_x86_32.if")
-    assert types.name is None and set(types.aliases) == {"genpaddr", "genvaddr", "rsrcid"}
-    arch = idl.parse(BARRELFISH / "arch_x86_64.if")
+    types = idl.parse(USES_NOTHING, imports=[BARRELFISH / "platform_x86_32.if"])
+    assert types.name == "uses" and set(types.aliases) == {"genpaddr", "genvaddr", "rsrcid"}
+    arch = idl.parse(USES_NOTHING, imports=[BARRELFISH / "arch_x86_64.if"])
     assert "errval" not in arch.aliases  # a builtin name: Flounder's builtin wins
     assert arch.aliases["cycles"].name == "uint64"
 
@@ -162,6 +183,98 @@ def test_malformed_file_reports_position(path: Path) -> None:
 def test_malformed_set_covers_both_kinds() -> None:
     kinds = [p.name.split("_")[0] for p in MALFORMED.glob("*.if")]
     assert kinds.count("syntax") >= 10 and kinds.count("check") >= 10
+    kinds = [p.name.split("_")[1] for p in MALFORMED_IMPORTS.glob("*.if")]
+    assert kinds.count("syntax") >= 4 and kinds.count("check") >= 4
+
+
+@pytest.mark.parametrize("path", sorted(MALFORMED_IMPORTS.glob("*.if")), ids=lambda p: p.stem)
+def test_error_inside_an_import_names_the_import_file(path: Path, tmp_path: Path) -> None:
+    """A malformed import file (second of two imports): the error names it, with line and column."""
+    m = _EXPECT.match(path.read_text().splitlines()[0])
+    assert m, f"{path.name} lacks an '// expect:' header"
+    kind, line, col, text = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    main = tmp_path / "main.if"
+    main.write_text('interface main "uses coreid" {\n    message a(coreid c);\n};\n')
+    cls = idl.IdlSyntaxError if kind == "syntax" else idl.IdlCheckError
+    for source in (main, main.read_text()):  # a path or the text itself: the import is named either way
+        with pytest.raises(cls) as info:
+            idl.parse(source, imports=[TYPES_IF, path])
+        e = info.value
+        assert (e.file, e.line, e.column, e.text) == (str(path), line, col, text)
+        assert str(e) == f"{path}:{line}:{col}: {text}"
+
+
+def test_error_in_the_interface_after_good_imports_names_the_interface(tmp_path: Path) -> None:
+    main = tmp_path / "main.if"
+    main.write_text('interface main "" {\n    message a(coreid c, nosuch d);\n};\n')
+    with pytest.raises(idl.IdlCheckError) as info:
+        idl.parse(main, imports=[TYPES_IF, BARRELFISH / "platform_x86_32.if"])
+    assert (info.value.file, info.value.line, info.value.column) == (str(main), 2, 25)
+    assert info.value.text == "unknown type 'nosuch'"
+
+
+# -- error messages that say what belongs where ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "src, line, col, text",
+    [
+        ('interface m "" {\n  message a(uint8 b[-1]);\n};', 2, 21,
+         "the size of array 'b' must be a non-negative integer, found -1"),
+        ('interface m "" {\n  rpc r(in uint8 b[n, -2], out uint8 c);\n};', 2, 23,
+         "the maximum length of array 'b' must be a non-negative integer, found -2"),
+        ('interface m "" { typedef int32 t[ -7 ]; };', 1, 35, "the length of array type 't' must be a non-negative integer, found -7"),
+        ('interface m "" {\n  message a(in uint8 b);\n};', 2, 13,
+         "'in' belongs only in an rpc's arguments; message 'a' takes plain arguments (TYPE NAME)"),
+        ('interface m "" { call c(uint8 x, out uint8 y); };', 1, 34,
+         "'out' belongs only in an rpc's arguments; call 'c' takes plain arguments (TYPE NAME)"),
+        ('interface m "" { message a(uint8 b[-x]); };', 1, 36, "expected a length name or a number, found character '-'"),
+        ('interface m "" { message a(uint8 b) @; };', 1, 37, "expected ';', found '@'"),
+        ('interface m "" { message a(uint8 b, uint8 c+); };', 1, 44, "expected ',' or ')', found character '+'"),
+    ],
+)
+def test_errors_say_what_belongs_there(src: str, line: int, col: int, text: str) -> None:
+    with pytest.raises(idl.IdlSyntaxError) as info:
+        idl.parse(src)
+    assert (info.value.line, info.value.column, info.value.text) == (line, col, text)
+    assert "a token" not in str(info.value)
+
+
+def test_direction_words_still_work_in_rpcs() -> None:
+    iface = idl.parse('interface m "" { rpc r(in uint8 b, out uint8 c); };')
+    assert [(a.name, a.direction) for a in iface.rpc("r").args] == [("b", "in"), ("c", "out")]
+
+
+# -- input that declares no interface ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "src, line, col",
+    [("", 1, 1), ("   \n\t\n", 3, 1), ("// just a comment", 1, 18), ("/* one */\n// two\n", 3, 1)],
+)
+def test_input_without_an_interface_is_an_error(src: str, line: int, col: int) -> None:
+    with pytest.raises(idl.IdlSyntaxError) as info:
+        idl.parse(src)
+    e = info.value
+    assert (e.file, e.line, e.column) == ("<string>", line, col)
+    assert e.text == "no interface declared: the input is empty or holds only comments"
+    with pytest.raises(idl.IdlSyntaxError):
+        idl.load(src)
+
+
+def test_comment_only_and_alias_only_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.if"
+    empty.write_text("// nothing\n")
+    with pytest.raises(idl.IdlSyntaxError) as info:
+        idl.parse(empty)
+    assert (info.value.file, info.value.line, info.value.column) == (str(empty), 2, 1)
+    aliases = tmp_path / "aliases.if"
+    aliases.write_text("alias coreid uint16;\n")
+    with pytest.raises(idl.IdlSyntaxError, match=r"aliases.if:2:1: no interface declared: .*is an import file"):
+        idl.parse(aliases)
+    # as imports, both are fine (an empty import adds nothing)
+    iface = idl.parse('interface m "" { message a(coreid c); };', imports=[empty, aliases])
+    assert iface.message("a").args[0].type.name == "uint16"
 
 
 def test_syntax_error_says_expected_and_found() -> None:
@@ -295,3 +408,23 @@ def test_parse_accepts_text_path_and_pathlike(tmp_path: Path) -> None:
     assert idl.parse(p).name == "tiny"
     with pytest.raises(FileNotFoundError):
         idl.parse(str(tmp_path / "missing.if"))
+
+
+@pytest.mark.parametrize("missing", ["flounder-idl/echo", "echo", "no/such/dir/x.if", "my interface"])
+def test_a_path_that_does_not_exist_names_itself(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(FileNotFoundError) as info:
+        idl.parse(missing)
+    assert info.value.filename == missing and repr(missing) in str(info.value)
+    with pytest.raises(FileNotFoundError, match=missing.replace("/", ".")):
+        idl.parse(Path(missing))
+    with pytest.raises(FileNotFoundError, match=missing.replace("/", ".")):
+        idl.parse(SHIPPED / "echo.if", imports=[missing])
+
+
+def test_source_text_is_told_from_a_path() -> None:
+    assert idl.parse('interface one "on one line" { message a(); };').name == "one"
+    assert idl.parse('\ninterface two "" { message a(); };').name == "two"
+    assert idl.parse(str(SHIPPED / "echo.if")).name == "echo"  # an existing path
+    with pytest.raises(TypeError, match="expected a path or Flounder source text, got int"):
+        idl.parse(3)  # type: ignore[arg-type]

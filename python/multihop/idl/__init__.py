@@ -20,6 +20,7 @@ The wire format is written down in ``flounder-idl/WIRE.md``.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import types
@@ -60,37 +61,63 @@ __all__ = [
 PathOrText = Union[str, "os.PathLike[str]"]
 
 
+#: Characters every Flounder declaration uses and a file path (almost) never does.
+_SOURCE_MARKS = frozenset("{};()")
+
+
+def _is_source_text(s: str) -> bool:
+    """True if the ``str`` ``s`` is Flounder source text rather than a path.
+
+    Source text has a newline or one of ``{ } ; ( )``, starts a comment, or is
+    blank; anything else (``flounder-idl/echo.if``, ``echo``) is a path.
+    """
+    return "\n" in s or not s.strip() or s.lstrip().startswith(("//", "/*")) or any(c in _SOURCE_MARKS for c in s)
+
+
 def _read(source: PathOrText) -> tuple[str, str]:
-    """(text, file name) of a path or of Flounder source text."""
+    """(text, file name) of a path or of Flounder source text.
+
+    Raises FileNotFoundError naming a path that does not exist.
+    """
     if isinstance(source, os.PathLike):
-        p = Path(source)
-        return p.read_text(encoding="utf-8"), str(p)
-    if not isinstance(source, str):
+        path = str(source)
+    elif isinstance(source, str):
+        if _is_source_text(source):
+            return source, "<string>"
+        path = source
+    else:
         raise TypeError(f"expected a path or Flounder source text, got {type(source).__name__}")
-    if "\n" not in source and (source.endswith(".if") or os.path.exists(source)):
-        return Path(source).read_text(encoding="utf-8"), source
-    return source, "<string>"
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such Flounder interface file", path)
+    return p.read_text(encoding="utf-8"), path
 
 
-def _parse_file(source: PathOrText) -> FileDecl:
+def _parse_file(source: PathOrText, import_file: bool) -> FileDecl:
+    """Read and parse one file (an interface file, or an import file)."""
     text, name = _read(source)
-    return parse_text(text, name)
+    return parse_text(text, name, import_file)
 
 
 def parse(source: PathOrText, imports: Iterable[PathOrText] = ()) -> Interface:
-    """Parse and check a Flounder file (a path, or the source text itself).
+    """Parse and check a Flounder interface file (a path, or the source text itself).
 
     ``imports`` are import files (``alias``/``typedef`` lines only, such as
-    ``flounder-idl/types.if``) whose types the interface may use.  A file that
-    holds only type declarations parses too, into an :class:`Interface` whose
-    ``name`` is None.  A ``str`` is taken as a path if it names an existing file
-    or ends in ``.if`` (and has no newline), else as source text.
+    ``flounder-idl/types.if``) whose types the interface may use; an import
+    file is valid only as an import.  ``source`` must declare an interface:
+    empty input, input of only comments and an import file given as
+    ``source`` raise :class:`IdlSyntaxError` saying so.
+
+    A ``str`` is source text if it has a newline or one of ``{ } ; ( )``, or
+    starts with a comment; otherwise it is a path, and a path that does not
+    exist raises FileNotFoundError naming it.
 
     Raises :class:`IdlSyntaxError` / :class:`IdlCheckError` (both
-    :class:`~multihop.errors.IdlError`) with ``.file``, ``.line``, ``.column``.
+    :class:`~multihop.errors.IdlError`) with ``.file``, ``.line``, ``.column``
+    (an error inside an import file names that file).
     """
-    imps = [_parse_file(i) for i in imports]
-    return check(_parse_file(source), imps)
+    imps = [_parse_file(i, import_file=True) for i in imports]
+    return check(_parse_file(source, import_file=False), imps)
 
 
 def load(source: PathOrText | Interface, imports: Iterable[PathOrText] = (), module_name: str | None = None) -> types.ModuleType:

@@ -243,7 +243,9 @@ def check(decl: FileDecl, imports: list[FileDecl] | tuple[FileDecl, ...] = ()) -
             raise _err(p, f"an import file may hold only 'alias' and 'typedef' lines, not interface '{imp.interface.name}'")
         scope = _Scope(imp.types, scope)
     iface = decl.interface
-    own = _Scope(iface.types if iface is not None else decl.types, scope)
+    if iface is None:
+        raise _err(decl.end or Pos(decl.file, 1, 1), "no interface declared (an import file can only be used as an import)")
+    own = _Scope(iface.types, scope)
 
     # Resolve every declaration (errors in unused types surface too).  The model's
     # types are the visible named structs, enums and arrays, dependencies first,
@@ -274,9 +276,6 @@ def check(decl: FileDecl, imports: list[FileDecl] | tuple[FileDecl, ...] = ()) -
                     if v in values and values[v] != name:
                         raise _err(pos, f"enum value '{v}' of enum '{name}' is already a value of enum '{values[v]}'")
                     values[v] = name
-
-    if iface is None:
-        return Interface(None, None, decl.file, None, ordered, aliases)
 
     messages: list[Message] = []
     rpcs: list[Rpc] = []

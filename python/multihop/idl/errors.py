@@ -35,12 +35,17 @@ class _Located(IdlError):
 
 
 class IdlSyntaxError(_Located):
-    """The file does not follow Flounder's grammar (``expected X, found Y``)."""
+    """The file does not follow Flounder's grammar.
 
-    def __init__(self, file: str, line: int, column: int, expected: str, found: str) -> None:
+    ``expected`` and ``found`` say what the parser wanted and what it saw; the
+    text is ``expected X, found Y`` unless ``text`` explains the problem better
+    (``array size must be a non-negative integer, found -1``).
+    """
+
+    def __init__(self, file: str, line: int, column: int, expected: str, found: str, text: str | None = None) -> None:
         self.expected = expected
         self.found = found
-        super().__init__(file, line, column, f"expected {expected}, found {found}")
+        super().__init__(file, line, column, text if text is not None else f"expected {expected}, found {found}")
 
 
 class IdlCheckError(_Located):

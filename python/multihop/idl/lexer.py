@@ -4,6 +4,10 @@ Comments (``//`` to end of line and ``/* ... */``) and white space are
 skipped.  Lines and columns are 1-based; a column counts characters, so a tab
 is one column.  Keywords are not special here: the parser decides by context
 whether ``message`` is a keyword or a name, as Flounder's grammar needs.
+
+A character no token starts with (``-``, ``$``, ...) becomes a ``char`` token:
+no grammar rule accepts one, so the parser reports it, saying what it expected
+at that place (``uint8 b[-1]``: the array size must be a non-negative integer).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ IDENT = "ident"
 INT = "int"
 STRING = "string"
 PUNCT = "punct"
+CHAR = "char"
 EOF = "eof"
 
 PUNCTUATION = frozenset("{}()[];,=@")
@@ -49,6 +54,8 @@ def describe(tok: Token) -> str:
         return f"number {tok.value}"
     if tok.kind == STRING:
         return f'string "{tok.value}"'
+    if tok.kind == CHAR:
+        return f"character {tok.value!r}"
     return f"'{tok.value}'"
 
 
@@ -58,8 +65,8 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0"
 def tokenize(text: str, file: str) -> list[Token]:
     """Split Flounder source into tokens, ending with one ``eof`` token.
 
-    Raises :class:`IdlSyntaxError` for a character no token starts with, an
-    unterminated comment or string, or a malformed number.
+    Raises :class:`IdlSyntaxError` for an unterminated comment or string, or
+    a malformed number.  Any other character becomes a ``char`` token.
     """
     toks: list[Token] = []
     i, n = 0, len(text)
@@ -135,6 +142,7 @@ def tokenize(text: str, file: str) -> list[Token]:
             toks.append(Token(PUNCT, c, line, col))
             i += 1
             continue
-        raise err(i, line, line_start, "a token", f"character {c!r}")
+        toks.append(Token(CHAR, c, line, col))
+        i += 1
     toks.append(Token(EOF, "", line, i - line_start + 1))
     return toks

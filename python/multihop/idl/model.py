@@ -287,7 +287,12 @@ class Rpc:
 
 @dataclass(frozen=True)
 class Interface:
-    """A checked interface (or, with ``name`` None, an import file of types only)."""
+    """A checked interface.
+
+    :func:`multihop.idl.parse` always returns one with a ``name``; a hand-made
+    model with ``name`` None stands for an import file (types only), which the
+    back ends refuse.
+    """
 
     name: str | None
     description: str | None
@@ -300,7 +305,7 @@ class Interface:
 
     @property
     def is_types_only(self) -> bool:
-        """True for an import file (aliases and typedefs, no interface)."""
+        """True for a model of an import file (aliases and typedefs, no interface)."""
         return self.name is None
 
     def message(self, name: str) -> Message:

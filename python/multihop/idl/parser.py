@@ -18,7 +18,11 @@ Grammar (``*`` many, ``?`` optional)::
 
 The parser only checks the shape; names are resolved by :mod:`multihop.idl.checker`.
 A syntax error raises :class:`IdlSyntaxError` saying ``expected X, found Y`` at
-the token that does not fit.
+the token that does not fit, or saying what is wrong where that is clearer: a
+negative array size, ``in``/``out`` outside an rpc, a file with no interface.
+
+An interface file must declare its interface; only an import file
+(``import_file=True``) may hold nothing but type declarations (or nothing).
 """
 
 from __future__ import annotations
@@ -49,9 +53,24 @@ __all__ = ["parse_text"]
 _MSG_KINDS = ("message", "call", "response")
 
 
-def parse_text(text: str, file: str = "<string>") -> FileDecl:
-    """Parse Flounder source into a syntax tree; ``file`` names it in errors."""
-    return _Parser(lexer.tokenize(text, file), file).parse_file()
+def parse_text(text: str, file: str = "<string>", import_file: bool = False) -> FileDecl:
+    """Parse Flounder source into a syntax tree; ``file`` names it in errors.
+
+    Unless ``import_file``, the source must declare an interface: empty input,
+    input of only comments, or only ``alias``/``typedef`` lines (an import
+    file) raise :class:`IdlSyntaxError` at the end of the input, saying so.
+    """
+    decl = _Parser(lexer.tokenize(text, file), file).parse_file()
+    if decl.interface is None and not import_file:
+        end = decl.end or Pos(file, 1, 1)
+        if decl.types:
+            why = ("a file of only 'alias' and 'typedef' lines is an import file: "
+                   "pass it as an import (imports=[...], or --import)")
+        else:
+            why = "the input is empty or holds only comments"
+        raise IdlSyntaxError(end.file, end.line, end.column, "an interface ('interface NAME \"...\" { ... };')",
+                             "end of file", f"no interface declared: {why}")
+    return decl
 
 
 class _Parser:
@@ -110,11 +129,24 @@ class _Parser:
             raise self.fail(what)
         return self.advance()
 
-    def integer(self, what: str) -> Token:
-        """Consume a number or fail saying ``what`` was expected."""
+    def integer(self, what: str, noun: str) -> Token:
+        """Consume a non-negative number or fail saying ``what`` was expected.
+
+        A minus sign before a number fails saying ``noun`` (e.g. "array size")
+        must be a non-negative integer.
+        """
         if self.tok.kind != lexer.INT:
-            raise self.fail(what)
+            raise self.negative(noun) or self.fail(what)
         return self.advance()
+
+    def negative(self, noun: str) -> IdlSyntaxError | None:
+        """If a minus sign and a number are next: the error saying ``noun`` must be non-negative."""
+        t = self.tok
+        if t.kind == lexer.CHAR and t.value == "-" and self.toks[self.i + 1].kind == lexer.INT:
+            value = f"-{self.toks[self.i + 1].value}"
+            return IdlSyntaxError(self.file, t.line, t.column, "a non-negative integer", f"'{value}'",
+                                  f"{noun} must be a non-negative integer, found {value}")
+        return None
 
     # -- file ----------------------------------------------------------------
 
@@ -124,7 +156,7 @@ class _Parser:
             iface = self.interface()
             if self.tok.kind != lexer.EOF:
                 raise self.fail("end of file")
-            return FileDecl(self.file, iface)
+            return FileDecl(self.file, iface, end=self.pos())
         types: list[TypeDecl] = []
         while self.tok.kind != lexer.EOF:
             if not self.is_word("alias", "typedef"):
@@ -132,7 +164,7 @@ class _Parser:
                     raise self.fail("'alias', 'typedef' or end of file")
                 raise self.fail("'interface', 'alias' or 'typedef'")
             types.append(self.typedecl())
-        return FileDecl(self.file, None, tuple(types))
+        return FileDecl(self.file, None, tuple(types), end=self.pos())
 
     def interface(self) -> InterfaceDecl:
         """'interface' NAME STRING? '{' (typedecl | msgdecl)* '}' ';'"""
@@ -179,7 +211,7 @@ class _Parser:
         name = self.ident("the new type's name")
         if self.is_punct("["):
             self.advance()
-            length = self.integer("the array length (a number)")
+            length = self.integer("the array length (a number)", f"the length of array type '{name.value}'")
             self.punct("]")
             self.punct(";")
             return ArrayDecl(str(name.value), target, int(length.value), self.pos(name))
@@ -197,7 +229,7 @@ class _Parser:
             size = None
             if self.is_punct("["):
                 self.advance()
-                size = int(self.integer("the array length (a number)").value)
+                size = int(self.integer("the array length (a number)", f"the length of array field '{fname.value}'").value)
                 self.punct("]")
                 self.punct(";")
             else:
@@ -262,22 +294,22 @@ class _Parser:
         if self.is_word("rpc"):
             self.advance()
             name = self.ident("the rpc's name")
-            args = self.arglist(rpc=True)
+            args = self.arglist(str(name.value), f"rpc '{name.value}'")
             return RpcDecl(str(name.value), args, self.pos(name), tuple(annotations))
         if not self.is_word(*_MSG_KINDS):
             raise self.fail("'message', 'rpc', 'call' or 'response'")
         kind = str(self.advance().value)
         name = self.ident(f"the {kind}'s name")
-        args = self.arglist(rpc=False)
+        args = self.arglist(None, f"{kind} '{name.value}'")
         return MessageDecl(kind, str(name.value), args, self.pos(name), tuple(annotations))
 
-    def arglist(self, rpc: bool) -> tuple[ArgDecl, ...]:
-        """'(' (arg (',' arg)*)? ')' ';'"""
+    def arglist(self, rpc: str | None, where: str) -> tuple[ArgDecl, ...]:
+        """'(' (arg (',' arg)*)? ')' ';' -- ``rpc`` names the rpc (None for a message), ``where`` says what it is."""
         self.punct("(")
         args: list[ArgDecl] = []
         if not self.is_punct(")"):
             while True:
-                args.append(self.arg(rpc, first=not args))
+                args.append(self.arg(rpc is not None, not args, where))
                 if self.is_punct(","):
                     self.advance()
                     continue
@@ -286,7 +318,7 @@ class _Parser:
         self.punct(";")
         return tuple(args)
 
-    def arg(self, rpc: bool, first: bool) -> ArgDecl:
+    def arg(self, rpc: bool, first: bool, where: str) -> ArgDecl:
         """('in' | 'out')? TYPE NAME ('[' (NAME (',' INT)? | INT) ']')?"""
         direction = None
         if rpc:
@@ -295,7 +327,14 @@ class _Parser:
             direction = str(self.advance().value)
             atype = self.typeref("an argument type")
         else:
-            atype = self.typeref("an argument type or ')'" if first else "an argument type")
+            expected = "an argument type or ')'" if first else "an argument type"
+            if self.is_word("in", "out"):
+                t = self.tok
+                raise IdlSyntaxError(
+                    self.file, t.line, t.column, expected, describe(t),
+                    f"'{t.value}' belongs only in an rpc's arguments; {where} takes plain arguments (TYPE NAME)",
+                )
+            atype = self.typeref(expected)
         name = self.ident("an argument name")
         dims = None
         if self.is_punct("["):
@@ -308,9 +347,10 @@ class _Parser:
                 maximum = None
                 if self.is_punct(","):
                     self.advance()
-                    maximum = int(self.integer("the array's maximum length (a number)").value)
+                    maximum = int(self.integer("the array's maximum length (a number)",
+                                               f"the maximum length of array '{name.value}'").value)
                 dims = Dims(self.pos(open_tok), length_name=str(ln.value), length_pos=self.pos(ln), maximum=maximum)
             else:
-                raise self.fail("a length name or a number")
+                raise self.negative(f"the size of array '{name.value}'") or self.fail("a length name or a number")
             self.punct("]", "']'" if dims.length_name is None or dims.maximum is not None else "',' or ']'")
         return ArgDecl(atype, str(name.value), self.pos(name), dims, direction)

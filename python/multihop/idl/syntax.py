@@ -168,8 +168,9 @@ class InterfaceDecl:
 
 @dataclass(frozen=True, slots=True)
 class FileDecl:
-    """A whole file: one interface, or only type declarations (an import file)."""
+    """A whole file: one interface, or only type declarations (an import file); ``end`` is where it ends."""
 
     file: str
     interface: InterfaceDecl | None
     types: tuple[TypeDecl, ...] = field(default=())
+    end: Pos | None = None
