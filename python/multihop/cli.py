@@ -52,6 +52,12 @@ def format_status(st: dict[str, Any]) -> str:
             f"    forwarding entries={data.get('forwarding_entries', 0)} forwarded={data.get('forwarded', 0)}"
             f" dropped={data.get('dropped', 0)} malformed={data.get('malformed', 0)} max queue={data.get('max_queue', 0)}"
         )
+        sampled = data.get("sampled_messages", 0)
+        step = f"{data.get('sampled_cpu_ns', 0) / sampled:.0f} ns CPU per message" if sampled else "no sample yet"
+        out.append(
+            f"    forwarder: parked {data.get('parks', 0)}x, polled {data.get('polls', 0)}x"
+            f" (promoted {data.get('poll_promotions', 0)}x); forwarding step {step}"
+        )
         for d in m["dispatchers"]:
             out.append(f"    dispatcher {d['id']}: pid {d['pid']}, {d['channels']} channel(s)")
         for s in m["services"]:
