@@ -1,7 +1,10 @@
 """Generated Python bindings and C code: shape, value checks, decode errors, cap refusal, stubgen.
 
-The channel here is multihop.idl.loopback, an in-process stand-in: these are
-codec-level checks only (real-channel tests belong with the runtime).
+Every binding here runs over the runtime's real channels: a module-wide runtime
+of two cores, and a fresh channel pair per binding pair (tests/chanpair.py),
+over UMP and over a multi-hop channel (client on core 0, service on core 1).
+The C stubs are linked against the real libmultihop_core.so and talk over a
+real channel too.
 """
 
 from __future__ import annotations
@@ -9,13 +12,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 
 import multihop
+import multihop as mh
 import multihop.idl as idl
-from multihop.idl.loopback import loopback_pair
+from chanpair import channel_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "flounder-idl"
@@ -24,6 +30,7 @@ BARRELFISH = DATA / "barrelfish"
 TYPES_IF = SHIPPED / "types.if"
 BF_IMPORTS = [BARRELFISH / "types.if", BARRELFISH / "platform_x86_32.if", BARRELFISH / "arch_x86_64.if"]
 
+INCLUDE = ROOT / "core-rs" / "include"
 GCC = shutil.which("gcc")
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 
@@ -43,15 +50,40 @@ def ges():
     return idl.load(SHIPPED / "ges_broker.if")
 
 
-def pair(mod):
-    a, b = loopback_pair()
-    return mod.Binding(a), mod.Binding(b), a, b
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[mh.Runtime]:
+    """One two-core runtime for the module, stopped even if a test fails."""
+    from conftest import unique_name
+
+    rt = mh.Runtime.start(unique_name("idl-codec"), cores=[0, 1])
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+Pair = Callable[[Any], tuple[Any, Any, mh.Channel, mh.Channel]]
+
+
+@pytest.fixture(params=["ump", "multihop"])
+def pair(request: pytest.FixtureRequest, runtime: mh.Runtime) -> Iterator[Pair]:
+    """``pair(mod)`` -> (client binding, service binding, client channel, service channel) over a
+    fresh real channel of the parametrized transport; every channel made is closed after the test."""
+    with ExitStack() as stack:
+
+        def make(mod: Any) -> tuple[Any, Any, mh.Channel, mh.Channel]:
+            a, b = stack.enter_context(channel_pair(runtime, request.param))
+            if request.param == "multihop":
+                assert a.stats()["hops"] >= 2
+            return mod.Binding(a), mod.Binding(b), a, b
+
+        yield make
 
 
 # -- binding shape ----------------------------------------------------------------------
 
 
-def test_tx_rx_record_shape(echo) -> None:
+def test_tx_rx_record_shape(pair, echo) -> None:
     cli, srv, _, _ = pair(echo)
     assert type(cli) is echo.EchoBinding and echo.Binding is echo.EchoBinding
     cli.tx.ping(seq=1, data=b"hello")
@@ -106,7 +138,7 @@ def test_types_enum_struct(kv, ges) -> None:
     assert (out.topic, out.body) == ("t/1", b"payload")
 
 
-def test_handlers_and_dispatch(echo) -> None:
+def test_handlers_and_dispatch(pair, echo) -> None:
     cli, srv, _, _ = pair(echo)
     seen = []
     srv.rx.on("ping", seen.append)
@@ -120,6 +152,36 @@ def test_handlers_and_dispatch(echo) -> None:
     assert info.value.message.seq == 6 and isinstance(info.value, multihop.ProtocolError)
     srv.rx.off("ping")
     assert srv.rx.handler("ping") is None
+
+
+def test_handlers_dispatch_many_messages_in_order(pair, echo) -> None:
+    """rx.on for several messages (an rpc half too); dispatch calls each in arrival order; a
+    message that arrived while an rpc waited is dispatched first."""
+    cli, srv, _, srv_ch = pair(echo)
+    log: list[tuple[str, object]] = []
+    srv.rx.on("ping", lambda m: log.append(("ping", m.seq)))
+    srv.rx.on("bye", lambda m: log.append(("bye", None)))
+    srv.rx.on("say_call", lambda m: log.append(("say", m.text)))
+    n = 200  # more than a multi-hop window: acks have to flow while dispatch runs
+    for i in range(n):
+        cli.tx.ping(seq=i, data=bytes([i % 256]) * (i % 50))
+        if i % 10 == 9:
+            for _ in range(10):
+                srv.dispatch(timeout=5.0)
+    cli.tx.say_call(text="hé")
+    cli.tx.bye()
+    for _ in range(2):
+        srv.dispatch(timeout=5.0)
+    assert log == [("ping", i) for i in range(n)] + [("say", "hé"), ("bye", None)]
+    # the service answers an rpc with a ping first: the client keeps the ping for dispatch
+    cli_log: list[int] = []
+    cli.rx.on("ping", lambda m: cli_log.append(m.seq))
+    srv_ch.send(echo.encode("ping", seq=99, data=b"early"))
+    srv_ch.send(echo.encode("echo_response", reply=b"back"))
+    assert cli.rpc.echo(request=b"x", timeout=5.0) == b"back"
+    assert cli.dispatch(timeout=5.0) == echo.messages.ping(99, b"early") and cli_log == [99]
+    assert srv.rx.next(timeout=5.0) == echo.messages.echo_call(b"x")
+    assert cli.rx.try_next() is None and srv.rx.try_next() is None
 
 
 class KvHandler:
@@ -161,7 +223,7 @@ def serve_n(binding, handler, n: int) -> threading.Thread:
     return t
 
 
-def test_rpc_client_and_serve(kv) -> None:
+def test_rpc_client_and_serve(pair, kv) -> None:
     cli, srv, _, _ = pair(kv)
     h = KvHandler()
     t = serve_n(srv, h, 7)
@@ -178,7 +240,7 @@ def test_rpc_client_and_serve(kv) -> None:
     assert not t.is_alive() and h.invalidated == "k"
 
 
-def test_rpc_with_no_out_and_keyword_names() -> None:
+def test_rpc_with_no_out_and_keyword_names(pair) -> None:
     mod = idl.load(
         'interface kw "Python keywords as names" {\n'
         "  rpc del(in uint32 from, in String name[16]);\n"
@@ -201,7 +263,7 @@ def test_rpc_with_no_out_and_keyword_names() -> None:
     assert msg.name == "class" and (msg.self_, msg.timeout_, msg.number_, msg.lambda_) == (1, 2, 3, 4)
 
 
-def test_rpc_keeps_other_messages_for_rx(echo) -> None:
+def test_rpc_keeps_other_messages_for_rx(pair, echo) -> None:
     cli, _, _, peer = pair(echo)
     # the peer sends an unrelated message before the response
     peer.send(echo.encode("pong", seq=1, data=b"early"))
@@ -211,13 +273,13 @@ def test_rpc_keeps_other_messages_for_rx(echo) -> None:
     assert cli.rx.next(timeout=1.0) == echo.messages.pong(1, b"early")
 
 
-def test_rpc_timeout(echo) -> None:
+def test_rpc_timeout(pair, echo) -> None:
     cli, _, _, _ = pair(echo)
     with pytest.raises(multihop.Timeout):
         cli.rpc.say("anyone?", timeout=0.05)
 
 
-def test_serve_errors(kv) -> None:
+def test_serve_errors(pair, kv) -> None:
     cli, srv, a, _ = pair(kv)
     a.send(kv.encode("get_stats_call"))
     with pytest.raises(idl.UnhandledMessage):
@@ -248,7 +310,7 @@ def test_serve_errors(kv) -> None:
         ("say_call", dict(text=b"bytes"), TypeError, "argument 'text': expected a str, got bytes"),
     ],
 )
-def test_bad_values_raise_before_sending(echo, message, args, exc, text) -> None:
+def test_bad_values_raise_before_sending(pair, echo, message, args, exc, text) -> None:
     cli, _, _, peer = pair(echo)
     with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
         getattr(cli.tx, message)(**args)
@@ -257,7 +319,7 @@ def test_bad_values_raise_before_sending(echo, message, args, exc, text) -> None
         echo.encode(message, **args)
 
 
-def test_bad_values_in_composite_types(ges, kv) -> None:
+def test_bad_values_in_composite_types(pair, ges, kv) -> None:
     cli, _, _, peer = pair(ges)
     with pytest.raises(ValueError, match=r"ges_broker.gateway_up: argument 'src.c': value 4294967296 out of range for uint32"):
         cli.tx.gateway_up(src=(0, 0, 2**32, 0), dst=(0, 0, 0, 0), lvl=0, cost=1)
@@ -317,7 +379,7 @@ def _corruptions(echo, kv) -> list[tuple[object, bytes, bytes, str]]:
     return [(mod, bad, good_echo if mod is echo else good_kv, text) for mod, bad, text in cases]
 
 
-def test_corrupt_messages_raise_and_the_next_decodes(echo, kv) -> None:
+def test_corrupt_messages_raise_and_the_next_decodes(pair, echo, kv) -> None:
     for mod, bad, good, text in _corruptions(echo, kv):
         _, srv, a, _ = pair(mod)
         a.send(bad)
@@ -384,6 +446,123 @@ def test_caps_in_structs_and_arrays_fail_codegen_naming_the_field(gen, backend) 
         assert ((info.value.line, info.value.column), info.value.text) == ((line, col), f"{backend} back end cannot generate {text}{tail}")
 
 
+_KW = "is a Python keyword, so it gets a trailing '_'"
+
+
+@pytest.mark.parametrize(
+    "src, line, col, text",
+    [
+        # renamed keywords that clash with a name as written
+        ('interface x "" {\n  message m(uint8 from, uint8 from_);\n};', 2, 31,
+         f"argument 'from_' clashes with argument 'from' of message 'm': both are 'from_' in Python ('from' {_KW})"),
+        ('interface x "" {\n  rpc r(in uint8 timeout_, in uint8 timeout, out uint8 z);\n};', 2, 37,
+         "argument 'timeout' clashes with argument 'timeout_' of rpc 'r': both are 'timeout_' in Python "
+         "('timeout' is a name the binding uses itself, so it gets a trailing '_')"),
+        ('interface x "" {\n  typedef struct { uint8 class; uint8 class_; } s;\n  message m(s v);\n};', 2, 39,
+         f"field 'class_' clashes with field 'class' of struct 's': both are 'class_' in Python ('class' {_KW})"),
+        ('interface x "" {\n  typedef enum { None, None_ } e;\n  message m(e v);\n};', 2, 24,
+         f"value 'None_' clashes with value 'None' of enum 'e': both are 'None_' in Python ('None' {_KW})"),
+        ('interface x "" {\n  message while(uint8 a);\n  message while_(uint8 b);\n};', 3, 11,
+         f"message 'while_' clashes with message 'while' among the methods of b.tx: both are 'while_' in Python ('while' {_KW})"),
+        ('interface x "" {\n  rpc pass(in uint8 a);\n  message pass_(uint8 b);\n};', 3, 11,
+         f"message 'pass_' clashes with rpc 'pass' among the methods of a serve() handler: both are 'pass_' in Python ('pass' {_KW})"),
+        ('interface x "" {\n  typedef struct { uint8 a; } list;\n  typedef struct { uint8 b; } list_;\n  message m(list p, list_ q);\n};',
+         3, 31, "struct 'list_' clashes with struct 'list' at module level: both are 'list_' in Python "
+         "('list' is a Python builtin, so it gets a trailing '_')"),
+        # enum members IntEnum refuses or swallows
+        ('interface x "" {\n  typedef enum { A, mro } e;\n  message m(e v);\n};', 2, 21,
+         "value 'mro' of enum 'e' cannot be a Python enum member: Python's IntEnum refuses it (invalid enum member name(s) 'mro')"),
+        ('interface x "" {\n  typedef enum { A,\n      _missing_ } e;\n  message m(e v);\n};', 3, 7,
+         "value '_missing_' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)"),
+        ('interface x "" {\n  typedef enum { __init__ } e;\n  message m(e v);\n};', 2, 18,
+         "value '__init__' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)"),
+        # '_' names: at the field or argument, with the real reason
+        ('interface x "" {\n  typedef struct {\n    uint8 ok;\n    uint8 _hidden;\n  } s;\n  message m(s v);\n};', 4, 11,
+         "field '_hidden' of struct 's' cannot start with '_': a struct is a Python named tuple, whose field names cannot start with '_'"),
+        ('interface x "" {\n  rpc r(in uint8 a, out uint8 _b, out uint8 c);\n};', 2, 31,
+         "out argument '_b' of rpc 'r' cannot start with '_': an rpc with several out arguments returns a Python "
+         "named tuple, whose field names cannot start with '_'"),
+        ('interface x "" {\n  message m(uint8 ok, uint8 __x);\n};', 2, 29,
+         "argument '__x' of message 'm': Python mangles names starting with '__' inside a class"),
+        ('interface x "" {\n  typedef struct { uint8 q; } __name__;\n  message m(__name__ a);\n};', 2, 31,
+         "struct '__name__': names starting with '__' are Python's own at module level (such as __name__ and __doc__)"),
+        ('interface x "" {\n  message m(uint8 _mh1);\n};', 2, 19, "argument '_mh1' of message 'm': names starting with '_mh' are reserved for the generated code"),
+        ('interface x "" {\n  rpc _mhcall(in uint8 a);\n};', 2, 7, "rpc '_mhcall': names starting with '_mh' are reserved for the generated code"),
+    ],
+)
+def test_python_back_end_refuses_names_it_cannot_use(src: str, line: int, col: int, text: str) -> None:
+    iface = idl.parse(src)  # valid Flounder
+    with pytest.raises(idl.IdlCodegenError) as info:
+        idl.generate_python(iface)
+    e = info.value
+    assert (e.line, e.column, e.text) == (line, col, f"Python back end: {text}")
+    with pytest.raises(idl.IdlCodegenError):
+        idl.load(iface)
+
+
+def test_python_back_end_takes_awkward_but_valid_names(pair) -> None:
+    """Names Python can take after all: they generate, import and travel over a real channel."""
+    mod = idl.load(
+        'interface awk "C:\\\\names with \\"\\"\\" and \\\\N{x}" {\n'
+        "  typedef enum { __x, _y, name, value, count, None } e;\n"
+        "  typedef struct { uint8 index; uint8 count; uint8 as; } s;\n"
+        "  message m(e v, s w, uint8 _fields, uint8 _values, uint8 name, uint8 self, uint8 len);\n"
+        "  rpc r(in uint8 _a, out uint8 _only);\n"
+        "};\n"
+    )
+    assert mod.DESCRIPTION == 'C:\\names with """ and \\N{x}' and mod.__doc__.startswith("Binding of Flounder interface awk")
+    assert list(mod.e.__members__) == ["__x", "_y", "name", "value", "count", "None_"]
+    cli, srv, _, _ = pair(mod)
+    cli.tx.m(v=mod.e["__x"], w=mod.s(1, 2, 3), _fields_=4, _values_=5, name_=6, self_=7, len=8, timeout=5.0)
+    got = srv.rx.next(timeout=5.0)
+    assert got._asdict() == dict(v=mod.e["__x"], w=(1, 2, 3), _fields_=4, _values_=5, name_=6, self_=7, len=8)
+    assert got.v is mod.e["__x"] and got.w.as_ == 3
+
+    class H:
+        def r(self, _a: int) -> int:
+            return _a + 1
+
+    t = serve_n(srv, H(), 1)
+    assert cli.rpc.r(_a=41, timeout=5.0) == 42
+    t.join(5.0)
+
+
+@pytest.mark.parametrize(
+    "src, line, col, text",
+    [
+        ('interface x "" {\n  message m(uint8 int, uint8 int_);\n};', 2, 30,
+         "argument 'int_' clashes with argument 'int' among the C parameters of message 'm': both are 'int_' in C "
+         "('int' is a C keyword or library name, so it gets a trailing '_')"),
+        ('interface x "" {\n  rpc r(in uint8 for, out uint8 for_);\n};', 2, 33,
+         "out argument 'for_' clashes with in argument 'for' among the C parameters of x_r_rpc: both are 'for_' in C "
+         "('for' is a C keyword or library name, so it gets a trailing '_')"),
+        ('interface x "" {\n  message m(uint8 b[free, 4], uint8 free_);\n};', 2, 37,
+         "argument 'free_' clashes with length 'free' of argument 'b' among the C parameters of message 'm': both are "
+         "'free_' in C ('free' is a C keyword or library name, so it gets a trailing '_')"),
+        ('interface x "" {\n  typedef struct { uint8 mh_x; uint8 u_mh_x; } s;\n  message m(s v);\n};', 2, 38,
+         "field 'u_mh_x' clashes with field 'mh_x' of struct 's': both are 'u_mh_x' in C "
+         "('mh_x' is in the generated code's mh_ space, so it gets a 'u_' prefix)"),
+        ('interface x "" {\n  typedef enum { recv, OTHER } e;\n  message m(e v);\n};', 2, 18,
+         "value 'recv' of enum 'e' clashes with the generated function 'x_recv' among the generated C globals: both are 'x_recv' in C"),
+        ('interface x "" {\n  typedef enum { A, m_send } e;\n  message m(e v);\n};', 3, 11,
+         "the send function of message 'm' clashes with value 'm_send' of enum 'e' among the generated C globals: "
+         "both are 'x_m_send' in C"),
+        ('interface x "" {\n  message switch(uint8 a);\n  message switch_(uint8 b);\n};', 3, 11,
+         "message 'switch_' clashes with message 'switch' among the members of the rx_handlers table: both are "
+         "'switch_' in C ('switch' is a C keyword or library name, so it gets a trailing '_')"),
+    ],
+)
+def test_c_back_end_refuses_names_that_collide(src: str, line: int, col: int, text: str) -> None:
+    with pytest.raises(idl.IdlCodegenError) as info:
+        idl.generate_c(idl.parse(src))
+    assert (info.value.line, info.value.column, info.value.text) == (line, col, f"C back end: {text}")
+
+
+def test_c_comments_survive_any_description() -> None:
+    header, source = idl.generate_c(idl.parse('interface x "ends a comment */ early" { message m(); };'))
+    assert "*/ early" not in header and "* / early" in header
+
+
 def test_import_files_do_not_generate() -> None:
     with pytest.raises(idl.IdlSyntaxError, match="no interface declared: .* is an import file"):
         idl.load(TYPES_IF)
@@ -428,32 +607,20 @@ def test_stubgen_and_main(tmp_path: Path, capsys) -> None:
 # -- generated C -------------------------------------------------------------------------------
 
 C_MAIN = r"""
+/* The generated echo and kvstore stubs over a real channel of libmultihop_core.so: this one process
+ * attaches twice (cores 0 and 1), exports a service on core 1, accepts it in a thread and binds to
+ * it from core 0. Usage: cmain RUNTIME SERVICE TRANSPORT */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "echo.h"
 #include "kvstore.h"
 
-/* A fake channel for the test: one FIFO of messages (the C ABI is the lead's; this only feeds the stubs). */
-struct mh_channel { uint8_t q[8][8192]; size_t len[8]; unsigned head, tail; };
-int mh_send(mh_channel *ch, const void *data, size_t len, int64_t timeout_ms)
-{
-    (void)timeout_ms;
-    if (len > 8192 || ch->tail - ch->head >= 8) return MH_E_BUSY;
-    memcpy(ch->q[ch->tail % 8], data, len);
-    ch->len[ch->tail % 8] = len;
-    ch->tail++;
-    return MH_OK;
-}
-int mh_recv(mh_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_ms)
-{
-    (void)timeout_ms;
-    if (ch->head == ch->tail) return MH_E_TIMEOUT;
-    *len = ch->len[ch->head % 8];
-    if (*len > cap) return MH_E_TOO_LARGE;
-    memcpy(buf, ch->q[ch->head % 8], *len);
-    ch->head++;
-    return MH_OK;
-}
+static mh_service *svc;
+static mh_channel *srv_ch;
+static int accept_rc = MH_E_INTERNAL;
+static void *accept_one(void *arg) { (void)arg; accept_rc = mh_accept(svc, 30000, &srv_ch); return NULL; }
+
 static void hex(const char *tag, const uint8_t *p, size_t n)
 {
     printf("%s ", tag);
@@ -467,35 +634,56 @@ static void on_ping(void *st, uint64_t seq, const uint8_t *data, size_t len)
 }
 static void on_invalidate(void *st, const char *key) { (void)st; printf("invalidate %s\n", key); }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    static mh_channel ch;
-    static uint8_t big[3000];
+    if (argc != 4) return 2;
+    mh_dispatcher *d0 = NULL, *d1 = NULL;
+    mh_channel *cli_ch = NULL;
+    pthread_t t;
+    if (mh_attach(argv[1], 0, &d0) != MH_OK || mh_attach(argv[1], 1, &d1) != MH_OK) return 3;
+    if (mh_export(d1, argv[2], &svc) != MH_OK || pthread_create(&t, NULL, accept_one, NULL) != 0) return 4;
+    int brc = mh_bind(d0, argv[2], argv[3], 30000, &cli_ch);
+    pthread_join(t, NULL);
+    if (brc != MH_OK || accept_rc != MH_OK) { fprintf(stderr, "bind %d accept %d: %s\n", brc, accept_rc, mh_last_error()); return 5; }
+    echo_binding ec, es;
+    kvstore_binding kc, ks;
+    echo_binding_init(&ec, cli_ch);
+    echo_binding_init(&es, srv_ch);
+    kvstore_binding_init(&kc, cli_ch);
+    kvstore_binding_init(&ks, srv_ch);
+    static uint8_t big[3000], raw[8192];
+    size_t rawlen = 0;
     memset(big, 'b', sizeof big);
     const echo_rx_handlers eh = { .ping = on_ping };
     const kvstore_rx_handlers kh = { .invalidate = on_invalidate };
 
-    printf("send %d\n", echo_ping_send(&ch, -1, 7, (const uint8_t *)"hello", 5));
-    hex("wire", ch.q[0], ch.len[0]);
-    printf("recv %d\n", echo_recv(&ch, 0, &eh, NULL));
-    printf("send %d\n", echo_ping_send(&ch, -1, 8, big, sizeof big));      /* heap path on both sides */
-    printf("recv %d\n", echo_recv(&ch, 0, &eh, NULL));
-    printf("empty %d\n", echo_recv(&ch, 0, &eh, NULL));
-    printf("toolong %d\n", echo_ping_send(&ch, -1, 9, big, 4097));
+    printf("send %d\n", echo_ping_send(&ec, -1, 7, (const uint8_t *)"hello", 5));
+    printf("raw %d\n", mh_recv(srv_ch, raw, sizeof raw, &rawlen, 5000));   /* the bytes on the wire */
+    hex("wire", raw, rawlen);
+    printf("dispatch %d\n", echo_dispatch(raw, rawlen, &eh, NULL));
+    printf("send %d\n", echo_ping_send(&ec, -1, 8, big, sizeof big));      /* heap path on both sides */
+    printf("recv %d\n", echo_recv(&es, 5000, &eh, NULL));
+    printf("empty %d\n", echo_recv(&es, 0, &eh, NULL));
+    printf("toolong %d\n", echo_ping_send(&ec, -1, 9, big, 4097));
 
-    printf("send %d\n", kvstore_invalidate_send(&ch, -1, "some/key"));
-    printf("recv %d\n", kvstore_recv(&ch, 0, &kh, NULL));
-    printf("nohandler %d\n", (kvstore_put_response_send(&ch, -1, kvstore_KV_EXISTS), kvstore_recv(&ch, 0, &kh, NULL)));
+    printf("send %d\n", kvstore_invalidate_send(&kc, -1, "some/key"));
+    printf("recv %d\n", kvstore_recv(&ks, 5000, &kh, NULL));
+    printf("nohandler %d\n", (kvstore_put_response_send(&kc, -1, kvstore_KV_EXISTS), kvstore_recv(&ks, 5000, &kh, NULL)));
 
-    /* rpc: the fake FIFO already holds the response when the call goes out */
+    /* rpc: the service end already sent an invalidate and the response when the call goes out */
     kvstore_stats_t s0 = { 1, 2, 3, 4, 5 }, s1;
     memset(&s1, 0, sizeof s1);
-    kvstore_get_stats_response_send(&ch, -1, &s0);
-    printf("rpc %d\n", kvstore_get_stats_rpc(&ch, -1, &s1));
+    kvstore_invalidate_send(&ks, -1, "early");
+    kvstore_get_stats_response_send(&ks, -1, &s0);
+    printf("rpc %d\n", kvstore_get_stats_rpc(&kc, 5000, &s1));
     printf("stats %llu %llu\n", (unsigned long long)s1.keys, (unsigned long long)s1.misses);
-    uint8_t call[64]; size_t clen = 0;
-    printf("rpc call left %d\n", mh_recv(&ch, call, sizeof call, &clen, 0));
-    hex("call", call, clen);
+    printf("backlog %zu\n", kvstore_backlog_count(&kc));
+    printf("recv %d\n", kvstore_recv(&kc, 0, &kh, NULL));                 /* the early invalidate */
+    printf("backlog %zu\n", kvstore_backlog_count(&kc));
+    printf("rpc call arrived %d\n", mh_recv(srv_ch, raw, sizeof raw, &rawlen, 5000));
+    hex("call", raw, rawlen);
+    printf("rpc timeout %d\n", kvstore_get_stats_rpc(&kc, 50, &s1));
+    printf("rpc null %d\n", kvstore_get_stats_rpc(NULL, 50, &s1));
 
     uint8_t small[4]; size_t need = 0;
     int rc = echo_ping_encode(small, sizeof small, &need, 1, (const uint8_t *)"xy", 2);
@@ -505,14 +693,34 @@ int main(void)
     static const uint8_t trunc[] = { 1, 0, 1, 0, 0 };
     printf("corrupt %d\n", echo_ping_decode(trunc, sizeof trunc, &seq, data, &dlen));
     printf("msgname %s %s\n", echo_msg_name(echo_say_call_MSGNUM), echo_msg_name(99) ? "?" : "null");
+
+    echo_binding_destroy(&ec);
+    echo_binding_destroy(&es);
+    kvstore_binding_destroy(&kc);
+    kvstore_binding_destroy(&ks);
+    printf("close %d %d\n", mh_close(cli_ch), mh_close(srv_ch));
+    mh_service_free(svc);
+    mh_detach(d0);
+    mh_detach(d1);
     return 0;
 }
 """
 
 
-@pytest.mark.skipif(GCC is None, reason="gcc not installed")
-def test_generated_c_compiles_and_runs(tmp_path: Path) -> None:
-    """All shipped and cap-free Barrelfish interfaces compile with -Werror; echo/kvstore stubs run."""
+@pytest.fixture(scope="module")
+def cdylib() -> Path:
+    """The real libmultihop_core.so (built by cargo if needed), or a skip without gcc."""
+    if GCC is None:
+        pytest.skip("gcc not installed")
+    from test_capi import ensure_cdylib
+
+    return ensure_cdylib()
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_generated_c_compiles_and_runs(tmp_path: Path, cdylib: Path, runtime: mh.Runtime, transport: str) -> None:
+    """All shipped and cap-free Barrelfish interfaces compile with -Werror; echo/kvstore stubs run over
+    a real channel of libmultihop_core.so."""
     for path, imports in [(p, [TYPES_IF]) for p in SHIPPED.glob("*.if") if p.name != "types.if"] + [
         (BARRELFISH / f"{n}.if", BF_IMPORTS) for n in ("ping_pong", "intermon", "ata_rw28")
     ]:
@@ -520,17 +728,24 @@ def test_generated_c_compiles_and_runs(tmp_path: Path) -> None:
     (tmp_path / "main.c").write_text(C_MAIN)
     sources = sorted(str(p) for p in tmp_path.glob("*.c"))
     exe = tmp_path / "cmain"
-    r = subprocess.run([GCC, *CFLAGS, "-I", str(DATA), "-I", str(tmp_path), *sources, "-o", str(exe)],
+    r = subprocess.run([GCC, *CFLAGS, "-pthread", "-I", str(INCLUDE), "-I", str(tmp_path), *sources,
+                        "-L", str(cdylib.parent), "-lmultihop_core", f"-Wl,-rpath,{cdylib.parent}", "-o", str(exe)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    from conftest import unique_name
+
+    run = subprocess.run([str(exe), runtime.name, unique_name("cmain"), transport], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, f"cmain exited {run.returncode}:\n{run.stdout}\n{run.stderr}"
+    out = run.stdout.splitlines()
     echo = idl.load(SHIPPED / "echo.if")
     kv = idl.load(SHIPPED / "kvstore.if")
     assert out == [
         "send 0",
+        "raw 0",
         "wire " + echo.encode("ping", seq=7, data=b"hello").hex(),
         "ping 7 5 o",
-        "recv 0",
+        "dispatch 0",
         "send 0",
         "ping 8 3000 b",
         "recv 0",
@@ -542,10 +757,17 @@ def test_generated_c_compiles_and_runs(tmp_path: Path) -> None:
         "nohandler -5",
         "rpc 0",
         "stats 1 5",
-        "rpc call left 0",
+        "backlog 1",
+        "invalidate early",
+        "recv 0",
+        "backlog 0",
+        "rpc call arrived 0",
         "call " + kv.encode("get_stats_call").hex(),
+        "rpc timeout -1",
+        "rpc null -5",
         "toosmall -4 20",
         "badenum -5",
         "corrupt -6",
         "msgname say_call null",
+        "close 0 0",
     ]

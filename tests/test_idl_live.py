@@ -5,6 +5,8 @@
 (b) A C client (stubs from ``multihop stubgen --lang c`` + tests/c/allkinds_client.c, built
     with gcc against libmultihop_core.so) and a Python service exchanging every argument kind
     of tests/c/allkinds.if in both directions, checked on both sides.
+(c) The C binding's rpc backlog (tests/c/backlog_client.c): a Python service sends other
+    messages before an rpc's response; the C client finds them, in order, after the rpc.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ KVSTORE_IF = IDL / "kvstore.if"
 TYPES_IF = IDL / "types.if"
 ALLKINDS_IF = ROOT / "tests" / "c" / "allkinds.if"
 ALLKINDS_MAIN = ROOT / "tests" / "c" / "allkinds_client.c"
+BACKLOG_IF = ROOT / "tests" / "c" / "backlog.if"
+BACKLOG_MAIN = ROOT / "tests" / "c" / "backlog_client.c"
 INCLUDE = ROOT / "core-rs" / "include"
 GCC = shutil.which("gcc")
 
@@ -240,24 +244,31 @@ def allkinds_service(name: str, core: int, service: str, ready: Any) -> None:
             raise AssertionError("the C client sent more than expected")
 
 
-@pytest.fixture(scope="module")
-def allkinds_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The C client, built from freshly generated stubs against the cdylib."""
+def build_c_client(out: Path, interface: Path, main: Path, *imports: Path) -> Path:
+    """Generate C stubs of ``interface`` with ``multihop stubgen`` and build ``main`` against the cdylib."""
     if GCC is None:
         pytest.skip("gcc not installed")
     from test_capi import ensure_cdylib
 
     lib = ensure_cdylib()
-    out = tmp_path_factory.mktemp("allkinds_c")
-    written = stubgen(str(ALLKINDS_IF), "--import", str(TYPES_IF), "--lang", "c", "-o", str(out))
-    assert sorted(p.name for p in written) == ["allkinds.c", "allkinds.h"]
-    exe = out / "allkinds_client"
+    args = [str(interface), "--lang", "c", "-o", str(out)]
+    for imp in imports:
+        args += ["--import", str(imp)]
+    written = stubgen(*args)
+    assert sorted(p.name for p in written) == [f"{interface.stem}.c", f"{interface.stem}.h"]
+    exe = out / main.stem
     cmd = [GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I", str(INCLUDE), "-I", str(out),
-           str(out / "allkinds.c"), str(ALLKINDS_MAIN), "-L", str(lib.parent), "-lmultihop_core",
+           str(out / f"{interface.stem}.c"), str(main), "-L", str(lib.parent), "-lmultihop_core",
            f"-Wl,-rpath,{lib.parent}", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"gcc failed:\n{' '.join(cmd)}\n{r.stderr}"
     return exe
+
+
+@pytest.fixture(scope="module")
+def allkinds_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C client, built from freshly generated stubs against the cdylib."""
+    return build_c_client(tmp_path_factory.mktemp("allkinds_c"), ALLKINDS_IF, ALLKINDS_MAIN, TYPES_IF)
 
 
 def test_allkinds_python_encoding_matches_the_c_values() -> None:
@@ -282,3 +293,86 @@ def test_c_client_and_python_service_exchange_every_kind(rt: mh.Runtime, allkind
         assert "0 failed" in r.stdout, r.stdout
         p.join(max(1.0, 30 - (time.monotonic() - t0)))
         assert p.exitcode == 0, "the Python service found a mismatch (see its traceback above)"
+
+
+# ---- (c) the C binding's rpc backlog -------------------------------------------------------------
+
+
+class BacklogService:
+    """The service of tests/c/backlog_client.c: other messages go out before each response."""
+
+    def __init__(self, binding: Any) -> None:
+        self.b = binding
+        self.calls = 0
+        self.after: int | None = None
+        self.finished = False
+
+    def ask(self, n: int, extra: int) -> int:
+        self.calls += 1
+        for i in range(n):
+            self.b.tx.note(seq=i, text=f"note {i}", timeout=30)
+        if extra & 1:
+            self.b.tx.blob(seq=n, data=bytes((i * 7) % 256 for i in range(2000)), timeout=30)
+            self.after = 1  # sent once the response is out
+        if extra & 2:
+            time.sleep(1.0)  # longer than the client's 100 ms rpc timeout
+        return n * 10
+
+    def done(self, count: int) -> None:
+        assert count > 0, "the C client made no checks"
+        self.b.tx.done(count=self.calls, timeout=30)
+        self.finished = True
+
+
+def backlog_service(name: str, core: int, service: str, ready: Any) -> None:
+    """Serve tests/c/backlog.if to one C client until it closes."""
+    mod = mh.idl.load(BACKLOG_IF)
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        svc = d.export(service)
+        ready.set()
+        ch = svc.accept(timeout=30)
+        b = mod.BacklogBinding(ch)
+        h = BacklogService(b)
+        for _ in range(100):  # the client makes 5 calls and messages
+            b.serve(h, timeout=30)
+            if h.after is not None:
+                b.tx.after(seq=h.after, timeout=30)
+                h.after = None
+            if h.finished:
+                break
+        assert h.finished, "the C client never sent done"
+        try:
+            ch.recv(timeout=30)
+        except mh.ChannelClosed:
+            pass
+        else:
+            raise AssertionError("the C client sent more than expected")
+
+
+@pytest.fixture(scope="module")
+def backlog_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/c/backlog_client.c, built from freshly generated stubs against the cdylib."""
+    return build_c_client(tmp_path_factory.mktemp("backlog_c"), BACKLOG_IF, BACKLOG_MAIN)
+
+
+def test_generated_header_documents_the_backlog() -> None:
+    header, _ = mh.idl.generate_c(mh.idl.parse(BACKLOG_IF))
+    assert "#define backlog_BACKLOG_MAX 64u" in header
+    assert "every other message that arrives is kept, in" in header and "No message is lost" in header
+    assert "int backlog_recv(backlog_binding *mh_b," in header
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_c_rpc_keeps_earlier_messages_in_its_backlog(rt: mh.Runtime, backlog_client: Path, transport: str) -> None:
+    service = unique_name("backlog")
+    ready = procs.CTX.Event()
+    with procs.child(backlog_service, rt.name, 1, service, ready) as p:
+        assert ready.wait(30), "the Python service did not export in time"
+        t0 = time.monotonic()
+        r = subprocess.run([str(backlog_client), rt.name, service, "0", transport], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, f"C client failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+        assert " 0 failed" in r.stdout, r.stdout
+        p.join(max(1.0, 30 - (time.monotonic() - t0)))
+        assert p.exitcode == 0, "the Python service failed (see its traceback above)"

@@ -151,9 +151,11 @@ int main(int argc, char **argv)
     mh_channel *ch = NULL;
     CALL(mh_attach(argv[1], (uint32_t)atoi(argv[3]), &d));
     CALL(mh_bind(d, argv[2], argc == 5 ? argv[4] : "ump", T_MS, &ch));
+    allkinds_binding b;
+    allkinds_binding_init(&b, ch);
 
     /* ---- C -> Python: every kind, values A ---- */
-    CALL(allkinds_scalars_send(ch, T_MS, UINT8_MAX, UINT16_MAX, UINT32_MAX, UINT64_MAX, INT8_MIN, INT16_MIN, INT32_MIN,
+    CALL(allkinds_scalars_send(&b, T_MS, UINT8_MAX, UINT16_MAX, UINT32_MAX, UINT64_MAX, INT8_MIN, INT16_MIN, INT32_MIN,
                                INT64_MIN, (UINT64_C(1) << 63) + 5, UINT64_C(0xdeadbeefcafebabe), -(INT64_C(1) << 62),
                                true, false, 'Z', UINT64_C(0x123456789abcdef0), UINT64_C(0xffff000000000001), 42, 65534));
 
@@ -161,7 +163,7 @@ int main(int argc, char **argv)
     const int32_t fixed_a[4] = {-5, 0, 5, INT32_MAX};
     const allkinds_inner_t pair_a[2] = {{1, -1, 1, false, allkinds_RED}, {2, -2, 2, true, allkinds_BLUE}};
     const allkinds_colour_t shades_a[2] = {allkinds_GREEN, allkinds_RED};
-    CALL(allkinds_composite_send(ch, T_MS, allkinds_BLUE, &OUTER_A, t_a, fixed_a, pair_a, shades_a));
+    CALL(allkinds_composite_send(&b, T_MS, allkinds_BLUE, &OUTER_A, t_a, fixed_a, pair_a, shades_a));
 
     uint8_t blob[1000];
     for (int i = 0; i < 1000; i++) blob[i] = (uint8_t)((i * 37) % 256);
@@ -171,7 +173,7 @@ int main(int argc, char **argv)
         items[i] = (allkinds_inner_t){(uint8_t)i, (int16_t)-i, (uint32_t)(i * 1000), i % 2 == 0, (allkinds_colour_t)(i % 3)};
     }
     const uint64_t old[3] = {1, UINT64_MAX, 0};
-    CALL(allkinds_dynamic_send(ch, T_MS, blob, sizeof blob, nums, 5, items, 8, NAME_A, TEXT_A, strlen(TEXT_A), old, 3,
+    CALL(allkinds_dynamic_send(&b, T_MS, blob, sizeof blob, nums, 5, items, 8, NAME_A, TEXT_A, strlen(TEXT_A), old, 3,
                                OLDSTR_A, NULL, 0));
 
     /* ---- Python -> C: values B, through the generated dispatcher ---- */
@@ -179,7 +181,7 @@ int main(int argc, char **argv)
     h.scalars = on_scalars;
     h.composite = on_composite;
     h.dynamic = on_dynamic;
-    for (int i = 0; i < 3; i++) CALL(allkinds_recv(ch, T_MS, &h, NULL));
+    for (int i = 0; i < 3; i++) CALL(allkinds_recv(&b, T_MS, &h, NULL));
     CHECK(stage == 3);
 
     /* ---- rpc: in values A, out values B ---- */
@@ -194,7 +196,7 @@ int main(int argc, char **argv)
     size_t dblen = 0;
     char s_back[allkinds_mix_response_s_back_MAX + 1];
     const allkinds_triple_t t_mix = {3, 2, 1};
-    CALL(allkinds_mix_rpc(ch, T_MS, 7, allkinds_GREEN, &OUTER_A, t_mix, data, sizeof data, S_A, 99, UINT64_C(1) << 63,
+    CALL(allkinds_mix_rpc(&b, T_MS, 7, allkinds_GREEN, &OUTER_A, t_mix, data, sizeof data, S_A, 99, UINT64_C(1) << 63,
                           &seq_back, &c_back, &o_back, t_back, data_back, &dblen, s_back, &ref_back, &err_back));
     CHECK(seq_back == 8);
     CHECK(c_back == allkinds_BLUE);
@@ -208,14 +210,16 @@ int main(int argc, char **argv)
     CHECK(err_back == 1);
 
     /* ---- a value out of range is refused before anything is sent ---- */
-    CHECK(allkinds_composite_send(ch, T_MS, (allkinds_colour_t)7, &OUTER_A, t_a, fixed_a, pair_a, shades_a) == MH_E_INVALID);
+    CHECK(allkinds_composite_send(&b, T_MS, (allkinds_colour_t)7, &OUTER_A, t_a, fixed_a, pair_a, shades_a) == MH_E_INVALID);
 
     /* ---- done, both ways ---- */
-    CALL(allkinds_done_send(ch, T_MS, 4));
+    CALL(allkinds_done_send(&b, T_MS, 4));
     h.done = on_done;
-    CALL(allkinds_recv(ch, T_MS, &h, NULL));
+    CALL(allkinds_recv(&b, T_MS, &h, NULL));
     CHECK(stage == 4);
 
+    CHECK(allkinds_backlog_count(&b) == 0);
+    allkinds_binding_destroy(&b);
     CALL(mh_close(ch));
     mh_detach(d);
     printf("allkinds_client: %d checks, %d failed\n", checks, failures);

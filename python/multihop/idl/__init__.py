@@ -12,9 +12,10 @@
 The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.parser`
 (syntax tree in :mod:`~multihop.idl.syntax`), :mod:`~multihop.idl.checker`
 (model in :mod:`~multihop.idl.model`), :mod:`~multihop.idl.pygen` and
-:mod:`~multihop.idl.cgen` (back ends), :mod:`~multihop.idl.wire` and
-:mod:`~multihop.idl.binding` (run-time support of generated Python code),
-:mod:`~multihop.idl.loopback` (an in-process channel pair for tests).
+:mod:`~multihop.idl.cgen` (back ends, with the name checks of
+:mod:`~multihop.idl.pycheck` and :mod:`~multihop.idl.ccheck`),
+:mod:`~multihop.idl.wire` and :mod:`~multihop.idl.binding` (run-time support
+of generated Python code).
 The wire format is written down in ``flounder-idl/WIRE.md``.
 """
 

@@ -13,9 +13,13 @@ For interface ``N`` and message ``M`` it provides (see the header's comments):
 * ``N_rx_handlers`` (one function pointer per message), ``N_dispatch`` (decode
   by message number and call the handler), ``N_msgnum``, ``N_msg_name``,
   ``N_reencode`` (decode then encode again: checks a message is well-formed);
-* over the C ABI of ``multihop.h``: ``N_M_send`` per message, ``N_recv``
-  (receive one message and dispatch it), and ``N_R_rpc`` per rpc (send the
-  call, wait for the response, decode it).
+* over the C ABI of ``multihop.h``, through a binding ``N_binding`` (a channel
+  and its rpc backlog; ``N_binding_init`` / ``N_binding_destroy``):
+  ``N_M_send`` per message, ``N_recv`` (hand out the oldest backlog message,
+  else receive one, and dispatch it), and ``N_R_rpc`` per rpc (send the call,
+  wait for the response, decode it).  While an rpc waits, other messages are
+  kept in order in the backlog (at most ``N_BACKLOG_MAX``), never lost: see
+  the text of the generated header.
 
 Argument mapping: scalars by value (``uint64`` -> ``uint64_t``, ``size``/``iref``
 /``errval``/``uintptr`` -> ``uint64_t``, ``intptr`` -> ``int64_t``); structs by
@@ -28,6 +32,7 @@ needs ``MAX + 1`` bytes) and unbounded ones (``T a[len]``, ``string s``) are
 
 from __future__ import annotations
 
+from multihop.idl.ccheck import BACKLOG_MAX, check_c_names
 from multihop.idl.checker import check_generatable
 from multihop.idl.model import (
     Arg,
@@ -37,6 +42,7 @@ from multihop.idl.model import (
     Enum,
     Interface,
     Message,
+    Rpc,
     String,
     Struct,
     Type,
@@ -90,6 +96,20 @@ static inline int16_t mhidl_get_i16(const uint8_t *p) { uint16_t u = mhidl_get_u
 static inline int32_t mhidl_get_i32(const uint8_t *p) { uint32_t u = mhidl_get_u32(p); int32_t v; memcpy(&v, &u, 4); return v; }
 static inline int64_t mhidl_get_i64(const uint8_t *p) { uint64_t u = mhidl_get_u64(p); int64_t v; memcpy(&v, &u, 8); return v; }
 static inline char mhidl_get_char(const uint8_t *p) { char c; memcpy(&c, p, 1); return c; }
+/* Monotonic milliseconds; the deadline of a timeout_ms (-1: none) and what is left of it (-1: no limit). */
+static inline int64_t mhidl_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + (int64_t)(t.tv_nsec / 1000000);
+}
+static inline int64_t mhidl_deadline(int64_t timeout_ms) { return timeout_ms < 0 ? -1 : mhidl_now_ms() + timeout_ms; }
+static inline int64_t mhidl_left(int64_t deadline)
+{
+    if (deadline < 0) return -1;
+    int64_t left = deadline - mhidl_now_ms();
+    return left > 0 ? left : 0;
+}
 /* Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF), as Python decodes it. */
 static inline int mhidl_utf8_ok(const uint8_t *s, size_t n)
 {
@@ -120,6 +140,11 @@ static inline int mhidl_utf8_ok(const uint8_t *s, size_t n)
 
 def _is_bytes_elem(t: Type) -> bool:
     return isinstance(t, Builtin) and t.name in ("uint8", "char")
+
+
+def _comment(text: str) -> str:
+    """``text`` made safe inside a C comment (no ``*/``, no line breaks)."""
+    return text.replace("*/", "* /").replace("\n", " ").replace("\r", " ")
 
 
 def _has_enum(t: Type) -> bool:
@@ -493,15 +518,16 @@ class _CGen:
         return decls, dec_args, call_args, cleanup
 
     def gen_send(self, m: Message) -> list[str]:
-        """``int N_M_send(ch, timeout_ms, args...)``: encode into a stack (or heap) buffer and ``mh_send``."""
-        params = ["mh_channel *mh_ch", "int64_t mh_timeout_ms"]
+        """``int N_M_send(b, timeout_ms, args...)``: encode into a stack (or heap) buffer and ``mh_send``."""
+        params = [f"{self.p}_binding *mh_b", "int64_t mh_timeout_ms"]
         names: list[str] = []
         for a in m.args:
             params += self.params_in(a)
             names += self.names_in(a)
         call_tail = "".join(", " + n for n in names)
         enc = self.fn(m, "encode")
-        out = [f"int {self.fn(m, 'send')}({self.sig(params)})", "{"]
+        out = [f"int {self.fn(m, 'send')}({self.sig(params)})", "{",
+               "    if (mh_b == NULL || mh_b->ch == NULL) return MH_E_INVALID;"]
         if all(fixed_size(a.type) is not None for a in m.args):
             size = self.fixed_part(m)
             out += [
@@ -509,7 +535,7 @@ class _CGen:
                 "    size_t mh_n = 0;",
                 f"    int mh_rc = {enc}(mh_msg, sizeof mh_msg, &mh_n{call_tail});",
                 "    if (mh_rc != MH_OK) return mh_rc;",
-                "    return mh_send(mh_ch, mh_msg, mh_n, mh_timeout_ms);",
+                "    return mh_send(mh_b->ch, mh_msg, mh_n, mh_timeout_ms);",
                 "}",
                 "",
             ]
@@ -522,16 +548,154 @@ class _CGen:
             "        uint8_t *mh_heap = (uint8_t *)malloc(mh_n);",
             "        if (mh_heap == NULL) return MH_E_INVALID;",
             f"        mh_rc = {enc}(mh_heap, mh_n, &mh_n{call_tail});",
-            "        if (mh_rc == MH_OK) mh_rc = mh_send(mh_ch, mh_heap, mh_n, mh_timeout_ms);",
+            "        if (mh_rc == MH_OK) mh_rc = mh_send(mh_b->ch, mh_heap, mh_n, mh_timeout_ms);",
             "        free(mh_heap);",
             "        return mh_rc;",
             "    }",
             "    if (mh_rc != MH_OK) return mh_rc;",
-            "    return mh_send(mh_ch, mh_msg, mh_n, mh_timeout_ms);",
+            "    return mh_send(mh_b->ch, mh_msg, mh_n, mh_timeout_ms);",
             "}",
             "",
         ]
         return out
+
+    # -- the binding -------------------------------------------------------------------
+
+    def binding_decl(self) -> list[str]:
+        """The header's binding type, its backlog bound and its functions, with the rules of the backlog."""
+        p = self.p
+        return [
+            "",
+            "/* ---- the binding: a channel and its rpc backlog ----",
+            f" * Every send, receive and rpc goes through a binding. {p}_binding_init(&b, ch) wraps a channel",
+            f" * (from mh_bind or mh_accept); {p}_binding_destroy(&b) frees what the binding holds (the channel",
+            " * stays open: mh_close it).",
+            " *",
+            f" * Backlog: while {p}_R_rpc waits for its response, every other message that arrives is kept, in",
+            f" * order, in the binding's backlog (at most {p}_BACKLOG_MAX messages). {p}_recv hands the backlog out",
+            " * first, oldest first, and only then receives from the channel. No message is lost:",
+            f" * - backlog full when an rpc starts: the rpc returns MH_E_BUSY and sends nothing ({p}_recv drains it);",
+            " * - backlog full while an rpc waits: the rpc returns MH_E_BUSY and stops receiving; its response",
+            f" *   comes later through {p}_recv, after the backlog, to the handler of R_response;",
+            f" * - an rpc that times out (MH_E_TIMEOUT) likewise leaves its response to {p}_recv.",
+            f" * A binding is for one thread at a time. {p}_backlog_count says how many messages wait in it.",
+            " */",
+            f"#define {p}_BACKLOG_MAX {BACKLOG_MAX}u",
+            f"typedef struct {p}_binding {{",
+            "    mh_channel *ch; /* the channel */",
+            "    /* private: the backlog, a ring of malloc'd messages */",
+            f"    uint8_t *mh_msg[{p}_BACKLOG_MAX];",
+            f"    size_t mh_len[{p}_BACKLOG_MAX];",
+            "    size_t mh_head, mh_count;",
+            f"}} {p}_binding;",
+            f"void {p}_binding_init({p}_binding *mh_b, mh_channel *mh_ch);",
+            f"void {p}_binding_destroy({p}_binding *mh_b);",
+            f"size_t {p}_backlog_count(const {p}_binding *mh_b);",
+        ]
+
+    def binding_source(self) -> list[str]:
+        """The binding's functions and the two receive helpers the rpcs and ``N_recv`` share."""
+        p = self.p
+        return [
+            f"void {p}_binding_init({p}_binding *mh_b, mh_channel *mh_ch)",
+            "{",
+            "    if (mh_b == NULL) return;",
+            "    memset(mh_b, 0, sizeof *mh_b);",
+            "    mh_b->ch = mh_ch;",
+            "}",
+            "",
+            f"void {p}_binding_destroy({p}_binding *mh_b)",
+            "{",
+            "    if (mh_b == NULL) return;",
+            f"    for (size_t mh_i = 0; mh_i < {p}_BACKLOG_MAX; mh_i++) free(mh_b->mh_msg[mh_i]);",
+            "    memset(mh_b, 0, sizeof *mh_b);",
+            "}",
+            "",
+            f"size_t {p}_backlog_count(const {p}_binding *mh_b) {{ return mh_b == NULL ? 0 : mh_b->mh_count; }}",
+            "",
+            "/* Receive one message into stack[cap] or, if longer, a malloc'd buffer; *m points at it. */",
+            f"static int {p}_mh_recv_msg(mh_channel *mh_ch, uint8_t *mh_stack, size_t mh_cap, uint8_t **mh_m, size_t *mh_n,",
+            "                          int64_t mh_timeout_ms)",
+            "{",
+            "    *mh_m = mh_stack;",
+            "    int mh_rc = mh_recv(mh_ch, mh_stack, mh_cap, mh_n, mh_timeout_ms);",
+            "    if (mh_rc == MH_E_TOO_LARGE) { /* the message stays in the channel: take it with a buffer that fits */",
+            "        uint8_t *mh_heap = (uint8_t *)malloc(*mh_n > 0 ? *mh_n : 1);",
+            "        if (mh_heap == NULL) return MH_E_INVALID;",
+            "        mh_rc = mh_recv(mh_ch, mh_heap, *mh_n, mh_n, 0);",
+            "        if (mh_rc == MH_OK) *mh_m = mh_heap;",
+            "        else free(mh_heap);",
+            "    }",
+            "    return mh_rc;",
+            "}",
+            "",
+        ] + (self.backlog_push() if self.iface.rpcs else [])
+
+    def backlog_push(self) -> list[str]:
+        """The helper that keeps a message in the backlog (only rpcs use it)."""
+        p = self.p
+        return [
+            "/* Append a received message (on the stack buffer or already malloc'd) to the backlog. */",
+            f"static int {p}_mh_backlog_push({p}_binding *mh_b, const uint8_t *mh_stack, uint8_t *mh_m, size_t mh_n)",
+            "{",
+            "    uint8_t *mh_keep = mh_m;",
+            "    if (mh_m == mh_stack) {",
+            "        mh_keep = (uint8_t *)malloc(mh_n > 0 ? mh_n : 1);",
+            "        if (mh_keep == NULL) return MH_E_INVALID;",
+            "        if (mh_n > 0) memcpy(mh_keep, mh_m, mh_n);",
+            "    }",
+            f"    size_t mh_i = (mh_b->mh_head + mh_b->mh_count) % {p}_BACKLOG_MAX;",
+            "    mh_b->mh_msg[mh_i] = mh_keep;",
+            "    mh_b->mh_len[mh_i] = mh_n;",
+            "    mh_b->mh_count++;",
+            "    return MH_OK;",
+            "}",
+            "",
+        ]
+
+    def gen_rpc(self, r: Rpc) -> list[str]:
+        """``int N_R_rpc(b, timeout_ms, ins..., outs...)``: call, then wait for the response, keeping other messages."""
+        p = self.p
+        params = [f"{p}_binding *mh_b", "int64_t mh_timeout_ms"]
+        names: list[str] = []
+        for a in r.in_args:
+            params += self.params_in(a)
+            names += self.names_in(a)
+        outs: list[str] = []
+        for a in r.out_args:
+            params += self.params_out(a)
+            outs.append(c_name(a.name))
+            if isinstance(a.type, DynArray):
+                outs.append(c_name(a.type.length_name))
+        return [
+            f"int {p}_{r.name}_rpc({self.sig(params)})",
+            "{",
+            "    if (mh_b == NULL || mh_b->ch == NULL) return MH_E_INVALID;",
+            f"    if (mh_b->mh_count >= {p}_BACKLOG_MAX) return MH_E_BUSY;",
+            "    const int64_t mh_deadline = mhidl_deadline(mh_timeout_ms);",
+            f"    int mh_rc = {self.fn(r.call, 'send')}(mh_b, mh_timeout_ms{''.join(', ' + n for n in names)});",
+            "    if (mh_rc != MH_OK) return mh_rc;",
+            f"    for (;;) {{ /* at most {p}_BACKLOG_MAX rounds, and no longer than the deadline */",
+            f"        if (mh_b->mh_count >= {p}_BACKLOG_MAX) return MH_E_BUSY;",
+            "        uint8_t mh_msg[512];",
+            "        uint8_t *mh_m = mh_msg;",
+            "        size_t mh_n = 0;",
+            f"        mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, mhidl_left(mh_deadline));",
+            "        if (mh_rc != MH_OK) return mh_rc;",
+            f"        if (mh_n >= 2 && mhidl_get_u16(mh_m) == {r.response.number}) {{",
+            f"            mh_rc = {self.fn(r.response, 'decode')}(mh_m, mh_n{''.join(', ' + n for n in outs)});",
+            "            if (mh_m != mh_msg) free(mh_m);",
+            "            return mh_rc;",
+            "        }",
+            f"        mh_rc = {p}_mh_backlog_push(mh_b, mh_msg, mh_m, mh_n);",
+            "        if (mh_rc != MH_OK) {",
+            "            if (mh_m != mh_msg) free(mh_m);",
+            "            return mh_rc;",
+            "        }",
+            "    }",
+            "}",
+            "",
+        ]
 
     # -- whole files -------------------------------------------------------------------
 
@@ -540,8 +704,8 @@ class _CGen:
         iface, p = self.iface, self.p
         guard = f"MHIDL_{p.upper()}_H"
         h = [
-            f"/* Flounder interface {p}: {iface.description or ''}",
-            f" * Generated by multihop.idl from {iface.file}; do not edit.",
+            f"/* Flounder interface {p}: {_comment(iface.description or '')}",
+            f" * Generated by multihop.idl from {_comment(iface.file)}; do not edit.",
             " * Wire format: flounder-idl/WIRE.md. Functions return MH_OK or a negative MH_E_* code. */",
             f"#ifndef {guard}",
             f"#define {guard}",
@@ -578,6 +742,7 @@ class _CGen:
             else:
                 assert isinstance(t, Array)
                 h.append(f"typedef {self.ctype(t.element)} {p}_{t.name}_t[{t.length}];")
+        h += self.binding_decl()
         h += ["", "/* message numbers (uint16, little-endian, first on the wire) */", f"enum {p}_msgnum {{"]
         for m in iface.messages:
             h.append(f"    {p}_{m.name}_MSGNUM = {m.number},")
@@ -592,7 +757,7 @@ class _CGen:
             h.append(f"/* {m.kind} {m.name}({sig}) */")
             pin = ["uint8_t *mh_buf", "size_t mh_cap", "size_t *mh_len"]
             pout = ["const uint8_t *mh_buf", "size_t mh_len"]
-            psend = ["mh_channel *mh_ch", "int64_t mh_timeout_ms"]
+            psend = [f"{p}_binding *mh_b", "int64_t mh_timeout_ms"]
             for a in m.args:
                 pin += self.params_in(a)
                 psend += self.params_in(a)
@@ -602,12 +767,13 @@ class _CGen:
             h.append(f"int {self.fn(m, 'send')}({self.sig(psend)});")
             h.append("")
         for r in iface.rpcs:
-            params = ["mh_channel *mh_ch", "int64_t mh_timeout_ms"]
+            params = [f"{p}_binding *mh_b", "int64_t mh_timeout_ms"]
             for a in r.in_args:
                 params += self.params_in(a)
             for a in r.out_args:
                 params += self.params_out(a)
-            h.append(f"/* rpc {r.name}: send {r.name}_call, wait for {r.name}_response, decode it into the out parameters */")
+            h.append(f"/* rpc {r.name}: send {r.name}_call, wait for {r.name}_response (other messages go to the backlog),")
+            h.append(" * decode it into the out parameters. MH_E_BUSY: the backlog is full (see the binding above). */")
             h.append(f"int {p}_{r.name}_rpc({self.sig(params)});")
         h += [
             "",
@@ -631,8 +797,8 @@ class _CGen:
             f"const char *{p}_msg_name(int mh_num);",
             "/* decode one message and call its handler: MH_OK, MH_E_PROTOCOL (malformed/unknown), MH_E_INVALID (no handler) */",
             f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st);",
-            "/* receive one message (mh_recv) and dispatch it */",
-            f"int {p}_recv(mh_channel *mh_ch, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st);",
+            "/* dispatch the oldest message of the backlog if there is one, else receive one (mh_recv) and dispatch it */",
+            f"int {p}_recv({p}_binding *mh_b, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st);",
             "/* decode a message and encode it again into out (a well-formed message comes back byte for byte) */",
             f"int {p}_reencode(const uint8_t *mh_in, size_t mh_inlen, uint8_t *mh_out, size_t mh_cap, size_t *mh_outlen);",
             "",
@@ -648,9 +814,13 @@ class _CGen:
         """The text of ``N.c``."""
         iface, p = self.iface, self.p
         s = [
-            f"/* Flounder interface {p}: codec and stubs. Generated by multihop.idl from {iface.file}; do not edit. */",
+            f"/* Flounder interface {p}: codec and stubs. Generated by multihop.idl from {_comment(iface.file)}; do not edit. */",
+            "#ifndef _POSIX_C_SOURCE",
+            "#define _POSIX_C_SOURCE 200809L /* clock_gettime */",
+            "#endif",
             "#include <stdlib.h>",
             "#include <string.h>",
+            "#include <time.h>",
             "",
             f'#include "{p}.h"',
             _HELPERS,
@@ -659,40 +829,9 @@ class _CGen:
             s += self.gen_encode(m)
             s += self.gen_decode(m)
             s += self.gen_send(m)
-        # rpc clients
+        s += self.binding_source()
         for r in iface.rpcs:
-            params = ["mh_channel *mh_ch", "int64_t mh_timeout_ms"]
-            names: list[str] = []
-            for a in r.in_args:
-                params += self.params_in(a)
-                names += self.names_in(a)
-            outs: list[str] = []
-            for a in r.out_args:
-                params += self.params_out(a)
-                outs.append(c_name(a.name))
-                if isinstance(a.type, DynArray):
-                    outs.append(c_name(a.type.length_name))
-            s += [
-                f"int {p}_{r.name}_rpc({self.sig(params)})",
-                "{",
-                f"    int mh_rc = {self.fn(r.call, 'send')}(mh_ch, mh_timeout_ms{''.join(', ' + n for n in names)});",
-                "    if (mh_rc != MH_OK) return mh_rc;",
-                "    uint8_t mh_msg[512];",
-                "    uint8_t *mh_m = mh_msg;",
-                "    size_t mh_n = 0;",
-                "    mh_rc = mh_recv(mh_ch, mh_msg, sizeof mh_msg, &mh_n, mh_timeout_ms);",
-                "    if (mh_rc == MH_E_TOO_LARGE) {",
-                "        mh_m = (uint8_t *)malloc(mh_n);",
-                "        if (mh_m == NULL) return MH_E_INVALID;",
-                "        mh_rc = mh_recv(mh_ch, mh_m, mh_n, &mh_n, 0);",
-                "    }",
-                "    if (mh_rc == MH_OK)",
-                f"        mh_rc = {self.fn(r.response, 'decode')}(mh_m, mh_n{''.join(', ' + n for n in outs)});",
-                "    if (mh_m != mh_msg) free(mh_m);",
-                "    return mh_rc;",
-                "}",
-                "",
-            ]
+            s += self.gen_rpc(r)
         # msgnum, names
         s += [
             f"int {p}_msgnum(const uint8_t *mh_buf, size_t mh_len)",
@@ -728,19 +867,25 @@ class _CGen:
             s += [f"        {c}" for c in cleanup]
             s += ["        return mh_rc;", "    }"]
         s += ["    default: return MH_E_PROTOCOL;", "    }", "}", ""]
-        # recv
+        # recv: the backlog first, then the channel
         s += [
-            f"int {p}_recv(mh_channel *mh_ch, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st)",
+            f"int {p}_recv({p}_binding *mh_b, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st)",
             "{",
+            "    if (mh_b == NULL || mh_b->ch == NULL) return MH_E_INVALID;",
+            "    if (mh_b->mh_count > 0) {",
+            "        uint8_t *mh_old = mh_b->mh_msg[mh_b->mh_head];",
+            "        size_t mh_oldn = mh_b->mh_len[mh_b->mh_head];",
+            "        mh_b->mh_msg[mh_b->mh_head] = NULL;",
+            f"        mh_b->mh_head = (mh_b->mh_head + 1) % {p}_BACKLOG_MAX;",
+            "        mh_b->mh_count--;",
+            f"        int mh_rc = {p}_dispatch(mh_old, mh_oldn, mh_h, mh_st);",
+            "        free(mh_old);",
+            "        return mh_rc;",
+            "    }",
             "    uint8_t mh_msg[1024];",
             "    uint8_t *mh_m = mh_msg;",
             "    size_t mh_n = 0;",
-            "    int mh_rc = mh_recv(mh_ch, mh_msg, sizeof mh_msg, &mh_n, mh_timeout_ms);",
-            "    if (mh_rc == MH_E_TOO_LARGE) {",
-            "        mh_m = (uint8_t *)malloc(mh_n);",
-            "        if (mh_m == NULL) return MH_E_INVALID;",
-            "        mh_rc = mh_recv(mh_ch, mh_m, mh_n, &mh_n, 0);",
-            "    }",
+            f"    int mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, mh_timeout_ms);",
             f"    if (mh_rc == MH_OK) mh_rc = {p}_dispatch(mh_m, mh_n, mh_h, mh_st);",
             "    if (mh_m != mh_msg) free(mh_m);",
             "    return mh_rc;",
@@ -788,8 +933,10 @@ def generate_c(iface: Interface) -> tuple[str, str]:
     """Generate ``(header_text, source_text)`` for ``iface`` (files ``NAME.h`` and ``NAME.c``).
 
     Raises :class:`~multihop.idl.errors.IdlCodegenError` for interfaces the
-    back end cannot generate (capability arguments, import-only files).
+    back end cannot generate: capabilities, import-only models, and names
+    whose C identifiers would collide (see :mod:`multihop.idl.ccheck`).
     """
     check_generatable(iface, "C")
+    check_c_names(iface)
     g = _CGen(iface)
     return g.header(), g.source()

@@ -2,8 +2,10 @@
 
 A Flounder name is kept as it is unless the target language cannot take it:
 then one ``_`` is appended (``rpc del`` -> ``b.rpc.del_``).  Names starting
-with ``_mh`` are reserved for generated Python code (the back end refuses
-them); in C, names starting with ``mh_`` get a ``u_`` prefix.
+with ``_mh`` are reserved for generated Python code; in C, names starting with
+``mh_`` get a ``u_`` prefix.  Whether the mapped names of a whole interface
+still fit together (no two the same, nothing Python refuses) is checked by
+:mod:`multihop.idl.pycheck` and :mod:`multihop.idl.ccheck`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ __all__ = [
 ]
 
 #: Argument names that would clash with a generated method's own parameters
-#: (``self``, ``timeout``) or a record's fixed attributes (``name``, ``number``).
-PY_ARG_RESERVED = frozenset({"self", "timeout", "name", "number"})
+#: (``self``, ``timeout``) or a record's fixed attributes and methods
+#: (``name``, ``number``, ``_fields``, ``_values``, ``_asdict``).
+PY_ARG_RESERVED = frozenset({"self", "timeout", "name", "number", "_fields", "_values", "_asdict"})
 
 #: Module-level names every generated Python module defines.
 PY_MODULE_RESERVED = frozenset(

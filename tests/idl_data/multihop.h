@@ -1,1 +1,0 @@
-../../core-rs/include/multihop.h
