@@ -10,17 +10,27 @@ bad-input tests need none, as the inputs are checked before Spark starts.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 import pytest
-from multihop.analysis import SparkUnavailable, TraceError, main, run
+from multihop import cli
+from multihop.analysis import AnalysisUnavailable, SparkUnavailable, TraceError, main, run
+from multihop.analysis.command import build_parser
 from multihop.analysis.inputs import check_file, find_traces
 from multihop.analysis.job import PERCENTILE_ACCURACY, QUANTILES
 from multihop.analysis.spark import (
@@ -28,9 +38,11 @@ from multihop.analysis.spark import (
     ENV_MASTER,
     choose_master,
     find_java,
+    java_version,
     preset_conf,
+    required_java,
 )
-from multihop.bench.trace import META_SCHEMA_VERSION, TraceWriter, table_schema
+from multihop.bench.trace import META_SCHEMA_VERSION, TraceWriter, case_name, table_schema
 from multihop.errors import MultihopError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -290,9 +302,11 @@ def test_report_files(report: Path) -> None:
         assert f"{name}.csv" in md
     pngs = sorted(p.name for p in report.glob("*.png"))
     assert pngs == sorted([
-        "latency_cdf_runA_lat.png", "latency_cdf_runB_lat.png", "latency_vs_hops.png",
+        # run A's suite has 18 cases: one CDF per routing mode (no routing: pipe and expo)
+        "latency_cdf_runA_lat_direct_messages.png", "latency_cdf_runA_lat_no_routing_messages.png",
+        "latency_cdf_runA_lat_ring_messages.png", "latency_cdf_runB_lat.png", "latency_vs_hops.png",
         "throughput_vs_size.png", "throughput_vs_window.png",
-        "heatmap_runA_direct_multihop_128.png",  # the ring cases all start on core 0: no heat map
+        "heatmap_runA_lat_direct_multihop_128.png",  # the ring cases all start on core 0: no heat map
     ])  # fmt: skip
     assert "1 core-pair group(s) cover a single source or destination core" not in md
     assert "2 core-pair group(s) cover a single source or destination core" in md
@@ -418,16 +432,29 @@ def _rewrite_version(path: Path, version: str) -> None:
     pq.write_table(t.replace_schema_metadata(meta), path)
 
 
-@pytest.mark.parametrize(("version", "what"), [("0", "older"), ("2", "newer"), ("x", "unknown")])
+@pytest.mark.parametrize(("version", "what"), [("1", "older"), ("3", "newer"), ("x", "unknown")])
 def test_other_schema_versions(tmp_path: Path, version: str, what: str) -> None:
     run_dir = _tiny(tmp_path, "v")
     _rewrite_version(run_dir / "messages.parquet", version)
     with pytest.raises(
         TraceError,
         match=rf"messages\.parquet: trace schema version {version} \({what}\); "
-        r"this multihop reads version 1",
+        r"this multihop reads version 2",
     ):
         run([str(tmp_path)], tmp_path / "rep")
+
+
+def test_a_version_1_trace_as_written_then(tmp_path: Path) -> None:
+    """A cases file of schema 1 (throughput columns, no version 2 metadata) is refused, with advice."""
+    schema = table_schema("cases")
+    old = pa.schema(
+        [*schema, pa.field("throughput_msgs", pa.float64()), pa.field("throughput_bytes", pa.float64())],
+        metadata={META_SCHEMA_VERSION.encode(): b"1", b"multihop.table": b"cases"},
+    )
+    f = tmp_path / "cases.parquet"
+    pq.write_table(old.empty_table(), f)
+    with pytest.raises(TraceError, match=r"version 1 \(older\); this multihop reads version 2: re-run the benchmark"):
+        check_file(f)
 
 
 def test_wrong_column_type_and_wrong_table(tmp_path: Path) -> None:
@@ -456,28 +483,72 @@ def test_incomplete_run_dir_and_duplicate_runs(tmp_path: Path) -> None:
 
 def test_errors_are_multihop_errors() -> None:
     assert issubclass(TraceError, MultihopError) and issubclass(TraceError, ValueError)
-    assert issubclass(SparkUnavailable, MultihopError)
+    assert issubclass(SparkUnavailable, AnalysisUnavailable) and issubclass(AnalysisUnavailable, MultihopError)
 
 
 def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
-    assert main([str(tmp_path / "empty")]) == 2
-    assert "multihop analyze: error:" in capsys.readouterr().err
+    assert main([str(tmp_path / "empty")]) == 1  # as every multihop subcommand (cli.py's docstring)
+    assert "multihop analyze: TraceError: " in capsys.readouterr().err
+    assert cli.main(["analyze", str(tmp_path / "empty"), "-o", str(tmp_path / "rep")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("multihop analyze: TraceError: ") and "empty directory" in err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_one_analyze_parser() -> None:
+    """`multihop analyze` and `python -m multihop.analysis` take the same, documented arguments."""
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    ours = sub.choices["analyze"]
+    alone = build_parser()
+    def spec(p: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str | None, Any]]:
+        return [(tuple(a.option_strings), a.dest, a.default) for a in p._actions if a.dest != "help"]
+    assert spec(ours) == spec(alone)
+    assert all(a.help for a in ours._actions)
+    text = ours.format_help()
+    assert "MULTIHOP_SPARK_MASTER" in text and "COLUMN=VALUE" in text and "report directory" in text
 
 
 # ---------------------------------------------------------------- session rules (no Spark needed)
 
 
-def test_java_missing_says_how_to_install(tmp_path: Path) -> None:
+def _fake_java(d: Path, version: str, starts: bool = False) -> Path:
+    """A `java` answering `-version` like OpenJDK `version` (Java 8 says "1.8.0_392"); anything else fails."""
+    java = d / "bin" / "java"
+    java.parent.mkdir(parents=True, exist_ok=True)
+    java.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-version" ]; then echo \'openjdk version "{version}" 2024-01-16\' >&2; exit 0; fi\n'
+        'echo "fake java: no JVM here" >&2\nexit 1\n'
+    )
+    java.chmod(0o755)
+    return java
+
+
+def test_java_missing_or_too_old_says_how_to_install(tmp_path: Path) -> None:
     with pytest.raises(SparkUnavailable, match="apt-get install -y openjdk-17-jre-headless"):
         find_java({"PATH": str(tmp_path)})
     with pytest.raises(SparkUnavailable, match="JAVA_HOME=.* has no executable bin/java"):
         find_java({"JAVA_HOME": str(tmp_path), "PATH": ""})
-    java = tmp_path / "jdk" / "bin" / "java"
-    java.parent.mkdir(parents=True)
-    java.write_text("#!/bin/sh\n")
-    java.chmod(0o755)
+    java = _fake_java(tmp_path / "jdk", "17.0.9")
     assert find_java({"JAVA_HOME": str(tmp_path / "jdk")}) == str(java)
+    assert java_version(str(java)) == 17
+    _fake_java(tmp_path / "old", "1.8.0_392")
+    assert java_version(str(tmp_path / "old" / "bin" / "java")) == 8
+    with pytest.raises(SparkUnavailable, match=r"JAVA_HOME=.*old is Java 8; this PySpark needs Java 17 or newer"):
+        find_java({"JAVA_HOME": str(tmp_path / "old")}, minimum=17)
+    assert find_java({"JAVA_HOME": str(tmp_path / "old")}, minimum=8).endswith("old/bin/java")
+    _fake_java(tmp_path / "j11", "11.0.22")
+    with pytest.raises(SparkUnavailable, match=r"java \(first `java` on PATH\) is Java 11; this PySpark needs Java 17"):
+        find_java({"PATH": str(tmp_path / "j11" / "bin")}, minimum=17)
+    assert required_java("4.0.1") == 17 and required_java("3.5.3") == 8
+    assert required_java() == (17 if int(pyspark.__version__.split(".")[0]) >= 4 else 8)
+    broken = tmp_path / "broken" / "bin" / "java"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("#!/bin/sh\necho 'Error: could not create the Java VM' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(SparkUnavailable, match="gives no Java version .Error: could not create the Java VM"):
+        find_java({"JAVA_HOME": str(broken.parent.parent)})
 
 
 def test_master_precedence() -> None:
@@ -519,3 +590,327 @@ def test_messages_only(spark: Any, tmp_path: Path) -> None:  # noqa: F811
         out / "baseline_ratios.csv"
     )  # pipe cases exist: transport=pipe is the default
     assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]
+
+
+# ---------------------------------------------------------------- a `bench all`-like trace: suites kept apart
+
+N_MIX = 2000
+
+
+def _mixed(out: Path) -> dict[str, Any]:
+    """One run with every bench suite's kind of case, sharing parameters the way `bench all` does.
+
+    Each suite's figures are known exactly; the other suites' cases would
+    distort them if a table mixed suites (the audit's G1).
+    """
+    s = np.arange(N_MIX, dtype=np.int64) * 10_000
+    noise = np.random.default_rng(7).integers(0, 200, N_MIX)
+    exp: dict[str, Any] = {}
+    with TraceWriter(out, run_id="mixed", suite="all") as w:
+
+        def rtt(suite: str, p: dict[str, Any], lat: np.ndarray, n: int | None = None) -> str:
+            p = dict(p, suite=suite, kind="rtt")
+            name = case_name(p)
+            k = lat.size if n is None else n
+            w.add_messages(name, p, s[:k], s[:k] + lat[:k], suite=suite)
+            w.add_case(name, p, messages=k, duration_ns=10**9, suite=suite)
+            return name
+
+        def totals(suite: str, p: dict[str, Any], messages: int, duration_ns: int, **extra: Any) -> None:
+            p = dict(p, suite=suite, kind="oneway")
+            w.add_case(case_name(p), p, messages=messages, duration_ns=duration_ns, kind="oneway", suite=suite, **extra)
+
+        for h, dst in ((1, 0), (2, 1), (4, 3)):  # hops: 1000 + 300 per hop
+            rtt("hops", {"transport": "multihop", "routing": "ring", "size": 64, "window": 16, "hops": h,
+                         "src_core": 0, "dst_core": dst}, 1000 + 300 * h + noise)  # fmt: skip
+        for k in (1, 2, 4):  # fanout: k sequential round trips, 50 samples each, hops growing with k
+            rtt("fanout", {"transport": "multihop", "routing": "direct", "size": 64, "window": 16, "fanout": k,
+                           "hops": 1 + k, "src_core": 0}, 5000 * k + noise, n=50)  # fmt: skip
+        for t in ("ump", "multihop"):  # channels: 0 -> 1 on the machine
+            for size in (0, 64):
+                p = {"transport": t, "routing": "direct", "size": size, "src_core": 0, "dst_core": 1,
+                     "hops": 0 if t == "ump" else 2, "window": 16 if t == "multihop" else -1}  # fmt: skip
+                rtt("channels", p, 90_000 + noise)  # far from the routing suite's 0 -> 1
+                totals("channels", p, 10_000, (2 if t == "ump" else 4) * 10**7 * (1 + size // 64))
+        exp["by_size"] = {("ump", 0): 500_000.0, ("ump", 64): 250_000.0, ("multihop", 0): 250_000.0,
+                          ("multihop", 64): 125_000.0}  # fmt: skip
+        for win in (1, 4):  # window: 1000 msg/s per window slot
+            totals("window", {"transport": "multihop", "routing": "direct", "size": 64, "window": win, "hops": 2,
+                              "src_core": 0, "dst_core": 1}, 1000 * win, 10**9)  # fmt: skip
+        for mode in ("direct",):  # routing: every pair of 4 virtual cores, binds and round trips
+            for src in range(4):
+                for dst in range(4):
+                    hops = 1 if src == dst else 2
+                    p = {"transport": "multihop", "routing": mode, "window": 16, "hops": hops, "src_core": src,
+                         "dst_core": dst}  # fmt: skip
+                    rtt("routing", dict(p, size=-1, op="bind"), np.full(3, 50_000 + 1000 * hops))
+                    exp[("pair", src, dst)] = 1000 + 100 * src + 10 * dst
+                    rtt("routing", dict(p, size=64, op="rtt"), exp[("pair", src, dst)] + noise % 3, n=100)
+        for t, lat in (("pipe", 20_000), ("ump", 2_000), ("multihop", 4_000)):  # peers: against Pipe
+            p = {"transport": t, "routing": None if t == "pipe" else "direct", "size": 64, "src_core": 0, "dst_core": 1}
+            rtt("peers", p, lat + noise)
+            totals("peers", p, 10_000, 10**8 if t == "pipe" else 10**7)
+        for t in ("ump", "multihop"):  # resources: totals that are not a throughput
+            for comp, msgs in (("monitor", 6400), ("channel", 400), ("idle-monitor", 0)):
+                totals("resources", {"transport": t, "routing": "direct", "size": 64, "window": 16 if t == "multihop" else -1,
+                                     "component": comp, "channels": 16, "links": 12}, msgs, 10**9,
+                       rss_bytes=5_000_000, cpu_s=0.25)  # fmt: skip
+    exp["noise"] = noise
+    return exp
+
+
+@pytest.fixture(scope="module")
+def mixed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:  # noqa: F811
+    traces = tmp_path_factory.mktemp("mixed")
+    exp = _mixed(traces)
+    out = tmp_path_factory.mktemp("mixed-report")
+    run([str(traces)], out)
+    return out, exp
+
+
+def test_mixed_suites_cost_per_hop_is_the_hops_suite_alone(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, exp = mixed
+    rows = read_csv(out / "cost_per_hop.csv")
+    assert sorted((r["suite"], r["size"]) for r in rows) == [("hops", "64"), ("routing", "-1"), ("routing", "64")]
+    hops = _by(rows, suite="hops")
+    assert (hops["hops_min"], hops["hops_max"], hops["cases"]) == ("1", "4", "3")
+    assert num(hops["slope_ns_per_hop"]) == pytest.approx(300, rel=1e-9)  # fanout's 5000 k stays out
+    assert num(hops["intercept_ns"]) == pytest.approx(1000 + exp["noise"].mean(), rel=1e-9)
+    assert num(_by(rows, suite="routing", size="-1")["slope_ns_per_hop"]) == pytest.approx(1000, rel=1e-9)
+    assert not [r for r in rows if r["suite"] in ("fanout", "channels", "peers")]
+
+
+def test_mixed_suites_throughput_tables(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, exp = mixed
+    by_size = read_csv(out / "throughput_by_size.csv")
+    assert {r["suite"] for r in by_size} == {"channels", "peers"}  # no resources zeros, no window points
+    for (t, size), value in exp["by_size"].items():
+        r = _by(by_size, suite="channels", transport=t, size=str(size), kind="oneway")
+        assert num(r["throughput_msgs"]) == pytest.approx(value) and r["cases"] == "1"
+    by_window = read_csv(out / "throughput_by_window.csv")
+    assert [(r["suite"], r["window"], num(r["throughput_msgs"])) for r in by_window] == [
+        ("window", "1", 1000.0), ("window", "4", 4000.0)
+    ]  # fmt: skip
+    per_case = read_csv(out / "throughput.csv")
+    assert "resources" not in {r["suite"] for r in per_case} and len(per_case) == 60 - 6
+    resources = read_csv(out / "resources.csv")
+    assert {r["suite"] for r in resources} == {"resources"} and len(resources) == 6
+    idle = _by(resources, transport="ump", component="idle-monitor")
+    assert idle["messages"] == "0" and idle["cpu_us_per_msg"] == "" and idle["links"] == "12"
+    assert num(_by(resources, transport="ump", component="channel")["cpu_us_per_msg"]) == pytest.approx(625.0)
+
+
+def test_mixed_suites_core_pairs_are_the_routing_suite(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, exp = mixed
+    pairs = read_csv(out / "core_pairs.csv")
+    assert {r["suite"] for r in pairs} == {"routing"} and len(pairs) == 2 * 16
+    for r in pairs:
+        if r["size"] == "64":  # the channels and peers suites' 0 -> 1 (90 us, 2-20 us) are not in it
+            assert exp[("pair", int(r["src_core"]), int(r["dst_core"]))] <= num(r["p50_ns"]) <= exp[
+                ("pair", int(r["src_core"]), int(r["dst_core"]))] + 2
+    maps = sorted(p.name for p in out.glob("heatmap_*.png"))
+    assert maps == ["heatmap_mixed_routing_direct_multihop_64.png", "heatmap_mixed_routing_direct_multihop_bind.png"]
+
+
+def test_mixed_suites_baseline_is_peers_pipe_only(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = mixed
+    ratios = read_csv(out / "baseline_ratios.csv")
+    assert {r["suite"] for r in ratios} == {"peers"}
+    assert sorted((r["case"].split("transport=")[1].split(",")[0], r["case"].split("kind=")[1].split(",")[0])
+                  for r in ratios) == [("multihop", "oneway"), ("multihop", "rtt"), ("ump", "oneway"), ("ump", "rtt")]
+    assert {r["baseline_case"].split("transport=")[1] for r in ratios} == {"pipe"}
+    ump = [r for r in ratios if "transport=ump" in r["case"]]
+    assert num(next(r for r in ump if "kind=oneway" in r["case"])["throughput_ratio"]) == pytest.approx(10.0)
+    assert 0.09 < num(next(r for r in ump if "kind=rtt" in r["case"])["p50_ratio"]) < 0.11
+
+
+def test_percentiles_beyond_the_sample_resolution_are_not_shown(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = mixed
+    lat = read_csv(out / "latency.csv")
+    fan = [r for r in lat if r["suite"] == "fanout"]
+    assert len(fan) == 3 and all(r["samples"] == "50" for r in fan)
+    assert all(r["p50_ns"] and r["p90_ns"] and r["p99_ns"] == "" and r["p999_ns"] == "" for r in fan)
+    binds = [r for r in lat if r["size"] == "-1"]
+    assert binds and all(r["samples"] == "3" and r["p50_ns"] and r["p90_ns"] == "" for r in binds)
+    pairs = [r for r in lat if r["suite"] == "routing" and r["size"] == "64"]
+    assert all(r["samples"] == "100" and r["p99_ns"] and r["p999_ns"] == "" for r in pairs)
+    full = [r for r in lat if r["suite"] == "hops"]
+    assert all(r["samples"] == str(N_MIX) and r["p999_ns"] for r in full)
+    md = (out / "report.md").read_text()
+    assert "Percentiles beyond a case's sample resolution are not shown" in md
+    assert "p90 for 16 case(s) (fewer than 10 samples)" in md  # binds
+    assert "p99 for 19 case(s) (fewer than 100 samples)" in md  # binds, fanout
+    assert "p99.9 for 35 case(s) (fewer than 1000 samples)" in md  # binds, fanout, routing
+    cdf = [r for r in read_csv(out / "latency_cdf.csv") if r["suite"] == "fanout"]
+    assert len(cdf) == 3 * len(QUANTILES)  # the CDF keeps every point: it is the sample itself
+
+
+def test_mixed_suites_plots_have_readable_legends(mixed: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = mixed
+    md = (out / "report.md").read_text()
+    cdfs = sorted(p.name for p in out.glob("latency_cdf_*.png"))
+    assert cdfs == sorted([f"latency_cdf_mixed_{s}.png" for s in ("channels", "fanout", "hops", "peers")]
+                          + ["latency_cdf_mixed_routing_direct_binds.png", "latency_cdf_mixed_routing_direct_messages.png"])
+    # 16 core pairs per figure: coloured by hop count, one legend entry per hop count
+    assert md.count("One line per case, coloured by hop count.") == 2
+    assert "legend omitted" not in md
+    for name in [*cdfs, "throughput_vs_size.png", "throughput_vs_window.png", "latency_vs_hops.png", "resources.png"]:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
+
+
+def test_size_zero_is_on_the_throughput_plot(mixed: tuple[Path, dict[str, Any]]) -> None:
+    from matplotlib.figure import Figure
+
+    from multihop.analysis.plots import _size_ticks
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 64, 4096, 65536], [1, 2, 3, 4])
+    _size_ticks(ax, [0, 64, 4096, 65536])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0 B", "64 B", "4 KiB", "64 KiB"]
+    lo, _ = ax.get_xlim()
+    assert ax.get_xscale() == "symlog" and lo < 0  # 0 B is inside the axis, not at -infinity
+    assert (mixed[0] / "throughput_vs_size.png").stat().st_size > 1000
+
+
+def test_scope_names_the_bench_suites() -> None:
+    from multihop.analysis.scope import BENCH_SUITES, SCOPES
+    from multihop.bench.suites import SUITES
+
+    assert set(BENCH_SUITES) == set(SUITES) - {"all"}
+    assert all(set(v) <= set(BENCH_SUITES) for v in SCOPES.values())
+
+
+# ---------------------------------------------------------------- the report directory
+
+
+def test_an_earlier_reports_files_are_replaced_not_left(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "rep"
+    first = _tiny(tmp_path / "a", "first")
+    run([str(first)], out)
+    (out / "notes.txt").write_text("mine")
+    (out / "heatmap_mine.png").write_bytes(b"not ours")
+    before = {p.name for p in out.iterdir()}
+    assert "latency_cdf_first_tiny.png" in before and "resources.csv" not in before
+    (out / "resources.csv").write_text("stale, from an older multihop")  # one of our names: ours
+    second = _tiny(tmp_path / "b", "second")
+    run([str(second)], out)
+    after = {p.name for p in out.iterdir()}
+    assert "latency_cdf_first_tiny.png" not in after and "latency_cdf_second_tiny.png" in after
+    assert "resources.csv" not in after  # not produced this time (no resources cases): not left stale
+    assert {"notes.txt", "heatmap_mine.png"} <= after  # not ours: kept
+    assert "first" not in (out / "latency.csv").read_text()
+
+
+# ---------------------------------------------------------------- `multihop analyze` without what it needs
+
+
+def _analyze_cmd(trace: Path, out: Path, env: dict[str, str], pre: str = "") -> subprocess.CompletedProcess[str]:
+    code = f"{pre}import sys; from multihop.cli import main; sys.exit(main(['analyze', {str(trace)!r}, '-o', {str(out)!r}]))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+
+
+def _env(**changes: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME")}
+    env.update(changes)
+    return env
+
+
+def test_analyze_without_java_fails_before_any_jvm(tmp_path: Path) -> None:
+    trace = _tiny(tmp_path / "t", "nojava")
+    r = _analyze_cmd(trace, tmp_path / "rep", _env(PATH=str(tmp_path / "empty")))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("multihop analyze: SparkUnavailable: no `java` on PATH and JAVA_HOME is not set")
+    assert "apt-get install -y openjdk-17-jre-headless" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "rep").exists()
+
+
+def test_analyze_with_a_too_old_java(tmp_path: Path) -> None:
+    trace = _tiny(tmp_path / "t", "oldjava")
+    _fake_java(tmp_path / "j11", "11.0.22")
+    r = _analyze_cmd(trace, tmp_path / "rep", _env(PATH=str(tmp_path / "j11" / "bin")))
+    assert r.returncode == 1, r.stderr
+    assert "is Java 11; this PySpark needs Java 17 or newer" in r.stderr and "Traceback" not in r.stderr
+    r = _analyze_cmd(trace, tmp_path / "rep", _env(JAVA_HOME=str(tmp_path / "j11"), PATH=os.defpath))
+    assert r.returncode == 1 and f"JAVA_HOME={tmp_path / 'j11'} is Java 11" in r.stderr
+
+
+def test_spark_failing_to_start_is_a_clear_error(tmp_path: Path) -> None:
+    """A `java` that passes the version check but cannot run a JVM: spark-submit's launcher fails."""
+    trace = _tiny(tmp_path / "t", "nojvm")
+    _fake_java(tmp_path / "fake", "17.0.9")
+    r = _analyze_cmd(trace, tmp_path / "rep", _env(PATH=f"{tmp_path / 'fake' / 'bin'}:/usr/bin:/bin"))
+    assert r.returncode == 1, r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("multihop analyze:")]
+    assert line and line[0].startswith("multihop analyze: SparkUnavailable: Spark failed to start (master local[*]): ")
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("missing", ["pyspark", "matplotlib"])
+def test_analyze_without_the_analysis_extra(tmp_path: Path, missing: str) -> None:
+    trace = _tiny(tmp_path / "t", f"no-{missing}")
+    r = _analyze_cmd(trace, tmp_path / "rep", _env(), pre=f"import sys; sys.modules[{missing!r}] = None; ")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"multihop analyze: AnalysisUnavailable: multihop analyze needs the analysis extra; "
+                               f"missing: {missing} (")
+    assert "pip install 'multihop[analysis]'" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "rep").exists()
+
+
+# ---------------------------------------------------------------- the CLI, in this process's Spark session
+
+
+def test_cli_analyze_borrows_the_running_session(spark: Any, tmp_path: Path,  # noqa: F811
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _tiny(tmp_path / "t", "borrow")
+    assert cli.main(["analyze", str(trace), "-o", str(tmp_path / "rep")]) == 0
+    assert f"report: {tmp_path / 'rep' / 'report.md'}" in capsys.readouterr().out
+    assert "Spark master `local[2]`" in (tmp_path / "rep" / "report.md").read_text()  # the fixture's session
+    assert spark.range(5).count() == 5  # and it still runs
+
+
+# ---------------------------------------------------------------- set-up: Java for PySpark
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ensure_java(env: dict[str, str], as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
+    cmd = [shutil.which("bash") or "/bin/bash", str(ROOT / ".ci" / "ensure-java")]
+    if as_nobody and os.getuid() == 0:  # the not-root path, without installing anything
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A temporary directory other users can read (pytest's are private to root): for `nobody`."""
+    d = Path(tempfile.mkdtemp(prefix="mh-java-"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_setup_checks_the_java_version(open_dir: Path) -> None:
+    assert "bash .ci/ensure-java" in (ROOT / ".ci" / "setup").read_text()
+    tmp_path = open_dir
+    for name, version in (("j11", "11.0.22"), ("j8", "1.8.0_392"), ("j21", "21.0.2")):
+        _fake_java(tmp_path / name, version)
+        for d in (tmp_path / name, tmp_path / name / "bin"):
+            d.chmod(0o755)
+    base = {"PATH": "/usr/bin:/bin"}
+    ok = _ensure_java(dict(base, JAVA_HOME=str(tmp_path / "j21")))
+    assert ok.returncode == 0 and ok.stderr == ""  # silent when all is well
+    for name, major in (("j11", 11), ("j8", 8)):
+        r = _ensure_java(dict(base, JAVA_HOME=str(tmp_path / name)))
+        assert r.returncode == 1
+        assert f"JAVA_HOME={tmp_path / name} is Java {major}; PySpark needs Java 17 or newer" in r.stderr
+    r = _ensure_java({"PATH": f"{tmp_path / 'j11' / 'bin'}:/usr/bin:/bin"}, as_nobody=True)
+    assert r.returncode == 1 and "is Java 11, too old (PySpark needs Java 17 or newer)" in r.stderr
+    assert "installing it needs root" in r.stderr and "apt-get install -y openjdk-17-jre-headless" in r.stderr
+    r = _ensure_java({"PATH": str(tmp_path / "empty")}, as_nobody=True)
+    assert r.returncode == 1 and r.stderr.startswith("setup: Java is missing (PySpark needs Java 17 or newer)")
+    assert _ensure_java({"PATH": os.environ["PATH"]}).returncode == 0  # this machine's Java

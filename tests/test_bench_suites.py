@@ -1,8 +1,11 @@
 """Real `multihop bench SUITE --quick` runs write traces that `analyze` turns into reports.
 
 Each suite runs in its own process (the CLI), against real runtimes; the
-analysis runs in the session's shared Spark session.  Then: Ctrl-C stops a
-run cleanly, and the README's main job (bench all + analyze) works end to end.
+analysis runs in this process, in the session's shared Spark session (one
+JVM for the whole test run).  Then: Ctrl-C stops a run cleanly (during
+routing and during peers), --attach, --cores and --routing reach the suites,
+and the README's main job (bench all + analyze, analyze through the CLI's
+entry point) works end to end.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pytest
 
 import multihop as mh
 import multihop.analysis as analysis
+from multihop import cli
 from multihop import rts
 from multihop.bench.peers import available_peers
 from multihop.bench.suites import SUITES
@@ -120,6 +124,7 @@ def _check_resources(report: Path, plots: list[str]) -> None:
             assert int(r["rss_bytes"]) > 1_000_000  # a live process
             # UMP channels never pass through a monitor; multi-hop ones do, both ways
             assert forwarded == 0 if r["transport"] == "ump" else forwarded >= 2 * 16 * 200
+    assert plots == ["resources.png"]  # its own plot; its totals stay out of the throughput plots
 
 
 def _check_peers(report: Path, plots: list[str]) -> None:
@@ -230,8 +235,12 @@ def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
     assert {"ump", "multihop", "pipe"} <= transports and transports <= {"ump", "multihop", "pipe", "queue"}
 
 
-def test_main_job_bench_all_then_analyze(tmp_path: Path) -> None:
-    """The README's first command, less the set-up: every suite, then the report."""
+def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's first command, less the set-up: every suite, then the report.
+
+    `multihop analyze` runs through the CLI's entry point in this process, so
+    it borrows the session's Spark (no second JVM) and must leave it running.
+    """
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert ("bash .ci/setup && .venv/bin/multihop bench all --quick --out bench-out && "
             ".venv/bin/multihop analyze bench-out -o report") in readme
@@ -239,13 +248,21 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path) -> None:
     r = _bench("all", out, timeout=400)
     order = [line.split(": ")[0].split("] ")[1] for line in r.stderr.splitlines() if line.startswith("[1/")]
     assert order == [s for s in SUITES if s != "all"]
-    a = subprocess.run([*CLI, "analyze", str(out), "-o", str(rep)], capture_output=True, text=True, timeout=300)
-    assert a.returncode == 0, a.stderr[-3000:]
-    assert f"report: {rep / 'report.md'}" in a.stdout
+    assert cli.main(["analyze", str(out), "-o", str(rep)]) == 0
+    assert f"report: {rep / 'report.md'}" in capsys.readouterr().out
     md = (rep / "report.md").read_text()
     for title in ("Latency per case", "Memory and CPU", "Cost per hop", "Ratios to the baseline"):
         assert title in md
     _check_plots(rep)
+    # each table holds the suites it is about, and only those
+    assert {x["suite"] for x in _csv(rep / "cost_per_hop.csv")} == {"hops", "routing"}
+    assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
+    assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
+    assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers"}
+    assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
+    assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
+    assert spark.range(3).count() == 3  # the borrowed session was not stopped
 
 
 def test_unknown_suite_is_a_clear_error() -> None:

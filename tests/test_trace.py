@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import multihop.bench.trace as trace_mod
@@ -36,19 +39,30 @@ def _meta(path: Path) -> dict[str, str]:
 
 
 def test_schema_is_versioned_and_documented() -> None:
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
     text = describe_schema()
     doc = trace_mod.__doc__ or ""
+    assert '``"channels"``' in doc and "(version 2)" in doc
     for table in TABLES:
         schema = table_schema(table)
         assert schema.metadata == {
-            META_SCHEMA_VERSION.encode(): b"1",
+            META_SCHEMA_VERSION.encode(): b"2",
             META_TABLE.encode(): table.encode(),
         }
         assert f"## {table}" in text
         for f in schema:
             assert f"| {f.name} | {f.type} |" in text
             assert f.name in doc, f"column {f.name} of {table} is not in the module docstring"
+
+
+def test_schema_document_next_to_the_code_is_describe_schema() -> None:
+    """TRACE_SCHEMA.md is generated: `python -m multihop.bench.trace > TRACE_SCHEMA.md`."""
+    doc = Path(trace_mod.__file__).with_name("TRACE_SCHEMA.md")
+    assert doc.read_text(encoding="utf-8") == describe_schema(), "regenerate TRACE_SCHEMA.md"
+    out = subprocess.run([sys.executable, "-m", "multihop.bench.trace"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == describe_schema()
+    text = describe_schema()
+    assert "## Rules" in text and "strictly between cases" in text and "2: `cases` lost" in text
 
 
 def test_schema_columns_and_types() -> None:
@@ -61,14 +75,15 @@ def test_schema_columns_and_types() -> None:
     assert messages.field("hops").type == pa.int32()
     assert messages.field("send_ns").type == pa.int64()
     cases = table_schema("cases")
-    for name in ("messages", "bytes", "duration_ns", "throughput_msgs", "throughput_bytes",
-                 "baseline", "rss_bytes", "cpu_s", *PARAM_COLUMNS):  # fmt: skip
+    for name in ("messages", "bytes", "duration_ns", "baseline", "rss_bytes", "cpu_s", *PARAM_COLUMNS):
         assert name in cases.names
-    assert cases.field("throughput_msgs").type == pa.float64()
+    assert "throughput_msgs" not in cases.names  # derived: the analysis computes it
     assert cases.field("rss_bytes").nullable and cases.field("cpu_s").nullable
     assert table_schema("machine").names == [
-        "run_id", "cpu_model", "cores", "sockets", "kernel", "python", "multihop", "started_at",
+        "run_id", "cpu_model", "cores", "sockets", "kernel", "kernel_version", "python", "multihop",
+        "numpy", "pyarrow", "pyspark", "started_at",
     ]  # fmt: skip
+    assert table_schema("machine").field("pyspark").nullable
     with pytest.raises(TraceError, match="unknown trace table 'nope'"):
         table_schema("nope")
 
@@ -106,11 +121,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
             baseline="mh",
         )
     assert kept == 10
-    assert (
-        row["throughput_msgs"] == 500.0
-        and row["bytes"] == 64_000
-        and row["throughput_bytes"] == 32_000.0
-    )
+    assert row["bytes"] == 64_000 and row["duration_ns"] == 2_000_000_000 and "throughput_msgs" not in row
     run_dir = tmp_path / "r1"
     assert w.run_dir == run_dir and w.run_id == "r1"
     assert sorted(p.name for p in run_dir.iterdir()) == [
@@ -119,7 +130,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
         "messages.parquet",
     ]
     for table in TABLES:
-        assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "1"
+        assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "2"
         assert _meta(run_dir / f"{table}.parquet")[META_TABLE] == table
         assert (
             pq.read_schema(run_dir / f"{table}.parquet").remove_metadata()
@@ -149,7 +160,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
 
     c = pq.read_table(run_dir / "cases.parquet").to_pylist()
     assert c[0]["rss_bytes"] == 123 and c[0]["cpu_s"] == 1.5 and c[0]["baseline"] is None
-    assert c[1]["throughput_msgs"] is None and c[1]["baseline"] == "mh"
+    assert c[1]["duration_ns"] == 0 and c[1]["baseline"] == "mh"
 
     mach = pq.read_table(run_dir / "machine.parquet").to_pylist()
     assert len(mach) == 1 and mach[0]["run_id"] == "r1" and mach[0]["cores"] >= 1
@@ -168,16 +179,25 @@ def test_sampling_keeps_message_numbers(tmp_path: Path) -> None:
         sample_every(np.arange(3), 0)
 
 
-def test_flushing_writes_row_groups_and_no_partial_files(tmp_path: Path) -> None:
+def test_row_groups_are_written_between_cases_only(tmp_path: Path) -> None:
     send = np.arange(1000, dtype=np.int64)
     with TraceWriter(tmp_path, run_id="f", flush_rows=1500) as w:
-        for i in range(5):
-            w.add_messages(f"c{i}", {"size": 1}, send, send + i)
-        assert any(p.name.endswith(".partial") for p in w.run_dir.iterdir())
+        partial = w.run_dir / ".messages.parquet.partial"
+        for i in range(3):  # a case may hand its messages over in several calls: nothing is written
+            w.add_messages("c0", {"size": 1}, send, send + i)
+        assert not partial.exists() and w.message_rows == 3000
+        w.add_case("c0", {"size": 1}, messages=3000, duration_ns=10)  # the case is over: now it may write
+        assert partial.exists()
+        size = partial.stat().st_size
+        w.add_messages("c1", {"size": 1}, send, send + 1)
+        w.add_messages("c2", {"size": 1}, send, send + 1)
+        assert partial.stat().st_size == size  # 2000 rows buffered, still nothing written mid-case
+        w.add_case("c1", {"size": 1}, messages=1000, duration_ns=10)
+        w.add_case("c2", {"size": 1}, messages=1000, duration_ns=10)
     files = sorted(p.name for p in (tmp_path / "f").iterdir())
     assert files == ["cases.parquet", "machine.parquet", "messages.parquet"]
     meta = pq.read_metadata(tmp_path / "f" / "messages.parquet")
-    assert meta.num_rows == 5000 and meta.num_row_groups >= 2
+    assert meta.num_rows == 5000 and meta.num_row_groups == 2
 
 
 def test_empty_run_writes_empty_tables(tmp_path: Path) -> None:
@@ -237,6 +257,10 @@ def test_case_name_and_machine_info() -> None:
     info = machine_info("r", started_at="2026-01-01T00:00:00+00:00")
     assert set(info) == set(table_schema("machine").names)
     assert info["started_at"] == "2026-01-01T00:00:00+00:00"
+    import pyspark
+
+    assert (info["numpy"], info["pyarrow"], info["pyspark"]) == (np.__version__, pa.__version__, pyspark.__version__)
+    assert info["kernel"] == os.uname().release and info["kernel_version"] == os.uname().version
     assert set(KINDS) == {"rtt", "oneway"}
 
 
@@ -257,3 +281,12 @@ def test_any_sampling_round_trips(
     got = (np.array(t.column("recv_ns")) - np.array(t.column("send_ns"))).tolist()
     assert got == lat[::every]
     assert t.column("seq").to_pylist() == list(range(0, len(lat), every))
+
+
+def test_pyarrow_is_a_base_dependency() -> None:
+    """`multihop bench` writes Parquet: pyarrow cannot be an extra; the analysis extra is PySpark and matplotlib."""
+    import tomllib
+
+    meta = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("pyarrow") for d in meta["dependencies"])
+    assert {d.split(">")[0] for d in meta["optional-dependencies"]["analysis"]} == {"pyspark", "matplotlib"}

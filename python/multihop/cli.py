@@ -107,14 +107,9 @@ def _cmd_stubgen(a: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(a: argparse.Namespace) -> int:
-    from multihop import analysis
+    from multihop.analysis.command import run_args
 
-    argv = list(a.traces) + ["-o", a.output]
-    if a.master:
-        argv += ["--master", a.master]
-    if a.baseline:
-        argv += ["--baseline", a.baseline]
-    return int(analysis.main(argv) or 0)
+    return run_args(a)
 
 
 def suites_names() -> tuple[str, ...]:
@@ -175,11 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--import", dest="imports", action="append", help="alias-only interface file to import")
     sg.set_defaults(func=_cmd_stubgen)
 
-    an = sub.add_parser("analyze", help="analyze benchmark traces with PySpark into a report")
-    an.add_argument("traces", nargs="+")
-    an.add_argument("-o", "--output", default="report")
-    an.add_argument("--master", default=None)
-    an.add_argument("--baseline", default=None)
+    from multihop.analysis import command as analyze_command
+
+    an = sub.add_parser("analyze", help="analyze benchmark traces with PySpark into a report",
+                        description=analyze_command.DESCRIPTION)
+    analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
     return p
 

@@ -3,7 +3,8 @@
 ``run(trace_paths, report_dir, master=None, baseline=None)`` checks the traces,
 computes the tables in Spark and writes ``report.md``, ``report.html``, one CSV
 per table and PNG plots; ``main(argv)`` is the ``multihop analyze`` command.
-PySpark is imported only when an analysis runs.
+PySpark and matplotlib (the ``analysis`` extra) are imported only when an
+analysis runs, and checked first.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from multihop.analysis.deps import AnalysisUnavailable
 from multihop.analysis.inputs import TraceError
 from multihop.analysis.spark import SparkUnavailable
 
-__all__ = ["SparkUnavailable", "TraceError", "main", "run"]
+__all__ = ["AnalysisUnavailable", "SparkUnavailable", "TraceError", "main", "run"]
 
 
 def run(

@@ -55,23 +55,30 @@ def build_parser(prog: str = "multihop analyze") -> argparse.ArgumentParser:
 
 
 def run_args(args: argparse.Namespace) -> int:
-    """Run the analysis for parsed arguments; print where the report is; return the exit status.
+    """Run the analysis for parsed arguments; print where the report is; return 0.
 
-    Bad traces, a bad baseline or a missing Spark/Java print the error to
-    stderr and return 2.
+    Raises:
+        MultihopError: bad traces or baseline (TraceError), a missing analysis
+            extra, Java or Spark (AnalysisUnavailable); the caller reports it.
     """
     from multihop.analysis.job import run
 
-    try:
-        report = run(args.traces, args.output, master=args.master, baseline=args.baseline)
-    except MultihopError as exc:
-        print(f"multihop analyze: error: {exc}", file=sys.stderr)
-        return 2
+    report = run(args.traces, args.output, master=args.master, baseline=args.baseline)
     print(f"report: {report}")
     print(f"        {report.with_name('report.html')}")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``multihop analyze`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    return run_args(build_parser().parse_args(argv))
+    """Run ``multihop analyze`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    0 on success; 1 with a one-line error on stderr when the traces, the
+    baseline, the analysis extra, Java or Spark are not right (as every
+    ``multihop`` subcommand).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return run_args(args)
+    except MultihopError as exc:
+        print(f"multihop analyze: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

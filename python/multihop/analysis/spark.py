@@ -14,6 +14,12 @@ Master, in order of precedence:
 Sessions made here get ``spark.ui.enabled=false`` and a small shuffle
 partition count unless the configuration already says otherwise, and no
 console progress bar.  Only a session made here is stopped by :func:`stop_if_created`.
+
+Java: before a JVM is started, :func:`find_java` finds the ``java`` Spark will
+run and checks its version against what the installed PySpark needs
+(:func:`required_java`: 17 for PySpark 4, 8 before); a failure to start Spark
+all the same is raised as :class:`SparkUnavailable` with the first line of the
+cause, not as a traceback.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from multihop.errors import MultihopError
+from multihop.analysis.deps import EXTRA, AnalysisUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -40,6 +47,8 @@ __all__ = [
     "default_conf",
     "find_java",
     "get_session",
+    "java_version",
+    "required_java",
     "preset_conf",
     "stop_if_created",
 ]
@@ -51,33 +60,78 @@ DEFAULT_MASTER = "local[*]"
 """The master used when nothing else names one."""
 
 JAVA_HINT = (
-    "PySpark needs a Java runtime (17 or newer): install one with "
-    "`apt-get install -y openjdk-17-jre-headless` (Debian/Ubuntu), "
-    "or set JAVA_HOME to an installed JDK/JRE"
+    "install one with `apt-get install -y openjdk-17-jre-headless` (Debian/Ubuntu; `bash .ci/setup` does it), "
+    "or set JAVA_HOME to an installed JDK/JRE 17 or newer"
 )
 
 
-class SparkUnavailable(MultihopError, RuntimeError):
-    """Spark cannot run here: PySpark is not installed, or there is no Java."""
+class SparkUnavailable(AnalysisUnavailable):
+    """Spark cannot run here: PySpark is not installed, Java is missing or too old, or Spark failed to start."""
 
 
-def find_java(env: Mapping[str, str] | None = None) -> str:
-    """Return the ``java`` Spark will use: ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
+def required_java(pyspark_version: str | None = None) -> int:
+    """The oldest Java major version the (installed) PySpark runs on: 17 for PySpark 4, else 8."""
+    if pyspark_version is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            pyspark_version = version("pyspark")
+        except PackageNotFoundError:
+            return 17
+    major = re.match(r"\d+", pyspark_version)
+    return 17 if major is None or int(major.group()) >= 4 else 8
+
+
+def java_version(java: str, timeout: float = 30.0) -> int:
+    """The major version of ``java`` (``java -version``: ``"17.0.15"`` gives 17, ``"1.8.0_292"`` gives 8).
 
     Raises:
-        SparkUnavailable: JAVA_HOME is set but has no ``bin/java``, or there is
-            no ``java`` on PATH; the message says how to install one.
+        SparkUnavailable: it does not run, or says no version.
+    """
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SparkUnavailable(f"cannot run `{java} -version` ({exc}); {JAVA_HINT}") from None
+    text = out.stderr + out.stdout
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if out.returncode != 0 or found is None:
+        first = text.strip().splitlines()[0] if text.strip() else f"exit status {out.returncode}"
+        raise SparkUnavailable(f"`{java} -version` gives no Java version ({first}); {JAVA_HINT}")
+    major = int(found.group(1))
+    if major == 1 and found.group(2) is not None:  # 1.8 is Java 8
+        major = int(found.group(2))
+    return major
+
+
+def find_java(env: Mapping[str, str] | None = None, minimum: int | None = None) -> str:
+    """Return the ``java`` Spark will use (``$JAVA_HOME/bin/java``, else ``java`` on PATH), checked.
+
+    Args:
+        env: the environment to look in (default: this process's).
+        minimum: the oldest Java major version accepted (default: :func:`required_java`).
+
+    Raises:
+        SparkUnavailable: JAVA_HOME is set but has no ``bin/java``, there is
+            no ``java`` on PATH, or it is older than ``minimum``; the message
+            says how to install one.
     """
     env = os.environ if env is None else env
     home = env.get("JAVA_HOME")
     if home:
         java = Path(home) / "bin" / "java"
-        if java.is_file() and os.access(java, os.X_OK):
-            return str(java)
-        raise SparkUnavailable(f"JAVA_HOME={home} has no executable bin/java; {JAVA_HINT}")
-    found = shutil.which("java", path=env.get("PATH", os.defpath))
-    if found is None:
-        raise SparkUnavailable(f"no `java` on PATH and JAVA_HOME is not set; {JAVA_HINT}")
+        if not (java.is_file() and os.access(java, os.X_OK)):
+            raise SparkUnavailable(f"JAVA_HOME={home} has no executable bin/java; PySpark needs Java: {JAVA_HINT}")
+        found = str(java)
+    else:
+        which = shutil.which("java", path=env.get("PATH", os.defpath))
+        if which is None:
+            raise SparkUnavailable(f"no `java` on PATH and JAVA_HOME is not set; PySpark needs Java: {JAVA_HINT}")
+        found = which
+    need = required_java() if minimum is None else minimum
+    major = java_version(found)
+    if major < need:
+        where = f"JAVA_HOME={home}" if home else f"{found} (first `java` on PATH)"
+        raise SparkUnavailable(f"{where} is Java {major}; this PySpark needs Java {need} or newer: {JAVA_HINT}")
     return found
 
 
@@ -118,9 +172,7 @@ def _import_pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
-        raise SparkUnavailable(
-            f"PySpark is not installed ({exc}); install it with `pip install pyspark`"
-        ) from None
+        raise SparkUnavailable(f"PySpark is not installed ({exc}); install it with {EXTRA}") from None
 
 
 def _spark_defaults(env: Mapping[str, str]) -> dict[str, str]:
@@ -198,7 +250,7 @@ def get_session(
     """Return ``(session, created)``: the running session, or a new one made by the rules above.
 
     Raises:
-        SparkUnavailable: PySpark or Java is missing.
+        SparkUnavailable: PySpark or Java is missing, Java is too old, or Spark failed to start.
     """
     _import_pyspark()
     from pyspark.sql import SparkSession
@@ -228,8 +280,17 @@ def get_session(
         if key not in preset:
             builder = builder.config(key, value)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    try:
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+    except Exception as exc:  # py4j, PySpark and Java errors alike
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        master_text = chosen or preset.get("spark.master") or "(spark-submit's)"
+        raise SparkUnavailable(
+            f"Spark failed to start (master {master_text}): {first}. Check that Java works "
+            f"(`java -version`) and that the master is reachable; {JAVA_HINT}"
+        ) from None
     return session, True
 
 
