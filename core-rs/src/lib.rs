@@ -19,6 +19,7 @@
 //! - [`forward`]: a monitor's data plane (links, forwarding loop)
 //! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
 //! - [`monitor`]: the per-core monitor process
+//! - [`fixed_layout`]: wire layout of a Flounder message of scalars
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`
@@ -29,6 +30,7 @@ pub mod control;
 pub mod dispatcher;
 pub mod endpoint;
 pub mod error;
+pub mod fixed_layout;
 pub mod flow;
 pub mod forgery;
 pub mod forward;

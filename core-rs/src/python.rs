@@ -402,6 +402,32 @@ impl Channel {
         self.ch.close();
     }
 
+    /// Send one Flounder message of scalars laid out by `layout` (a
+    /// generated stub's fast path): True when sent, False when a value is not
+    /// one the layout encodes as is (the stub then encodes it in Python,
+    /// which explains any error). Waits while the channel is full.
+    #[pyo3(signature = (layout, *values))]
+    fn _send_fixed(&self, py: Python<'_>, layout: &FixedLayout, values: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        let fields = layout.layout.fields();
+        if values.len() != fields.len() {
+            return Ok(false);
+        }
+        let mut vals = [crate::fixed_layout::Value::Bool(false); 64];
+        if fields.len() > vals.len() {
+            return Ok(false);
+        }
+        for (i, (f, v)) in fields.iter().zip(values.iter()).enumerate() {
+            vals[i] = match fixed_value(*f, &v) {
+                Some(x) => x,
+                None => return Ok(false),
+            };
+        }
+        let mut buf = [0u8; crate::fixed_layout::FixedLayout::MAX_BYTES];
+        let Some(n) = layout.layout.encode(&vals[..fields.len()], &mut buf) else { return Ok(false) };
+        self.send_slice(py, &buf[..n], None)?;
+        Ok(true)
+    }
+
     /// Test hook: (VCI received on, VCI sent with) on the link to this
     /// end's monitor, for a multi-hop channel; None for UMP.
     fn _vcis(&self) -> Option<(u64, u64)> {
@@ -723,6 +749,60 @@ impl Dispatcher {
     }
 }
 
+/// A Python value as a fixed-layout field takes it: exact ints (and exact
+/// bools for bool fields) only; anything else goes the stub's slow path.
+#[inline]
+fn fixed_value(f: crate::fixed_layout::Field, v: &Bound<'_, PyAny>) -> Option<crate::fixed_layout::Value> {
+    use crate::fixed_layout::{Field, Value};
+    if let Field::Bool = f {
+        return v.is_exact_instance_of::<pyo3::types::PyBool>().then(|| Value::Bool(v.is_truthy().unwrap_or(false)));
+    }
+    if !v.is_exact_instance_of::<pyo3::types::PyInt>() {
+        return None;
+    }
+    match v.extract::<i64>() {
+        Ok(x) => Some(Value::Signed(x)),
+        Err(_) => v.extract::<u64>().ok().map(Value::Unsigned),
+    }
+}
+
+/// The wire layout of a Flounder message of scalars (see `fixed_layout.rs`),
+/// built once per message by a generated stub.
+#[pyclass(frozen, module = "multihop._core")]
+pub struct FixedLayout {
+    layout: crate::fixed_layout::FixedLayout,
+}
+
+#[pymethods]
+impl FixedLayout {
+    /// `fields`: one `(kind, n)` per argument, in order: ``("u", bytes)``,
+    /// ``("i", bytes)``, ``("bool", 0)`` or ``("enum", number of values)``.
+    #[new]
+    fn new(number: u16, fields: Vec<(String, u32)>) -> PyResult<FixedLayout> {
+        use crate::fixed_layout::Field;
+        let mut out = Vec::with_capacity(fields.len());
+        for (kind, n) in fields {
+            out.push(match (kind.as_str(), n) {
+                ("u", 1 | 2 | 4 | 8) => Field::Unsigned(n as u8),
+                ("i", 1 | 2 | 4 | 8) => Field::Signed(n as u8),
+                ("bool", _) => Field::Bool,
+                ("enum", _) => Field::Enum(n),
+                _ => return Err(PyValueError::new_err(format!("unknown fixed field ({kind:?}, {n}): expected ('u'|'i', 1|2|4|8), ('bool', 0) or ('enum', count)"))),
+            });
+        }
+        if out.len() > 64 {
+            return Err(PyValueError::new_err(format!("a fixed layout takes at most 64 fields, got {}", out.len())));
+        }
+        crate::fixed_layout::FixedLayout::new(number, out).map(|layout| FixedLayout { layout }).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Bytes of an encoded message.
+    #[getter]
+    fn size(&self) -> usize {
+        self.layout.size()
+    }
+}
+
 /// Test hook: a link to a monitor that claims to come from another monitor
 /// (see `forgery.rs`), for writing raw frames a neighbour could send.
 #[pyclass(frozen, module = "multihop._core")]
@@ -815,6 +895,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Service>()?;
     m.add_class::<Dispatcher>()?;
     m.add_class::<ForgedMonitorLink>()?;
+    m.add_class::<FixedLayout>()?;
     m.add_function(wrap_pyfunction!(run_monitor, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_status, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_shutdown, m)?)?;
