@@ -708,13 +708,30 @@ int main(int argc, char **argv)
 
 
 @pytest.fixture(scope="module")
-def cdylib() -> Path:
-    """The real libmultihop_core.so (built by cargo if needed), or a skip without gcc."""
+def cdylib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the real, plain libmultihop_core.so (tests/cdylib.py), or a skip without gcc."""
     if GCC is None:
         pytest.skip("gcc not installed")
-    from test_capi import ensure_cdylib
+    from cdylib import private_cdylib
 
-    return ensure_cdylib()
+    return private_cdylib(tmp_path_factory.mktemp("cdylib"))
+
+
+@pytest.mark.skipif(GCC is None, reason="gcc not installed")
+def test_c_aliases_of_composite_types_compile(tmp_path: Path) -> None:
+    """`alias`/`typedef` of a struct, enum or array type: the alias typedef follows the type (found by the
+    random interfaces of test_idl_roundtrip)."""
+    idl.stubgen(
+        'interface al "" {\n  alias ptwo pair; typedef colour hue; typedef trio three;\n'
+        "  typedef struct { uint8 a; uint8 b; } pair;\n  typedef enum { RED, GREEN } colour;\n"
+        "  typedef uint16 trio[3];\n  message m(ptwo p, hue h, three t);\n};\n",
+        "c", tmp_path,
+    )
+    header = (tmp_path / "al.h").read_text()
+    assert header.index("} al_pair_t;") < header.index("typedef al_pair_t al_ptwo_t;")
+    r = subprocess.run([GCC, *CFLAGS, "-fsyntax-only", "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / "al.c")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.parametrize("transport", ["ump", "multihop"])

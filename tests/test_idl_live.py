@@ -248,9 +248,9 @@ def build_c_client(out: Path, interface: Path, main: Path, *imports: Path) -> Pa
     """Generate C stubs of ``interface`` with ``multihop stubgen`` and build ``main`` against the cdylib."""
     if GCC is None:
         pytest.skip("gcc not installed")
-    from test_capi import ensure_cdylib
+    from cdylib import private_cdylib
 
-    lib = ensure_cdylib()
+    lib = private_cdylib(out)
     args = [str(interface), "--lang", "c", "-o", str(out)]
     for imp in imports:
         args += ["--import", str(imp)]

@@ -4,15 +4,19 @@
   decoded by the peer's generated rx to the values sent, re-encoding gives the
   same bytes, and the bytes equal an independent reference encoder written
   from flounder-idl/WIRE.md.
-* C: the generated C of a batch of random interfaces (plus the shipped ones and
-  cap-free Barrelfish ones) is compiled once per session into one driver; a
-  Python-encoded message goes through C decode -> C encode and must come back
-  byte for byte, and decode in Python to the original values.  Mutated messages
-  must be accepted or rejected alike by both back ends.
+* C: a batch of N_RANDOM interfaces, drawn at random by hypothesis on every
+  run (``--hypothesis-seed`` replays a run; the sources are written next to
+  the driver and named in failures), plus the shipped ones and cap-free
+  Barrelfish ones, is compiled once per test run into one driver linked
+  against libmultihop_core.so; a Python-encoded message goes through C decode
+  -> C encode and must come back byte for byte, and decode in Python to the
+  original values.  Mutated messages must be accepted or rejected alike by
+  both back ends.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 import multihop as mh
@@ -43,22 +47,41 @@ SCALARS = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int
            "bool", "char", "size", "uintptr", "intptr", "iref", "errval"]
 _RESERVED = set(SCALARS) | {"interface", "message", "call", "response", "rpc", "in", "out", "typedef",
                             "struct", "enum", "alias", "string", "cap", "give_away_cap"}
-names = st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True).filter(lambda s: s not in _RESERVED)
-values_names = st.from_regex(r"[A-Z][A-Z0-9]{0,4}", fullmatch=True)
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGITS = "0123456789"
+names = st.builds(str.__add__, st.sampled_from(_LOWER), st.text(_LOWER + _DIGITS, max_size=5)).filter(
+    lambda s: s not in _RESERVED)
+values_names = st.builds(str.__add__, st.sampled_from(_LOWER.upper()), st.text(_LOWER.upper() + _DIGITS, max_size=4))
 
 
 @st.composite
 def interface_source(draw: st.DrawFn, name: str = "r") -> str:
     """Flounder source of a random interface: aliases, enums, structs, arrays, messages, rpcs."""
-    pool = iter(draw(st.lists(names, min_size=90, max_size=90, unique=True)))
-    vpool = iter(draw(st.lists(values_names, min_size=24, max_size=24, unique=True)))
+    used: set[str] = set()
+
+    def fresh(strategy: st.SearchStrategy[str]) -> str:
+        """A name not used yet in this interface (names and enum values share one set)."""
+        n = draw(strategy.filter(lambda x: x not in used))
+        used.add(n)
+        return n
+
+    class _Pool:
+        def __init__(self, strategy: st.SearchStrategy[str]) -> None:
+            self.strategy = strategy
+
+        def __next__(self) -> str:
+            return fresh(self.strategy)
+
+    pool, vpool = _Pool(names), _Pool(values_names)
     fixed = list(SCALARS)
     decls: list[str] = []
     for _ in range(draw(st.integers(0, 6))):
-        kind = draw(st.sampled_from(["alias", "enum", "array", "struct", "struct"]))
+        kind = draw(st.sampled_from(["alias", "typedef", "enum", "array", "struct", "struct"]))
         n = next(pool)
-        if kind == "alias":
-            decls.append(f"alias {n} {draw(st.sampled_from(SCALARS))};")
+        if kind in ("alias", "typedef"):  # both alias spellings; half the time of an own composite type
+            own = fixed[len(SCALARS):]
+            target = draw(st.sampled_from(own if own and draw(st.booleans()) else SCALARS))
+            decls.append(f"alias {n} {target};" if kind == "alias" else f"typedef {target} {n};")
         elif kind == "enum":
             vals = [next(vpool) for _ in range(draw(st.integers(1, 4)))]
             decls.append(f"typedef enum {{ {', '.join(vals)} }} {n};")
@@ -279,18 +302,23 @@ int main(void)
 """
 
 
-def collect_interfaces(n: int) -> list[str]:
-    """n distinct random interface sources, the same every run."""
+#: Random interfaces compiled into the C driver on each run (one gcc batch: two compilers, one link).
+N_RANDOM = 20
+
+
+def draw_interfaces(n: int) -> list[str]:
+    """n distinct random interface sources, new on every run (hypothesis draws them; bounded tries)."""
     found: list[str] = []
 
-    @settings(max_examples=n, database=None, deadline=None, derandomize=True, phases=[Phase.generate],
+    @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(interface_source())
     def grab(src: str) -> None:
-        if src not in found:
+        if len(found) < n and src not in found:
             found.append(src)
 
     grab()
+    assert len(found) == n, f"only {len(found)} distinct interfaces in {4 * n} draws"
     return found
 
 
@@ -298,6 +326,7 @@ def collect_interfaces(n: int) -> list[str]:
 class CDriver:
     ifaces: list[Interface]
     mods: list[Any]
+    sources: list[str]
     proc: subprocess.Popen
 
     def reencode(self, k: int, data: bytes) -> bytes | int:
@@ -309,20 +338,27 @@ class CDriver:
         assert line, "C driver died"
         return bytes.fromhex(line[1]) if line[0] == "OK" and len(line) > 1 else (b"" if line[0] == "OK" else int(line[1]))
 
+    def source(self, k: int) -> str:
+        """Interface k as written (random ones as drawn this run), for failure messages."""
+        return self.sources[k]
+
 
 @pytest.fixture(scope="module")
 def cdriver(tmp_path_factory: pytest.TempPathFactory):
     if GCC is None:
         pytest.skip("gcc not installed")
-    from test_capi import ensure_cdylib
+    from cdylib import private_cdylib
 
-    lib = ensure_cdylib()
+    lib = private_cdylib(tmp_path_factory.mktemp("cdylib"))
     out = tmp_path_factory.mktemp("idl_c")
-    ifaces: list[Interface] = []
-    for i, src in enumerate(collect_interfaces(18)):
-        ifaces.append(idl.parse(src.replace("interface r ", f"interface r{i} ", 1)))
-    ifaces += [idl.parse(p, imports=[SHIPPED / "types.if"]) for p in sorted(SHIPPED.glob("*.if")) if p.name != "types.if"]
-    ifaces += [idl.parse(BARRELFISH / f"{n}.if", imports=BF_IMPORTS) for n in ("intermon", "ping_pong", "ata_rw28")]
+    sources = [src.replace("interface r ", f"interface r{i} ", 1) for i, src in enumerate(draw_interfaces(N_RANDOM))]
+    (out / "random_interfaces.if.txt").write_text("\n".join(sources))
+    ifaces = [idl.parse(src) for src in sources]
+    shipped = [p for p in sorted(SHIPPED.glob("*.if")) if p.name != "types.if"]
+    ifaces += [idl.parse(p, imports=[SHIPPED / "types.if"]) for p in shipped]
+    bf = [BARRELFISH / f"{n}.if" for n in ("intermon", "ping_pong", "ata_rw28")]
+    ifaces += [idl.parse(p, imports=BF_IMPORTS) for p in bf]
+    sources += [p.read_text() for p in shipped + bf]
     for iface in ifaces:
         header, source = idl.generate_c(iface)
         (out / f"{iface.name}.h").write_text(header)
@@ -346,10 +382,31 @@ def cdriver(tmp_path_factory: pytest.TempPathFactory):
                         f"-Wl,-rpath,{lib.parent}", "-o", str(exe)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-    drv = CDriver(ifaces, [idl.load(i) for i in ifaces], proc)
+    drv = CDriver(ifaces, [idl.load(i) for i in ifaces], sources, proc)
     yield drv
     proc.stdin.close()  # type: ignore[union-attr]
     proc.wait(timeout=10)
+
+
+def test_generator_emits_both_alias_spellings() -> None:
+    """The interface strategy can write `alias NAME TYPE;` and `typedef TYPE NAME;`, of scalars and of
+    its own composite types (found by search, so the check does not depend on this run's batch)."""
+    plain = r"^(?!.*\b(?:struct|enum)\b).*"
+    for pattern in (r"\balias (\w+) (\w+);", r"typedef (?!struct|enum)(\w+) (\w+);"):
+        src = find(interface_source(), lambda s, p=pattern: re.search(p, s) is not None,
+                   settings=settings(database=None, max_examples=2000, phases=[Phase.generate]))
+        assert re.search(pattern, src) and re.match(plain, re.search(pattern, src).group(0))
+        idl.parse(src)
+    composite = find(interface_source(), lambda s: re.search(r"typedef struct \{[^}]*\} (\w+);.*typedef \1 \w+;", s, re.S) is not None,
+                     settings=settings(database=None, max_examples=5000, phases=[Phase.generate]))
+    iface = idl.parse(composite)
+    assert any(isinstance(t, Struct) for t in iface.aliases.values())
+
+
+def test_c_batch_is_this_runs_random_draw(cdriver: CDriver) -> None:
+    randoms = cdriver.sources[:N_RANDOM]
+    assert len(set(randoms)) == N_RANDOM and all(s.startswith(f"interface r{i} ") for i, s in enumerate(randoms))
+    assert [i.name for i in cdriver.ifaces[:N_RANDOM]] == [f"r{i}" for i in range(N_RANDOM)]
 
 
 def test_c_batch_covers_the_language(cdriver: CDriver) -> None:
@@ -373,7 +430,7 @@ def test_python_encode_c_decode_encode_python_decode(cdriver: CDriver, data: st.
     args = data.draw(args_of(m), label="args")
     wire = mod.encode(m.name, **args)
     back = cdriver.reencode(k, wire)
-    assert back == wire
+    assert back == wire, f"C re-encoded {m.name} differently; interface:\n{cdriver.source(k)}"
     rec = mod.decode(back)
     assert norm(rec._values()) == norm(tuple(args[py_arg(a.name)] for a in m.args))
 
@@ -406,7 +463,7 @@ def test_mutated_messages_are_judged_alike(cdriver: CDriver, data: st.DataObject
         expected = mod.encode(rec.name, **rec._asdict())
     got = cdriver.reencode(k, wire)
     if expected is None:
-        assert got == -6, f"C accepted what Python rejects: {wire.hex()}"
+        assert got == -6, f"C accepted what Python rejects: {wire.hex()}; interface:\n{cdriver.source(k)}"
     else:
-        assert got == expected, f"C and Python disagree on {wire.hex()}"
+        assert got == expected, f"C and Python disagree on {wire.hex()}; interface:\n{cdriver.source(k)}"
 

@@ -721,14 +721,6 @@ class _CGen:
             "#endif",
             "",
         ]
-        if iface.aliases:
-            h.append("/* aliases */")
-            for name, t in iface.aliases.items():
-                if isinstance(t, Builtin) and t.kind != "cap":
-                    h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
-                elif isinstance(t, (Enum, Struct)) or (isinstance(t, Array) and t.name is not None):
-                    h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
-            h.append("")
         for t in iface.types.values():
             if isinstance(t, Enum):
                 vals = ", ".join(f"{p}_{v} = {i}" for i, v in enumerate(t.values))
@@ -742,6 +734,13 @@ class _CGen:
             else:
                 assert isinstance(t, Array)
                 h.append(f"typedef {self.ctype(t.element)} {p}_{t.name}_t[{t.length}];")
+        if iface.aliases:  # after the types: an alias may name a struct, enum or array type
+            h += ["", "/* aliases */"]
+            for name, t in iface.aliases.items():
+                if isinstance(t, Builtin) and t.kind != "cap":
+                    h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
+                elif isinstance(t, (Enum, Struct)) or (isinstance(t, Array) and t.name is not None):
+                    h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
         h += self.binding_decl()
         h += ["", "/* message numbers (uint16, little-endian, first on the wire) */", f"enum {p}_msgnum {{"]
         for m in iface.messages:
