@@ -98,12 +98,9 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _cmd_stubgen(a: argparse.Namespace) -> int:
-    from multihop import idl
+    from multihop.idl import command
 
-    written = idl.stubgen(a.file, a.lang, a.output, a.imports or [])
-    for path in written:
-        print(path)
-    return 0
+    return command.run(a)
 
 
 def _cmd_analyze(a: argparse.Namespace) -> int:
@@ -163,11 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time one round trip in N and trace it (default 16; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)
 
+    from multihop.idl import command as stubgen_command
+
     sg = sub.add_parser("stubgen", help="generate bindings from a Flounder interface file")
-    sg.add_argument("file")
-    sg.add_argument("--lang", choices=("python", "c"), required=True)
-    sg.add_argument("-o", "--output", required=True, help="output file (python) or directory (c)")
-    sg.add_argument("--import", dest="imports", action="append", help="alias-only interface file to import")
+    stubgen_command.add_arguments(sg)
     sg.set_defaults(func=_cmd_stubgen)
 
     from multihop.analysis import command as analyze_command

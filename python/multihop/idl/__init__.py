@@ -8,6 +8,7 @@
     b.tx.ping(seq=1, data=b"hi"); msg = b.rx.next(timeout=1.0)
     header, source = multihop.idl.generate_c(iface)
     multihop.idl.stubgen("flounder-idl/echo.if", "c", "out/")  # writes echo.h, echo.c
+    # shell: multihop stubgen flounder-idl/echo.if --lang c -o out/   (multihop.idl.command)
 
 The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.parser`
 (syntax tree in :mod:`~multihop.idl.syntax`), :mod:`~multihop.idl.checker`
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import types
 from pathlib import Path
 from typing import Iterable, Union
@@ -49,7 +49,6 @@ __all__ = [
     "generate_python",
     "generate_c",
     "stubgen",
-    "main",
     "Interface",
     "IdlError",
     "IdlSyntaxError",
@@ -142,10 +141,15 @@ def stubgen(path: PathOrText, lang: str, out: PathOrText, imports: Iterable[Path
 
     ``lang`` is ``"python"`` (one ``NAME.py``) or ``"c"`` (``NAME.h`` and
     ``NAME.c``).  ``out`` is a directory (created if missing) or, for Python,
-    a ``.py`` file path.
+    a ``.py`` file path.  The command line ``multihop stubgen`` runs this
+    (see :mod:`multihop.idl.command`).
     """
-    iface = parse(path, imports)
+    if lang not in ("python", "c"):
+        raise ValueError(f"unknown stub language {lang!r} (expected 'python' or 'c')")
     outp = Path(out)
+    if lang == "c" and outp.suffix in (".py", ".h", ".c"):
+        raise ValueError(f"the C back end writes NAME.h and NAME.c into a directory; {str(outp)!r} looks like a file name")
+    iface = parse(path, imports)
     if lang == "python":
         code = generate_python(iface)
         target = outp if outp.suffix == ".py" else outp / f"{iface.name}.py"
@@ -159,24 +163,4 @@ def stubgen(path: PathOrText, lang: str, out: PathOrText, imports: Iterable[Path
         h.write_text(header, encoding="utf-8")
         c.write_text(source, encoding="utf-8")
         return [h, c]
-    raise ValueError(f"unknown stub language {lang!r} (expected 'python' or 'c')")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``multihop stubgen``: ``FILE.if --lang python|c --out PATH [--import FILE.if ...]``; 0 on success."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="multihop stubgen", description="Generate stubs from a Flounder interface file.")
-    ap.add_argument("file", help="the interface file (.if)")
-    ap.add_argument("--lang", choices=("python", "c"), default="python", help="back end (default: python)")
-    ap.add_argument("--out", "-o", default=".", help="output directory (or .py file for python)")
-    ap.add_argument("--import", "-I", dest="imports", action="append", default=[], help="an import file of aliases")
-    args = ap.parse_args(argv)
-    try:
-        written = stubgen(args.file, args.lang, args.out, args.imports)
-    except (IdlError, OSError) as e:
-        print(f"multihop stubgen: {e}", file=sys.stderr)
-        return 1
-    for p in written:
-        print(p)
-    return 0
+    raise AssertionError(lang)  # checked above

@@ -1,0 +1,150 @@
+"""`multihop stubgen` end to end: the command in a subprocess, its files imported or compiled."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "flounder-idl"
+TYPES_IF = SHIPPED / "types.if"
+BARRELFISH = Path(__file__).resolve().parent / "idl_data" / "barrelfish"
+INCLUDE = ROOT / "core-rs" / "include"
+GCC = shutil.which("gcc")
+
+
+def multihop(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run ``multihop ARGS`` (the console script's entry point, in a fresh interpreter)."""
+    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def written(r: subprocess.CompletedProcess[str]) -> list[Path]:
+    """The files a successful run printed."""
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    return [Path(line) for line in r.stdout.splitlines()]
+
+
+def import_file(path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(f"gen_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def extra_import(tmp_path: Path) -> Path:
+    """A second import file, so the nargs and repeated forms of --import both have two files to take."""
+    p = tmp_path / "more.if"
+    p.write_text("alias weight uint32;\n")
+    return p
+
+
+@pytest.fixture
+def uses_two(tmp_path: Path) -> Path:
+    """An interface that needs both flounder-idl/types.if and the extra import."""
+    p = tmp_path / "two.if"
+    p.write_text('interface two "needs two imports" {\n    message m(coreid c, weight w);\n    rpc r(in nanos t, out weight w);\n};\n')
+    return p
+
+
+def test_python_stub_to_a_file_imports_and_round_trips(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "echo_if.py"
+    assert written(multihop("stubgen", str(SHIPPED / "echo.if"), "--lang", "python", "-o", str(out))) == [out]
+    mod = import_file(out)
+    assert mod.INTERFACE == "echo" and mod.EchoBinding is mod.Binding
+    assert mod.decode(mod.encode("ping", seq=3, data=b"hi")) == mod.messages.ping(3, b"hi")
+
+
+def test_defaults_python_into_the_current_directory(tmp_path: Path) -> None:
+    files = written(multihop("stubgen", str(SHIPPED / "bench.if"), "--import", str(TYPES_IF), cwd=tmp_path))
+    assert files == [Path("bench.py")] and (tmp_path / "bench.py").is_file()
+    mod = import_file(tmp_path / "bench.py")
+    assert mod.decode(mod.encode("start", run=1, count=2, size=3, from_core=65535)).from_core == 65535
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        ["--import", "{types}", "{more}"],                 # nargs: one flag, two files
+        ["--import", "{types}", "--import", "{more}"],     # repeated
+        ["-I", "{types}", "-I", "{more}"],                 # short, repeated
+        ["-I", "{types}", "{more}"],                       # short, nargs
+    ],
+    ids=["nargs", "repeated", "short-repeated", "short-nargs"],
+)
+def test_import_forms_all_work(tmp_path: Path, extra_import: Path, uses_two: Path, form: list[str]) -> None:
+    imports = [a.format(types=TYPES_IF, more=extra_import) for a in form]
+    out = tmp_path / "out.py"
+    mod = import_file(written(multihop("stubgen", str(uses_two), *imports, "--lang", "python", "-o", str(out)))[0])
+    assert mod.decode(mod.encode("m", c=7, w=2**32 - 1)).w == 2**32 - 1
+
+
+def test_file_after_the_import_list_with_double_dash(tmp_path: Path, extra_import: Path, uses_two: Path) -> None:
+    files = written(multihop("stubgen", "--lang", "python", "-o", str(tmp_path), "--import", str(TYPES_IF),
+                             str(extra_import), "--", str(uses_two)))
+    assert files == [tmp_path / "two.py"]
+
+
+def test_file_swallowed_by_the_import_list_is_explained(extra_import: Path, uses_two: Path) -> None:
+    r = multihop("stubgen", "--import", str(TYPES_IF), str(extra_import), str(uses_two))
+    assert r.returncode == 1 and r.stdout == ""
+    assert "no interface file given" in r.stderr and "put the interface file first" in r.stderr
+
+
+@pytest.mark.skipif(GCC is None, reason="gcc not installed")
+def test_c_stubs_compile(tmp_path: Path, extra_import: Path, uses_two: Path) -> None:
+    out = tmp_path / "c"
+    files = written(multihop("stubgen", str(uses_two), "--lang", "c", "--out", str(out), "--import", str(TYPES_IF),
+                             str(extra_import)))
+    assert files == [out / "two.h", out / "two.c"]
+    files += written(multihop("stubgen", str(BARRELFISH / "ping_pong.if"), "--lang", "c", "-o", str(out)))
+    main = out / "main.c"
+    main.write_text('#include "two.h"\n#include "ping_pong.h"\nint main(void) { return two_msg_name(1) == 0; }\n')
+    from cdylib import private_cdylib
+
+    lib = private_cdylib(tmp_path)
+    exe = tmp_path / "main"
+    r = subprocess.run([GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), "-I", str(out),
+                        str(out / "two.c"), str(out / "ping_pong.c"), str(main), "-L", str(lib.parent),
+                        "-lmultihop_core", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run([str(exe)], timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ([str(BARRELFISH / "test.if")],
+         "test.if:15:41: Python back end cannot generate message 'one_cap': argument 'cap1' has type cap"),
+        ([str(BARRELFISH / "bulk_ctrl.if"), "--lang", "c"],
+         "C back end cannot generate message 'assign_pool_call': argument 'pool' (type pool) holds a cap in field 'pool.cap'"),
+        ([str(SHIPPED / "bench.if")], "bench.if:8:58: unknown type 'coreid'"),
+        ([str(TYPES_IF)], "no interface declared: a file of only 'alias' and 'typedef' lines is an import file"),
+        (["flounder-idl/echo"], "FileNotFoundError: [Errno 2] no such Flounder interface file: 'flounder-idl/echo'"),
+        ([str(SHIPPED / "echo.if"), "--import", "nowhere.if"], "no such Flounder interface file: 'nowhere.if'"),
+        ([str(SHIPPED / "echo.if"), "--lang", "c", "-o", "echo.py"], "the C back end writes NAME.h and NAME.c into a directory"),
+    ],
+    ids=["cap", "cap-in-struct", "missing-import", "import-file", "no-such-path", "no-such-import", "c-to-a-file"],
+)
+def test_errors_exit_1_with_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    r = multihop("stubgen", *args, "-o", str(tmp_path)) if "-o" not in args else multihop("stubgen", *args)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout == "" and needle in r.stderr, r.stderr
+    assert r.stderr.startswith("multihop stubgen: ") and len(r.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir()), "a failed run wrote files"
+
+
+def test_bad_usage_is_argparse_exit_2() -> None:
+    r = multihop("stubgen", str(SHIPPED / "echo.if"), "--lang", "rust")
+    assert r.returncode == 2 and "invalid choice: 'rust'" in r.stderr
+    r = multihop("stubgen", "--help")
+    assert r.returncode == 0 and "--import IMPORT.if [IMPORT.if ...]" in r.stdout and "--out" in r.stdout
