@@ -123,50 +123,80 @@ def kv_server(name: str, core: int, service: str, binding_py: str, ready: Any) -
         assert bad == 1, f"expected one undecodable message, saw {bad}"
 
 
+def kvstore_exchange(mod: types.ModuleType, ch: mh.Channel, keys: int = 200) -> None:
+    """The client side of the kvstore exchange with ``kv_server`` over ``ch``; closes ``ch`` at the end."""
+    st = mod.status
+    b = mod.KvstoreBinding(ch)
+    T = 10.0
+    assert b.rpc.put(key="a", value=b"1", overwrite=False, timeout=T) == st.KV_OK
+    assert b.rpc.put(key="a", value=b"x", overwrite=False, timeout=T) == st.KV_EXISTS
+    assert b.rx.try_next() is None
+    assert b.rpc.put(key="a", value=b"2", overwrite=True, timeout=T) == st.KV_OK
+    inv = b.rx.next(timeout=T)  # arrived while the rpc waited: kept for rx, in order
+    assert (inv.name, inv.key) == ("invalidate", "a")
+    assert b.rpc.get(key="a", timeout=T) == (st.KV_OK, b"2")
+    assert b.rpc.get(key="zz", timeout=T) == mod.results.get(st.KV_NOT_FOUND, b"")
+    # Many keys, values up to the interface's maximum.
+    values = {f"k{i:03d}": bytes([i % 256]) * ((i * 97) % 8193) for i in range(keys)}
+    for k, v in values.items():
+        assert b.rpc.put(key=k, value=v, overwrite=False, timeout=T) == st.KV_OK
+    for k, v in values.items():
+        assert b.rpc.get(key=k, timeout=T) == (st.KV_OK, v)
+    count, names = b.rpc.list(prefix="k00", max=100, timeout=T)
+    assert (count, names) == (10, b"\0".join(f"k00{i}".encode() for i in range(10)))
+    assert b.rpc.remove(key="k000", timeout=T) == st.KV_OK
+    assert b.rpc.remove(key="k000", timeout=T) == st.KV_NOT_FOUND
+    # Bad values are refused before anything is sent, naming the argument.
+    with pytest.raises(ValueError, match="key"):
+        b.rpc.put(key="x" * 257, value=b"", overwrite=True, timeout=T)
+    with pytest.raises(ValueError, match="value"):
+        b.rpc.put(key="x", value=b"v" * 8193, overwrite=True, timeout=T)
+    # A message that does not decode is lost alone: the service goes on.
+    ch.send(b"\xff\xff not a kvstore message")
+    stats = b.rpc.get_stats(timeout=T)
+    assert stats == mod.stats(keys=keys, bytes=1 + sum(map(len, values.values())) - len(values["k000"]),
+                              gets=keys + 2, puts=keys + 3, misses=1)
+    ch.close()
+
+
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
 def test_kvstore_rpcs_between_processes(rt: mh.Runtime, tmp_path: Path, transport: str) -> None:
     (binding_py,) = stubgen(str(KVSTORE_IF), "--lang", "python", "-o", str(tmp_path / "kvstore_if.py"))
     assert binding_py == tmp_path / "kvstore_if.py"
     mod = import_file(binding_py)
-    st = mod.status
     service = unique_name("kv")
     ready = procs.CTX.Event()
     with procs.child(kv_server, rt.name, 1, service, str(binding_py), ready) as p, rt.dispatcher(0) as d:
         assert ready.wait(30), "the kvstore service did not export in time"
         ch = d.bind(service, transport=transport, timeout=30)
-        b = mod.KvstoreBinding(ch)
-        T = 10.0
-        assert b.rpc.put(key="a", value=b"1", overwrite=False, timeout=T) == st.KV_OK
-        assert b.rpc.put(key="a", value=b"x", overwrite=False, timeout=T) == st.KV_EXISTS
-        assert b.rx.try_next() is None
-        assert b.rpc.put(key="a", value=b"2", overwrite=True, timeout=T) == st.KV_OK
-        inv = b.rx.next(timeout=T)  # arrived while the rpc waited: kept for rx, in order
-        assert (inv.name, inv.key) == ("invalidate", "a")
-        assert b.rpc.get(key="a", timeout=T) == (st.KV_OK, b"2")
-        assert b.rpc.get(key="zz", timeout=T) == mod.results.get(st.KV_NOT_FOUND, b"")
-        # Many keys, values up to the interface's maximum.
-        values = {f"k{i:03d}": bytes([i % 256]) * ((i * 97) % 8193) for i in range(200)}
-        for k, v in values.items():
-            assert b.rpc.put(key=k, value=v, overwrite=False, timeout=T) == st.KV_OK
-        for k, v in values.items():
-            assert b.rpc.get(key=k, timeout=T) == (st.KV_OK, v)
-        count, names = b.rpc.list(prefix="k00", max=100, timeout=T)
-        assert (count, names) == (10, b"\0".join(f"k00{i}".encode() for i in range(10)))
-        assert b.rpc.remove(key="k000", timeout=T) == st.KV_OK
-        assert b.rpc.remove(key="k000", timeout=T) == st.KV_NOT_FOUND
-        # Bad values are refused before anything is sent, naming the argument.
-        with pytest.raises(ValueError, match="key"):
-            b.rpc.put(key="x" * 257, value=b"", overwrite=True, timeout=T)
-        with pytest.raises(ValueError, match="value"):
-            b.rpc.put(key="x", value=b"v" * 8193, overwrite=True, timeout=T)
-        # A message that does not decode is lost alone: the service goes on.
-        ch.send(b"\xff\xff not a kvstore message")
-        stats = b.rpc.get_stats(timeout=T)
-        assert stats == mod.stats(keys=200, bytes=1 + sum(map(len, values.values())) - len(values["k000"]),
-                                  gets=202, puts=203, misses=1)
-        ch.close()
+        kvstore_exchange(mod, ch)
         p.join(30)
         assert p.exitcode == 0
+
+
+@pytest.mark.parametrize("routing, client, server", [("ring", 0, 2), ("fat-tree", 1, 2)])
+def test_kvstore_rpcs_through_an_intermediate_monitor(tmp_path: Path, routing: str, client: int, server: int) -> None:
+    """Three cores, so the multi-hop path crosses a monitor that neither end is attached to:
+    ring 0 -> 1 -> 2, and fat-tree across two sockets 1 -> leader 0 -> 2 (socket {2})."""
+    (binding_py,) = stubgen(str(KVSTORE_IF), "--lang", "python", "-o", str(tmp_path / "kvstore_if.py"))
+    mod = import_file(binding_py)
+    topo = mh.Topology(sockets=[[0, 1], [2]]) if routing == "fat-tree" else None
+    rt = mh.Runtime.start(unique_name("kv3"), cores=[0, 1, 2], routing=routing, topology=topo)
+    try:
+        service = unique_name("kv")
+        ready = procs.CTX.Event()
+        with procs.child(kv_server, rt.name, server, service, str(binding_py), ready) as p, rt.dispatcher(client) as d:
+            assert ready.wait(30), "the kvstore service did not export in time"
+            ch = d.bind(service, transport="multihop", timeout=30)
+            assert ch.stats()["hops"] >= 3, ch.stats()
+            kvstore_exchange(mod, ch, keys=50)
+            p.join(30)
+            assert p.exitcode == 0
+        middle = 0 if routing == "fat-tree" else 1
+        (row,) = [m for m in rt.status()["monitors"] if m["core"] == middle]
+        assert row["data"]["forwarded"] > 0, f"monitor {middle} forwarded nothing: {row['data']}"
+    finally:
+        rt.stop()
 
 
 # ---- (b) a C client and a Python service, every argument kind --------------------------------
