@@ -868,6 +868,7 @@ def test_cli_analyze_borrows_the_running_session(spark: Any, tmp_path: Path,  # 
     assert f"report: {tmp_path / 'rep' / 'report.md'}" in capsys.readouterr().out
     assert "Spark master `local[2]`" in (tmp_path / "rep" / "report.md").read_text()  # the fixture's session
     assert spark.range(5).count() == 5  # and it still runs
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # with nothing left cached
 
 
 # ---------------------------------------------------------------- set-up: Java for PySpark
@@ -914,3 +915,19 @@ def test_setup_checks_the_java_version(open_dir: Path) -> None:
     r = _ensure_java({"PATH": str(tmp_path / "empty")}, as_nobody=True)
     assert r.returncode == 1 and r.stderr.startswith("setup: Java is missing (PySpark needs Java 17 or newer)")
     assert _ensure_java({"PATH": os.environ["PATH"]}).returncode == 0  # this machine's Java
+
+
+def test_a_selector_baseline_stays_within_each_suite(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    traces = tmp_path / "t"
+    _mixed(traces)
+    run([str(traces)], tmp_path / "rep", baseline="transport=ump")
+    ratios = read_csv(tmp_path / "rep" / "baseline_ratios.csv")
+    assert {r["suite"] for r in ratios} == {"channels", "peers"}  # fanout, hops, ...: no ump case to match
+    for r in ratios:
+        case, base = r["case"], r["baseline_case"]
+        assert "transport=ump" in base and f"suite={r['suite']}" in base  # the same suite's ump case
+        for key in ("kind=", "size="):
+            assert case.split(key)[1].split(",")[0] == base.split(key)[1].split(",")[0]
+    chan = _by(ratios, suite="channels", case=next(r["case"] for r in ratios if r["suite"] == "channels"
+                                                   and "kind=oneway" in r["case"] and "size=0" in r["case"]))
+    assert num(chan["throughput_ratio"]) == pytest.approx(0.5)  # multihop 250k against ump 500k msg/s

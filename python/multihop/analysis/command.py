@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--baseline", default=None, metavar="CASE",
-        help="compare every case with this case, or with the matching case selected by "
-        "COLUMN=VALUE (e.g. transport=pipe); default: each case's own baseline column, "
-        "else transport=pipe",
+        help="compare the cases of each run and suite with this case, or each case with the case of "
+        "the same run, suite, kind, size and fan-out selected by COLUMN=VALUE (e.g. transport=ump); "
+        "default: each case's own baseline column, else transport=pipe",
     )  # fmt: skip
     return parser
 

@@ -99,7 +99,7 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         if messages is not None:
             cs = case_stats(messages, cases)
             stats = cs.frame
-            cached.append(stats)
+            cached += cs.cached
             notes += cs.notes
             tables["latency"], tables["latency_cdf"], more = latency_tables(stats)
             notes += more

@@ -59,10 +59,15 @@ LATENCY_COLS = [
 
 @dataclass
 class CaseStats:
-    """The per-case statistics: ``frame`` stays in Spark (cached) for the later tables."""
+    """The per-case statistics: ``frame`` stays in Spark (cached) for the later tables.
+
+    ``cached`` lists every DataFrame cached on the way (``frame`` included),
+    for the caller to unpersist when the analysis is over.
+    """
 
     frame: DataFrame
     notes: list[str] = field(default_factory=list)
+    cached: list[DataFrame] = field(default_factory=list)
 
 
 def _raw_stats(messages: DataFrame) -> DataFrame:
@@ -92,7 +97,9 @@ def _raw_stats(messages: DataFrame) -> DataFrame:
     )
 
 
-def _params(raw: DataFrame, messages: DataFrame, cases: DataFrame | None, notes: list[str]) -> DataFrame:
+def _params(
+    raw: DataFrame, messages: DataFrame, cases: DataFrame | None, notes: list[str], cached: list[DataFrame]
+) -> DataFrame:
     """The parameters (suite, kind, typed columns) of every case in ``raw``.
 
     From the case's cases row when it has one (the writer gives a case name
@@ -120,6 +127,7 @@ def _params(raw: DataFrame, messages: DataFrame, cases: DataFrame | None, notes:
             )
             .cache()
         )
+        cached.append(found)
         clash = sorted((r["run_id"], r["case"]) for r in found.where(F.col("_variants") > 1).select(*KEYS).collect())
         if clash:
             notes.append(
@@ -138,13 +146,14 @@ def case_stats(messages: DataFrame, cases: DataFrame | None) -> CaseStats:
 
     The percentile columns are empty where the case has too few samples (see
     :data:`RESOLUTION`); ``q`` keeps every quantile of :data:`QUANTILES` (the CDF).
-    The result is cached: every later table starts from it.
+    The result is cached (see :attr:`CaseStats.cached`): every later table starts from it.
     """
     from pyspark.sql import functions as F
 
     notes: list[str] = []
     raw = _raw_stats(messages).cache()
-    params = _params(raw, messages, cases, notes)
+    cached = [raw]
+    params = _params(raw, messages, cases, notes, cached)
     n = F.col("samples")
     percentiles = [
         F.when(n >= need, F.col("q")[_Q_INDEX[q]]).alias(name) for name, (q, need) in RESOLUTION.items()
@@ -157,7 +166,8 @@ def case_stats(messages: DataFrame, cases: DataFrame | None) -> CaseStats:
         )  # fmt: skip
         .cache()
     )
-    return CaseStats(frame, notes)
+    cached.append(frame)
+    return CaseStats(frame, notes, cached)
 
 
 def latency_tables(stats: DataFrame) -> tuple[Table, Table, list[str]]:
