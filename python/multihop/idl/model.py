@@ -152,6 +152,7 @@ class DynArray(Type):
 
     @property
     def name(self) -> str:  # type: ignore[override]
+        """How the type reads in messages: ``uint8[len, 64]`` (``uint8[len]`` without a maximum)."""
         return f"{type_name(self.element)}[{self.length_name}{'' if self.maximum is None else f', {self.maximum}'}]"
 
 
@@ -163,6 +164,7 @@ class String(Type):
 
     @property
     def name(self) -> str:  # type: ignore[override]
+        """How the type reads in messages: ``String[MAX]``, or ``String`` without a maximum."""
         return "String" if self.maximum is None else f"String[{self.maximum}]"
 
 
