@@ -573,10 +573,13 @@ def test_import_files_do_not_generate() -> None:
 
 
 def test_fast_path_is_straight_line(echo) -> None:
-    """The stub of a three-scalar message is one precompiled pack and one send."""
+    """A three-scalar message is sent by the channel's native sender over its layout; the
+    Python encoder behind it is one precompiled pack and one send."""
     src = idl.generate_python(idl.parse(SHIPPED / "bench.if", imports=[TYPES_IF]))
-    body = src.split("    def three(self, a, b, c, *, timeout=None):")[1].split("    def ")[0]
-    assert "_mhd = _mhP_5(5, a, b, c)" in body and "self._mh_send(_mhd, timeout)" in body
+    assert "_mhL_5 = _mh_FixedLayout(5, [('u', 8), ('u', 8), ('u', 8)])" in src
+    assert "self.three = _mh_fast(_mhmake, channel.send, _mhL_5, ('a', 'b', 'c'), _mhslow_5)" in src
+    body = src.split("def _mhslow_5(_mhsend, a, b, c, *, timeout=None):")[1].split("\ndef ")[0].split("\nclass ")[0]
+    assert "_mhd = _mhP_5(5, a, b, c)" in body and "_mhsend(_mhd, timeout)" in body
     assert "getattr" not in body and "for " not in body
 
 

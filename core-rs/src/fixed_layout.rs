@@ -101,14 +101,24 @@ impl FixedLayout {
     /// Encode `values` into `out` (at least `size()` bytes); None when a
     /// value does not fit its field or the count is wrong.
     pub fn encode(&self, values: &[Value], out: &mut [u8]) -> Option<usize> {
-        if values.len() != self.fields.len() || out.len() < self.size {
+        if values.len() != self.fields.len() {
+            return None;
+        }
+        self.encode_with(out, |i| Some(values[i]))
+    }
+
+    /// Encode the value `value(i)` of each field `i` into `out` (at least
+    /// `size()` bytes); None as soon as a value is missing or does not fit.
+    #[inline]
+    pub fn encode_with(&self, out: &mut [u8], mut value: impl FnMut(usize) -> Option<Value>) -> Option<usize> {
+        if out.len() < self.size {
             return None;
         }
         out[..2].copy_from_slice(&self.number.to_le_bytes());
         let mut at = 2;
-        for (f, v) in self.fields.iter().zip(values) {
+        for (i, f) in self.fields.iter().enumerate() {
             let w = f.width();
-            let x = f.encode(*v)?;
+            let x = f.encode(value(i)?)?;
             out[at..at + w].copy_from_slice(&x.to_le_bytes()[..w]);
             at += w;
         }

@@ -23,6 +23,7 @@
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`
+//! - `fast_send` (feature `python`): generated stubs' native send methods
 
 pub mod capi;
 pub mod channel;
@@ -46,5 +47,7 @@ pub mod sock;
 pub mod vci;
 pub mod wire;
 
+#[cfg(feature = "python")]
+mod fast_send;
 #[cfg(feature = "python")]
 mod python;

@@ -157,25 +157,29 @@ impl Channel {
         }
     }
 
-    /// Send, waiting while there is no room; the deadline is computed only
-    /// if a wait is needed (reading the clock can cost a system call).
     fn send_slice(&self, py: Python<'_>, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
-        let mut until: Option<Option<Instant>> = None;
-        loop {
-            match self.ch.try_send(&[data]) {
-                Ok(()) => return Ok(()),
-                Err(e) if e.kind == ErrorKind::TxBusy => {
-                    self.ch.note_busy();
-                    let u = match until {
-                        Some(u) => u,
-                        None => *until.insert(deadline(timeout)?),
-                    };
-                    if !wait(py, &self.ch, Want::Writable(data.len()), u)? {
-                        return Err(to_py(py, Error::timeout("send timed out: the receiver did not make room")));
-                    }
+        send_waiting(py, &self.ch, data, timeout)
+    }
+}
+
+/// Send on `ch`, waiting while there is no room; the deadline is computed
+/// only if a wait is needed (reading the clock can cost a system call).
+pub(crate) fn send_waiting(py: Python<'_>, ch: &Endpoint, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
+    let mut until: Option<Option<Instant>> = None;
+    loop {
+        match ch.try_send(&[data]) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind == ErrorKind::TxBusy => {
+                ch.note_busy();
+                let u = match until {
+                    Some(u) => u,
+                    None => *until.insert(deadline(timeout)?),
+                };
+                if !wait(py, ch, Want::Writable(data.len()), u)? {
+                    return Err(to_py(py, Error::timeout("send timed out: the receiver did not make room")));
                 }
-                Err(e) => return Err(to_py(py, e)),
             }
+            Err(e) => return Err(to_py(py, e)),
         }
     }
 }
@@ -402,30 +406,13 @@ impl Channel {
         self.ch.close();
     }
 
-    /// Send one Flounder message of scalars laid out by `layout` (a
-    /// generated stub's fast path): True when sent, False when a value is not
-    /// one the layout encodes as is (the stub then encodes it in Python,
-    /// which explains any error). Waits while the channel is full.
-    #[pyo3(signature = (layout, *values))]
-    fn _send_fixed(&self, py: Python<'_>, layout: &FixedLayout, values: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        let fields = layout.layout.fields();
-        if values.len() != fields.len() {
-            return Ok(false);
-        }
-        let mut vals = [crate::fixed_layout::Value::Bool(false); 64];
-        if fields.len() > vals.len() {
-            return Ok(false);
-        }
-        for (i, (f, v)) in fields.iter().zip(values.iter()).enumerate() {
-            vals[i] = match fixed_value(*f, &v) {
-                Some(x) => x,
-                None => return Ok(false),
-            };
-        }
-        let mut buf = [0u8; crate::fixed_layout::FixedLayout::MAX_BYTES];
-        let Some(n) = layout.layout.encode(&vals[..fields.len()], &mut buf) else { return Ok(false) };
-        self.send_slice(py, &buf[..n], None)?;
-        Ok(true)
+    /// A native send callable for one Flounder message of scalars (a
+    /// generated stub's fast path, see `fast_send.rs`): it takes the message's
+    /// arguments (`names`, by position or keyword), encodes them with `layout`
+    /// straight onto this channel, and hands any call it is unsure of to
+    /// `fallback` unchanged.
+    fn _fast_sender(&self, py: Python<'_>, layout: &FixedLayout, names: Vec<String>, fallback: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        crate::fast_send::make(py, self.ch.clone(), layout.layout.clone(), &names, fallback)
     }
 
     /// Test hook: (VCI received on, VCI sent with) on the link to this
@@ -746,23 +733,6 @@ impl Dispatcher {
 
     fn __repr__(&self) -> String {
         format!("<Dispatcher core={} monitor_pid={}{}>", self.d.core(), self.d.monitor_pid(), if self.d.is_attached() { "" } else { " detached" })
-    }
-}
-
-/// A Python value as a fixed-layout field takes it: exact ints (and exact
-/// bools for bool fields) only; anything else goes the stub's slow path.
-#[inline]
-fn fixed_value(f: crate::fixed_layout::Field, v: &Bound<'_, PyAny>) -> Option<crate::fixed_layout::Value> {
-    use crate::fixed_layout::{Field, Value};
-    if let Field::Bool = f {
-        return v.is_exact_instance_of::<pyo3::types::PyBool>().then(|| Value::Bool(v.is_truthy().unwrap_or(false)));
-    }
-    if !v.is_exact_instance_of::<pyo3::types::PyInt>() {
-        return None;
-    }
-    match v.extract::<i64>() {
-        Ok(x) => Some(Value::Signed(x)),
-        Err(_) => v.extract::<u64>().ok().map(Value::Unsigned),
     }
 }
 

@@ -99,6 +99,27 @@ def _desc(t: Type) -> tuple:
     return ("str", t.maximum)
 
 
+def _fixed_fields(m: Message) -> list[tuple[str, int]] | None:
+    """The ``_core.FixedLayout`` fields of a message of integer, bool and enum
+    arguments only (the stubs' native fast path), else None."""
+    fields: list[tuple[str, int]] = []
+    size = 2
+    for a in m.args:
+        t = a.type
+        if isinstance(t, Builtin) and t.kind in ("uint", "int"):
+            fields.append(("u" if t.kind == "uint" else "i", t.size))
+        elif isinstance(t, Builtin) and t.kind == "bool":
+            fields.append(("bool", 0))
+        elif isinstance(t, Enum):
+            fields.append(("enum", len(t.values)))
+        else:
+            return None
+        size += 4 if isinstance(t, Enum) else t.size
+    if not fields or len(fields) > 64 or size > 512:
+        return None
+    return fields
+
+
 class _Flat:
     """Accumulates the code that flattens values into one ``struct.pack`` call."""
 
@@ -295,6 +316,9 @@ class _Gen:
         self.w(f"_mhD_{m.number} = {tuple((n, _desc(a.type)) for n, a in zip(names, m.args))!r}")
         stmts, result, fmt = self.encode_parts(m)
         self.w(f"_mhS_{m.number} = _mh_Struct({fmt!r})")
+        fields = _fixed_fields(m)
+        if fields is not None:
+            self.w(f"_mhL_{m.number} = _mh_FixedLayout({m.number}, {fields!r})")
         self.w(f"_mhP_{m.number} = _mhS_{m.number}.pack", f"_mhU_{m.number} = _mhS_{m.number}.unpack_from")
         if not m.args:
             self.w(f"_mhB_{m.number} = _mhS_{m.number}.pack({m.number})")
@@ -373,10 +397,30 @@ class _Gen:
     # -- binding ---------------------------------------------------------------
 
     def gen_tx(self) -> None:
-        """The send side: one straight-line method per message."""
-        self.w("class _mhTx:", '    """Send side: one method per message."""', "    __slots__ = ('_mh_send',)")
+        """The send side: one straight-line method per message.
+
+        A message of scalars (:func:`_fixed_fields`) is sent by a native
+        callable of the channel (``Channel._fast_sender``: vectorcall, encoded
+        in Rust onto the ring); it hands any call it is not sure of to the
+        message's Python encoder (``_mhslow_N``), which keeps every error.
+        """
+        fast = [m for m in self.iface.messages if _fixed_fields(m) is not None]
+        for m in fast:
+            names = [py_arg(a.name) for a in m.args]
+            sig = ", ".join(arg_text(a) for a in m.args)
+            self.w(f"def _mhslow_{m.number}(_mhsend, {', '.join(names)}, *, timeout=None):", f'    """Send {m.name}({sig})."""')
+            self._tx_body(m, names, "_mhsend", "    ")
+        slots = ["_mh_send"] + [py_name(m.name) for m in fast]
+        self.w("class _mhTx:", '    """Send side: one method per message."""', f"    __slots__ = ({''.join(repr(n) + ', ' for n in slots)})")
         self.w("    def __init__(self, channel):", "        self._mh_send = channel.send")
+        if fast:
+            self.w("        _mhmake = getattr(channel, '_fast_sender', None)")
+        for m in fast:
+            names = tuple(py_arg(a.name) for a in m.args)
+            self.w(f"        self.{py_name(m.name)} = _mh_fast(_mhmake, channel.send, _mhL_{m.number}, {names!r}, _mhslow_{m.number})")
         for m in self.iface.messages:
+            if _fixed_fields(m) is not None:
+                continue
             names = [py_arg(a.name) for a in m.args]
             sig = ", ".join(arg_text(a) for a in m.args)
             self.w(f"    def {py_name(m.name)}(self{''.join(', ' + n for n in names)}, *, timeout=None):")
@@ -384,16 +428,20 @@ class _Gen:
             if not m.args:
                 self.w(f"        self._mh_send(_mhB_{m.number}, timeout)")
                 continue
-            stmts, result = self._tx_parts[m.number]
-            self.w("        try:")
-            for s in stmts:
-                self.w(f"            {s}")
-            self.w(f"            _mhd = {result}")
-            self.w("        except _mh_ENCODE_ERRORS:")
-            self.w(f"            _mh_explain(_mh_IFACE, {m.name!r}, _mhD_{m.number}, ({', '.join(names)},))")
-            self.w("            raise")
-            self.w("        self._mh_send(_mhd, timeout)")
+            self._tx_body(m, names, "self._mh_send", "        ")
         self.w("")
+
+    def _tx_body(self, m: Message, names: list[str], send: str, ind: str) -> None:
+        """Encode message ``m`` from ``names`` (explaining a bad value) and send it with ``send``."""
+        stmts, result = self._tx_parts[m.number]
+        self.w(f"{ind}try:")
+        for st in stmts:
+            self.w(f"{ind}    {st}")
+        self.w(f"{ind}    _mhd = {result}")
+        self.w(f"{ind}except _mh_ENCODE_ERRORS:")
+        self.w(f"{ind}    _mh_explain(_mh_IFACE, {m.name!r}, _mhD_{m.number}, ({', '.join(names)},))")
+        self.w(f"{ind}    raise")
+        self.w(f"{ind}{send}(_mhd, timeout)")
 
     def gen_rpc(self) -> None:
         """Rpc client methods, result tuples and the serve functions."""
@@ -460,7 +508,9 @@ class _Gen:
             "",
             "import enum as _mh_enum",
             "from collections import namedtuple as _mh_namedtuple",
+            "from functools import partial as _mh_partial",
             "from struct import Struct as _mh_Struct",
+            "from multihop._core import FixedLayout as _mh_FixedLayout",
             "",
             "from multihop.idl.binding import Binding as _mh_Binding",
             "from multihop.idl.errors import DecodeError as _mh_DecodeError",
@@ -478,6 +528,11 @@ class _Gen:
             ")",
             "",
             "_mh_len = len  # generated functions with user-named parameters use these names only",
+            "",
+            "def _mh_fast(make, send, layout, names, slow):",
+            '    """A message\'s send callable: the channel\'s native one over ``slow``, or ``slow`` alone."""',
+            "    fallback = _mh_partial(slow, send)",
+            "    return fallback if make is None else make(layout, list(names), fallback)",
             f"INTERFACE = _mh_IFACE = {iface.name!r}",
             f"DESCRIPTION = {iface.description!r}",
             f"MESSAGE_NUMBERS = {{{', '.join(f'{m.name!r}: {m.number}' for m in iface.messages)}}}",
