@@ -46,3 +46,16 @@ def channel_pair(rt: mh.Runtime, transport: str = "ump", client_core: int = 0, s
             raise box[0]
         server = stack.enter_context(box[0])
         yield client, server
+
+
+@contextmanager
+def runtime_pair(prefix: str, transport: str = "ump") -> Iterator[tuple[mh.Channel, mh.Channel]]:
+    """A fresh two-core runtime and one channel pair on it; the runtime is stopped on exit."""
+    from conftest import unique_name
+
+    rt = mh.Runtime.start(unique_name(prefix), cores=[0, 1])
+    try:
+        with channel_pair(rt, transport) as pair:
+            yield pair
+    finally:
+        rt.stop()

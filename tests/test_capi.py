@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import pytest
 
-cffi = pytest.importorskip("cffi")
+import cffi  # noqa: E402  (a dependency of the package)
 
 import multihop as mh  # noqa: E402
 import procs  # noqa: E402

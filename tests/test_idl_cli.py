@@ -99,7 +99,6 @@ def test_file_swallowed_by_the_import_list_is_explained(extra_import: Path, uses
     assert "no interface file given" in r.stderr and "put the interface file first" in r.stderr
 
 
-@pytest.mark.skipif(GCC is None, reason="gcc not installed")
 def test_c_stubs_compile(tmp_path: Path, extra_import: Path, uses_two: Path) -> None:
     out = tmp_path / "c"
     files = written(multihop("stubgen", str(uses_two), "--lang", "c", "--out", str(out), "--import", str(TYPES_IF),

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import multihop as mh
 from multihop import idl
-from chanpair import channel_pair
+from chanpair import runtime_pair
 
 SOURCE = """
 interface scalars "every scalar the fast path takes" {
@@ -48,14 +48,8 @@ def mod() -> Any:
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[tuple[mh.Channel, mh.Channel]]:
-    from conftest import unique_name
-
-    rt = mh.Runtime.start(unique_name("idl-fast"), cores=[0, 1])
-    try:
-        with channel_pair(rt, "ump") as p:
-            yield p
-    finally:
-        rt.stop()
+    with runtime_pair("idl-fast") as p:
+        yield p
 
 
 def _value(name: str) -> st.SearchStrategy[Any]:

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import multihop as mh
 import multihop.idl as idl
-from chanpair import channel_pair
+from chanpair import runtime_pair
 from multihop.idl.model import Array, Builtin, DynArray, Enum, Interface, Message, String, Struct, Type, fixed_size
 from multihop.idl.names import py_arg, py_name
 
@@ -213,14 +213,8 @@ def ref_encode(m: Message, values: dict[str, Any]) -> bytes:
 @pytest.fixture(scope="module")
 def channel() -> Iterator[tuple[mh.Channel, mh.Channel]]:
     """A real UMP channel pair of a two-core runtime, shared by the module's examples."""
-    from conftest import unique_name
-
-    rt = mh.Runtime.start(unique_name("idl-roundtrip"), cores=[0, 1])
-    try:
-        with channel_pair(rt, "ump") as pair:
-            yield pair
-    finally:
-        rt.stop()
+    with runtime_pair("idl-roundtrip") as pair:
+        yield pair
 
 
 # -- Python <-> Python ------------------------------------------------------------------------
@@ -346,7 +340,7 @@ class CDriver:
 @pytest.fixture(scope="module")
 def cdriver(tmp_path_factory: pytest.TempPathFactory):
     if GCC is None:
-        pytest.skip("gcc not installed")
+        pytest.fail("gcc is required for the C tests (it is part of this machine kind; apt-get install gcc)")
     from cdylib import private_cdylib
 
     lib = private_cdylib(tmp_path_factory.mktemp("cdylib"))

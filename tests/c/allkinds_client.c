@@ -21,28 +21,7 @@
 #include "allkinds.h"
 #include "multihop.h"
 
-static int checks, failures;
-
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-        }                                                                                \
-    } while (0)
-
-#define CALL(call)                                                                       \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != MH_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, \
-                    rc_, mh_strerror(rc_), mh_last_error());                             \
-            exit(2);                                                                     \
-        }                                                                                \
-    } while (0)
-
-#define T_MS 30000
+#include "check.h"
 
 static bool inner_eq(const allkinds_inner_t *x, const allkinds_inner_t *y)
 {

@@ -22,28 +22,7 @@
 #include "backlog.h"
 #include "multihop.h"
 
-static int checks, failures;
-
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-        }                                                                                \
-    } while (0)
-
-#define CALL(call)                                                                       \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != MH_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, \
-                    rc_, mh_strerror(rc_), mh_last_error());                             \
-            exit(2);                                                                     \
-        }                                                                                \
-    } while (0)
-
-#define T_MS 30000
+#include "check.h"
 
 /* What the handlers saw, in order. */
 enum kind { NOTE, BLOB, AFTER, RESPONSE, DONE };
