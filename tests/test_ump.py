@@ -187,6 +187,27 @@ def test_try_send_busy_without_loss_and_try_recv_empty(rt: mh.Runtime) -> None:
     assert s.recv(timeout=1) == b"room again"
 
 
+def test_every_slot_read_goes_back_before_the_receive_call_returns(rt: mh.Runtime) -> None:
+    # One thread writes a ring's worth, reads it all back, and writes again: a
+    # writer must never wait on slots that were read (but handed back lazily).
+    c, s, *_ = _pair(rt, "give-back", max_message=4096)
+    per_ring = c.stats()["ring_slots"]
+    n = per_ring // 2 - 1  # 64-byte messages take two 56-byte slots each: all but two slots
+    for rounds in range(4):
+        for i in range(n):
+            c.send(b"x" * 64, timeout=1)
+        got = 0
+        if rounds % 2:
+            while got < n:
+                got += len(s.recv_batch(n, timeout=1))
+        else:
+            for _ in range(n):
+                assert s.recv(timeout=1) == b"x" * 64
+                got += 1
+        assert got == n
+    assert s.try_recv() is None
+
+
 def test_records_and_batches_round_trip(rt: mh.Runtime) -> None:
     c, s, *_ = _pair(rt, "records")
     dt = np.dtype([("seq", "<u8"), ("x", "<f8"), ("tag", "S16")])

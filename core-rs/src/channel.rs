@@ -381,7 +381,11 @@ impl UmpChannel {
         let v = make(h.len, &mut |dst: &mut [u8]| consumer.copy_out(h, dst))?;
         rx.received += 1;
         rx.bytes += h.len as u64;
-        if rx.consumer.advance(h) {
+        // Give the slots back before returning to the caller, who may not
+        // receive again for a while: a writer must never wait on slots that
+        // were read but not handed back.
+        let advanced = rx.consumer.advance(h);
+        if rx.consumer.publish() || advanced {
             self.peer_doorbell.ring();
         }
         Ok(v)
@@ -414,7 +418,8 @@ impl UmpChannel {
             rang |= rx.consumer.advance(h);
             n += 1;
         }
-        if n < max && rx.consumer.publish() {
+        // Everything read goes back before we return (see `take`).
+        if rx.consumer.publish() {
             rang = true;
         }
         drop(rx);

@@ -22,9 +22,10 @@
 //! shared index (Barrelfish's UMP scheme).
 //!
 //! Slots go back to the producer lazily: the consumer publishes its read
-//! position in its own padded line every `publish_every` slots and whenever
-//! it finds the ring empty; the producer reloads it only when its cached copy
-//! says the ring is full.  Producer state is private to the producer
+//! position in its own padded line every `publish_every` slots within a batch
+//! and at the end of every receive call (the channel layer does this, so a
+//! writer never waits on slots that were read); the producer reloads it only
+//! when its cached copy says the ring is full.  Producer state is private to the producer
 //! process, so producer and consumer never write the same cache line, with
 //! one exception for a full ring: a producer about to wait for room raises a
 //! flag in the consumer's line, and only then does the consumer's give-back
