@@ -326,6 +326,18 @@ def test_killed_intermediate_monitor_closes_both_ends_and_others_keep_working() 
         assert other_c.recv(timeout=5) == b"and back"
 
 
+def _fill(ch: mh.Channel) -> int:
+    """Write on `ch` until its dispatcher's link to a stopped monitor is full, to
+    the last slot (two-slot messages, then one-slot ones); returns how many."""
+    written = 0
+    for payload in (b"f" * 56, b""):  # 16-byte header + 56 bytes = 2 slots; header alone = 1
+        with pytest.raises(mh.TxBusy, match="link to the monitor is full"):
+            for _ in range(100_000):
+                ch.try_send(payload)
+                written += 1
+    return written
+
+
 def test_dummy_ack_that_did_not_fit_is_retried() -> None:
     with runtime([0, 1], "direct") as rt:
         srv, cli = rt.dispatcher(1), rt.dispatcher(0)
@@ -335,11 +347,7 @@ def test_dummy_ack_that_did_not_fit_is_retried() -> None:
             a_c.send(bytes([i]))
         until("the four messages reach the receiver", lambda: srv.poll(timeout=0.05) == [a_s])
         with stopped(rt.monitor_pids[1]):
-            written = 0
-            with pytest.raises(mh.TxBusy, match="link to the monitor is full"):
-                for _ in range(100_000):
-                    filler_out.try_send(b"f" * 56)
-                    written += 1
+            written = _fill(filler_out)
             assert written > 100
             for i in range(4):  # both dummies (after 2 and after 4) find the link full
                 assert a_s.recv(timeout=1) == bytes([i])
@@ -373,11 +381,7 @@ def test_close_with_a_full_link_still_tears_down_after_the_data() -> None:
         with stopped(rt.monitor_pids[0]):
             for i in range(3):
                 closing.send(bytes([i]), timeout=1)
-            written = 0
-            with pytest.raises(mh.TxBusy, match="link to the monitor is full"):
-                for _ in range(100_000):
-                    filler.try_send(b"f" * 56)
-                    written += 1
+            written = _fill(filler)
             t0 = time.monotonic()
             closing.close()  # no room for the TEARDOWN: the monitor is asked to send it
             assert time.monotonic() - t0 < 0.1, "close() must not wait for room"

@@ -34,6 +34,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// VCIs are drawn uniformly from the OS random source, so a VCI is its own
+/// hash: no need to run SipHash over it for every message.
+#[derive(Default)]
+struct VciHasher(u64);
+
+impl std::hash::Hasher for VciHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ *b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type VciMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<VciHasher>>;
+
+/// Payloads up to this size are sent from one contiguous stack buffer
+/// (header and payload together): the ring's fast one-part path.
+const SMALL_SEND: usize = 512;
+
 struct MhState {
     queue: VecDeque<Vec<u8>>,
     credits: Credits,
@@ -52,7 +77,7 @@ struct MhShared {
 /// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
 pub struct DispatcherLink {
     link: UmpChannel,
-    demux: Mutex<HashMap<u64, Weak<MhShared>>>,
+    demux: Mutex<VciMap<Weak<MhShared>>>,
     /// Messages for a VCI we do not know (a channel already closed): counted.
     pub dropped: AtomicU64,
     dead: AtomicBool,
@@ -60,7 +85,7 @@ pub struct DispatcherLink {
 
 impl DispatcherLink {
     pub fn new(link: UmpChannel) -> DispatcherLink {
-        DispatcherLink { link, demux: Mutex::new(HashMap::new()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
+        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
     }
 
     pub fn ring(&self) -> &UmpChannel {
@@ -95,12 +120,12 @@ impl DispatcherLink {
             return 0;
         }
         let mut others = false;
+        let mut sorter = Sorter { link: self, last: None };
         let got = self.link.try_recv_many(256, &mut |len, copy| {
-            let mut buf = vec![0u8; len];
-            copy(&mut buf);
-            others |= self.deliver(buf);
+            others |= sorter.deliver(len, copy);
             Ok(true)
         });
+        drop(sorter);
         match got {
             Ok(n) => {
                 if others {
@@ -119,31 +144,6 @@ impl DispatcherLink {
         }
     }
 
-    /// Hand one link message to its channel. Returns true (always: the
-    /// waiter of that channel may be another thread).
-    fn deliver(&self, mut buf: Vec<u8>) -> bool {
-        let Ok(h) = Header::decode(&buf) else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        };
-        let target = lock(&self.demux).get(&h.vci).and_then(|w| w.upgrade());
-        let Some(ch) = target else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        };
-        let mut st = lock(&ch.state);
-        st.credits.on_ack(h.ack);
-        match h.kind {
-            Kind::Data => {
-                buf.drain(..HEADER_BYTES);
-                st.queue.push_back(buf);
-            }
-            Kind::Dummy => {}
-            Kind::Teardown => st.peer_closed = true,
-        }
-        true
-    }
-
     /// The monitor is gone: every channel on the link is closed.
     fn die(&self) {
         if self.dead.swap(true, Ordering::Relaxed) {
@@ -159,6 +159,57 @@ impl DispatcherLink {
 
     fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
+    }
+}
+
+/// Sorts one pump's messages into their channels: the channel of the last
+/// message is kept, so a run of messages for one channel looks it up once.
+struct Sorter<'a> {
+    link: &'a DispatcherLink,
+    last: Option<(u64, Arc<MhShared>)>,
+}
+
+impl Sorter<'_> {
+    /// Hand one link message (`len` bytes, `copy` fills a buffer with it) to
+    /// its channel. Returns true when it went to a channel (whose waiter may
+    /// be another thread: the caller rings this process's doorbell once).
+    fn deliver(&mut self, len: usize, copy: &mut dyn FnMut(&mut [u8])) -> bool {
+        if len < HEADER_BYTES {
+            let mut junk = vec![0u8; len];
+            copy(&mut junk);
+            self.link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let mut buf = vec![0u8; len];
+        copy(&mut buf);
+        let Ok(h) = Header::decode(&buf) else {
+            self.link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let ch = match &self.last {
+            Some((v, ch)) if *v == h.vci => ch.clone(),
+            _ => match lock(&self.link.demux).get(&h.vci).and_then(|w| w.upgrade()) {
+                Some(ch) => {
+                    self.last = Some((h.vci, ch.clone()));
+                    ch
+                }
+                None => {
+                    self.link.dropped.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            },
+        };
+        let mut st = lock(&ch.state);
+        st.credits.on_ack(h.ack);
+        match h.kind {
+            Kind::Data => {
+                buf.drain(..HEADER_BYTES);
+                st.queue.push_back(buf);
+            }
+            Kind::Dummy => {}
+            Kind::Teardown => st.peer_closed = true,
+        }
+        true
     }
 }
 
@@ -332,10 +383,23 @@ impl MhChannel {
         }
         let ack = st.credits.on_send();
         let hdr = self.header(Kind::Data, ack);
-        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        all.push(&hdr);
-        all.extend_from_slice(parts);
-        match self.link.ring().try_send_quiet(&all) {
+        let sent = if len <= SMALL_SEND {
+            // Header and payload in one buffer: the ring's one-part fast path.
+            let mut small = [0u8; HEADER_BYTES + SMALL_SEND];
+            small[..HEADER_BYTES].copy_from_slice(&hdr);
+            let mut at = HEADER_BYTES;
+            for p in parts {
+                small[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            self.link.ring().try_send_quiet(&[&small[..at]])
+        } else {
+            let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+            all.push(&hdr);
+            all.extend_from_slice(parts);
+            self.link.ring().try_send_quiet(&all)
+        };
+        match sent {
             Ok(()) => {
                 st.sent += 1;
                 st.bytes_sent += len as u64;
@@ -376,16 +440,15 @@ impl MhChannel {
         result.map(|()| 0)
     }
 
-    /// Take one queued message, acknowledging as flow control requires.
-    fn pop(&self) -> Option<Vec<u8>> {
-        let mut st = lock(&self.shared.state);
-        let m = st.queue.pop_front()?;
+    /// Take the queued message at the front (the caller has used it),
+    /// acknowledging as flow control requires.
+    fn take_front(&self, st: &mut MhState) {
+        let Some(m) = st.queue.pop_front() else { return };
         st.received += 1;
         st.bytes_received += m.len() as u64;
         if st.credits.on_consume() {
-            self.send_dummy(&mut st);
+            self.send_dummy(st);
         }
-        Some(m)
     }
 
     /// Send a dummy ack now. If the link is full it stays due, and is tried
@@ -411,25 +474,24 @@ impl MhChannel {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        if lock(&self.shared.state).queue.is_empty() {
-            self.retry_due_ack();
+        let mut st = lock(&self.shared.state);
+        if st.queue.is_empty() {
+            if st.credits.ack_due() {
+                self.send_dummy(&mut st); // one that did not fit before
+            }
+            drop(st);
             self.link.pump();
+            st = lock(&self.shared.state);
         }
         // Build the result from the queued message first and take it off
         // the queue only once that succeeded (the C ABI's "too large for
         // your buffer" keeps the message).
-        let made = {
-            let st = lock(&self.shared.state);
-            match st.queue.front() {
-                Some(m) => Some(make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?),
-                None if st.peer_closed => return Err(self.closed_error()),
-                None => None,
-            }
+        let Some(m) = st.queue.front() else {
+            return if st.peer_closed { Err(self.closed_error()) } else { Ok(None) };
         };
-        if made.is_some() {
-            self.pop();
-        }
-        Ok(made)
+        let made = make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?;
+        self.take_front(&mut st);
+        Ok(Some(made))
     }
 
     /// Receive up to `max` queued messages (see `UmpChannel::try_recv_many`).
@@ -442,20 +504,17 @@ impl MhChannel {
             return Err(self.closed_error());
         }
         self.link.pump();
+        let mut st = lock(&self.shared.state);
         let mut n = 0;
         while n < max {
-            let go = {
-                let st = lock(&self.shared.state);
-                let Some(m) = st.queue.front() else { break };
-                each(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?
-            };
-            if !go {
+            let Some(m) = st.queue.front() else { break };
+            if !each(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))? {
                 break;
             }
-            self.pop();
+            self.take_front(&mut st);
             n += 1;
         }
-        if n == 0 && lock(&self.shared.state).peer_closed {
+        if n == 0 && st.peer_closed {
             return Err(self.closed_error());
         }
         Ok(n)
