@@ -12,7 +12,9 @@ Run: .venv/bin/python benches/bench_multihop.py [--scale 1.0] [--repeat 3]
   ``cargo bench -p multihop-core --bench pingpong`` measures the bare step);
 - memory: a multi-hop channel's state in the monitors (measured as their RSS
   growth over many open channels) against a UMP channel's rings;
-- monitor-to-monitor links per routing mode for 4, 16 and 64 cores.
+- monitor-to-monitor links per routing mode for 4, 16 and 64 cores;
+- the bound that scheduling alone puts on a window: ``window_bound.c``, the same
+  four processes on two CPUs with counters for rings and no Python.
 
 Each figure is the median of ``--repeat`` runs; Pipe is measured in the same
 run, and every ratio is against it. Goals (issue 3): multi-hop round trip no
@@ -24,9 +26,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import psutil
@@ -68,6 +74,20 @@ def monitor_cpu(rt: mh.Runtime) -> float:
 
 def forwarded(rt: mh.Runtime) -> int:
     return sum(m["data"]["forwarded"] for m in rt.status()["monitors"])
+
+
+def window_bound(window: int, work_ns: int, batch: bool) -> float | None:
+    """Messages per second of benches/window_bound.c, the scheduling-only model of this path (None without gcc)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    src = Path(__file__).with_name("window_bound.c")
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "window_bound"
+        subprocess.run([gcc, "-O2", str(src), "-o", str(exe)], check=True, capture_output=True)
+        out = subprocess.run([str(exe), str(window), str(work_ns), "1" if batch else "0"], check=True,
+                             capture_output=True, text=True, timeout=300)
+    return float(out.stdout.strip())
 
 
 def sampled(rt: mh.Runtime) -> tuple[int, int]:
@@ -139,6 +159,12 @@ def main() -> None:
             k = n_stream // (8 if w == 1 else 2)
             per, bat = med(lambda: b.stream_ours(k), rep), med(lambda: batched_stream(b, k), rep)
             print(f"  window {w:<3} {per:12,.0f} msg/s {per / pipe_stream:6.2f}x Pipe | {bat:12,.0f} msg/s {bat / pipe_stream:6.2f}x Pipe")
+        bounds = [(w, work, window_bound(w, work, False)) for w in (16, 64) for work in (0, 100, 300)]
+        if bounds[0][2] is not None:
+            print("the same path with nothing but its scheduling (benches/window_bound.c: counters for rings, no Python;")
+            print("  WORK ns of busy work per message at each end), one message at a time:")
+            for w, work, b in bounds:
+                print(f"  window {w:<3} work {work:3} ns {b:12,.0f} msg/s {b / pipe_stream:6.2f}x Pipe")
         fwd_ns, cpu_ns = forwarding_cost_ns(rt, mhb, n_stream * 2)
         print(row("forwarding step CPU per message (live, sampled)", fwd_ns, "ns"))
         print(row("monitor CPU per message (live, with idle polling)", cpu_ns, "ns"))
