@@ -314,7 +314,7 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
                             fontsize="x-small")
         what = f"bind time, {transport}" if size < 0 else f"round trips, {transport} {size} B"
         fig.colorbar(image, ax=ax, label="median bind time (µs)" if size < 0 else "median rtt (µs)")
-        ax.set_title(f"Core-pair {what}: {routing}, suite {suite}, run {run_id}", fontsize="medium")
+        ax.set_title(f"Core-pair {what}: {routing}\nsuite {suite}, run {run_id}", fontsize="medium")
         name = (f"heatmap_{_slug(run_id)}_{_slug(suite)}_{_slug(routing)}_{_slug(transport)}_"
                 f"{'bind' if size < 0 else size}.png")
         _save(fig, out / name)
