@@ -188,7 +188,9 @@ unsafe extern "C" fn call(slf: *mut ffi::PyObject, args: *const *mut ffi::PyObje
         let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<FastSend>() };
         let this = this.get();
         let nkw = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) } };
-        let all = unsafe { std::slice::from_raw_parts(args, (nargs + nkw) as usize) };
+        let count = (nargs + nkw) as usize;
+        // SAFETY: the vectorcall protocol gives `count` valid pointers (args may be null when there are none).
+        let all: &[*mut ffi::PyObject] = if count == 0 || args.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(args, count) } };
         let mut small = [0u8; 128];
         let mut large;
         let buf: &mut [u8] = if this.layout.size() <= small.len() {
