@@ -85,11 +85,23 @@ def closed_within(ch: mh.Channel, seconds: float) -> float:
     return time.monotonic() - t0
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    tasks = os.listdir(f"/proc/{pid}/task")
+    for t in tasks:
+        with open(f"/proc/{pid}/task/{t}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state not in ("T", "t"):
+            return False
+    return bool(tasks)
+
+
 @contextmanager
 def stopped(pid: int) -> Iterator[None]:
-    """Hold process `pid` stopped (SIGSTOP) for the block; SIGCONT whatever happens."""
+    """Hold process `pid` stopped (SIGSTOP) for the block, from the moment every
+    thread of it has stopped (delivery is not instant); SIGCONT whatever happens."""
     os.kill(pid, signal.SIGSTOP)
     try:
+        until(f"every thread of process {pid} has stopped", lambda: _all_threads_stopped(pid))
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
