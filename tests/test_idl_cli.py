@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
+
+from generated import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "flounder-idl"
@@ -29,14 +29,6 @@ def written(r: subprocess.CompletedProcess[str]) -> list[Path]:
     """The files a successful run printed."""
     assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
     return [Path(line) for line in r.stdout.splitlines()]
-
-
-def import_file(path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"gen_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture

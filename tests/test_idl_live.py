@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 import multihop as mh
+from generated import import_file
 import multihop.idl  # noqa: F401  (mh.idl)
 import procs
 
@@ -52,15 +52,6 @@ def stubgen(*args: str) -> list[Path]:
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, f"multihop stubgen {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
     return [Path(line) for line in r.stdout.split()]
-
-
-def import_file(path: Path) -> types.ModuleType:
-    """Import a generated .py file as a module (not registered in sys.modules)."""
-    spec = importlib.util.spec_from_file_location(f"gen_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ---- (a) kvstore rpcs between two processes ------------------------------------------------
@@ -295,6 +286,21 @@ def build_c_client(out: Path, interface: Path, main: Path, *imports: Path) -> Pa
     return exe
 
 
+def run_c_client(rt: mh.Runtime, client: Path, service_fn: Any, prefix: str, transport: str) -> None:
+    """Run the C test program `client` against `service_fn` in a spawned Python process on core 1:
+    both must finish cleanly, the client reporting 0 failed checks."""
+    service = unique_name(prefix)
+    ready = procs.CTX.Event()
+    with procs.child(service_fn, rt.name, 1, service, ready) as p:
+        assert ready.wait(30), "the Python service did not export in time"
+        t0 = time.monotonic()
+        r = subprocess.run([str(client), rt.name, service, "0", transport], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"C client failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+        assert " 0 failed" in r.stdout, r.stdout
+        p.join(max(1.0, 30 - (time.monotonic() - t0)))
+        assert p.exitcode == 0, "the Python service failed (see its traceback above)"
+
+
 @pytest.fixture(scope="module")
 def allkinds_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The C client, built from freshly generated stubs against the cdylib."""
@@ -313,16 +319,7 @@ def test_allkinds_python_encoding_matches_the_c_values() -> None:
 
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
 def test_c_client_and_python_service_exchange_every_kind(rt: mh.Runtime, allkinds_client: Path, transport: str) -> None:
-    service = unique_name("allkinds")
-    ready = procs.CTX.Event()
-    with procs.child(allkinds_service, rt.name, 1, service, ready) as p:
-        assert ready.wait(30), "the Python service did not export in time"
-        t0 = time.monotonic()
-        r = subprocess.run([str(allkinds_client), rt.name, service, "0", transport], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, f"C client failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        assert "0 failed" in r.stdout, r.stdout
-        p.join(max(1.0, 30 - (time.monotonic() - t0)))
-        assert p.exitcode == 0, "the Python service found a mismatch (see its traceback above)"
+    run_c_client(rt, allkinds_client, allkinds_service, "allkinds", transport)
 
 
 # ---- (c) the C binding's rpc backlog -------------------------------------------------------------
@@ -395,14 +392,4 @@ def test_generated_header_documents_the_backlog() -> None:
 
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
 def test_c_rpc_keeps_earlier_messages_in_its_backlog(rt: mh.Runtime, backlog_client: Path, transport: str) -> None:
-    service = unique_name("backlog")
-    ready = procs.CTX.Event()
-    with procs.child(backlog_service, rt.name, 1, service, ready) as p:
-        assert ready.wait(30), "the Python service did not export in time"
-        t0 = time.monotonic()
-        r = subprocess.run([str(backlog_client), rt.name, service, "0", transport], capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0, f"C client failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        assert " 0 failed" in r.stdout, r.stdout
-        p.join(max(1.0, 30 - (time.monotonic() - t0)))
-        assert p.exitcode == 0, "the Python service failed (see its traceback above)"
+    run_c_client(rt, backlog_client, backlog_service, "backlog", transport)

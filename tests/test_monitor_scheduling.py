@@ -3,12 +3,12 @@ CPU-bound process next to a polling monitor does not starve forwarding."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import psutil
 
 import multihop as mh
+from chanpair import channel_pair
 from conftest import unique_name
 import procs
 
@@ -17,22 +17,9 @@ def _monitor_cpu_seconds(rt: mh.Runtime) -> float:
     return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in rt.monitor_pids.values())
 
 
-def _pair(rt: mh.Runtime, client_core: int, server_core: int, name: str) -> tuple[mh.Dispatcher, mh.Dispatcher, mh.Channel, mh.Channel]:
-    srv, cli = rt.dispatcher(server_core), rt.dispatcher(client_core)
-    svc = srv.export(name)
-    box: list[mh.Channel] = []
-    t = threading.Thread(target=lambda: box.append(svc.accept(timeout=10)))
-    t.start()
-    c = cli.bind(name, transport="multihop", timeout=10)
-    t.join(10)
-    assert box
-    return srv, cli, c, box[0]
-
-
 def test_monitors_stop_polling_when_traffic_stops() -> None:
     with mh.Runtime.start(unique_name("idle"), cores=[0, 1]) as rt:
-        srv, cli, c, s = _pair(rt, 0, 1, "burst")
-        with srv, cli:
+        with channel_pair(rt, "multihop") as (c, s):
             for i in range(2000):  # enough traffic for the monitors to start polling
                 c.send(b"x")
                 s.send(s.recv(timeout=5))
@@ -48,8 +35,7 @@ def test_monitors_stop_polling_when_traffic_stops() -> None:
 
 def test_a_cpu_hog_on_the_monitors_cpu_does_not_stall_forwarding() -> None:
     with mh.Runtime.start(unique_name("hog"), cores=[0, 1]) as rt:
-        srv, cli, c, s = _pair(rt, 0, 1, "starve")
-        with srv, cli, procs.child(procs.cpu_hog, rt.cpu_of(0), 60.0):
+        with channel_pair(rt, "multihop") as (c, s), procs.child(procs.cpu_hog, rt.cpu_of(0), 60.0):
             time.sleep(0.2)  # the hog is running
             t0 = time.monotonic()
             for i in range(300):

@@ -45,6 +45,12 @@ fn thread_cpu_ns() -> u64 {
 /// Passes over the inbound rings in one step before waking readers.
 const DRAIN_PASSES: usize = 4;
 
+/// A TEARDOWN frame for `vci` made by a monitor (monitors route by VCI
+/// alone, so the direction field is not read).
+fn teardown_frame(vci: u64) -> [u8; HEADER_BYTES] {
+    Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode()
+}
+
 /// Who is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkPeer {
@@ -179,7 +185,7 @@ impl Fwd {
     /// then the TEARDOWN, as if it had come in band.
     pub fn teardown_after_drain(&mut self, link: LinkId, vci: u64) {
         self.drain(link);
-        let mut hdr = Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+        let mut hdr = teardown_frame(vci);
         self.handle(link, &mut hdr);
         self.ring_unrung();
     }
@@ -187,7 +193,7 @@ impl Fwd {
     /// Tear down every channel through `link` and forget the link.
     pub fn remove_link(&mut self, link: LinkId) {
         for ((l, v), e) in self.table.entries_on(link) {
-            let hdr = Header { vci: e.out_vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+            let hdr = teardown_frame(e.out_vci);
             self.send_or_queue(e.out_link, &hdr);
             self.table.remove_pair(l, v);
         }
@@ -205,7 +211,7 @@ impl Fwd {
     /// Send a TEARDOWN for `vci` on `link` (a bind that completed after its
     /// channel was torn down on this side).
     pub fn send_teardown(&mut self, link: LinkId, vci: u64) {
-        let hdr = Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode();
+        let hdr = teardown_frame(vci);
         self.send_or_queue(link, &hdr);
         self.ring_unrung();
     }

@@ -15,7 +15,10 @@ declare (:func:`generated_globals` lists them).
 
 from __future__ import annotations
 
-from multihop.idl.errors import IdlCodegenError
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from multihop.idl.namespace import Namespace
 from multihop.idl.model import Array, Builtin, DynArray, Enum, Interface, String, Struct
 from multihop.idl.names import C_KEYWORDS, c_name
 from multihop.idl.syntax import Pos
@@ -24,11 +27,6 @@ __all__ = ["check_c_names", "generated_globals", "BACKLOG_MAX"]
 
 #: Messages the C binding keeps while an rpc waits for its response (see cgen's header text).
 BACKLOG_MAX = 64
-
-
-def _fail(pos: Pos | None, fallback: Pos, text: str) -> IdlCodegenError:
-    p = pos or fallback
-    return IdlCodegenError(p.file, p.line, p.column, f"C back end: {text}")
 
 
 def _why(name: str, mapped: str) -> str:
@@ -40,22 +38,9 @@ def _why(name: str, mapped: str) -> str:
     return f" ('{name}' is in the generated code's mh_ space, so it gets a 'u_' prefix)"
 
 
-class _Names:
+def _Names(kind: str, fallback: Pos) -> Namespace:
     """One C namespace: which Flounder item took each C identifier."""
-
-    def __init__(self, kind: str, fallback: Pos) -> None:
-        self.kind = kind
-        self.fallback = fallback
-        self.taken: dict[str, tuple[str, str]] = {}
-
-    def add(self, ident: str, name: str, what: str, pos: Pos | None) -> None:
-        """Claim C identifier ``ident`` for ``what`` (Flounder ``name``), or fail naming the first claim."""
-        first = self.taken.get(ident)
-        if first is not None:
-            other_what, other_name = first
-            why = _why(name, ident) or _why(other_name, ident)
-            raise _fail(pos, self.fallback, f"{what} clashes with {other_what} {self.kind}: both are '{ident}' in C{why}")
-        self.taken[ident] = (what, name)
+    return Namespace(kind, fallback, "C back end", "C", _why)
 
 
 def generated_globals(iface: Interface) -> list[tuple[str, str, Pos | None]]:
@@ -117,19 +102,20 @@ def check_c_names(iface: Interface) -> None:
         what = f"{m.kind} '{m.name}'" if m.rpc is None else f"the {m.kind.removeprefix('rpc_')} message of rpc '{m.rpc}'"
         handlers.add(c_name(m.name), m.name, what, m.pos)
         where = f"{m.kind} '{m.name}'" if m.rpc is None else f"rpc '{m.rpc}'"
-        params = _Names(f"among the C parameters of {where}", fallback)
-        for a in m.args:
-            params.add(c_name(a.name), a.name, f"argument '{a.name}'", a.pos)
-            if isinstance(a.type, DynArray):
-                params.add(c_name(a.type.length_name), a.type.length_name,
-                           f"length '{a.type.length_name}' of argument '{a.name}'", a.pos)
+        _check_params(_Names(f"among the C parameters of {where}", fallback), m.args, lambda a: "argument")
     for r in iface.rpcs:
         params = _Names(f"among the C parameters of {p_rpc(iface, r.name)}", fallback)
-        for a in r.args:
-            params.add(c_name(a.name), a.name, f"{a.direction} argument '{a.name}'", a.pos)
-            if isinstance(a.type, DynArray):
-                params.add(c_name(a.type.length_name), a.type.length_name,
-                           f"length '{a.type.length_name}' of argument '{a.name}'", a.pos)
+        _check_params(params, r.args, lambda a: f"{a.direction} argument")
+
+
+def _check_params(params: Namespace, args: Sequence[Any], kind: Callable[[Any], str]) -> None:
+    """Claim the C parameters of ``args`` in ``params``: each argument, and each
+    dynamic array's length (``kind(arg)`` says what an argument is called)."""
+    for a in args:
+        params.add(c_name(a.name), a.name, f"{kind(a)} '{a.name}'", a.pos)
+        if isinstance(a.type, DynArray):
+            params.add(c_name(a.type.length_name), a.type.length_name,
+                       f"length '{a.type.length_name}' of argument '{a.name}'", a.pos)
 
 
 def p_rpc(iface: Interface, rpc: str) -> str:

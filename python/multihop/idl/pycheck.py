@@ -27,6 +27,7 @@ import enum
 import keyword
 
 from multihop.idl.errors import IdlCodegenError
+from multihop.idl.namespace import Namespace, codegen_error
 from multihop.idl.model import Enum, Interface, Struct
 from multihop.idl.names import PY_ARG_RESERVED, PY_MODULE_RESERVED, py_arg, py_binding_class, py_name, py_type
 from multihop.idl.syntax import Pos
@@ -38,8 +39,7 @@ _PREFIX = "Python back end"
 
 def _fail(pos: Pos | None, fallback: Pos, text: str) -> IdlCodegenError:
     """A code generation error at ``pos`` (or ``fallback`` when the model has no position)."""
-    p = pos or fallback
-    return IdlCodegenError(p.file, p.line, p.column, f"{_PREFIX}: {text}")
+    return codegen_error(pos, fallback, _PREFIX, text)
 
 
 def _why_renamed(name: str, mapped: str) -> str:
@@ -59,22 +59,15 @@ def _why_renamed(name: str, mapped: str) -> str:
     return f"'{name}' {why}, so it gets a trailing '_'"
 
 
-class _Namespace:
-    """One Python namespace: remembers which Flounder name took each Python name."""
+def _why_suffix(name: str, mapped: str) -> str:
+    """:func:`_why_renamed` as the suffix of a clash error (``""`` if ``name`` did not change)."""
+    why = _why_renamed(name, mapped)
+    return f" ({why})" if why else ""
 
-    def __init__(self, kind: str, fallback: Pos) -> None:
-        self.kind = kind
-        self.fallback = fallback
-        self.taken: dict[str, tuple[str, str]] = {}
 
-    def add(self, py: str, name: str, what: str, pos: Pos | None) -> None:
-        """Claim Python name ``py`` for ``what`` (Flounder ``name``), or fail naming the earlier claim."""
-        first = self.taken.get(py)
-        if first is not None:
-            other_what, other_name = first
-            why = _why_renamed(name, py) or _why_renamed(other_name, py)
-            raise _fail(pos, self.fallback, f"{what} clashes with {other_what} {self.kind}: both are '{py}' in Python ({why})")
-        self.taken[py] = (what, name)
+def _Namespace(kind: str, fallback: Pos) -> Namespace:
+    """One Python namespace: which Flounder name took each Python name."""
+    return Namespace(kind, fallback, _PREFIX, "Python", _why_suffix)
 
 
 _MANGLED = "Python mangles names starting with '__' inside a class"
