@@ -33,13 +33,21 @@ def sizes(seed: int, n: int, high: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, high + 1, size=n)
 
 
-def echo_server(name: str, core: int, service: str, ready: Any, count: int = -1) -> None:
-    """Export `service`, accept one client, echo until it closes."""
+@contextmanager
+def accepted(name: str, core: int, service: str, ready: Any) -> Iterator[mh.Channel]:
+    """In a child: attach to runtime `name` on `core`, export `service`, set
+    `ready`, and yield the first client's channel (the dispatcher lives as long
+    as the block)."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         svc = d.export(service)
         ready.set()
-        ch = svc.accept(timeout=30)
+        yield svc.accept(timeout=30)
+
+
+def echo_server(name: str, core: int, service: str, ready: Any, count: int = -1) -> None:
+    """Export `service`, accept one client, echo until it closes."""
+    with accepted(name, core, service, ready) as ch:
         n = 0
         while count < 0 or n < count:
             try:
@@ -51,11 +59,7 @@ def echo_server(name: str, core: int, service: str, ready: Any, count: int = -1)
 
 def stream_sender(name: str, core: int, service: str, ready: Any, kind: str, n: int, seed: int) -> None:
     """Export `service`, accept, send n messages of the given kind, wait for the ack."""
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        svc = d.export(service)
-        ready.set()
-        ch = svc.accept(timeout=30)
+    with accepted(name, core, service, ready) as ch:
         if kind == "small":
             sz = sizes(seed, n, 512)
             batch = []
@@ -75,11 +79,7 @@ def stream_sender(name: str, core: int, service: str, ready: Any, kind: str, n: 
 
 def sleepy_sender(name: str, core: int, service: str, ready: Any) -> None:
     """Accept, send messages forever (until killed)."""
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        svc = d.export(service)
-        ready.set()
-        ch = svc.accept(timeout=30)
+    with accepted(name, core, service, ready) as ch:
         i = 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -96,11 +96,7 @@ class KvStore:
 def kv_server(name: str, core: int, service: str, binding_py: str, ready: Any) -> None:
     """Serve the kvstore until the client closes; exactly one undecodable message is expected."""
     mod = import_file(Path(binding_py))
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        svc = d.export(service)
-        ready.set()
-        ch = svc.accept(timeout=30)
+    with procs.accepted(name, core, service, ready) as ch:
         b = mod.KvstoreBinding(ch)
         kv = KvStore(mod, b)
         bad = 0
@@ -232,11 +228,7 @@ def allkinds_service(name: str, core: int, service: str, ready: Any) -> None:
     """The Python end of the exchange described in tests/c/allkinds_client.c."""
     mod = mh.idl.load(ALLKINDS_IF, imports=[TYPES_IF])
     A, B = allkinds_values(mod)
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        svc = d.export(service)
-        ready.set()
-        ch = svc.accept(timeout=30)
+    with procs.accepted(name, core, service, ready) as ch:
         b = mod.AllkindsBinding(ch)
         for m in ("scalars", "composite", "dynamic"):
             raw = ch.recv(timeout=30)
@@ -354,11 +346,7 @@ class BacklogService:
 def backlog_service(name: str, core: int, service: str, ready: Any) -> None:
     """Serve tests/c/backlog.if to one C client until it closes."""
     mod = mh.idl.load(BACKLOG_IF)
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        svc = d.export(service)
-        ready.set()
-        ch = svc.accept(timeout=30)
+    with procs.accepted(name, core, service, ready) as ch:
         b = mod.BacklogBinding(ch)
         h = BacklogService(b)
         for _ in range(100):  # the client makes 5 calls and messages
