@@ -357,7 +357,8 @@ def test_dummy_ack_that_did_not_fit_is_retried() -> None:
         filler_out, filler = bound_pair(cli, srv, "filler", window=4096)  # filler_out is on srv too
         for i in range(4):
             a_c.send(bytes([i]))
-        until("the four messages reach the receiver", lambda: srv.poll(timeout=0.05) == [a_s])
+        # poll() moves what arrived on srv's link into the channels' queues.
+        until("the four messages reach the receiver", lambda: srv.poll(timeout=0.05) == [a_s] and a_s.stats()["queued"] == 4)
         with stopped(rt.monitor_pids[1]):
             written = _fill(filler_out)
             assert written > 100
