@@ -41,6 +41,7 @@ from multihop.idl.errors import (
 from multihop.idl.model import Interface
 from multihop.idl.parser import parse_text
 from multihop.idl.pygen import generate_python
+from multihop.idl.source import decode_source
 from multihop.idl.syntax import FileDecl
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
     "UnhandledMessage",
 ]
 
-PathOrText = Union[str, "os.PathLike[str]"]
+PathOrText = Union[str, bytes, "os.PathLike[str]"]
 
 
 #: Characters every Flounder declaration uses and a file path (almost) never does.
@@ -75,10 +76,13 @@ def _is_source_text(s: str) -> bool:
 
 
 def _read(source: PathOrText) -> tuple[str, str]:
-    """(text, file name) of a path or of Flounder source text.
+    """(text, file name) of a path or of Flounder source text (``str``, or ``bytes`` in UTF-8).
 
-    Raises FileNotFoundError naming a path that does not exist.
+    Raises FileNotFoundError naming a path that does not exist, and
+    :class:`IdlSyntaxError` (file, line, column) for bytes that are not UTF-8.
     """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return decode_source(bytes(source), "<bytes>"), "<bytes>"
     if isinstance(source, os.PathLike):
         path = str(source)
     elif isinstance(source, str):
@@ -90,7 +94,7 @@ def _read(source: PathOrText) -> tuple[str, str]:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, "no such Flounder interface file", path)
-    return p.read_text(encoding="utf-8"), path
+    return decode_source(p.read_bytes(), path), path
 
 
 def _parse_file(source: PathOrText, import_file: bool) -> FileDecl:
@@ -110,7 +114,10 @@ def parse(source: PathOrText, imports: Iterable[PathOrText] = ()) -> Interface:
 
     A ``str`` is source text if it has a newline or one of ``{ } ; ( )``, or
     starts with a comment; otherwise it is a path, and a path that does not
-    exist raises FileNotFoundError naming it.
+    exist raises FileNotFoundError naming it.  ``bytes`` are source text in
+    UTF-8.  A file (or ``bytes``) that is not UTF-8 raises
+    :class:`IdlSyntaxError` at the first byte that does not decode (see
+    :mod:`multihop.idl.source`).
 
     Raises :class:`IdlSyntaxError` / :class:`IdlCheckError` (both
     :class:`~multihop.errors.IdlError`) with ``.file``, ``.line``, ``.column``
