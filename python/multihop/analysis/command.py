@@ -61,6 +61,9 @@ def run_args(args: argparse.Namespace) -> int:
         MultihopError: bad traces or baseline (TraceError), a missing analysis
             extra, Java or Spark (AnalysisUnavailable); the caller reports it.
     """
+    from multihop.analysis.deps import require_extras
+
+    require_extras()  # before the job's modules import pyarrow
     from multihop.analysis.job import run
 
     report = run(args.traces, args.output, master=args.master, baseline=args.baseline)
