@@ -8,8 +8,10 @@ and in a spawned child process, and a failing handler ends only its client.
 
 from __future__ import annotations
 
+import gc
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -112,6 +114,18 @@ def test_auto_on_ring_and_direct_runtimes() -> None:
                     b = echo.EchoBinding.bind(d, "d", transport="auto")
                     assert b.channel.transport == "ump" and b.rpc.say("hi", timeout=10) == "you said hi"
                     b.channel.close()
+
+
+def test_a_binding_keeps_its_dispatcher(rt: mh.Runtime) -> None:
+    # Neither end's dispatcher is held by the test: the server keeps its service (and so its dispatcher), the
+    # binding its dispatcher, whose link to the monitor a multi-hop channel lives on.
+    with echo.EchoBinding.export(rt.dispatcher(1), "kept", Echo()) as server:
+        b = echo.EchoBinding.bind(rt.dispatcher(0), "kept", transport="multihop")
+        gc.collect()
+        assert b.rpc.echo(b"still bound", timeout=10) == b"still bound"
+        assert b.dispatcher.core == 0 and b.dispatcher.attached
+        b.channel.close()
+    assert not server.errors
 
 
 def test_a_handler_class_serves_each_client_with_its_own_instance(rt: mh.Runtime) -> None:
@@ -305,3 +319,13 @@ def test_c_bind_to_nobody_says_so(echo_bind_exe: Path, rt: mh.Runtime) -> None:
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("-7 bind to \"no-such-service\": ") and "no service" in r.stdout
+
+
+def test_the_readme_flounder_example_runs(tmp_path: Path) -> None:
+    """The README's bind/export example, as a user copies it (the README test runs every block; this one is ours)."""
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (block,) = [b for b in blocks if "GreeterBinding.export" in b]
+    r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -4,7 +4,8 @@
 
     iface = multihop.idl.parse("flounder-idl/echo.if")          # the checked model
     mod = multihop.idl.load("flounder-idl/echo.if")             # generated module, imported
-    b = mod.EchoBinding(channel)
+    b = mod.EchoBinding.bind(dispatcher, "echo", transport="auto")   # or mod.EchoBinding(channel)
+    server = mod.EchoBinding.export(dispatcher, "echo", handler)     # serves every client
     b.tx.ping(seq=1, data=b"hi"); msg = b.rx.next(timeout=1.0)
     header, source = multihop.idl.generate_c(iface)
     multihop.idl.stubgen("flounder-idl/echo.if", "c", "out/")  # writes echo.h, echo.c
@@ -16,7 +17,9 @@ The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.pars
 :mod:`~multihop.idl.cgen` (back ends, with the name checks of
 :mod:`~multihop.idl.pycheck` and :mod:`~multihop.idl.ccheck`),
 :mod:`~multihop.idl.wire` and :mod:`~multihop.idl.binding` (run-time support
-of generated Python code).
+of generated Python code), :mod:`~multihop.idl.connect` and
+:mod:`~multihop.idl.server` (a binding's bind and export side),
+:mod:`~multihop.idl.source` (bytes to text, with located errors).
 The wire format is written down in ``flounder-idl/WIRE.md``.
 """
 

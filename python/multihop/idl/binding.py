@@ -100,9 +100,15 @@ class Binding:
     _mh_Tx: ClassVar[type] = object
     _mh_Rpc: ClassVar[type] = object
 
-    def __init__(self, channel: Any) -> None:
-        """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``)."""
+    def __init__(self, channel: Any, *, dispatcher: Any = None) -> None:
+        """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``).
+
+        ``dispatcher``, if given, is kept as long as the binding: a multi-hop
+        channel lives on its dispatcher's link with the monitor, which ends
+        when the dispatcher is dropped (:meth:`bind` passes its own).
+        """
         self.channel = channel
+        self.dispatcher = dispatcher
         self.tx = self._mh_Tx(channel)
         self.rx = Rx(self)
         self.rpc = self._mh_Rpc(self)
@@ -124,14 +130,15 @@ class Binding:
         runtime's routing table links the two cores directly, multi-hop
         otherwise (:func:`multihop.idl.connect.choose_transport`).
         ``timeout``, ``window`` and ``max_message`` are those of
-        :meth:`multihop.Dispatcher.bind`.
+        :meth:`multihop.Dispatcher.bind`.  The binding keeps ``d`` (as
+        ``.dispatcher``), so ``bind(rt.dispatcher(0), ...)`` stays usable.
 
         Raises:
             ValueError: an unknown transport.
             BindError: the service is not exported, or it refused.
             Timeout: the service did not take the bind within ``timeout`` seconds.
         """
-        return cls(bind_channel(d, name, transport, timeout=timeout, window=window, max_message=max_message))
+        return cls(bind_channel(d, name, transport, timeout=timeout, window=window, max_message=max_message), dispatcher=d)
 
     @classmethod
     def export(cls, d: Any, name: str, handler: Any = None, **export_options: Any) -> Server:
