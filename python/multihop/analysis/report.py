@@ -151,10 +151,10 @@ MAX_SHOWN = 40
 """Detailed tables longer than this are linked (their CSV), not shown."""
 
 
-def _finding_cells(table: Table, runs: int) -> tuple[list[str], list[list[str]], list[str]]:
-    """Header, body and per-row ratio text of the findings table, for reading."""
+def _finding_cells(table: Table, runs: int) -> tuple[list[str], list[list[str]]]:
+    """Header and body of the findings table, for reading (a Run column only when there are several runs)."""
     header = (["Run"] if runs > 1 else []) + ["Suite", "Finding", "Figure", "Baseline", "Ratio"]
-    body, ratios = [], []
+    body = []
     for r in table.records():
         base = ""
         if r["baseline"]:
@@ -163,8 +163,7 @@ def _finding_cells(table: Table, runs: int) -> tuple[list[str], list[list[str]],
         row = ([r["run_id"]] if runs > 1 else []) + [r["suite"], r["finding"], format_amount(r["value"], r["unit"]), base,
                                                      r["reading"]]
         body.append(row)
-        ratios.append(r["reading"])
-    return header, body, ratios
+    return header, body
 
 
 def _findings_html(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -222,7 +221,7 @@ def write_report(
     h.append('<h2 id="findings-title">Findings</h2>')
     if findings is not None and findings.rows:
         doc = findings.doc + " Data: [findings.csv](findings.csv)."
-        header, body, _ = _finding_cells(findings, len({r[0] for r in findings.rows}))
+        header, body = _finding_cells(findings, len({r[0] for r in findings.rows}))
         md += [doc, ""] + _markdown(header, body) + [""]
         h += [f'<p class="doc">{html.escape(findings.doc)} Data: <a href="findings.csv">findings.csv</a>.</p>',
               _findings_html(header, body)]
