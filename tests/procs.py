@@ -142,9 +142,11 @@ def child(target: Any, *args: Any) -> Iterator[Any]:
         p.join(10)
 
 
-def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any) -> None:
+def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any,
+                   done: Any) -> None:
     """One side of the k-channel multi-hop stream test: send n seqs on each of
-    k channels while checking the peer's n seqs per channel arrive in order."""
+    k channels while checking the peer's n seqs per channel arrive in order;
+    `done` (a two-party barrier) holds the channels open until the peer is finished too."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         if role == "server":
@@ -183,7 +185,7 @@ def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int
         result.close()
         result.join_thread()
         # Hold the channels open until the peer is done too.
-        time.sleep(1.0)
+        done.wait(240)
 
 
 def mh_echo(name: str, core: int, service: str, ready: Any) -> None:
@@ -226,10 +228,12 @@ def mh_send_close_exit(name: str, core: int, service: str, ready: Any, n: int) -
     os._exit(0)
 
 
-def cpu_hog(cpu: int, seconds: float) -> None:
-    """Spin on `cpu` for `seconds` (a CPU-bound neighbour for a monitor)."""
+def cpu_hog(cpu: int, seconds: float, running: Any = None) -> None:
+    """Spin on `cpu` for `seconds` (a CPU-bound neighbour for a monitor); set `running` as it starts."""
     os.sched_setaffinity(0, {cpu})
     end = time.monotonic() + seconds
+    if running is not None:
+        running.set()
     x = 0
     while time.monotonic() < end:
         for _ in range(10_000):

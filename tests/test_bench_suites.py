@@ -172,8 +172,17 @@ def _session_procs(sid: int) -> list[psutil.Process]:
     return found
 
 
-def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], delay: float = 0.0) -> tuple[int, str]:
-    """Run `multihop bench ARGS` in its own session; Ctrl-C it once a progress line satisfies `at`.
+def _threads(pid: int) -> set[str]:
+    """The thread ids of process `pid` now."""
+    try:
+        return set(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return set()
+
+
+def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], new_thread: bool = False) -> tuple[int, str]:
+    """Run `multihop bench ARGS` in its own session; Ctrl-C it once a progress line satisfies `at`
+    (and, with `new_thread`, once the bench process has started a thread after that line).
 
     Returns the exit status and stderr, after checking that nothing is left
     behind: no process of the session, no runtime directory, no shared memory.
@@ -195,7 +204,11 @@ def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], delay: flo
             if at(line):
                 break
         assert err and at(err[-1]), "".join(err)
-        time.sleep(delay)
+        if new_thread:
+            tids = _threads(p.pid)
+            while not _threads(p.pid) - tids:
+                assert time.monotonic() < deadline and p.poll() is None, "no new thread in the bench process"
+                time.sleep(0.001)
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
         _, rest = p.communicate(timeout=60)  # a hang at interpreter exit fails here
         err.append(rest)
@@ -225,9 +238,13 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
-    """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit."""
+    """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit.
+
+    The moment: the queue case's first put, which starts the queue's feeder thread in the bench process
+    (the only thread it starts there), not a delay that a slow or fast machine puts into another case.
+    """
     out = tmp_path / "traces"
-    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, delay=0.8)
+    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, new_thread=True)
     assert code == 130, text[-3000:]
     assert "interrupted" in text and "Traceback" not in text, text[-3000:]
     (run,) = list(out.iterdir())

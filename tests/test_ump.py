@@ -13,6 +13,7 @@ import pytest
 
 import multihop as mh
 from conftest import monitor_processes, unique_name
+from parked import until_parked
 import procs
 
 
@@ -305,7 +306,7 @@ def test_ctrl_c_interrupts_a_blocked_recv(rt: mh.Runtime) -> None:
         with procs.child(procs.blocked_receiver, rt.name, 1, "ctrl-c", ready) as p:
             ch = svc.accept(timeout=30)
             assert ready.wait(30)
-            time.sleep(0.2)
+            until_parked(p.pid, p.pid)  # its main thread is blocked in recv (parked on its futex)
             os.kill(p.pid, signal.SIGINT)
             p.join(5)
             assert p.exitcode == 42, "recv did not raise KeyboardInterrupt promptly"

@@ -79,8 +79,10 @@ int mh_accept(mh_service *s, int64_t timeout_ms, mh_channel **out);
 void mh_service_free(mh_service *s);
 
 /* ---- channels ----------------------------------------------------------------------------- */
-/* Bind to the service `name`; `transport` is "ump" (a ring pair shared with the server) or
- * "multihop" (through the monitors, credit window of 16 messages, as Python's default).
+/* Bind to the service `name`; `transport` is "ump" (a ring pair shared with the server),
+ * "multihop" (through the monitors, credit window of 16 messages, as Python's default) or "auto"
+ * (UMP when the service's core is ours or the routing table links the two cores directly,
+ * multi-hop otherwise: the rule of Python's generated bindings, multihop.idl.connect).
  * MH_E_BIND if refused or unknown, MH_E_TIMEOUT if nobody accepted in time (timeout_ms < 0: no
  * limit). Messages up to 1 MiB. */
 int mh_bind(mh_dispatcher *d, const char *name, const char *transport, int64_t timeout_ms, mh_channel **out);

@@ -314,7 +314,11 @@ pub unsafe extern "C" fn mh_bind(
         let out = out_ptr("mh_bind", out)?;
         let d = handle("mh_bind", "d", d)?;
         let name = string("mh_bind", "name", name)?;
-        let transport = string("mh_bind", "transport", transport)?;
+        let mut transport = string("mh_bind", "transport", transport)?;
+        if transport == "auto" {
+            transport = crate::transport_choice::choose(&d.disp, name)
+                .map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
+        }
         let ch = d
             .disp
             .bind(name, 0, transport, None, 16, duration(timeout_ms), &mut || Ok(()))

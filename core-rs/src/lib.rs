@@ -20,6 +20,7 @@
 //! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
 //! - [`monitor`]: the per-core monitor process
 //! - [`fixed_layout`]: wire layout of a Flounder message of scalars
+//! - [`transport_choice`]: what transport "auto" stands for (the C ABI's `mh_bind`)
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`
@@ -44,6 +45,7 @@ pub mod peer;
 pub mod ring;
 pub mod shm;
 pub mod sock;
+pub mod transport_choice;
 pub mod vci;
 pub mod wire;
 

@@ -88,6 +88,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
+    from multihop.extras import require
+
+    require("bench", "multihop bench")  # before the suites import pyarrow
     from multihop.bench import suites
 
     cores = tuple(parse_cores(a.cores)) if a.cores is not None else None
@@ -110,8 +113,8 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def suites_names() -> tuple[str, ...]:
-    """Names ``multihop bench`` accepts."""
-    from multihop.bench.suites import SUITES
+    """Names ``multihop bench`` accepts (known without the bench extra)."""
+    from multihop.bench.suite_names import SUITES
 
     return SUITES
 
