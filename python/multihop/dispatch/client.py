@@ -250,6 +250,14 @@ class Sink(_Client):
         """The partition the sink was given."""
         return int(self.machine.partition)
 
+    def _handed(self, n: News) -> News:
+        """Send the batched acks once the buffer is empty (or the batch is big): the peers' window moves on."""
+        m = self.machine
+        if not m.ready or sum(len(b) for b in m.acks.values()) >= 32:
+            m.flush_acks()
+            self._write()
+        return n
+
     def try_next(self) -> News | None:
         """The next news if one has arrived, else None (never waits)."""
         if self.closed:
@@ -258,7 +266,7 @@ class Sink(_Client):
         if n is None:
             self._step(0.0)
             n = self.machine.take(self.clock.now_ns())
-        return n
+        return None if n is None else self._handed(n)
 
     def next(self, timeout: float | None = None) -> News:
         """The next news, waiting up to ``timeout`` seconds (None: for ever); raises ``multihop.Timeout``.
@@ -273,17 +281,14 @@ class Sink(_Client):
         while True:
             n = m.take(self.clock.now_ns())
             if n is not None:
-                if len(m.ready) == 0 or sum(len(b) for b in m.acks.values()) >= 32:
-                    m.flush_acks()
-                    self._write()
-                return n
+                return self._handed(n)
             m.flush_acks()
             left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
             if left <= 0:
                 self._step(0.0)
                 n = m.take(self.clock.now_ns())
                 if n is not None:
-                    return n
+                    return self._handed(n)
                 raise mh.Timeout(f"no news for sink {short(self.id)} within {timeout} s")
             self._step(left)
 

@@ -287,7 +287,12 @@ class PeerMachine(Replication):
             st.monitor.count(entry)
         st.received += 1
         self.counters["news"] += 1
-        self.accept(StoredNews(key, rec.priority, entry, release, rec.origin, topics, rec.topics, bytes(rec.payload)))
+        n = StoredNews(key, rec.priority, entry, release, rec.origin, topics, rec.topics, bytes(rec.payload))
+        if st.missing and min(st.missing) < rec.seq:
+            st.parked.append(n)  # after a gap: waits for the missing news (order per source)
+            self.counters["parked"] += 1
+        else:
+            self.accept(n)
 
     def accept(self, n: StoredNews, pending: list[Nid] | None = None) -> None:
         """Hold a new news and queue it for its sinks: those it matches (or ``pending``, from another peer)."""

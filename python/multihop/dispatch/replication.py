@@ -145,6 +145,7 @@ class Replication(Serving):
             self.counters["gap_given_up"] += len(st.missing)
             st.missing.clear()
             st.gap_due = None
+            self.unpark(st)
             return
         st.gap_tries += 1
         self.counters["news_requests"] += 1
@@ -175,8 +176,10 @@ class Replication(Serving):
         """A news from another peer (snapshot or recovery), with the sinks it is pending for there."""
         key = (rec.source, rec.seq)
         st = self.sources.get(rec.source)
-        if st is not None:
+        if st is not None and rec.seq in st.missing:
             st.missing.discard(rec.seq)
+            if not st.missing:
+                st.gap_due = None
         existing = self.store.get(key)
         if existing is not None:
             if key == self._last_stored:  # a further chunk of the same news
@@ -196,6 +199,21 @@ class Replication(Serving):
                        bytes(rec.payload))
         self._last_stored = key
         self.accept(n, pending=list(rec.pending))
+        if st is not None:
+            self.unpark(st)
+
+    def unpark(self, st: SourceState) -> None:
+        """Accept a source's parked news that no missing news precedes any more, in sequence order."""
+        if not st.parked:
+            return
+        low = min(st.missing) if st.missing else None
+        keep = []
+        for n in sorted(st.parked, key=lambda x: x.key[1]):
+            if low is not None and n.key[1] > low:
+                keep.append(n)
+            elif n.key not in self.store:
+                self.accept(n)
+        st.parked = keep
 
     # ---- snapshots -------------------------------------------------------
 

@@ -4,12 +4,16 @@ A local source registers with ``source_info`` (its QoS, its registration
 time ``origin_ns`` and the next sequence number it will send); its news then
 arrive in sequence order on its channel.  A jump in the sequence is a gap (the
 source could not hand us some news, or sent them before it knew us): the
-peer asks another peer for them (a request for data).  A *foreign* source is
+peer asks another peer for them (a request for data) and parks the news
+that follow the gap until it is filled (or given up), so each source's news
+still reach a sink in sequence order.  A *foreign* source is
 one of another domain whose news a relay brings: it has no schedule here
 (its own domain enforced its rates) and its news are deduplicated by id.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from multihop.dispatch.ids import Nid
 from multihop.dispatch.qos import MAX_PRIORITY
@@ -33,7 +37,7 @@ def source_error(rec: Record) -> str | None:
 class SourceState:
     """A source as one peer sees it."""
 
-    __slots__ = ("id", "info", "foreign", "next_seq", "missing", "gap_tries", "gap_due", "schedule", "monitor",
+    __slots__ = ("id", "info", "foreign", "next_seq", "missing", "parked", "gap_tries", "gap_due", "schedule", "monitor",
                  "acked", "received", "duplicates", "rejected", "connected")
 
     def __init__(self, info: Record | None, source: Nid, grace_ns: int, foreign: bool = False) -> None:
@@ -42,6 +46,7 @@ class SourceState:
         self.foreign = foreign
         self.next_seq = 0  # the next sequence number expected from the source
         self.missing: set[int] = set()  # sequence numbers asked of other peers
+        self.parked: list[Any] = []  # news after a gap, held until the gap is filled or given up (order per source)
         self.gap_tries = 0
         self.gap_due: int | None = None
         self.schedule: RateSchedule | None = None
