@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import multihop as mh
 from multihop.dispatch.channels import ChannelTable
 from multihop.dispatch.clock import Clock, MonotonicClock
-from multihop.dispatch.errors import JoinRefused, NoPeers
+from multihop.dispatch.errors import JoinRefused, NoPeers, UnknownTopic
 from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id, short
 from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, listed_peers, peer_service
 from multihop.dispatch.news import News
@@ -236,6 +236,8 @@ class Sink(_Client):
             self._step(0.02)
         if m.info is None:
             self._close(m.leave_messages())
+            if m.topic_error is not None:
+                raise UnknownTopic(f"sink topics: {m.topic_error}")
             if m.refused is not None:
                 raise JoinRefused(f"sink refused by {m.refused}")
             raise mh.Timeout(f"no dispatch peer of system {system!r} accepted the sink's JOIN within {timeout} s")

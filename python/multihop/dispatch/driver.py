@@ -27,7 +27,7 @@ import multihop as mh
 from multihop.dispatch.channels import ChannelTable
 from multihop.dispatch.clock import Clock, MonotonicClock
 from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id, short
+from multihop.dispatch.ids import Nid, domain_id, new_id, short
 from multihop.dispatch.naming import check_system, listed_peers, peer_service, register_peer, unregister_peer
 from multihop.dispatch.peer import PeerMachine
 from multihop.dispatch.wire import DecodeError, decode
@@ -64,6 +64,7 @@ class PeerDriver:
         self.accepted: queue.SimpleQueue[mh.Channel] = queue.SimpleQueue()
         self.stop_requested = threading.Event()
         self.counters = {"malformed": 0, "loops": 0}
+        self.machine.status_hook = self._driver_status
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"dispatch-accept-{short(self.me)}",
                                           daemon=True)
 
@@ -143,13 +144,16 @@ class PeerDriver:
             return
         now = self.clock.now_ns()
         for data in batch:
+            node = self.table.node(ch)
             try:
                 rec = decode(data)
             except DecodeError as e:
                 self.counters["malformed"] += 1
                 log.warning("peer %s: malformed message dropped: %s", short(self.me), e)
+                if node is None:  # not even a hello: not one of ours, the channel is closed
+                    self.table.forget(ch)
+                    return
                 continue
-            node = self.table.node(ch)
             if node is None:
                 field = HELLOS.get(rec.name)
                 if field is None:
@@ -195,9 +199,7 @@ class PeerDriver:
         except Exception:
             pass
 
-    def status(self) -> dict[str, Any]:
-        """The machine's status plus the driver's counters."""
-        st = self.machine.status()
-        st["driver"] = dict(self.counters, pid=os.getpid(), dropped=self.table.dropped, backlog=self.table.backlog,
-                            busy_rounds=self.table.busy_rounds, id=hex_id(self.me))
-        return st
+    def _driver_status(self) -> dict[str, Any]:
+        """The driver's counters (in the peer's status reply)."""
+        return dict(self.counters, pid=os.getpid(), dropped=self.table.dropped, backlog=self.table.backlog,
+                    busy_rounds=self.table.busy_rounds, channels=len(list(self.table.channels())))

@@ -575,7 +575,7 @@ class PeerMachine(Replication):
         for o in self.owners:
             if o is not None:
                 owned[hex_id(o)] = owned.get(hex_id(o), 0) + 1
-        return {
+        out = {
             "peer": hex_id(self.me), "domain": hex_id(self.domain), "active": self.active, "leaving": self.leaving,
             "members": [{"id": hex_id(n), "active": a} for n, a in self.members.listing()],
             "epoch": self.members.epoch, "partitions": owned, "stored": len(self.store),
@@ -583,3 +583,6 @@ class PeerMachine(Replication):
             "sinks": {hex_id(k): dict(v.status(), served_here=self.serves(v)) for k, v in self.sinks.items()},
             "counters": dict(self.counters),
         }
+        if self.status_hook is not None:
+            out["driver"] = self.status_hook()
+        return out

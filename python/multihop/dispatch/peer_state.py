@@ -46,6 +46,7 @@ class PeerState:
         self.dirty: set[Nid] = set()  # sinks whose deliveries may move
         self.leaving = False
         self.stopped = False
+        self.status_hook: Any = None  # the driver's counters for status replies (None in the simulator)
         self._out: deque[tuple[Nid, Record]] = deque()
         self._connects: deque[Nid] = deque()
         self._events: deque[tuple[str, dict[str, Any]]] = deque()

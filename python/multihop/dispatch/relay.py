@@ -140,7 +140,8 @@ class _Injector(_Client):
         self._connect_all()
 
     def inject(self, rec: Record) -> None:
-        """Queue ``rec`` for every local peer (written by the next step)."""
+        """Queue ``rec`` for every local peer (written by the next step), after our hellos."""
+        self._write()
         for peer in sorted(self.machine.linked):
             self.table.queue(peer, rec)
 
@@ -168,16 +169,30 @@ class RelayDriver:
         others = [r for r in listed_peers(self.rrt, self.relay_system, "relay") if r != self.me]
         register_peer(self.rrt, self.relay_system, self.me, {"pid": os.getpid(), "local": local_runtime,
                                                              "system": system}, "relay")
+        self.early: list[tuple[mh.Channel, bytes]] = []  # what came with the answers to our hellos
         hello = M.messages.relay_hello(self.me, self.machine.local)
         for other in others:
             try:
                 ch = self.rd.bind(relay_service(self.relay_system, other), timeout=5.0)
-            except (mh.BindError, mh.Timeout):
+                with self.lock:
+                    self.mesh.name(ch, other)
+                    self.mesh.queue(other, hello)
+                    self.mesh.flush()
+                self._await_hello(ch)
+            except (mh.BindError, mh.Timeout, mh.ChannelClosed) as e:
+                log.info("relay %s: relay %s unreachable: %s", short(self.me), short(other), e)
+
+    def _await_hello(self, ch: mh.Channel, timeout: float = 5.0) -> None:
+        """Wait for the other relay's answer: once it came, that relay sends us what it relays."""
+        deadline = time.monotonic() + timeout
+        while True:
+            data = ch.recv(max(0.0, deadline - time.monotonic()))
+            try:
+                if decode(data).name == "relay_hello":
+                    return
+            except DecodeError:
                 continue
-            with self.lock:
-                self.mesh.name(ch, other)
-                self.mesh.queue(other, hello)
-                self.mesh.flush()
+            self.early.append((ch, data))
 
     def _accept_loop(self) -> None:
         while not self.stopping.is_set():
@@ -206,6 +221,11 @@ class RelayDriver:
     def _incoming(self) -> None:
         """News from other relays -> the local peers."""
         hello = M.messages.relay_hello(self.me, self.machine.local)
+        for _, data in self.early:
+            out = self.machine.incoming(decode(data))
+            if out is not None:
+                self.injector.inject(out)
+        self.early.clear()
         while not self.stopping.is_set():
             ready = self.rd.poll(timeout=0.05)
             while True:

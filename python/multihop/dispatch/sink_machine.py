@@ -52,6 +52,7 @@ class SinkMachine:
         self.info: Record | None = None  # our registration, once a peer gave us a partition
         self.contact: Nid | None = None
         self.refused: str | None = None
+        self.topic_error: str | None = None  # our topics are outside the domain's declared ones
         self.declared: frozenset[str] | None = None
         self.members: dict[Nid, bool] = {}
         self.epoch = 0
@@ -135,9 +136,15 @@ class SinkMachine:
             self.members[peer] = active
 
     def try_join(self) -> None:
-        """Send our JOIN to an active peer that welcomed us (once)."""
+        """Send our JOIN to an active peer that welcomed us (once); not if our topics are not the domain's."""
         if self.info is not None or self.contact is not None or self.refused is not None:
             return
+        if self.declared is not None:
+            unknown = [t for t in self.topics if t not in self.declared]
+            if unknown:
+                known = ", ".join(sorted(self.declared))
+                self.refused = self.topic_error = f"unknown topic(s) {unknown}; this domain declares only: {known}"
+                return
         for peer in sorted(self.welcomed):
             if self.members.get(peer):
                 self.contact = peer
