@@ -33,6 +33,7 @@ class ChannelTable:
         self.outbox: dict[Nid, deque[bytes]] = {}
         self.dropped = 0  # messages for a node with no channel
         self.busy_rounds = 0
+        self._encoded: dict[int, tuple[Record, bytes]] = {}  # id(record) -> (record, its bytes)
 
     def add_fresh(self, ch: mh.Channel) -> None:
         """An accepted channel whose node its first message will name."""
@@ -75,11 +76,22 @@ class ChannelTable:
         return node
 
     def queue(self, node: Nid, rec: Record) -> None:
-        """Encode ``rec`` and queue it for ``node`` (dropped, and counted, if we have no channel to it)."""
+        """Encode ``rec`` and queue it for ``node`` (dropped, and counted, if we have no channel to it).
+
+        The same record object sent to many nodes (a news to many sinks) is encoded once.
+        """
         if node not in self.by_node:
             self.dropped += 1
             return
-        self.outbox.setdefault(node, deque()).append(encode(rec))
+        hit = self._encoded.get(id(rec))
+        if hit is not None and hit[0] is rec:
+            data = hit[1]
+        else:
+            data = encode(rec)
+            if len(self._encoded) >= 4096:
+                self._encoded.clear()
+            self._encoded[id(rec)] = (rec, data)
+        self.outbox.setdefault(node, deque()).append(data)
 
     def flush(self) -> None:
         """Write what the channels take now.

@@ -252,11 +252,11 @@ class Sink(_Client):
         """The partition the sink was given."""
         return int(self.machine.partition)
 
-    def _handed(self, n: News) -> News:
-        """Send the batched acks once the buffer is empty (or the batch is big): the peers' window moves on."""
+    def _handed(self, n: News | None) -> News | None:
+        """Send the batched acks that are due (the peers' window moves on)."""
         m = self.machine
-        if not m.ready or sum(len(b) for b in m.acks.values()) >= 32:
-            m.flush_acks()
+        if m.pending_acks:
+            m.flush_due_acks(self.clock.now_ns())
             self._write()
         return n
 
@@ -268,7 +268,7 @@ class Sink(_Client):
         if n is None:
             self._step(0.0)
             n = self.machine.take(self.clock.now_ns())
-        return None if n is None else self._handed(n)
+        return self._handed(n)
 
     def next(self, timeout: float | None = None) -> News:
         """The next news, waiting up to ``timeout`` seconds (None: for ever); raises ``multihop.Timeout``.
@@ -283,16 +283,26 @@ class Sink(_Client):
         while True:
             n = m.take(self.clock.now_ns())
             if n is not None:
-                return self._handed(n)
-            m.flush_acks()
+                self._handed(n)
+                return n
             left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
-            if left <= 0:
+            due = m.ack_deadline()
+            if due is not None:
+                now = self.clock.now_ns()
+                if now >= due:
+                    m.flush_acks()
+                else:
+                    left = min(left, (due - now) / 1e9)
+            if left <= 0 and (deadline is not None and time.monotonic() >= deadline):
                 self._step(0.0)
                 n = m.take(self.clock.now_ns())
                 if n is not None:
-                    return self._handed(n)
+                    self._handed(n)
+                    return n
+                m.flush_acks()
+                self._write()
                 raise mh.Timeout(f"no news for sink {short(self.id)} within {timeout} s")
-            self._step(left)
+            self._step(max(0.0, left))
 
     def stats(self) -> dict[str, Any]:
         """received, delivered, duplicates (suppressed), late, expired, overflowed, waiting, partition, peers, by_peer."""

@@ -8,7 +8,7 @@ most :data:`MAX_PAYLOAD` bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from multihop.dispatch.ids import Nid, NewsKey
 
@@ -18,9 +18,8 @@ MAX_PAYLOAD = 1_040_000
 """The largest payload of one news, in bytes (the Flounder bound of ``news.payload``)."""
 
 
-@dataclass(frozen=True)
-class News:
-    """A news as a sink receives it from :meth:`multihop.dispatch.Sink.next`.
+class News(NamedTuple):
+    """A news as a sink receives it from :meth:`multihop.dispatch.Sink.next` (an immutable named tuple).
 
     Attributes:
         source: the id of the source that sent it.
@@ -58,7 +57,8 @@ class News:
 class StoredNews:
     """A news held by a peer, and the sink queues that still hold it."""
 
-    __slots__ = ("key", "priority", "entry_ns", "release_ns", "origin", "topics", "wire_topics", "payload", "refs")
+    __slots__ = ("key", "priority", "entry_ns", "release_ns", "origin", "topics", "wire_topics", "payload", "refs",
+                 "_deliver")
 
     def __init__(self, key: NewsKey, priority: int, entry_ns: int, release_ns: int, origin: Nid,
                  topics: tuple[str, ...], wire_topics: str, payload: bytes) -> None:
@@ -71,3 +71,14 @@ class StoredNews:
         self.wire_topics = wire_topics
         self.payload = payload
         self.refs = 0  # sink queues (and in-flight tables) holding it
+        self._deliver: Any = None
+
+    def deliver(self) -> Any:
+        """The ``deliver`` message of this news (one object for every sink: drivers encode it once)."""
+        if self._deliver is None:
+            from multihop.dispatch.wire import M
+
+            k = self.key
+            self._deliver = M.messages.deliver(k[0], k[1], self.priority, self.entry_ns, self.origin, self.wire_topics,
+                                               self.payload)
+        return self._deliver

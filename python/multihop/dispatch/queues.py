@@ -30,13 +30,14 @@ _NEVER = 1 << 64
 class SinkQueue:
     """The news waiting for one sink (see the module docstring)."""
 
-    __slots__ = ("limit", "overflow", "_live", "_heaps", "_expiry", "_gen", "_stale")
+    __slots__ = ("limit", "overflow", "_live", "_heaps", "_order", "_expiry", "_gen", "_stale")
 
     def __init__(self, limit: int, overflow: str = "drop-oldest") -> None:
         self.limit = limit
         self.overflow = overflow
         self._live: dict[NewsKey, tuple[int, int, int, int]] = {}  # key -> (priority, eligible, expire, gen)
         self._heaps: dict[int, list[tuple[int, int, NewsKey, int]]] = {}  # priority -> (eligible, entry, key, gen)
+        self._order: list[int] = []  # the priorities of self._heaps, highest first
         self._expiry: list[tuple[int, NewsKey, int]] = []  # (expire, key, gen)
         self._gen = 0
         self._stale = 0
@@ -64,7 +65,11 @@ class SinkQueue:
         gen = self._gen
         exp = _NEVER if expire_ns is None else expire_ns
         self._live[key] = (priority, eligible_ns, exp, gen)
-        heapq.heappush(self._heaps.setdefault(priority, []), (eligible_ns, entry_ns, key, gen))
+        h = self._heaps.get(priority)
+        if h is None:
+            h = self._heaps[priority] = []
+            self._order = sorted(self._heaps, reverse=True)
+        heapq.heappush(h, (eligible_ns, entry_ns, key, gen))
         if expire_ns is not None:
             heapq.heappush(self._expiry, (exp, key, gen))
         if len(self._live) > self.limit:
@@ -85,10 +90,11 @@ class SinkQueue:
             self._stale -= 1
         if h is not None:
             del self._heaps[prio]
+            self._order = sorted(self._heaps, reverse=True)
         return None
 
     def _lowest_first(self) -> NewsKey:
-        for prio in sorted(self._heaps):
+        for prio in reversed(self._order):
             h = self._clean(prio)
             if h:
                 return h[0][2]
@@ -111,16 +117,26 @@ class SinkQueue:
                 heapq.heapify(live)
                 heaps[prio] = live
         self._heaps = heaps
+        self._order = sorted(heaps, reverse=True)
         self._expiry = [item for item in self._expiry if self._live.get(item[1], (0, 0, 0, -1))[3] == item[2]]
         heapq.heapify(self._expiry)
         self._stale = 0
 
     def next_eligible(self, now_ns: int) -> NewsKey | None:
         """The highest-priority news eligible at ``now_ns`` (not removed), or None."""
-        for prio in sorted(self._heaps, reverse=True):
-            h = self._clean(prio)
-            if h and h[0][0] <= now_ns:
-                return h[0][2]
+        live = self._live
+        for prio in self._order:
+            h = self._heaps.get(prio)
+            if h:
+                top = h[0]
+                rec = live.get(top[2])
+                if rec is None or rec[3] != top[3]:
+                    h = self._clean(prio)
+                    if not h:
+                        continue
+                    top = h[0]
+                if top[0] <= now_ns:
+                    return top[2]
         return None
 
     def pop_expired(self, now_ns: int) -> list[NewsKey]:

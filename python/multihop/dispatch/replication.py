@@ -49,6 +49,8 @@ class Replication(Serving):
 
     def queue_update(self, key: NewsKey, sink: Nid) -> None:
         """Note that ``sink`` got news ``key`` from us; the others hear it within ``update_delay``."""
+        if not self.members.others:
+            return  # no other copy to keep in step
         self.updates.append(M.queue_update(key[1], self.me, key[0], sink))
         if self.updates_since is None:
             self.updates_since = self.now_ns

@@ -74,8 +74,7 @@ class Serving(PeerState):
                 self.counters["lost_from_store"] += 1
                 continue
             n.refs -= 1
-            self.send(sink.id, M.messages.deliver(key[0], key[1], n.priority, n.entry_ns, n.origin, n.wire_topics,
-                                                  n.payload))
+            self.send(sink.id, n.deliver())
             sink.inflight[key] = now
             sink.delivered += 1
             self.counters["delivered"] += 1

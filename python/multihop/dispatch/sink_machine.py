@@ -7,7 +7,7 @@ JOIN (``sink_info`` with no partition) there; the answer names its partition,
 and it then attaches (``sink_info`` with the partition) on every channel.
 
 Each delivered news is acknowledged on the channel it came from when the
-application takes it (so a sink that stops reading stops its flow at
+application takes it (acks are batched: 64, or ``ACK_DELAY_NS`` after the oldest) (so a sink that stops reading stops its flow at
 ``window`` news and the rest waits in the peers' bounded queues).  A news seen
 before (a new owner re-delivering what the dead one had sent) is acknowledged
 and not handed out again: exactly once.  A news older than
@@ -32,6 +32,9 @@ __all__ = ["SinkMachine", "DEDUPE_HORIZON_NS"]
 
 DEDUPE_HORIZON_NS = 600 * 1_000_000_000
 """How long a sink remembers a news id (by entry time) to suppress its duplicates."""
+
+ACK_DELAY_NS = 5_000_000
+"""How long an acknowledgement may wait to be batched with others (the peers' window covers it)."""
 
 _EXPIRED, _OVERFLOW = M.notice_kind.NOTICE_EXPIRED, M.notice_kind.NOTICE_OVERFLOW
 
@@ -61,6 +64,8 @@ class SinkMachine:
         self.ready: deque[News] = deque()
         self.seen: OrderedDict[NewsKey, int] = OrderedDict()
         self.acks: dict[Nid, list[Record]] = {}
+        self.pending_acks = 0
+        self.ack_since: int | None = None  # when the oldest batched ack was made
         self.notice_ids: dict[int, set[NewsKey]] = {_EXPIRED: set(), _OVERFLOW: set()}
         self.notice_extra: dict[tuple[Nid, int], int] = {}  # (peer, kind) -> told in totals beyond the ids it sent
         self.notice_count: dict[tuple[Nid, int], int] = {}
@@ -157,13 +162,13 @@ class SinkMachine:
         self.counters["received"] += 1
         if key in self.seen:
             self.counters["duplicates"] += 1
-            self.ack(src, key)
+            self.ack(src, key, now_ns)
             return
         self.seen[key] = rec.entry_ns
         if self.qos.max_delivery_time is not None and now_ns - rec.entry_ns > self.qos.max_delivery_ns:
             self.counters["late"] += 1
             self.notice_ids[_EXPIRED].add(key)
-            self.ack(src, key)
+            self.ack(src, key, now_ns)
             return
         self.by_peer[src] = self.by_peer.get(src, 0) + 1
         self.ready.append(News(rec.source, rec.seq, rec.priority, decode_topics(rec.topics), rec.entry_ns, rec.origin,
@@ -179,15 +184,23 @@ class SinkMachine:
         self.notice_count[k] = self.notice_count.get(k, 0) + len(rec.ids)
         self.notice_extra[k] = max(0, rec.total - self.notice_count[k])
 
-    def ack(self, peer: Nid, key: NewsKey) -> None:
-        """Acknowledge news ``key`` to ``peer`` (sent in batches)."""
+    def ack(self, peer: Nid, key: NewsKey, now_ns: int = 0) -> None:
+        """Acknowledge news ``key`` to ``peer`` (sent in batches of 64, or once the oldest waited ``ACK_DELAY_NS``)."""
         if peer not in self.linked:
             return
         batch = self.acks.setdefault(peer, [])
         batch.append(M.news_id(key[0], key[1]))
+        self.pending_acks += 1
+        if self.ack_since is None:
+            self.ack_since = now_ns
         if len(batch) >= 64:
             self._out.append((peer, M.messages.sink_ack(self.me, batch)))
+            self.pending_acks -= len(batch)
             self.acks[peer] = []
+
+    def ack_deadline(self) -> int | None:
+        """When the batched acks must go (None: none waiting)."""
+        return None if not self.pending_acks or self.ack_since is None else self.ack_since + ACK_DELAY_NS
 
     def flush_acks(self) -> None:
         """Send every batched acknowledgement now."""
@@ -195,6 +208,14 @@ class SinkMachine:
             if batch:
                 self._out.append((peer, M.messages.sink_ack(self.me, batch)))
         self.acks.clear()
+        self.pending_acks = 0
+        self.ack_since = None
+
+    def flush_due_acks(self, now_ns: int) -> None:
+        """Send the batched acks if the oldest has waited long enough (or many wait)."""
+        due = self.ack_deadline()
+        if due is not None and (now_ns >= due or self.pending_acks >= 32):
+            self.flush_acks()
 
     # ---- the application's calls -----------------------------------------
 
@@ -205,9 +226,9 @@ class SinkMachine:
             if self.qos.max_delivery_time is not None and now_ns - n.entry_ns > self.qos.max_delivery_ns:
                 self.counters["late"] += 1  # went stale while the application was not reading
                 self.notice_ids[_EXPIRED].add(n.id)
-                self.ack(n.peer, n.id)
+                self.ack(n.peer, n.id, now_ns)
                 continue
-            self.ack(n.peer, n.id)
+            self.ack(n.peer, n.id, now_ns)
             self.counters["delivered"] += 1
             self.prune(now_ns)
             return n

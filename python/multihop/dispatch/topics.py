@@ -16,6 +16,7 @@ only to the exclusive sinks).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Iterable, Sequence
 
@@ -77,8 +78,9 @@ def encode_topics(topics: Sequence[str]) -> str:
     return " ".join(topics)
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_topics(text: str) -> tuple[str, ...]:
-    """The topic list of a wire string ('' is the empty list); TopicError if malformed."""
+    """The topic list of a wire string ('' is the empty list); TopicError if malformed (remembered: lists repeat)."""
     if not text:
         return ()
     return check_topics(text.split(" "), "topics on the wire")
