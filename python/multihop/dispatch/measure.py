@@ -48,7 +48,12 @@ class Step:
     late: int
     dropped: int
     bytes: int
-    latencies: list[int] = field(default_factory=list)
+    samples: list[tuple[int, int]] = field(default_factory=list)  # sampled (entered, received)
+
+    @property
+    def latencies(self) -> list[int]:
+        """The sampled latencies, ns."""
+        return [r - e for e, r in self.samples]
 
     @property
     def bad(self) -> float:
@@ -107,7 +112,7 @@ def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int =
                 dropped_now = sum(r.stats.get("expired", 0) + r.stats.get("overflowed", 0) for r in reps)
                 step = Step(k, dt, int(rate * dt * k), sum(r.count for r in reps), sum(r.late for r in reps),
                             dropped_now - dropped_before, sum(r.count for r in reps) * size,
-                            [x for r in reps for x in r.latencies])
+                            [x for r in reps for x in r.samples])
                 dropped_before = dropped_now
                 steps.append(step)
                 if progress:
@@ -131,6 +136,7 @@ class Takeover:
     sinks: int
     times_ns: list[int]
     detect: str
+    kill_ns: int = 0
 
 
 def takeover(runtime: str, *, how: str = "kill", peers: int = 3, sinks: int = 6, rate: float = 2000.0,
@@ -167,7 +173,7 @@ def takeover(runtime: str, *, how: str = "kill", peers: int = 3, sinks: int = 6,
                 sysm.kill(victim, signal.SIGKILL)
             load.close()
     detect = "channel closed (pidfd)" if how == "kill" else f"heartbeats only (dead_after {dead_after} s)"
-    return Takeover(how, len(orphans), times, detect)
+    return Takeover(how, len(orphans), times, detect, t_kill)
 
 
 @dataclass
@@ -180,7 +186,12 @@ class Saturation:
     seconds: float
     news: int
     deliveries: int
-    latencies: np.ndarray
+    samples: np.ndarray  # (n, 2): entered, received (CLOCK_MONOTONIC ns)
+
+    @property
+    def latencies(self) -> np.ndarray:
+        """The sampled latencies, ns."""
+        return self.samples[:, 1] - self.samples[:, 0] if len(self.samples) else np.zeros(0, dtype=np.int64)
 
     @property
     def news_per_s(self) -> float:
@@ -205,8 +216,8 @@ def _run(load: Load, go: Any, result: Any, seconds: float, sinks: int, size: int
     res = result.get(timeout=60)
     time.sleep(min(2.0, 0.2 + sinks * 0.01))  # what is in flight arrives
     reps = load.report()
-    lat = np.asarray([x for r in reps for x in r.latencies], dtype=np.int64)
-    return Saturation(path, sinks, size, res["seconds"], res["sent"], sum(r.count for r in reps), lat)
+    pairs = np.asarray([x for r in reps for x in r.samples], dtype=np.int64).reshape(-1, 2)
+    return Saturation(path, sinks, size, res["seconds"], res["sent"], sum(r.count for r in reps), pairs)
 
 
 def saturation(runtime: str, sinks: int, *, size: int = 64, seconds: float = 2.0, peers: int = 1,

@@ -43,9 +43,14 @@ class SinkReport:
 
     count: int = 0
     late: int = 0
-    latencies: list[int] = field(default_factory=list)  # sampled, ns
+    samples: list[tuple[int, int]] = field(default_factory=list)  # sampled (entered, received), CLOCK_MONOTONIC ns
     peers: dict[Nid, tuple[int, int]] = field(default_factory=dict)  # peer -> (first, last) receive time
     stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latencies(self) -> list[int]:
+        """The sampled latencies, ns."""
+        return [r - e for e, r in self.samples]
 
 
 def _plain_sink(runtime: str, core: int) -> tuple[mh.Dispatcher, mh.Channel]:
@@ -113,7 +118,7 @@ def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns
                         r.late += 1
                     seen += 1
                     if seen % every == 0:
-                        r.latencies.append(lat)
+                        r.samples.append((t0, now))
                 continue
             while (n := s.try_next()) is not None:
                 lat = n.received_ns - n.entry_ns
@@ -123,7 +128,7 @@ def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns
                     r.late += 1
                 seen += 1
                 if seen % every == 0:
-                    r.latencies.append(lat)
+                    r.samples.append((n.entry_ns, n.received_ns))
                 first, _ = r.peers.get(n.peer, (n.received_ns, 0))
                 r.peers[n.peer] = (first, n.received_ns)
         if not got and sinks:
