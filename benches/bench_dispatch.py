@@ -74,7 +74,8 @@ def _macro(runtime: str, a: argparse.Namespace) -> None:
         th = r.threshold
         why = "not reached" if th is None else (
             f"{th.late} late, {th.dropped} dropped of {th.expected}" if th.bad > 0.01 else
-            f"{th.short:.0%} short of {th.expected}")
+            f"{th.short:.0%} short of {th.expected}" if th.short > 0.1 else
+            f"source at {th.offered:.0%} of its rate: the CPUs are saturated")
         if good is None:
             print(f"{peers:>5} {0:>8} {th.sinks if th else '-':>12}  (late from the first sink)  {why}")
             continue

@@ -5,8 +5,9 @@
   wall second), and a macro-sink (interested in everything, its own channel to
   every peer) joins every 15 s (15 / compress wall seconds) until deliveries
   start to be late (older than ``late`` paper seconds) or dropped (more than
-  ``tolerance`` of what was due), or fall behind (10 % short); the result is
-  the step at which that happened: sinks and delivered bandwidth.
+  ``tolerance`` of what was due), fall behind (10 % short), or the source
+  cannot keep its rate (the CPUs are saturated), two intervals in a row; the
+  result is the step at which that started: sinks and delivered bandwidth.
 * :func:`takeover`: the peer serving some sinks is killed (SIGKILL: its
   channels close; or SIGSTOP: only the heartbeats tell); the take-over time is
   from the kill to each orphaned sink's first news from its new peer.
@@ -49,6 +50,11 @@ class Step:
     dropped: int
     bytes: int
     samples: list[tuple[int, int]] = field(default_factory=list)  # sampled (entered, received)
+    offered: float = 1.0  # the source's rate in the interval over the target rate
+
+    def failing(self, tolerance: float) -> bool:
+        """Late or dropped beyond ``tolerance``, 10 % short, or the source below 90 % of its rate."""
+        return self.bad > tolerance or self.short > 0.1 or self.offered < 0.9
 
     @property
     def latencies(self) -> list[int]:
@@ -104,22 +110,27 @@ def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int =
             time.sleep(interval)
             load.report()  # warm-up
             dropped_before = 0
+            sent_before = load.sent.value
+            bad_run = 0
             for k in range(1, max_sinks + 1):
                 t0 = time.monotonic()
                 time.sleep(interval)
                 reps = load.report()
                 dt = time.monotonic() - t0
+                sent_now = load.sent.value
                 dropped_now = sum(r.stats.get("expired", 0) + r.stats.get("overflowed", 0) for r in reps)
-                step = Step(k, dt, int(rate * dt * k), sum(r.count for r in reps), sum(r.late for r in reps),
+                step = Step(k, dt, (sent_now - sent_before) * k, sum(r.count for r in reps), sum(r.late for r in reps),
                             dropped_now - dropped_before, sum(r.count for r in reps) * size,
-                            [x for r in reps for x in r.samples])
-                dropped_before = dropped_now
+                            [x for r in reps for x in r.samples], (sent_now - sent_before) / dt / rate)
+                dropped_before, sent_before = dropped_now, sent_now
                 steps.append(step)
                 if progress:
                     progress(f"{peers} peer(s), {k} macro-sink(s): {step.delivered / dt:,.0f} deliveries/s, "
-                             f"late {step.late}, dropped {step.dropped}")
-                if step.bad > tolerance or step.short > 0.1:
-                    threshold = step
+                             f"late {step.late}, dropped {step.dropped}, source at {step.offered:.0%} of its rate")
+                # a threshold is two bad intervals in a row (one alone may be another process taking the CPUs)
+                bad_run = bad_run + 1 if step.failing(tolerance) else 0
+                if bad_run >= 2:
+                    threshold = steps[-2]
                     break
                 load.add_sinks(1)
             go.clear()

@@ -139,8 +139,11 @@ def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns
 
 
 def paced_source(runtime: str, system: str, rate: float | None, size: int, seconds: float, go: Any, result: Any,
-                 reliable: bool = True) -> None:
-    """Send news of ``size`` bytes on topic "all" at ``rate`` per second (None: as fast as possible) once ``go`` is set."""
+                 reliable: bool = True, counter: Any = None) -> None:
+    """Send news of ``size`` bytes on topic "all" at ``rate`` per second (None: as fast as possible) once ``go`` is set.
+
+    ``counter`` (a shared integer) follows how many were sent.
+    """
     src = dispatch.source(runtime, qos=dispatch.SourceQoS(reliable=reliable), system=system)
     payload = bytes(size)
     go.wait(60)
@@ -158,6 +161,8 @@ def paced_source(runtime: str, system: str, rate: float | None, size: int, secon
             except mh.Timeout:
                 pass
             sent += 1
+        if counter is not None:
+            counter.value = sent
         if rate is not None:
             time.sleep(max(0.0, min(0.001, t0 + sent / rate - time.monotonic())))
     elapsed = time.monotonic() - t0
@@ -223,6 +228,7 @@ class Load:
         self.hosts: list[tuple[Any, Any, int]] = []  # (process, conn, sinks held)
         self.procs: list[Any] = []
         self.sink_ids: list[Nid] = []
+        self.sent: Any = None  # news sent by the last source started (a shared integer)
 
     def add_sinks(self, n: int) -> None:
         """Start ``n`` more sinks (new host processes as needed); returns once they joined."""
@@ -263,8 +269,9 @@ class Load:
     def source(self, rate: float | None, size: int, seconds: float, reliable: bool = True) -> tuple[Any, Any, Any]:
         """Start a paced source; returns (process, go event, result queue)."""
         go, result = CTX.Event(), CTX.Queue()
-        p = CTX.Process(target=paced_source, args=(self.runtime, self.system, rate, size, seconds, go, result, reliable),
-                        daemon=True)
+        self.sent = CTX.Value("q", 0, lock=False)  # written by the source only
+        p = CTX.Process(target=paced_source, args=(self.runtime, self.system, rate, size, seconds, go, result, reliable,
+                                                   self.sent), daemon=True)
         p.start()
         self.procs.append(p)
         return p, go, result
