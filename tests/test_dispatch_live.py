@@ -278,3 +278,33 @@ def test_cli_up_status_down(tmp_path: Any) -> None:
         assert r.returncode == 1 and "RuntimeNotFound" in r.stderr
     finally:
         run("down", name)
+
+
+def test_clients_survive_the_whole_domain_restarting() -> None:
+    """Every peer killed: a source's send raises NoPeers; a new peer appears: source and sink find it and go on."""
+    with domain(1) as (rt, system):
+        src = dispatch.source(rt.name)
+        snk = dispatch.sink(rt.name, ["n"])
+        src.send(["n"], b"before")
+        assert snk.next(timeout=5).payload == b"before"
+        system.kill(system.peers[0])
+        deadline = time.monotonic() + 10
+        while src.machine.linked and time.monotonic() < deadline:
+            src.stats()  # reads: sees the channel close
+        with pytest.raises(dispatch.NoPeers, match="no dispatch peer of system 'main' is left"):
+            src.send(["n"], b"lost")
+        with pytest.raises(mh.Timeout):
+            snk.next(timeout=0.2)
+        system.add_peer()  # the clients look for peers again on their next call
+        src.send(["n"], b"after")
+        got = None
+        deadline = time.monotonic() + 10
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = snk.next(timeout=0.5)
+            except mh.Timeout:
+                pass
+        assert got is not None and got.payload == b"after"
+        assert snk.stats()["peers"] == 1
+        src.close()
+        snk.close()

@@ -45,6 +45,7 @@ class _Client:
         self.domain = domain_id(runtime, system)
         self.closed = False
         self.machine: Any = None
+        self._last_scan = time.monotonic()
 
     def _connect_all(self) -> None:
         peers = listed_peers(self.rt, self.system)
@@ -67,8 +68,19 @@ class _Client:
         self.table.name(ch, peer)
         self.machine.handle_connected(peer, self.clock.now_ns())
 
+    def _rescan(self) -> None:
+        """With no peer left, look for peers again (at most once a second): a domain restarted is found."""
+        now = time.monotonic()
+        if self.table.by_node or now - self._last_scan < 1.0:
+            return
+        self._last_scan = now
+        for peer in sorted(listed_peers(self.rt, self.system)):
+            if self.table.channel(peer) is None:
+                self._bind(peer)
+
     def _step(self, timeout: float) -> None:
         """Write what the machine queued, bind where it asks, then read what arrived (waiting up to ``timeout``)."""
+        self._rescan()
         self._write()
         ready = self.d.poll(timeout=timeout) if timeout > 0 or self.table.by_node else []
         now = self.clock.now_ns()
@@ -154,12 +166,20 @@ class Source(_Client):
         then reached only some peers, which pass it on to the others); a best
         effort source never waits and counts a peer it could not hand the news
         to (``stats()["dropped"]``).  Raises TopicError / UnknownTopic for a
-        bad topic list, PayloadTooLarge, ValueError when closed.
+        bad topic list, PayloadTooLarge, NoPeers when no peer is left (the
+        source looks for new ones first), ValueError when closed.
         """
         if self.closed:
             raise ValueError("this source is closed")
         m = self.machine
         self._step(0.0)
+        if not m.linked:
+            self._last_scan = 0.0
+            self._rescan()
+            if not m.linked:
+                raise NoPeers(f"news not sent: no dispatch peer of system {self.system!r} is left on "
+                              f"runtime {self.rt.name!r}")
+        self._write()  # the hellos of a peer just bound go before the news
         rec = m.make_news(topics, payload, self.clock.now_ns())
         reliable = m.qos.reliable
         for peer in sorted(m.linked):
