@@ -125,6 +125,9 @@ class _Injector(_Client):
                         self.known.add(m.id)
                         self._connects.append(m.id)
 
+        def has_output(self) -> bool:
+            return bool(self._out or self._connects)
+
         def poll_transmit(self) -> tuple[Nid, Record] | None:
             return self._out.popleft() if self._out else None
 

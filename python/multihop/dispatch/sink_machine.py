@@ -253,6 +253,10 @@ class SinkMachine:
 
     # ---- outputs ---------------------------------------------------------
 
+    def has_output(self) -> bool:
+        """Whether anything waits in :meth:`poll_transmit`, :meth:`poll_connect` or :meth:`poll_close`."""
+        return bool(self._out or self._connects or self._closing)
+
     def poll_transmit(self) -> tuple[Nid, Record] | None:
         """The next message to send, or None."""
         return self._out.popleft() if self._out else None

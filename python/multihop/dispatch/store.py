@@ -78,7 +78,9 @@ class NewsStore:
         dropped: list[NewsKey] = []
         horizon = now_ns - self.retention_ns
         over = len(self._news) - self.limit
-        for key, n in list(self._news.items()):  # oldest arrival first
+        for key, n in list(self._news.items()):  # oldest arrival first (about entry order)
+            if n.entry_ns >= horizon and over <= len(dropped):
+                break  # the rest is newer and within the limit
             if n.refs > 0:
                 continue
             if n.entry_ns < horizon:
