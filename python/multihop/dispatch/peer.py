@@ -28,6 +28,7 @@ hashing over the active peers) and the new owners deliver from their copies.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable, Iterable
 
 from multihop.dispatch.config import PeerConfig
@@ -63,6 +64,8 @@ class PeerMachine(Replication):
         self.next_prune = now_ns + _PRUNE_NS
         self.hello_sent: set[Nid] = set()
         self.gone: set[Nid] = set()  # peers that left gracefully (their last updates may still come)
+        self._timeout: int | None = None
+        self._timeout_valid = False  # poll_timeout's answer holds until the next input
         for peer in existing:
             self.connect(peer)
         if not existing:
@@ -82,6 +85,7 @@ class PeerMachine(Replication):
 
     def handle_message(self, src: Nid, rec: Record, now_ns: int) -> None:
         """Feed one message from node ``src``."""
+        self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
         handler = self._handlers.get(rec.name)
         if handler is None:
@@ -95,6 +99,7 @@ class PeerMachine(Replication):
 
     def handle_connected(self, node: Nid, now_ns: int) -> None:
         """The channel to peer ``node`` we asked for is up."""
+        self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
         self.links[node] = "peer"
         self.say_hello(node)
@@ -103,6 +108,7 @@ class PeerMachine(Replication):
 
     def handle_connect_failed(self, node: Nid, now_ns: int) -> None:
         """A peer we tried to bind to is gone."""
+        self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
         if node in self.join_candidates:
             self.join_candidates.remove(node)
@@ -113,6 +119,7 @@ class PeerMachine(Replication):
 
     def handle_closed(self, node: Nid, now_ns: int) -> None:
         """The channel to ``node`` closed: a dead peer, or a client that went away."""
+        self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
         kind = self.links.pop(node, None)
         self.hello_sent.discard(node)
@@ -128,6 +135,7 @@ class PeerMachine(Replication):
 
     def handle_timeout(self, now_ns: int) -> None:
         """Run every timer due by ``now_ns``."""
+        self._timeout_valid = False
         self.now_ns = now = max(self.now_ns, now_ns)
         m = self.members
         if now >= m.next_beat_ns:
@@ -169,6 +177,13 @@ class PeerMachine(Replication):
 
     def poll_timeout(self) -> int | None:
         """When :meth:`handle_timeout` must next run (absolute ns), or None if only messages can wake us."""
+        if self._timeout_valid:
+            return self._timeout
+        self._timeout = self._compute_timeout()
+        self._timeout_valid = True
+        return self._timeout
+
+    def _compute_timeout(self) -> int | None:
         now = self.now_ns
         times = [self.members.next_deadline(), self.next_prune]
         for t in (self.updates_deadline(), self.join_deadline, self.leave_deadline):
@@ -527,6 +542,7 @@ class PeerMachine(Replication):
 
     def leave(self) -> None:
         """Leave gracefully: stop delivering, hand our updates over, tell everyone; stop once acks are in."""
+        self._timeout_valid = False
         if self.leaving:
             return
         self.leaving = True
@@ -548,8 +564,14 @@ class PeerMachine(Replication):
         self.event("stopped")
 
     def on_status_request(self, src: Nid, rec: Record) -> None:
-        """Answer ``multihop dispatch status``."""
-        self.send(src, M.messages.status_reply(self.me, self.status_json()[:1_040_000]))
+        """Answer ``multihop dispatch status`` (without the per-sink and per-source details if they do not fit)."""
+        text = self.status_json()
+        if len(text.encode()) > 1_040_000:
+            st = self.status()
+            st["sinks"] = {"count": len(st["sinks"]), "truncated": True}
+            st["sources"] = {"count": len(st["sources"]), "truncated": True}
+            text = json.dumps(st, sort_keys=True, default=str)
+        self.send(src, M.messages.status_reply(self.me, text))
 
     def on_shutdown(self, src: Nid, rec: Record) -> None:
         """``multihop dispatch down``: leave gracefully."""
