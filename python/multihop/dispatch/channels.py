@@ -20,7 +20,23 @@ import multihop as mh
 from multihop.dispatch.ids import Nid
 from multihop.dispatch.wire import Record, encode
 
-__all__ = ["ChannelTable"]
+__all__ = ["ChannelTable", "drain"]
+
+
+def drain(ch: mh.Channel, most: int = 256) -> list[bytes]:
+    """What ``ch`` holds now, up to ``most`` messages, without waiting.
+
+    ``try_recv`` costs ~50 ns on an empty channel, where ``poll(0)`` or an
+    empty ``recv_batch(n, 0)`` cost 1-5 us: a client looking at its few
+    channels reads them directly.
+    """
+    out: list[bytes] = []
+    while len(out) < most:
+        data = ch.try_recv()
+        if data is None:
+            break
+        out.append(data)
+    return out
 
 
 class ChannelTable:

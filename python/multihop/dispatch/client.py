@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, Sequence
 
 import multihop as mh
-from multihop.dispatch.channels import ChannelTable
+from multihop.dispatch.channels import ChannelTable, drain
 from multihop.dispatch.clock import Clock, MonotonicClock
 from multihop.dispatch.errors import JoinRefused, NoPeers, UnknownTopic
 from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id, short
@@ -29,17 +29,6 @@ from multihop.dispatch.topics import check_topics
 from multihop.dispatch.wire import DecodeError, decode
 
 __all__ = ["Source", "Sink", "source", "sink"]
-
-
-def _drain(ch: mh.Channel, most: int = 256) -> list[bytes]:
-    """What ``ch`` holds now, up to ``most`` messages (``try_recv`` costs ~50 ns on an empty channel)."""
-    out: list[bytes] = []
-    while len(out) < most:
-        data = ch.try_recv()
-        if data is None:
-            break
-        out.append(data)
-    return out
 
 
 class _Client:
@@ -102,7 +91,7 @@ class _Client:
         for ch in ready:
             node = self.table.node(ch)
             try:
-                batch = _drain(ch)
+                batch = drain(ch)
             except mh.ChannelClosed:
                 gone = self.table.forget(ch)
                 if gone is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import multihop as mh
 from multihop import dispatch
-from multihop.dispatch.client import _drain
+from multihop.dispatch.channels import drain
 from multihop.dispatch.ids import Nid
 
 __all__ = ["Load", "sink_host", "paced_source", "plain_broker", "plain_publisher", "SinkReport"]
@@ -106,7 +106,7 @@ def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns
             r = reports[i]
             if plain:
                 try:
-                    batch = _drain(s[1]) if not s[1].closed else []
+                    batch = drain(s[1]) if not s[1].closed else []
                 except mh.ChannelClosed:
                     batch = []
                 for data in batch:
