@@ -272,6 +272,51 @@ def test_a_peer_joining_while_the_source_does_not_know_it_yet_recovers_the_gap()
     _owed(sim, [snk]).assert_ok()
 
 
+def test_a_news_a_peer_missed_is_recovered_from_another_peer_in_order() -> None:
+    """A best-effort source could not hand news 5 to the serving peer: it asks a random peer and keeps the order."""
+    sim = _sim(2)
+    src = sim.add_source(SourceQoS(reliable=False))
+    snk = sim.add_sink(["n"], SinkQoS(reliable=False))
+    sim.run(0.1)
+    owner = sim.owner_of(snk.id)
+    for i in range(10):
+        src.send(["n"], b"%d" % i, skip=[owner] if i == 5 else [])
+        sim.run(0.001)
+    sim.run(0.3)
+    assert [n.seq for n in snk.got] == list(range(10))
+    p = sim.peers[owner]
+    assert p.counters["news_requests"] >= 1 and p.counters["parked"] >= 1 and not p.sources[src.id].missing
+
+
+def test_a_gap_nobody_can_fill_is_given_up_and_the_rest_flows() -> None:
+    sim = _sim(2, gap_retry=0.05, gap_tries=3)
+    src = sim.add_source(SourceQoS(reliable=False))
+    snk = sim.add_sink(["n"])
+    sim.run(0.1)
+    for i in range(6):
+        src.send(["n"], skip=list(sim.peers) if i == 2 else [])  # news 2 reached no peer at all
+        sim.run(0.001)
+    sim.run(0.5)
+    assert [n.seq for n in snk.got] == [0, 1, 3, 4, 5]
+    assert all(p.counters["gap_given_up"] == 1 for p in sim.peers.values())
+
+
+def test_best_effort_sinks_lose_nothing_when_their_peer_is_killed() -> None:
+    """Best effort: updates go at send time; a take-over may resend, the sink suppresses the duplicates."""
+    sim = _sim(3, window=8)
+    src = sim.add_source(SourceQoS(reliable=False))
+    sinks = [sim.add_sink(["n"], SinkQoS(reliable=False)) for _ in range(4)]
+    sim.run(0.1)
+    victim = sim.owner_of(sinks[0].id)
+    for i in range(200):
+        src.send(["n"])
+        sim.run(0.002)
+        if i == 100:
+            sim.kill(victim)
+    sim.run(1.0)
+    _owed(sim, sinks).assert_ok()
+
+
 def test_updates_about_unknown_sinks_ask_a_peer_for_them() -> None:
     sim = _sim(2)
     a, b = list(sim.peers.values())

@@ -17,8 +17,10 @@ and their checks), :mod:`.topics` (names and the topic table), :mod:`.queues`
 sans-IO machine), :mod:`.source_machine` and :mod:`.sink_machine` (the
 clients as machines), :mod:`.sim` (the simulator), :mod:`.driver` (the live
 peer), :mod:`.client` (live sources and sinks), :mod:`.relay` (relays
-between domains), :mod:`.system` (peer processes), :mod:`.checkers`
-(the guarantees, checked on recorded deliveries).  The messages are the
+between domains), :mod:`.system` (peer processes), :mod:`.admin` and :mod:`.command`
+(``multihop dispatch up|status|down``), :mod:`.checkers` (the guarantees,
+checked on recorded deliveries), :mod:`.workload` and :mod:`.measure` (the
+benchmarks).  The messages are the
 Flounder interface ``flounder-idl/dispatch.if``; the protocol is written down
 in ``PROTOCOL.md`` next to this file.
 """

@@ -68,12 +68,13 @@ class SimSource:
         """The source's id."""
         return self.machine.me
 
-    def send(self, topics: Sequence[str], payload: bytes = b"") -> Sent:
-        """Send one news now."""
+    def send(self, topics: Sequence[str], payload: bytes = b"", skip: Sequence[Nid] = ()) -> Sent:
+        """Send one news now (not to the peers in ``skip``: a best-effort source that found their channels busy)."""
         now = self.sim.now_ns
         rec = self.machine.make_news(topics, payload, now)
         for peer in sorted(self.machine.linked):
-            self.sim.transmit(self.id, peer, rec)
+            if peer not in skip:
+                self.sim.transmit(self.id, peer, rec)
         s = Sent(self.id, rec.seq, rec.priority, tuple(topics), now)
         self.sent.append(s)
         self.sim.sent.append(s)
