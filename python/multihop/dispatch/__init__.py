@@ -12,17 +12,17 @@
 The parts, one per module: :mod:`.ids` (128-bit ids), :mod:`.qos` (the QoS
 and their checks), :mod:`.topics` (names and the topic table), :mod:`.queues`
 (per-priority sink queues), :mod:`.rates` (rate units), :mod:`.partition`
-(partitions and load sharing), :mod:`.membership` (heartbeats),
-:mod:`.peer` with :mod:`.serving` and :mod:`.replication` (the peer as a
-sans-IO machine), :mod:`.source_machine` and :mod:`.sink_machine` (the
-clients as machines), :mod:`.sim` (the simulator), :mod:`.driver` (the live
-peer), :mod:`.client` (live sources and sinks), :mod:`.relay` (relays
-between domains), :mod:`.system` (peer processes), :mod:`.admin` and :mod:`.command`
-(``multihop dispatch up|status|down``), :mod:`.checkers` (the guarantees,
-checked on recorded deliveries), :mod:`.workload` and :mod:`.measure` (the
-benchmarks).  The messages are the
-Flounder interface ``flounder-idl/dispatch.if``; the protocol is written down
-in ``PROTOCOL.md`` next to this file.
+(partitions and load sharing), :mod:`.membership` (heartbeats); the peer as
+a sans-IO machine, :mod:`.peer` with :mod:`.clients`, :mod:`.serving` and
+:mod:`.replication`; the clients as machines, :mod:`.source_machine` and
+:mod:`.sink_machine`; :mod:`.sim` (the simulator), :mod:`.driver` (the live
+peer), :mod:`.client` (live sources and sinks), :mod:`.relay` and
+:mod:`.relay_driver` (relays between domains), :mod:`.system` (peer
+processes), :mod:`.admin` and :mod:`.command` (``multihop dispatch
+up|status|down``), :mod:`.checkers` (the guarantees, checked on recorded
+deliveries), :mod:`.workload` and :mod:`.measure` (the benchmarks).  The
+messages are the Flounder interface ``flounder-idl/dispatch.if``; the
+protocol is written down in ``PROTOCOL.md`` next to this file.
 """
 
 from __future__ import annotations

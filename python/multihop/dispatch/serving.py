@@ -13,7 +13,7 @@ from multihop.dispatch.ids import NewsKey
 from multihop.dispatch.news import StoredNews
 from multihop.dispatch.peer_state import PeerState
 from multihop.dispatch.sinks import NOTICE_KINDS, SinkState
-from multihop.dispatch.wire import M, Record
+from multihop.dispatch.wire import Record
 
 __all__ = ["Serving"]
 
