@@ -12,7 +12,7 @@ and one script give one run: time-based rules are tested here exactly.
 >>> p = sim.add_peer()
 >>> src = sim.add_source(SourceQoS())
 >>> snk = sim.add_sink(["news"])
->>> sim.run(0.1); src.send(["news"], b"hi"); sim.run(0.1)
+>>> sim.run(0.1); _ = src.send(["news"], b"hi"); sim.run(0.1)
 >>> [n.payload for n in snk.got]
 [b'hi']
 """
