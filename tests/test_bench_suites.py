@@ -137,9 +137,25 @@ def _check_peers(report: Path, plots: list[str]) -> None:
     assert compared == expected - {"pipe"}  # every other transport against Pipe
 
 
+def _check_dispatch(report: Path, plots: list[str]) -> None:
+    mine = [r for r in _csv(report / "latency.csv") if r["suite"] == "dispatch"]
+    cases = {r["case"] for r in mine}
+    for k in ("1", "10"):
+        for path in ("dispatch", "plain"):
+            assert any(f"fanout={k}," in c and f"path={path}," in c for c in cases), (k, path, cases)
+    assert any("op=takeover" in c and "kind=rtt" in c for c in cases)  # one row per orphaned sink
+    assert any("op=macro" in c for c in cases)
+    ratios = [r for r in _csv(report / "baseline_ratios.csv") if r["suite"] == "dispatch"]
+    assert len(ratios) == 2 and all("path=plain" in r["baseline_case"] for r in ratios)
+    assert all(float(r["throughput_ratio"]) > 0 for r in ratios)
+    for r in _csv(report / "throughput.csv"):
+        if r["suite"] == "dispatch" and "kind=oneway" in r["case"]:
+            assert int(r["messages"]) > 0
+
+
 CHECKS = {
     "channels": _check_channels, "hops": _check_hops, "routing": _check_routing, "window": _check_window,
-    "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers,
+    "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers, "dispatch": _check_dispatch,
 }  # fmt: skip
 
 
@@ -276,7 +292,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
     assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
     assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
-    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers"}
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch"}
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
     assert spark.range(3).count() == 3  # the borrowed session was not stopped

@@ -1,4 +1,4 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -112,6 +112,12 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     return run_args(a)
 
 
+def _cmd_dispatch(a: argparse.Namespace) -> int:
+    from multihop.dispatch import command
+
+    return command.run(a)
+
+
 def suites_names() -> tuple[str, ...]:
     """Names ``multihop bench`` accepts (known without the bench extra)."""
     from multihop.bench.suite_names import SUITES
@@ -175,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
                         description=analyze_command.DESCRIPTION)
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
+
+    from multihop.dispatch import command as dispatch_command
+
+    dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
+    dispatch_command.add_arguments(dp)
+    dp.set_defaults(func=_cmd_dispatch)
     return p
 
 
