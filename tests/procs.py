@@ -94,9 +94,10 @@ def exporter_then_exit(name: str, core: int, service: str, ready: Any, done: Any
     """Export a name, signal, wait, then exit (the name must be freed)."""
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
-    d.export(service)
+    svc = d.export(service)  # held: dropping the Service would withdraw the name
     ready.set()
     done.wait(30)
+    assert svc.name == service
     os._exit(0)
 
 

@@ -227,7 +227,9 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
 def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
     """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit."""
     out = tmp_path / "traces"
-    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, delay=0.8)
+    # The quick queue case lasts ~0.4 s here: interrupt well inside it (a
+    # longer delay let it finish and the next case start on a fast run).
+    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, delay=0.15)
     assert code == 130, text[-3000:]
     assert "interrupted" in text and "Traceback" not in text, text[-3000:]
     (run,) = list(out.iterdir())
