@@ -235,3 +235,15 @@ def cpu_hog(cpu: int, seconds: float) -> None:
     while time.monotonic() < end:
         for _ in range(10_000):
             x += 1
+
+
+def bind_send_and_sleep(name: str, core: int, service: str, transport: str, ready: Any, payload: bytes = b"") -> None:
+    """Bind to `service`, send `payload` (if any), set `ready`, then sleep until killed, reading nothing."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    ch = d.bind(service, transport=transport, timeout=30)
+    if payload:
+        ch.send(payload)
+    ready.set()
+    time.sleep(120)
+    assert not ch.closed

@@ -209,19 +209,26 @@ pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
         Ok(None) => Ok(None),
         Ok(Some((frame, fds))) => Ok(Some((Msg::decode(&frame)?, fds))),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            Err(Error::timeout("no answer on the control socket in time"))
+            Err(Error::timeout("no answer on the control socket in time (is the monitor stopped or overloaded?)"))
         }
         Err(e) => Err(Error::new(ErrorKind::Monitor, format!("control recv failed: {e}"))),
     }
 }
 
-/// Connect to a monitor socket and say hello.
+/// Connect to a monitor socket and say hello (waiting up to 10 s for the answer).
 pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
+    connect_within(path, role, core, Duration::from_secs(10))
+}
+
+/// Connect to a monitor socket and say hello, waiting up to `timeout` for
+/// the answer (a stopped monitor accepts connections but never answers).
+pub fn connect_within(path: &Path, role: Role, core: u32, timeout: Duration) -> Result<(SeqSocket, u32)> {
     let sock = SeqSocket::connect(path).map_err(|e| {
         Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display()))
     })?;
-    sock.set_send_timeout(Duration::from_secs(10))?;
-    sock.set_recv_timeout(Some(Duration::from_secs(10)))?;
+    let timeout = timeout.max(Duration::from_millis(1));
+    sock.set_send_timeout(timeout.min(Duration::from_secs(10)))?;
+    sock.set_recv_timeout(Some(timeout))?;
     // A monitor that refuses us says why and hangs up, possibly before our
     // hello lands: read its answer even if the hello could not be sent.
     let sent = send(&sock, &Msg::Hello { role, core }, &[]);
@@ -240,8 +247,7 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
 /// One request-reply exchange on a fresh connection (monitor to monitor, or
 /// a tool to a monitor).
 pub fn call(path: &Path, role: Role, msg: &Msg, fds: &[RawFd], timeout: Duration) -> Result<(Msg, Vec<OwnedFd>)> {
-    let (sock, _) = connect(path, role, 0)?;
-    sock.set_recv_timeout(Some(timeout))?;
+    let (sock, _) = connect_within(path, role, 0, timeout)?;
     send(&sock, msg, fds)?;
     match recv(&sock)? {
         Some((reply, fds)) => Ok((reply.into_result()?, fds)),

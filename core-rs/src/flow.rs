@@ -112,6 +112,11 @@ impl Credits {
         self.ack_due()
     }
 
+    /// Messages consumed and not acknowledged yet.
+    pub fn unacked(&self) -> u32 {
+        self.consumed_unacked
+    }
+
     /// Whether a dummy ack is due: we have consumed `window / 2` messages
     /// without acknowledging them, or everything the peer asked an ack for.
     pub fn ack_due(&self) -> bool {

@@ -238,11 +238,11 @@ impl Sorter<'_> {
             Kind::Teardown => st.peer_closed = true,
         }
         if h.flags & FLAG_ACK_NOW != 0 && !st.peer_closed {
-            // The sender flushes: ack once everything before this is consumed
-            // (now, if it is already).
+            // The sender flushes: ack what is consumed now, and again once
+            // everything that came before this is.
             let arrived = st.arrived;
             st.credits.request_ack(arrived);
-            if st.credits.ack_due() {
+            if st.credits.unacked() > 0 {
                 ch.send_dummy(&mut st, &self.link.link, 0);
             }
         }
