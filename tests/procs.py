@@ -247,3 +247,88 @@ def bind_send_and_sleep(name: str, core: int, service: str, transport: str, read
     ready.set()
     time.sleep(120)
     assert not ch.closed
+
+
+# ---- the kill -9 / SIGSTOP attack (tests/attack, benches/bench_attack.py) -----------------
+
+
+def attack_starter(root: str, name: str, cores: list[int], routing: str, pids: Any, done: Any) -> None:
+    """Start runtime `name` (owned by this process), report its monitors' pids, wait until
+    `done` (a shared flag) is set, stop it."""
+    os.environ["MULTIHOP_RUNTIME_ROOT"] = root
+    rt = mh.Runtime.start(name, cores=cores, routing=routing)
+    pids.put(rt.monitor_pids)
+    deadline = time.monotonic() + 300
+    while not done.value and time.monotonic() < deadline:  # a flag, not an Event: we may be killed waiting
+        time.sleep(0.02)
+    rt.stop()
+
+
+def attack_server(name: str, core: int, service: str, ready: Any, progress: Any, result: Any, n: int) -> None:
+    """Accept one client and read `n` sequence numbers, checking each is the next one; report
+    (role, count, how it ended, monotonic end time)."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    svc = d.export(service)
+    ready.value = 1
+    got, how = 0, "finished"
+    try:
+        ch = svc.accept(timeout=60)
+        deadline = time.monotonic() + 120
+        while got < n:
+            msgs = ch.recv_batch(256, timeout=max(0.0, deadline - time.monotonic()))
+            if not msgs:
+                how = "timeout"
+                break
+            for m in msgs:
+                v = int.from_bytes(m, "little")
+                if v != got:
+                    how = f"out of order: expected {got}, got {v}"
+                    raise StopIteration
+                got += 1
+            progress.value = got
+        if got == n:
+            ch.recv(timeout=120)  # its library runs (and acks) until the client closes
+            how = "a message after the last"
+    except mh.ChannelClosed:
+        how = "closed" if got < n else "finished"
+    except mh.Timeout:
+        how = "timeout"
+    except StopIteration:
+        pass
+    result.put(("server", got, how, time.monotonic()))
+    result.close()
+    result.join_thread()
+
+
+def attack_client(name: str, core: int, service: str, transport: str, ready: Any, progress: Any, result: Any, n: int) -> None:
+    """Bind and send sequence numbers 0..n-1 in batches; report (role, accepted, how it ended,
+    monotonic end time). A batch cut short by a close counts what it sent (``e.sent``)."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    deadline = time.monotonic() + 60
+    while not ready.value:  # flags, not Events: a killed waiter would wedge an Event
+        assert time.monotonic() < deadline, "the server never exported"
+        time.sleep(0.005)
+    ch = d.bind(service, transport=transport, timeout=60)
+    sent, how = 0, "finished"
+    try:
+        while sent < n:
+            batch = [(sent + j).to_bytes(8, "little") for j in range(min(64, n - sent))]
+            k = ch.send_batch(batch, timeout=120)
+            sent += k
+            progress.value = sent
+            if k < len(batch):
+                how = "timeout"
+                break
+        if how == "finished":
+            ch.flush(timeout=120)  # delivered, not just accepted
+            ch.close()
+    except mh.ChannelClosed as e:
+        sent += getattr(e, "sent", 0) or 0
+        how = "closed"
+    except mh.Timeout:
+        how = "flush timeout"
+    result.put(("client", sent, how, time.monotonic()))
+    result.close()
+    result.join_thread()

@@ -203,14 +203,25 @@ pub fn send(sock: &SeqSocket, msg: &Msg, fds: &[RawFd]) -> Result<()> {
     sock.send(&msg.encode(), fds).map_err(|e| Error::new(ErrorKind::Monitor, format!("control send failed: {e}")))
 }
 
+/// Largest request a monitor reads from a peer (requests are small; a
+/// routing table for thousands of cores still fits).
+pub const MAX_REQUEST: usize = 16 << 20;
+
 /// Receive one message; `Ok(None)` on EOF.
 pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
-    match sock.recv() {
+    recv_at_most(sock, crate::sock::MAX_FRAME)
+}
+
+/// Receive one message of at most `limit` bytes (a monitor reading a peer's
+/// requests passes [`MAX_REQUEST`]); a longer one is a protocol error.
+pub fn recv_at_most(sock: &SeqSocket, limit: usize) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
+    match sock.recv_at_most(limit) {
         Ok(None) => Ok(None),
         Ok(Some((frame, fds))) => Ok(Some((Msg::decode(&frame)?, fds))),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
             Err(Error::timeout("no answer on the control socket in time (is the monitor stopped or overloaded?)"))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::protocol(format!("bad control frame: {e}"))),
         Err(e) => Err(Error::new(ErrorKind::Monitor, format!("control recv failed: {e}"))),
     }
 }
@@ -223,8 +234,12 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
 /// Connect to a monitor socket and say hello, waiting up to `timeout` for
 /// the answer (a stopped monitor accepts connections but never answers).
 pub fn connect_within(path: &Path, role: Role, core: u32, timeout: Duration) -> Result<(SeqSocket, u32)> {
-    let sock = SeqSocket::connect(path).map_err(|e| {
-        Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display()))
+    let sock = SeqSocket::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => Error::new(
+            ErrorKind::Monitor,
+            format!("permission denied: the monitor at {} belongs to another user", path.display()),
+        ),
+        _ => Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display())),
     })?;
     let timeout = timeout.max(Duration::from_millis(1));
     sock.set_send_timeout(timeout.min(Duration::from_secs(10)))?;

@@ -60,6 +60,14 @@ impl State {
     }
 }
 
+/// An OS error about `dir`, worded for the common case of another user's runtime.
+fn os_error(what: &str, dir: &Path, e: io::Error) -> Error {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        return Error::new(ErrorKind::Monitor, format!("permission denied: the runtime at {} belongs to another user ({what})", dir.display()));
+    }
+    Error::os(format!("{what} {}", dir.display()), e)
+}
+
 fn cpath(p: &Path) -> Result<std::ffi::CString> {
     std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| Error::invalid(format!("path {} contains NUL", p.display())))
 }
@@ -113,7 +121,7 @@ fn lock_exclusive(dir: &Path, create: bool) -> Result<Option<OwnedFd>> {
         let fd = match open_lock(dir, create) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => return Ok(None),
-            Err(e) => return Err(Error::os(format!("open {}", dir.join(LOCK_FILE).display()), e)),
+            Err(e) => return Err(os_error("open its lock", dir, e)),
         };
         if !try_flock(fd.as_raw_fd(), libc::LOCK_EX).map_err(|e| Error::os("flock runtime lock", e))? {
             return Ok(None);
@@ -133,17 +141,14 @@ fn lock_exclusive(dir: &Path, create: bool) -> Result<Option<OwnedFd>> {
 pub fn probe(dir: &Path) -> Result<State> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::Absent),
-        Err(e) => return Err(Error::os(format!("stat {}", dir.display()), e)),
+        Err(e) => return Err(os_error("stat", dir, e)),
         Ok(md) if !md.is_dir() => return Err(Error::invalid(format!("{} is not a directory", dir.display()))),
         Ok(_) => {}
     }
     let fd = match open_lock(dir, false) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(State::Stale),
-        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            return Err(Error::new(ErrorKind::Monitor, format!("permission denied: the runtime at {} belongs to another user", dir.display())))
-        }
-        Err(e) => return Err(Error::os(format!("open {}", dir.join(LOCK_FILE).display()), e)),
+        Err(e) => return Err(os_error("open its lock", dir, e)),
     };
     // A shared lock conflicts only with the holders' exclusive one.
     if try_flock(fd.as_raw_fd(), libc::LOCK_SH).map_err(|e| Error::os("flock runtime lock", e))? {
@@ -160,7 +165,7 @@ pub fn probe(dir: &Path) -> Result<State> {
 pub fn claim(dir: &Path) -> Result<OwnedFd> {
     if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(dir) {
         if e.kind() != io::ErrorKind::AlreadyExists {
-            return Err(Error::os(format!("create runtime directory {}", dir.display()), e));
+            return Err(os_error("create", dir, e));
         }
     }
     let deadline = Instant::now() + CLAIM_PATIENCE;
@@ -212,8 +217,11 @@ pub fn check_held(fd: &OwnedFd, dir: &Path) -> Result<()> {
 /// Remove `dir` with everything in it if no live monitor holds its lock.
 /// Returns whether it was removed (or was already gone).
 pub fn remove_if_unheld(dir: &Path) -> Result<bool> {
-    if !dir.exists() {
-        return Ok(true);
+    // Only "not found" means gone: a directory we may not look into is not.
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(os_error("stat", dir, e)),
+        Ok(_) => {}
     }
     let Some(fd) = lock_exclusive(dir, false)? else {
         // No lock file at all: a directory this version did not make, or one
@@ -224,7 +232,10 @@ pub fn remove_if_unheld(dir: &Path) -> Result<bool> {
     let _ = std::fs::remove_file(dir.join(LOCK_FILE));
     let _ = std::fs::remove_dir(dir);
     drop(fd);
-    Ok(!dir.exists())
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        _ => Ok(false),
+    }
 }
 
 #[cfg(test)]

@@ -263,6 +263,13 @@ impl SeqSocket {
     /// Receive one whole frame. `Ok(None)` on orderly EOF (the peer closed
     /// or died) between frames; EOF inside a frame is an error.
     pub fn recv(&self) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+        self.recv_at_most(MAX_FRAME)
+    }
+
+    /// `recv` of a frame of at most `limit` bytes (a monitor reading
+    /// requests, which are small, bounds what a peer can make it buffer).
+    pub fn recv_at_most(&self, limit: usize) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+        let limit = limit.min(MAX_FRAME);
         let mut frame = Vec::new();
         loop {
             let Some((mark, fds)) = self.recv_piece(&mut frame)? else {
@@ -272,10 +279,11 @@ impl SeqSocket {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up in the middle of a control frame"));
             };
             match mark {
-                PIECE_LAST => return Ok(Some((frame, fds))),
+                PIECE_LAST if frame.len() <= limit => return Ok(Some((frame, fds))),
+                PIECE_LAST => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {limit} bytes"))),
                 PIECE_MORE if fds.is_empty() => {
-                    if frame.len() > MAX_FRAME {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {MAX_FRAME} bytes")));
+                    if frame.len() > limit {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {limit} bytes")));
                     }
                 }
                 PIECE_MORE => {

@@ -144,9 +144,16 @@ def _check_timeout(timeout: float) -> float:
     return float(timeout)
 
 
+def _private_file(path: Path) -> int:
+    """Open `path` for writing, created mode 0600 (nothing of a runtime is readable by others,
+    even if its directory is opened up)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
+    with os.fdopen(_private_file(tmp), "w") as f:
+        f.write(json.dumps(data, indent=2))
     os.replace(tmp, path)
 
 
@@ -272,7 +279,7 @@ class Runtime:
         # threads of its own group. A detached runtime is a daemon: its own
         # session, so it outlives the terminal.
         session = {"start_new_session": True} if detached else {"process_group": 0}
-        with open(self.dir / f"mon-{core}.log", "wb") as log:
+        with os.fdopen(_private_file(self.dir / f"mon-{core}.log"), "wb") as log:
             self._procs[core] = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, pass_fds=(lock_fd,), **session
             )

@@ -17,7 +17,7 @@ impl Monitor {
     pub(super) fn serve_dispatcher(self: &Arc<Self>, conn: u64, pid: u32, sock: Arc<SeqSocket>) {
         lock(&self.dispatchers).insert(conn, DispatcherEntry { pid, sock: sock.clone(), channels: HashSet::new() });
         loop {
-            let (msg, fds) = match control::recv(&sock) {
+            let (msg, fds) = match control::recv_at_most(&sock, control::MAX_REQUEST) {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(e) if e.kind == ErrorKind::Protocol => {

@@ -27,18 +27,25 @@ impl Monitor {
             // Read its hello first: closing with unread data would reset the
             // connection and the peer would never see why it was refused.
             let _ = sock.set_recv_timeout(Some(Duration::from_millis(500)));
-            let _ = sock.recv();
+            let _ = sock.recv_at_most(4096);
             let _ = control::send(
                 &sock,
                 &Msg::Fail { req: 0, kind: ErrorKind::Monitor, message: format!("uid {} may not attach to a runtime of uid {}", cred.uid, self.uid) },
                 &[],
             );
+            // And whatever else it sent right behind (bounded), for the same reason.
+            let _ = sock.set_recv_timeout(Some(Duration::from_millis(50)));
+            for _ in 0..16 {
+                if !matches!(sock.recv_at_most(4096), Ok(Some(_))) {
+                    break;
+                }
+            }
             return;
         }
         if let Err(e) = sock.set_send_timeout(Duration::from_secs(5)).and_then(|()| sock.set_recv_timeout(Some(HELLO_TIMEOUT))) {
             return log(self.cfg.core, e);
         }
-        let role = match control::recv(&sock) {
+        let role = match control::recv_at_most(&sock, control::MAX_REQUEST) {
             Ok(Some((Msg::Hello { role, .. }, _))) => role,
             Ok(Some((other, _))) => {
                 self.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
@@ -73,7 +80,7 @@ impl Monitor {
     /// Requests from other monitors and tools, answered in order.
     fn serve_requests(self: &Arc<Self>, sock: SeqSocket, peer_pid: u32) {
         loop {
-            let (msg, fds) = match control::recv(&sock) {
+            let (msg, fds) = match control::recv_at_most(&sock, control::MAX_REQUEST) {
                 Ok(Some(m)) => m,
                 Ok(None) => return,
                 Err(e) if e.kind == ErrorKind::Timeout => {
