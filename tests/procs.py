@@ -143,7 +143,8 @@ def child(target: Any, *args: Any) -> Iterator[Any]:
         p.join(10)
 
 
-def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any) -> None:
+def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any,
+                   transport: str = "multihop") -> None:
     """One side of the k-channel multi-hop stream test: send n seqs on each of
     k channels while checking the peer's n seqs per channel arrive in order."""
     rt = mh.Runtime.attach(name)
@@ -154,7 +155,7 @@ def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int
             chans = [svc.accept(timeout=60) for _ in range(k)]
         else:
             assert ready.wait(60)
-            chans = [d.bind(service, transport="multihop", window=64, timeout=30) for _ in range(k)]
+            chans = [d.bind(service, transport=transport, window=64, timeout=30) for _ in range(k)]
         # The first message on each channel names it, so both sides agree on order.
         if role == "client":
             for i, ch in enumerate(chans):

@@ -114,3 +114,23 @@ def test_another_uid_is_refused_everywhere(attacker: tuple[int, int]) -> None:
     finally:
         rt.stop()
     assert not rt.dir.exists()
+
+
+def test_a_monitor_that_cannot_start_its_forwarding_thread_exits_saying_why(attacker: tuple[int, int]) -> None:
+    """Issue 18 §7: before the fix the spawn's failure was ignored and the monitor ran with no
+    data plane (it never exited: this would time out)."""
+    import shutil
+    import tempfile
+
+    uid, gid = attacker
+    root = Path(tempfile.mkdtemp(prefix="mh-nothreads-"))  # under /tmp: the user can reach it
+    try:
+        os.chown(root, uid, gid)
+        rdir = root / "nothreads"
+        r = subprocess.run([sys.executable, str(HERE / "monitor_without_threads.py"), str(uid), str(gid), str(rdir)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "cannot start the monitor's forward thread" in r.stderr, r.stderr
+        assert not rdir.exists(), "the monitor cleaned up on its way out"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
