@@ -56,6 +56,16 @@ pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> 
     }
 }
 
+/// Check a timeout argument without converting it (the hot paths only
+/// read the clock when they have to wait).
+#[inline]
+pub(crate) fn check_timeout(t: Option<f64>) -> PyResult<()> {
+    match t {
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!("timeout must be >= 0 seconds or None, got {t}"))),
+        _ => Ok(()),
+    }
+}
+
 /// The deadline of a timeout argument (None: no deadline).
 pub(crate) fn deadline(t: Option<f64>) -> PyResult<Option<Instant>> {
     Ok(timeout("timeout", t)?.map(|d| Instant::now() + d))

@@ -73,7 +73,7 @@ impl Channel {
     /// full. Raises Timeout, ChannelClosed, MessageTooLarge.
     #[pyo3(signature = (data, timeout=None))]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
-        super::args::timeout("timeout", timeout)?;
+        super::args::check_timeout(timeout)?;
         let bytes = Bytes::get(data)?;
         send_waiting(py, &self.ch, bytes.as_slice(), timeout)
     }
@@ -87,7 +87,7 @@ impl Channel {
     /// Receive one message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        super::args::timeout("timeout", timeout)?;
+        super::args::check_timeout(timeout)?;
         let mut until: Option<Option<Instant>> = None;
         loop {
             if let Some(b) = self.try_recv_bytes(py)? {
