@@ -333,3 +333,13 @@ def attack_client(name: str, core: int, service: str, transport: str, ready: Any
     result.put(("client", sent, how, time.monotonic()))
     result.close()
     result.join_thread()
+
+
+def bind_many_and_sleep(name: str, core: int, service: str, k: int, ready: Any) -> None:
+    """Bind `k` multi-hop channels to `service`, set `ready`, sleep until killed."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    chans = [d.bind(service, transport="multihop", timeout=60) for _ in range(k)]
+    ready.set()
+    time.sleep(120)
+    assert len(chans) == k

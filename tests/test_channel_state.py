@@ -164,3 +164,23 @@ def test_flush_raises_channel_closed_with_the_count_when_the_peer_dies(rt: mh.Ru
             with pytest.raises(mh.ChannelClosed) as e:
                 ch.flush(timeout=10)
             assert e.value.unconsumed == 3  # type: ignore[attr-defined]
+
+
+def test_a_thousand_channels_are_released_soon_after_their_dispatcher_dies(rt: mh.Runtime) -> None:
+    """What held (issue 18): 1,000 channels bound fast, released within seconds of their dispatcher's death."""
+    k = 1000
+    ready = procs.CTX.Event()
+    with rt.dispatcher(1) as srv:
+        svc = srv.export("thousand", backlog=k)
+        with procs.child(procs.bind_many_and_sleep, rt.name, 0, "thousand", k, ready) as p:
+            assert ready.wait(60)
+            peers = [svc.accept(timeout=10) for _ in range(k)]
+            assert {m["core"]: m["data"]["forwarding_entries"] for m in rt.status(limit=0)["monitors"]} == {0: 2 * k, 1: 2 * k}
+            os.kill(p.pid, signal.SIGKILL)
+            p.join(10)
+            t0 = time.monotonic()
+            until("every forwarding entry is gone", lambda: all(m["data"]["forwarding_entries"] == 0 for m in rt.status(limit=0)["monitors"]))
+            until("the dead dispatcher's monitor forgot its ends", lambda: _monitor_channels(rt, 0) == 0)
+            until("every service end knows", lambda: all(ch.closed for ch in peers))
+            until("the service's monitor forgot them", lambda: _monitor_channels(rt, 1) == 0)
+            assert time.monotonic() - t0 < 10

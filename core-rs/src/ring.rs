@@ -135,7 +135,7 @@ pub struct RingGeometry {
 
 impl RingGeometry {
     pub fn new(nslots: usize, soft_slots: usize) -> Result<RingGeometry> {
-        if !nslots.is_power_of_two() || nslots < MIN_SLOTS || nslots > (1 << 28) {
+        if !nslots.is_power_of_two() || !(MIN_SLOTS..=(1 << 28)).contains(&nslots) {
             return Err(Error::invalid(format!("ring slot count {nslots} must be a power of two in {MIN_SLOTS}..=2^28")));
         }
         Ok(RingGeometry { nslots, soft_slots: soft_slots.clamp(1, nslots) })

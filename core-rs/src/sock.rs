@@ -234,7 +234,7 @@ impl SeqSocket {
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = 2;
         if !fds.is_empty() {
-            let data_len = (fds.len() * std::mem::size_of::<RawFd>()) as u32;
+            let data_len = std::mem::size_of_val(fds) as u32;
             msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
             // SAFETY: CMSG_* only compute sizes and offsets within `cbuf`,
             // which is large enough for MAX_FDS descriptors (checked above).

@@ -397,21 +397,22 @@ class Runtime:
             os.sched_setaffinity(0, {cpu})
         return d
 
-    def status(self, limit: int | None = None) -> dict[str, Any]:
+    def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
         """A dict: name, directory, cores, routing, and each monitor's status.
 
         Each monitor's lists (dispatchers, services, channels, registry) hold
         at most `limit` entries (None: all; the reply streams whatever its
-        size); its ``counts`` are always whole. A monitor that cannot answer
-        shows as ``{"core": c, "error": ...}``: that says nothing about
-        liveness (see :attr:`alive`).
+        size); its ``counts`` are always whole. A monitor that does not answer
+        within `timeout` seconds shows as ``{"core": c, "error": ...}``: that
+        says nothing about liveness (``"live"``, :attr:`alive`).
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0):
             raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        timeout = _check_timeout(timeout)
         monitors = []
         for core in self.cores:
             try:
-                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=10.0, limit=limit)
+                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=timeout, limit=limit)
             except Exception as e:
                 st = {"core": core, "error": str(e)}
             monitors.append(st)

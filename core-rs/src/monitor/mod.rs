@@ -108,6 +108,10 @@ struct Counters {
 }
 
 type Table = BTreeMap<u32, BTreeMap<u32, u32>>;
+/// A control message and the descriptors that came with it.
+type Reply = (Msg, Vec<OwnedFd>);
+/// A monitor's routing row, the neighbours it opens links to, and all its neighbours.
+type RowAndLinks = (BTreeMap<u32, u32>, Vec<u32>, Vec<u32>);
 
 struct Monitor {
     cfg: MonitorConfig,
@@ -124,7 +128,7 @@ struct Monitor {
     /// by both: the two ends of one channel may live on this core.
     channels: Mutex<HashMap<(u64, u64), ChannelEntry>>,
     /// conn id -> where the dispatcher's ConnectReply goes.
-    pending: Mutex<HashMap<u64, mpsc::Sender<(Msg, Vec<OwnedFd>)>>>,
+    pending: Mutex<HashMap<u64, mpsc::Sender<Reply>>>,
     counters: Counters,
     stopping: AtomicBool,
     listener: SeqListener,

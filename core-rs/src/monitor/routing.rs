@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock, log, Monitor, Table};
+use super::{lock, log, Monitor, RowAndLinks, Table};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, Result};
 
 /// Row, links to open, and all neighbours of `core` in `table`.
-pub(super) fn row_of(table: &Table, core: u32) -> Result<(BTreeMap<u32, u32>, Vec<u32>, Vec<u32>)> {
+pub(super) fn row_of(table: &Table, core: u32) -> Result<RowAndLinks> {
     let row = table.get(&core).cloned().ok_or_else(|| Error::invalid(format!("the routing table has no row for core {core}")))?;
     let mut neighbours = BTreeSet::new();
     for (src, r) in table {
