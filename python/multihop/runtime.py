@@ -224,8 +224,11 @@ class Runtime:
         try:
             # Creates the directory (0700), locks it, empties a dead runtime's leftovers.
             lock_fd = _core.runtime_claim(str(directory))
-        except RuntimeExists as e:
-            raise RuntimeExists(f"runtime {name!r} is already running ({e})") from None
+        except RuntimeExists:
+            raise RuntimeExists(
+                f"runtime {name!r} is already running or starting (its monitors hold {directory / 'lock'}); "
+                f"attach to it, or stop it first (multihop down {name})"
+            ) from None
 
         meta: dict[str, Any] = {
             "name": name,
