@@ -50,6 +50,7 @@ CODES = {
     "MH_E_MONITOR": -10,
     "MH_E_OS": -11,
     "MH_E_INTERNAL": -12,
+    "MH_E_EXISTS": -13,
 }
 
 
