@@ -331,11 +331,7 @@ pub unsafe extern "C" fn mh_bind(
         let out = out_ptr("mh_bind", out)?;
         let d = handle("mh_bind", "d", d)?;
         let name = string("mh_bind", "name", name)?;
-        let mut transport = string("mh_bind", "transport", transport)?;
-        if transport == "auto" {
-            transport = crate::transport_choice::choose(&d.disp, name)
-                .map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
-        }
+        let transport = string("mh_bind", "transport", transport)?;
         let opts = BindOptions { transport: transport.to_string(), max_message: None, window: 16, timeout: duration(timeout_ms) };
         let ch = d
             .disp

@@ -102,7 +102,9 @@ impl BindOptions {
         let limit = match self.transport.as_str() {
             "ump" => LIMIT_MAX_MESSAGE,
             "multihop" => LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES,
-            other => return Err(Error::invalid(format!("transport must be \"ump\" or \"multihop\", got {other:?}"))),
+            // Either may be chosen: what both carry.
+            "auto" => LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
+            other => return Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
         };
         if let Some(m) = self.max_message {
             if m == 0 || m > limit {
@@ -290,7 +292,16 @@ impl Dispatcher {
 
     /// Bind to a service by name (or by iref when `name` is empty); the
     /// bind completes once the service has the connection in its backlog.
+    ///
+    /// `opts.transport` "auto" is resolved first ([`crate::transport_choice`]).
     pub fn bind(&self, name: &str, iref: u64, opts: &BindOptions, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<Endpoint> {
+        let resolved;
+        let opts = if opts.transport == "auto" {
+            resolved = BindOptions { transport: crate::transport_choice::choose(self, name, iref)?.to_string(), ..opts.clone() };
+            &resolved
+        } else {
+            opts
+        };
         opts.check()?;
         let ch = if opts.transport == "ump" {
             Endpoint::Ump(self.bind_ump(name, iref, opts, interrupt)?)

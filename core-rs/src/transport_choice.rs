@@ -1,9 +1,10 @@
 //! `"auto"`: the transport a bind takes when the caller leaves the choice to
-//! the runtime (Flounder's driver order, TN-006 §5.1), for the C ABI's
-//! `mh_bind(d, name, "auto", ...)`.
+//! the runtime (Flounder's driver order, TN-006 §5.1). `Dispatcher::bind`
+//! resolves it here, so Python (`d.bind(..., transport="auto")`, the
+//! generated bindings) and the C ABI (`mh_bind(d, name, "auto", ...)`) share
+//! one rule.
 //!
-//! The rule (the same as `python/multihop/idl/connect.py`, which Python's
-//! generated bindings use): UMP when the service's core is the client's own
+//! The rule: UMP when the service's core is the client's own
 //! core, or the routing table gives the service's core as its own next hop
 //! from the client's core (the runtime links the two cores directly); a
 //! multi-hop channel otherwise.  Both facts come from the initial monitor:
@@ -19,8 +20,9 @@ use crate::error::{Error, ErrorKind, Result};
 /// How long each of the two questions to the initial monitor may take.
 const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The transport "auto" stands for when `d` binds to service `name`: `"ump"` or `"multihop"`.
-pub fn choose(d: &Dispatcher, name: &str) -> Result<&'static str> {
+/// The transport "auto" stands for when `d` binds to service `name` (or,
+/// when `name` is empty, to `iref`): `"ump"` or `"multihop"`.
+pub fn choose(d: &Dispatcher, name: &str, iref: u64) -> Result<&'static str> {
     let initial = initial_monitor(d.runtime_dir())?;
     let ask = |msg: &Msg| {
         control::call(&initial, Role::Tool, msg, &[], ASK_TIMEOUT).map(|(reply, _)| reply)
@@ -28,7 +30,7 @@ pub fn choose(d: &Dispatcher, name: &str) -> Result<&'static str> {
     let lookup = Msg::Lookup {
         req: 1,
         name: name.to_string(),
-        iref: 0,
+        iref,
     };
     let service_core = match ask(&lookup)? {
         Msg::Found { core, .. } => core,

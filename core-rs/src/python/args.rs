@@ -121,12 +121,13 @@ pub(crate) fn max_count(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
 /// Most messages one `recv_batch` or `recv_records` call asks for.
 pub(crate) const MAX_BATCH: usize = 1 << 24;
 
-/// `transport` of a bind: "ump" or "multihop" (the engine's check words the error).
+/// `transport` of a bind: "ump", "multihop" or "auto" (resolved by the engine, `transport_choice.rs`).
 pub(crate) fn transport(obj: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let t = text(obj, "transport")?;
     match t.as_str() {
         "ump" => Ok("ump"),
         "multihop" => Ok("multihop"),
-        other => Err(PyValueError::new_err(format!("transport must be \"ump\" or \"multihop\", got {other:?}"))),
+        "auto" => Ok("auto"),
+        other => Err(PyValueError::new_err(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
     }
 }

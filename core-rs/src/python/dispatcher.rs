@@ -107,7 +107,8 @@ impl Dispatcher {
 
     /// Bind to service `name` (or `iref`) over `transport` ("ump": a ring
     /// pair straight to the service; "multihop": a virtual circuit through
-    /// the monitors with a credit `window`). Returns once the service has
+    /// the monitors with a credit `window`; "auto": whichever the routing
+    /// table says, see `choose_transport`). Returns once the service has
     /// the connection in its backlog. Raises BindError when the service is
     /// unknown or refuses, Timeout when its backlog stays full; ValueError /
     /// TypeError for a bad argument (checked before anything starts).
@@ -148,6 +149,20 @@ impl Dispatcher {
             Ok(ch) => self.adopt(py, Channel::new(ch)),
             Err(e) => Err(pending.unwrap_or_else(|| to_py(py, e))),
         }
+    }
+
+    /// The transport `bind(..., transport="auto")` takes to service `name`
+    /// (or `iref`): "ump" when the service is on this core or a core the
+    /// routing table links to this one directly, "multihop" otherwise.
+    /// Raises BindError when the service is not exported.
+    #[pyo3(signature = (name=None, iref=None))]
+    fn choose_transport(&self, py: Python<'_>, name: Option<&Bound<'_, PyAny>>, iref: Option<&Bound<'_, PyAny>>) -> PyResult<&'static str> {
+        let (name, iref) = match (name, iref) {
+            (Some(n), None) => (text(n, "service name")?, 0),
+            (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
+            _ => return Err(PyTypeError::new_err("choose_transport needs exactly one of name or iref")),
+        };
+        py.detach(|| crate::transport_choice::choose(&self.d, &name, iref)).map_err(|e| to_py(py, e))
     }
 
     /// Wait up to `timeout` seconds (None: forever) until some channel of

@@ -20,61 +20,26 @@ table which one fits, before binding:
 So the routing mode a runtime was started with is also its statement of which
 cores may talk directly, and "auto" follows it: a ``direct`` runtime always
 gets the fastest channel, a ``fat-tree`` runtime on a NUMA machine keeps
-cross-socket traffic on the leaders' links.  The decision costs one look at
-``runtime.json`` and one status call to the initial monitor (which holds the
-registry): 0.16 ms alone, and a UMP bind left to "auto" took 0.75 ms against
-0.42 ms named explicitly (medians, ``pytest benches/micro --benchmark-only -k
-bind``, this 2-CPU VM under load).
+cross-socket traffic on the leaders' links.
 
-The dispatcher's runtime is found by its monitor's pid among the runtimes of
-this user (``runtime.json`` of each directory under
-:func:`multihop.paths.runtime_root`).
+The rule lives once, in the engine (``core-rs/src/transport_choice.rs``):
+``Dispatcher.bind(..., transport="auto")`` resolves it with two questions to
+the initial monitor (the registry's ``Lookup`` for the service's core, the
+client core's routing row), and the C ABI's ``mh_bind(d, name, "auto", ...)``
+is the same call.  ``Dispatcher.choose_transport`` asks the same two questions
+without binding.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from multihop import _core
-from multihop.errors import BindError
-from multihop.paths import monitor_socket, runtime_root
 
-__all__ = ["TRANSPORTS", "bind_channel", "choose_transport", "runtime_of"]
+__all__ = ["TRANSPORTS", "bind_channel", "choose_transport"]
 
 TRANSPORTS = ("auto", "ump", "multihop")
 """What a generated binding's ``bind`` takes as ``transport``."""
-
-
-def runtime_of(d: _core.Dispatcher) -> tuple[Path, dict[str, Any]]:
-    """(directory, ``runtime.json`` contents) of the runtime ``d`` is attached to.
-
-    Raises:
-        BindError: no runtime of this user has ``d``'s monitor (it stopped).
-    """
-    pid = d.monitor_pid
-    root = runtime_root()
-    for meta_file in sorted(root.glob("*/runtime.json")):
-        try:
-            meta = json.loads(meta_file.read_text())
-        except (OSError, ValueError):
-            continue  # a runtime starting or stopping right now
-        if any(m.get("pid") == pid for m in meta.get("monitors", [])):
-            return meta_file.parent, meta
-    raise BindError(f"the monitor of this dispatcher (pid {pid}, core {d.core}) belongs to no runtime under {root}")
-
-
-def _service_core(directory: Path, meta: dict[str, Any], service: str | int) -> int:
-    """The core of the dispatcher that exports ``service`` (a name, or an iref)."""
-    if isinstance(service, int):
-        return service >> 40  # an iref carries its exporter's core in its top bits
-    initial = int(meta["cores"][0])
-    status = _core.monitor_status(str(monitor_socket(directory, initial)))
-    for entry in status.get("registry") or []:
-        if entry["name"] == service:
-            return int(entry["core"])
-    raise BindError(f"no service {service!r} is exported in runtime {meta.get('name', directory.name)!r}")
 
 
 def choose_transport(d: _core.Dispatcher, service: str | int) -> str:
@@ -87,13 +52,9 @@ def choose_transport(d: _core.Dispatcher, service: str | int) -> str:
     Raises:
         BindError: the service is not exported, or ``d``'s runtime is gone.
     """
-    directory, meta = runtime_of(d)
-    dst = _service_core(directory, meta, service)
-    src = d.core
-    if dst == src:
-        return "ump"
-    row = meta.get("table", {}).get(str(src), {})
-    return "ump" if row.get(str(dst)) == dst else "multihop"
+    if isinstance(service, str):
+        return d.choose_transport(name=service)
+    return d.choose_transport(iref=service)
 
 
 def bind_channel(
@@ -107,8 +68,8 @@ def bind_channel(
 ) -> _core.Channel:
     """Bind ``d`` to ``service`` (a name or an iref) over ``transport``; return the channel.
 
-    ``transport`` is ``"ump"``, ``"multihop"`` or ``"auto"`` (decided by
-    :func:`choose_transport`).  ``timeout``, ``window`` and ``max_message`` are
+    ``transport`` is ``"ump"``, ``"multihop"`` or ``"auto"`` (resolved by the
+    engine, as :func:`choose_transport` says).  ``timeout``, ``window`` and ``max_message`` are
     those of :meth:`multihop.Dispatcher.bind`.
 
     Raises:
@@ -120,7 +81,5 @@ def bind_channel(
         raise ValueError(f"unknown transport {transport!r}: expected one of {', '.join(map(repr, TRANSPORTS))}")
     if isinstance(service, bool) or not isinstance(service, (str, int)):
         raise TypeError(f"service must be a name (str) or an iref (int), got {type(service).__name__}")
-    if transport == "auto":
-        transport = choose_transport(d, service)
     target: dict[str, Any] = {"name": service} if isinstance(service, str) else {"iref": service}
     return d.bind(**target, transport=transport, timeout=timeout, max_message=max_message, window=window)
