@@ -1,4 +1,4 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``ges``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -103,6 +103,12 @@ def _cmd_stubgen(a: argparse.Namespace) -> int:
     return command.run(a)
 
 
+def _cmd_ges(a: argparse.Namespace) -> int:
+    from multihop.ges import command
+
+    return command.run(a)
+
+
 def _cmd_analyze(a: argparse.Namespace) -> int:
     from multihop.analysis.command import run_args
 
@@ -172,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
                         description=analyze_command.DESCRIPTION)
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
+
+    from multihop.ges import command as ges_command
+
+    gs = sub.add_parser("ges", help="GES broker hierarchy: up, status, graph, down", description=ges_command.DESCRIPTION)
+    ges_command.add_arguments(gs)
+    gs.set_defaults(func=_cmd_ges)
     return p
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from multihop.ges.address import Address
 from multihop.ges.costs import CostMatrix
 from multihop.ges.gpp import GatewayPropagation
+from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import Connections, JoinReply, JoinRequest, Message
 
 __all__ = ["BrokerCore"]
@@ -86,7 +87,7 @@ class BrokerCore:
 
     # ---- views ------------------------------------------------------------------
 
-    def graph(self):  # type: ignore[no-untyped-def]
+    def graph(self) -> ConnectivityGraph:
         """This broker's :class:`~multihop.ges.graph.ConnectivityGraph`."""
         return self.gpp.graph()
 

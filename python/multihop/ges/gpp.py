@@ -69,6 +69,8 @@ class GatewayPropagation:
         self.outbox: dict[int, dict[int, Record]] = {}
         self._graph: ConnectivityGraph | None = None
         self._cache: RoutingCache | None = None
+        #: the records changed since the graph was last built (the graph rebuilds itself when queried)
+        self.graph_dirty = True
         #: counters: records received, accepted (improved the table), refused as malformed
         self.received = 0
         self.accepted = 0
@@ -147,7 +149,7 @@ class GatewayPropagation:
         self.table[c.key] = (c, x)
         self.accepted += 1
         lvl = c.level
-        self._graph = None
+        self.graph_dirty = True
         if self._cache is not None:
             self._cache.invalidate(lvl)
         outbox = self.outbox
@@ -162,16 +164,14 @@ class GatewayPropagation:
         return True
 
     def graph(self) -> ConnectivityGraph:
-        """This broker's connectivity graph (rebuilt from the records after a change; its cache kept below the change)."""
+        """This broker's connectivity graph: a live view that catches up with the records when queried."""
         g = self._graph
         if g is None:
-            g = ConnectivityGraph(self.code, self.levels, self.costs, self.table.values())
-            if self._cache is None:
-                self._cache = RoutingCache(g)
-            else:
-                self._cache.rebind(g)
-            g._cache = self._cache
-            self._graph = g
+            self.graph_dirty = False
+            g = self._graph = ConnectivityGraph(self.code, self.levels, self.costs, self.table.values(), source=self)
+            self._cache = g.cache
+        else:
+            g.refresh()
         return g
 
     def gatekeeper_levels(self) -> set[int]:

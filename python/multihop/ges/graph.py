@@ -17,6 +17,10 @@ own units are joined to; those "own units" get ``L_UL`` / ``L_D`` sets too,
 so both ends of a lost gateway see the unit it isolated (gateways paper 4:
 "both node 6 and node 99 conclude that SC-4 has been system partitioned").
 
+A broker's graph is a live view: it catches up with the broker's records
+whenever it is queried after a change (its routing cache keeps the rows the
+change did not touch).
+
 Shortest paths run from every node to the vertex over ``L_UL`` links only (a
 path may step from a node down or across to a node of its level, never up),
 and the best hop to a unit is the neighbour of the vertex on that path:
@@ -26,7 +30,7 @@ and the best hop to a unit is the neighbour of the vertex on that path:
 from __future__ import annotations
 
 import math
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from multihop.ges.address import AddressError, contains, parse_unit, unit_id, unit_level, unit_str, ancestor
 from multihop.ges.connection import Connection
@@ -66,10 +70,19 @@ class ConnectivityGraph:
     :meth:`l_d`, :meth:`rows`.
     """
 
-    def __init__(self, vertex: int, levels: int, costs: CostMatrix, records: Iterable[tuple[Connection, int]]) -> None:
+    def __init__(
+        self, vertex: int, levels: int, costs: CostMatrix, records: Iterable[tuple[Connection, int]], *, source: Any = None
+    ) -> None:
         self.vertex = vertex
         self.levels = levels
         self.costs = costs
+        #: a broker's GPP state this graph follows (None: a fixed graph of ``records``)
+        self._source = source
+        self._cache: "RoutingCache | None" = None
+        self._build(records)
+
+    def _build(self, records: Iterable[tuple[Connection, int]]) -> None:
+        vertex = self.vertex
         #: node id -> its level (the vertex is level 0)
         self.node_level: dict[int, int] = {vertex: 0}
         #: (lower node, upper node) -> Edge
@@ -82,7 +95,15 @@ class ConnectivityGraph:
         self.own: dict[int, tuple[set[int], set[int]]] = {}
         for conn, x in records:
             self._add(conn, x)
-        self._cache: "RoutingCache | None" = None
+
+    def refresh(self) -> None:
+        """Catch up with the broker's records if they changed (queries do this themselves)."""
+        src = self._source
+        if src is not None and src.graph_dirty:
+            src.graph_dirty = False
+            self._build(src.table.values())
+            if self._cache is not None:
+                self._cache.rebind(self)
 
     # ---- construction ---------------------------------------------------
 
@@ -141,6 +162,7 @@ class ConnectivityGraph:
         None if ``unit`` contains the vertex (the vertex is already there).
         """
         uid = parse_unit(unit, self.levels)
+        self.refresh()
         return self.node_for(uid)
 
     def node_for(self, uid: int) -> int | None:
@@ -158,6 +180,7 @@ class ConnectivityGraph:
     @property
     def cache(self) -> "RoutingCache":
         """The routing cache over this graph (computed on first use)."""
+        self.refresh()
         if self._cache is None:
             from multihop.ges.routing_cache import RoutingCache
 
@@ -184,11 +207,13 @@ class ConnectivityGraph:
 
     def edges(self) -> list[tuple[str, str, int, float, int]]:
         """Every edge as ``(unit_a, unit_b, level, weight, link_count)``, ``unit_a`` the lower-level node; sorted."""
+        self.refresh()
         out = [(self.name(e.a), self.name(e.b), e.level, self.weight(e), len(e.gateways)) for e in self.edge_map.values()]
         return sorted(out, key=lambda t: (t[2], t[0], t[1]))
 
     def rows(self) -> dict[int, list[str]]:
         """Level -> the names of the graph's nodes at that level (the vertex in row 0)."""
+        self.refresh()
         out: dict[int, list[str]] = {lvl: [] for lvl in range(self.levels + 1)}
         for uid, lvl in self.node_level.items():
             out[lvl].append(self.name(uid))
@@ -196,6 +221,7 @@ class ConnectivityGraph:
 
     def _sets(self, unit: str) -> tuple[set[int], set[int]]:
         uid = parse_unit(unit, self.levels)
+        self.refresh()
         if uid in self.node_level:
             return set(self.ul[uid]), set(self.d[uid])
         if uid in self.own:
@@ -211,6 +237,7 @@ class ConnectivityGraph:
         return {self.name(u) for u in self._sets(unit)[1]}
 
     def _all_sets(self) -> Iterator[tuple[int, int, int]]:
+        self.refresh()
         for uid in self.node_level:
             if uid != self.vertex:
                 yield uid, len(self.ul[uid]), len(self.d[uid])
@@ -231,4 +258,5 @@ class ConnectivityGraph:
         return {self.name(u) for u, nul, nd in self._all_sets() if nul == 0 and nd == 0}
 
     def __repr__(self) -> str:
+        self.refresh()
         return f"<ConnectivityGraph at {self.name(self.vertex)}: {len(self.node_level)} nodes, {len(self.edge_map)} edges>"

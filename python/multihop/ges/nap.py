@@ -53,10 +53,12 @@ class NodeOrganization:
     # ---- helpers --------------------------------------------------------------
 
     def threshold(self, level: int) -> int:
+        """This broker's connection threshold for gateways of ``level`` (the last configured value repeats)."""
         th = self.core.thresholds
         return th[min(level, len(th) - 1)]
 
     def links_at(self, level: int) -> int:
+        """How many live gateways of ``level`` this broker holds."""
         return sum(1 for link in self.core.gpp.links.values() if link.level == level)
 
     def _cluster_members(self) -> list[int]:

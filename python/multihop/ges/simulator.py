@@ -29,6 +29,7 @@ from multihop.ges.broker import BrokerCore
 from multihop.ges.costs import CostMatrix
 from multihop.ges.errors import GesStateError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
+from multihop.ges.messages import Connections
 from multihop.ges.nap import Joiner
 from multihop.ges.reliable import ReliableReceiver, ReliableSender
 from multihop.ges.topology import Topology
@@ -96,6 +97,8 @@ class Simulator:
         self._joiners: dict[int, Joiner] = {}
         #: protocol messages handed to brokers, over the whole run
         self.delivered = 0
+        #: connection records carried by the messages sent (one message carries a batch)
+        self.records_sent = 0
         #: frames put on links (messages, retransmissions and acks), and frames the links dropped
         self.frames = 0
         self.dropped = 0
@@ -164,6 +167,8 @@ class Simulator:
             self._push(self.now + delay, _TIMER, code, code, name)
 
     def _transmit(self, src: int, dst: int, link: _Link, msg: Any) -> None:
+        if type(msg) is Connections:
+            self.records_sent += len(msg.records)
         frame = link.tx.send(msg) if link.tx is not None else msg
         self._put(src, dst, link, _DELIVER, frame)
         if link.tx is not None and not link.rto_set:
@@ -425,8 +430,8 @@ class Simulator:
         return out
 
     def addresses(self) -> list[str]:
-        """The running brokers' addresses, sorted."""
-        return sorted(str(c.address) for c in self.brokers.values())
+        """The running brokers' addresses, in address order."""
+        return [str(a) for a in sorted(c.address for c in self.brokers.values())]
 
     def graphs(self, addresses: Iterable[AddressLike] | None = None) -> dict[str, ConnectivityGraph]:
         """Address -> connectivity graph, for the given brokers (default: all)."""
