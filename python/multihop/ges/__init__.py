@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from multihop.ges.address import BLOCK_LIMIT, Address, gateway_level
 from multihop.ges.costs import CostMatrix
+from multihop.ges.delivery import DeliveryReport, History, check_delivery
+from multihop.ges.event import Event, EventId
 from multihop.ges.errors import AddressError, GesError, GesStateError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.scenarios import random_topology
-from multihop.ges.simulator import NotQuiet, Simulator
+from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.topology import Topology
 
 __all__ = [
@@ -38,6 +40,12 @@ __all__ = [
     "AddressError",
     "ConnectivityGraph",
     "CostMatrix",
+    "DeliveryReport",
+    "Event",
+    "EventId",
+    "History",
+    "SimClient",
+    "check_delivery",
     "GesError",
     "GesStateError",
     "NotQuiet",

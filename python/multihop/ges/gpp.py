@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from multihop.ges.address import level_of_difference
+from multihop.ges.address import level_of_difference, unit_id, unit_level
 from multihop.ges.connection import Connection, better
 from multihop.ges.costs import CostMatrix
 from multihop.ges.graph import ConnectivityGraph
-from multihop.ges.routing_cache import RoutingCache
+from multihop.ges.routing_cache import RoutingCache, constrained_hop
 
 __all__ = ["GatewayPropagation", "Link", "Record"]
 
@@ -71,6 +71,10 @@ class GatewayPropagation:
         self._cache: RoutingCache | None = None
         #: the records changed since the graph was last built (the graph rebuilds itself when queried)
         self.graph_dirty = True
+        #: raised by every change of the records or the links (other machines cache on it)
+        self.version = 0
+        self._avoid_cache: dict[tuple[int, frozenset[int]], int | None] = {}
+        self._avoid_at = -1
         #: counters: records received, accepted (improved the table), refused as malformed
         self.received = 0
         self.accepted = 0
@@ -148,6 +152,7 @@ class GatewayPropagation:
             x = held[1] if held is not None else -1
         self.table[c.key] = (c, x)
         self.accepted += 1
+        self.version += 1
         lvl = c.level
         self.graph_dirty = True
         if self._cache is not None:
@@ -173,6 +178,70 @@ class GatewayPropagation:
         else:
             g.refresh()
         return g
+
+    def hop_to(self, code: int, avoid: tuple[int, ...] = ()) -> int | None:
+        """The neighbour to send to for broker or unit ``code`` (a unit id); None if unreachable or it is here.
+
+        ``avoid``: units the message already left (its routing information); a
+        hop into one of them is replaced by the best path around them.
+        """
+        link = self.links.get(code)
+        if link is not None:
+            return code
+        g = self.graph()
+        node = g.node_for(code)
+        if node is None:
+            return None
+        if avoid:
+            # level-0 entries (the publisher's broker) are no units left: a message never "leaves" over a level-0 link
+            nodes = frozenset(n for n in map(g.node_for, (u for u in avoid if unit_level(u) > 0)) if n is not None and n in g.node_level)
+            if nodes:
+                if self._avoid_at != self.version:
+                    self._avoid_cache.clear()
+                    self._avoid_at = self.version
+                key = (node, nodes)
+                hop = self._avoid_cache.get(key, -1)
+                if hop == -1:
+                    hop = self._avoid_cache[key] = constrained_hop(g, node, nodes)
+                return hop
+        return g.cache.hop(node)
+
+    def leaving(self, peer: int, left: tuple[int, ...]) -> tuple[int, ...]:
+        """Routing information for a message crossing the gateway to ``peer``: drop what only made sense
+        below that gateway's level, and add the unit being left."""
+        p = self.links[peer].level
+        if p == 0:
+            return left
+        kept = tuple(u for u in left if unit_level(u) >= p)
+        mine = unit_id(self.code, p, self.levels)
+        return kept if mine in kept else kept + (mine,)
+
+    def cost_to(self, code: int) -> float:
+        """The routing cost to broker or unit ``code`` (0 here, inf if unreachable)."""
+        g = self.graph()
+        node = g.node_for(code)
+        return 0.0 if node is None else g.cache.cost(node)
+
+    def gatekeepers_of_my_units(self) -> dict[int, set[int]]:
+        """Level l (1..N+1) -> the brokers of this broker's level-l unit holding a gateway of level >= l - 1.
+
+        Those brokers keep the profiles of the unit's children and decide where
+        events go inside it (they are the unit's entry points).  Every broker knows
+        them exactly: the records of such gateways are disseminated in contexts
+        that contain the unit.
+        """
+        n1 = self.levels + 1
+        me = self.code
+        out: dict[int, set[int]] = {lvl: set() for lvl in range(1, n1 + 1)}
+        for c, _ in self.table.values():
+            if c.dead:
+                continue
+            top = min(c.level + 1, n1)
+            for b in (c.origin, c.peer):
+                d = ((b ^ me).bit_length() - 1) // 6 if b != me else -1
+                for lvl in range(max(d + 1, 1), top + 1):
+                    out[lvl].add(b)
+        return out
 
     def gatekeeper_levels(self) -> set[int]:
         """Levels of this broker's live gateways (every broker with a link is a level-0 gatekeeper)."""

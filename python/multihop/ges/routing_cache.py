@@ -164,3 +164,43 @@ class RoutingCache:
         if e.hops:
             return min(e.hops, key=lambda p: (e.hops[p], p))
         return v
+
+
+def constrained_hop(graph: "ConnectivityGraph", target: int, avoid: frozenset[int] | set[int]) -> int | None:
+    """The best hop toward graph node ``target`` on paths that pass through none of the nodes in ``avoid``.
+
+    Routing information carried by a message lists the units it already left
+    (routing paper 3.4: "used to avoid routing the event to the same unit
+    twice").  Every broker sees other units only as abstract nodes, so two
+    brokers can each find the cheapest way through the other's unit; a message
+    that never goes back into a unit it left cannot loop.  This is the
+    uncached search used when the cached best hop would lead back.
+    """
+    g = graph
+    g.refresh()
+    if target in avoid or target not in g.node_level:
+        return None
+    vertex = g.vertex
+    level = g.node_level
+    best: dict[int, tuple[float, int, int]] = {vertex: (0.0, 0, _NO_HOP)}
+    heap = [(0.0, 0, _NO_HOP, vertex)]
+    done: set[int] = set()
+    cache = g.cache
+    while heap:
+        c, n, h, u = heapq.heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        if u == target:
+            return None if h == _NO_HOP else h
+        lu = level[u]
+        # outward from u: neighbours v that have u in their L_UL (level(v) >= level(u))
+        for v, e in list(g.d[u].items()) + list(g.ul[u].items()):
+            if v in done or v in avoid or level[v] < lu:
+                continue
+            cand = (c + g.weight(e), n + 1, cache._hop_via(u, v, e) if u == vertex else h)
+            old = best.get(v)
+            if old is None or cand < old:
+                best[v] = cand
+                heapq.heappush(heap, (cand[0], cand[1], cand[2], v))
+    return None

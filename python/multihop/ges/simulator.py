@@ -22,21 +22,26 @@ import heapq
 import itertools
 import random
 import struct
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from multihop.ges.address import Address, AddressLike, level_of_difference, unit_str
 from multihop.ges.broker import BrokerCore
 from multihop.ges.costs import CostMatrix
+from multihop.errors import ChannelClosed, Timeout
 from multihop.ges.errors import GesStateError, TopologyError
+from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import Connections
+from multihop.ges.client import ClientCore, check_client_id
+from multihop.ges.messages import Attach, Events
 from multihop.ges.nap import Joiner
 from multihop.ges.reliable import ReliableReceiver, ReliableSender
 from multihop.ges.topology import Topology
 
-__all__ = ["Simulator", "NotQuiet"]
+__all__ = ["Simulator", "SimClient", "NotQuiet"]
 
-_DELIVER, _FLUSH, _TIMER, _ACK, _RTO, _JOIN = range(6)
+_DELIVER, _FLUSH, _TIMER, _ACK, _RTO, _JOIN, _TO_BROKER, _TO_CLIENT = range(8)
+_CLIENT_BASE = -(1 << 40)  # client ids are below this (newcomers of NAP are small negatives)
 
 
 class NotQuiet(GesStateError):
@@ -70,6 +75,7 @@ class Simulator:
         batch_delay: float | None = None,
         costs: CostMatrix | None = None,
         trace: bool = False,
+        trace_events: bool = False,
     ) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -95,6 +101,11 @@ class Simulator:
         self._flush_pending: set[int] = set()
         #: newcomers of the node organization protocol (temporary negative ids) -> their NAP machine
         self._joiners: dict[int, Joiner] = {}
+        #: clients (ids below _CLIENT_BASE) -> their driver
+        self._clients: dict[int, SimClient] = {}
+        self._incarnations_of: dict[str, int] = {}
+        #: one-way delay between a client and its broker
+        self.client_delay = lo / 2
         #: protocol messages handed to brokers, over the whole run
         self.delivered = 0
         #: connection records carried by the messages sent (one message carries a batch)
@@ -104,6 +115,8 @@ class Simulator:
         self.dropped = 0
         self._digest = hashlib.blake2b(digest_size=16)
         self.trace: list[tuple[float, str, str, str]] | None = [] if trace else None
+        #: with trace_events: every event copy delivered between brokers, as (source, destination, copy)
+        self.event_trace: list[tuple[int, int, Any]] | None = [] if trace_events else None
         for b in self.topology.brokers.values():
             self.brokers[b.address.code] = BrokerCore(b.address, self.costs, self.topology.thresholds)
         for gw in self.topology.gateways.values():
@@ -153,6 +166,11 @@ class Simulator:
         if core is None:
             return
         for peer, msgs in core.take_outbox().items():
+            if peer <= _CLIENT_BASE:
+                if peer in self._clients:
+                    for msg in msgs:
+                        self._push(self.now + self.client_delay, _TO_CLIENT, peer, code, msg)
+                continue
             joiner = self._joiners.get(peer)
             if joiner is not None:  # the answer to a newcomer, over its temporary connection
                 for msg in msgs:
@@ -205,6 +223,28 @@ class Simulator:
                 core.fire(payload)
                 self._schedule_flush(dst)
             return True
+        if kind == _TO_BROKER:
+            core = self.brokers.get(dst)
+            client = self._clients.get(src)
+            if core is None or client is None or client.broker != dst:
+                return True  # the broker died or the client left while the message flew
+            self.delivered += 1
+            self._record(src, dst, payload)
+            if type(payload) is Attach:
+                core.client_attach(src, payload)
+            elif payload is None:
+                core.client_detach(src)
+            else:
+                core.client_receive(src, payload)
+            self._schedule_flush(dst)
+            return True
+        if kind == _TO_CLIENT:
+            client = self._clients.get(dst)
+            if client is not None and client.broker == src:
+                self.delivered += 1
+                self._record(src, dst, payload)
+                client.core.on_message(payload)
+            return True
         if kind == _JOIN:
             self.delivered += 1
             self._record(src, dst, payload)
@@ -250,6 +290,8 @@ class Simulator:
         for msg in msgs:
             self.delivered += 1
             self._record(src, dst, msg)
+            if self.event_trace is not None and type(msg) is Events:
+                self.event_trace.extend((src, dst, c) for c in msg.copies)
             core.receive(src, msg)
         self._schedule_flush(dst)
         return True
@@ -261,6 +303,8 @@ class Simulator:
             self.trace.append((self.now, self._name(src), self._name(dst), kind))
 
     def _name(self, code: int) -> str:
+        if code <= _CLIENT_BASE:
+            return f"client{_CLIENT_BASE - code}"
         return f"newcomer{-code}" if code < 0 else str(Address.from_code(code, self.levels))
 
     def run_until_quiet(self, max_steps: int = 50_000_000) -> int:
@@ -315,12 +359,45 @@ class Simulator:
             self._schedule_flush(s)
 
     def kill_broker(self, address: AddressLike) -> None:
-        """Crash a broker: it stops, and each neighbour sees its gateway to it lost."""
+        """Crash a broker: it stops, and each neighbour sees its gateway to it lost (its clients are cut off)."""
         x = self._code(address)
+        for c in self._clients.values():
+            if c.broker == x:
+                c.closed = True
         for peer in list(self.brokers[x].gpp.links):
             self._disconnect(x, peer)
         self.topology.remove_broker(address)
         del self.brokers[x]
+
+    # ---- clients -----------------------------------------------------------------------------
+
+    def client(self, broker_address: AddressLike, client_id: str | int) -> "SimClient":
+        """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation)."""
+        code = self._code(broker_address)
+        cid = check_client_id(client_id)
+        inc = self._incarnations_of.get(cid, -1) + 1
+        self._incarnations_of[cid] = inc
+        peer = _CLIENT_BASE - len(self._clients)
+        c = SimClient(self, peer, code, ClientCore(cid, inc, int(self.now * 1e6)))
+        self._clients[peer] = c
+        c.flush()
+        return c
+
+    def _client_send(self, client: "SimClient", msg: Any) -> None:
+        self._push(self.now + self.client_delay, _TO_BROKER, client.broker, client.peer, msg)
+
+    def run_for(self, seconds: float, max_steps: int = 50_000_000) -> int:
+        """Run until ``seconds`` of virtual time passed (or nothing is in flight); returns messages delivered."""
+        before = self.delivered
+        end = self.now + seconds
+        steps = 0
+        while self._heap and self._heap[0][0] <= end:
+            if steps >= max_steps:
+                raise NotQuiet(f"still busy after {max_steps} steps")
+            self.step()
+            steps += 1
+        self.now = max(self.now, end)
+        return self.delivered - before
 
     # ---- node organization -------------------------------------------------------------
 
@@ -437,3 +514,100 @@ class Simulator:
         """Address -> connectivity graph, for the given brokers (default: all)."""
         codes = [self._code(a) for a in addresses] if addresses is not None else list(self.brokers)
         return {str(self.brokers[c].address): self.brokers[c].graph() for c in codes}
+
+
+class SimClient:
+    """A client of the simulated system (see :meth:`Simulator.client`).
+
+    ``subscribe``, ``unsubscribe``, ``publish`` send at once (the simulation runs
+    when you call :meth:`next`, :meth:`active_level` or a ``run_*`` method of the
+    simulator); ``received`` lists every event delivered so far, in order.
+    """
+
+    def __init__(self, sim: Simulator, peer: int, broker: int, core: ClientCore) -> None:
+        self.sim = sim
+        self.peer = peer
+        self.broker = broker
+        self.core = core
+        self.closed = False
+
+    @property
+    def client_id(self) -> str:
+        """This client's id."""
+        return self.core.client
+
+    @property
+    def incarnation(self) -> int:
+        """This client's incarnation."""
+        return self.core.incarnation
+
+    @property
+    def received(self) -> list[Any]:
+        """Every event delivered so far, in order."""
+        return self.core.received
+
+    @property
+    def refusals(self) -> list[tuple[str, str]]:
+        """Requests the broker refused: (what, reason)."""
+        return self.core.refusals
+
+    def flush(self) -> None:
+        """Send what the client queued."""
+        for msg in self.core.take():
+            self.sim._client_send(self, msg)
+
+    def _check(self) -> None:
+        if self.closed:
+            raise ChannelClosed(f"client {self.client_id!r} is closed (or its broker is gone)")
+
+    def subscribe(self, profile: Iterable[Any]) -> int:
+        """Subscribe (profile: ``[(attribute, value or "*"), ...]`` in signature order); returns the subscription id."""
+        self._check()
+        sub = self.core.subscribe(profile)
+        self.flush()
+        return sub
+
+    def unsubscribe(self, sub: int) -> None:
+        """Remove a subscription."""
+        self._check()
+        self.core.unsubscribe(sub)
+        self.flush()
+
+    def publish(self, content: Mapping[str, Any], payload: bytes = b"") -> EventId:
+        """Publish an event (content: attribute -> value in signature order); returns its id."""
+        self._check()
+        eid = self.core.publish(content, payload, int(self.sim.now * 1e6))
+        self.flush()
+        return eid
+
+    def next(self, timeout: float | None = 1.0) -> Event:
+        """The next event delivered, running the simulation up to ``timeout`` virtual seconds; raises Timeout."""
+        inbox = self.core.inbox
+        end = None if timeout is None else self.sim.now + timeout
+        while not inbox:
+            heap = self.sim._heap
+            if not heap or (end is not None and heap[0][0] > end):
+                if end is not None:
+                    self.sim.now = max(self.sim.now, end)
+                raise Timeout(f"no event for client {self.client_id!r} within {timeout} s of virtual time")
+            self.sim.step()
+        return inbox.popleft()
+
+    def active_level(self, sub: int, timeout: float = 1.0) -> int:
+        """From which unit level on the subscription is active (0: its broker; levels + 1: the whole system)."""
+        self._check()
+        self.core.active.pop(sub, None)
+        self.core.ask_active(sub)
+        self.flush()
+        end = self.sim.now + timeout
+        while sub not in self.core.active:
+            if not self.sim._heap or self.sim._heap[0][0] > end:
+                raise Timeout(f"no answer from the broker within {timeout} s of virtual time")
+            self.sim.step()
+        return self.core.active[sub]
+
+    def close(self) -> None:
+        """Detach: the broker drops this client's subscriptions."""
+        if not self.closed:
+            self.closed = True
+            self.sim._client_send(self, None)
