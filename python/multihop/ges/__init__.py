@@ -30,6 +30,7 @@ from multihop.ges.delivery import DeliveryReport, History, check_delivery
 from multihop.ges.event import Event, EventId
 from multihop.ges.errors import AddressError, GesError, GesStateError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
+from multihop.ges.live.client import LiveClient, connect
 from multihop.ges.scenarios import random_topology
 from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.topology import Topology
@@ -46,6 +47,8 @@ __all__ = [
     "History",
     "SimClient",
     "check_delivery",
+    "connect",
+    "LiveClient",
     "GesError",
     "GesStateError",
     "NotQuiet",

@@ -39,6 +39,8 @@ __all__ = [
     "signature_text",
     "split_signature",
     "check_attribute",
+    "validate_event",
+    "names_and_values",
 ]
 
 #: events per timestamp: after this many the client takes a new timestamp
@@ -79,17 +81,28 @@ class EventData(NamedTuple):
 
 
 class Event:
-    """An event as a client receives it: ``.id``, ``.content`` (attribute -> value), ``.payload``, ``.publisher``."""
+    """An event as a client receives it: ``.id``, ``.content`` (attribute -> value), ``.payload``, ``.publisher``.
 
-    __slots__ = ("id", "content", "payload", "data")
+    The content is decoded when first read.
+    """
+
+    __slots__ = ("id", "payload", "data", "_content")
 
     def __init__(self, data: EventData) -> None:
         self.data = data
         self.id = data.id
-        names, types = split_signature(data.signature)
-        vals = data.values.split(_SEP_UNIT) if names else []
-        self.content = {n: decode_value(v) for n, v in zip(names, vals)}
         self.payload = data.payload
+        self._content: dict[str, Any] | None = None
+
+    @property
+    def content(self) -> dict[str, Any]:
+        """Attribute -> value, in signature order."""
+        c = self._content
+        if c is None:
+            names = split_signature(self.data.signature)[0]
+            vals = self.data.values.split(_SEP_UNIT) if names else []
+            c = self._content = {n: decode_value(v) for n, v in zip(names, vals)}
+        return c
 
     @property
     def publisher(self) -> str:
@@ -190,6 +203,26 @@ def make_event(event_id: EventId, content: Mapping[str, Any], payload: bytes = b
     vals = [canonical(v, n) for n, v in content.items()]
     types = [type_of(v) for v in content.values()]
     return EventData(event_id, signature_text(names, types), _SEP_UNIT.join(vals), bytes(payload))
+
+
+def validate_event(ev: EventData) -> None:
+    """Check an event that came from outside (a client): a well-formed signature, one canonical value per
+    attribute, each of its attribute's type.  Raises ValueError naming what is wrong."""
+    names, types = split_signature(ev.signature)
+    if not names:
+        raise ValueError("an event has at least one attribute")
+    for n in names:
+        check_attribute(n)
+    vals = ev.values.split(_SEP_UNIT)
+    if len(vals) != len(names):
+        raise ValueError(f"the event has {len(names)} attributes but {len(vals)} values")
+    for n, t, v in zip(names, types, vals):
+        if v[:1] != TYPES[t]:
+            raise ValueError(f"attribute {n!r} is declared {t} but its value {v!r} is not")
+        try:
+            decode_value(v)
+        except ValueError:
+            raise ValueError(f"attribute {n!r}: malformed {t} value {v[1:]!r}") from None
 
 
 def names_and_values(ev: EventData) -> tuple[tuple[str, ...], list[str]]:

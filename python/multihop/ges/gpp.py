@@ -75,6 +75,8 @@ class GatewayPropagation:
         self.version = 0
         self._avoid_cache: dict[tuple[int, frozenset[int]], int | None] = {}
         self._avoid_at = -1
+        self._hops: dict[int, int | None] = {}
+        self._hops_at = -1
         #: counters: records received, accepted (improved the table), refused as malformed
         self.received = 0
         self.accepted = 0
@@ -188,6 +190,13 @@ class GatewayPropagation:
         link = self.links.get(code)
         if link is not None:
             return code
+        if not avoid:
+            if self._hops_at != self.version:
+                self._hops.clear()
+                self._hops_at = self.version
+            hop = self._hops.get(code, -1)
+            if hop != -1:
+                return hop
         g = self.graph()
         node = g.node_for(code)
         if node is None:
@@ -204,7 +213,8 @@ class GatewayPropagation:
                 if hop == -1:
                     hop = self._avoid_cache[key] = constrained_hop(g, node, nodes)
                 return hop
-        return g.cache.hop(node)
+        hop = self._hops[code] = g.cache.hop(node)
+        return hop
 
     def leaving(self, peer: int, left: tuple[int, ...]) -> tuple[int, ...]:
         """Routing information for a message crossing the gateway to ``peer``: drop what only made sense

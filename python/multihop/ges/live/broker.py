@@ -38,6 +38,7 @@ from multihop.ges.address import Address
 from multihop.ges.broker import BrokerCore
 from multihop.ges.live import wire
 from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL
+from multihop.ges.messages import Attach, Deliver, Refused
 from multihop.ges.topology import Topology
 
 __all__ = ["LiveBroker", "main"]
@@ -49,14 +50,15 @@ BIND_RETRY = 0.02  #: seconds between binds to a peer that has not exported its 
 class _Peer:
     """One channel of this broker and what is known about the other end."""
 
-    __slots__ = ("ch", "kind", "code", "out", "control")
+    __slots__ = ("ch", "kind", "code", "out", "client", "incarnation")
 
     def __init__(self, ch: Any, kind: int = 0, code: int = -1) -> None:
         self.ch = ch
         self.kind = kind  # 0 until hello
-        self.code = code
+        self.code = code  # a neighbour's broker code, or a client's peer id (negative)
         self.out: deque[bytes] = deque()
-        self.control = None
+        self.client: str | None = None  # a client's id, once attached
+        self.incarnation = 0
 
 
 class LiveBroker:
@@ -75,7 +77,8 @@ class LiveBroker:
         self.wake_svc = self.d.export(self.name + "/wake")
         self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.peers: dict[int, _Peer] = {}  # id(channel) -> peer
-        self.by_code: dict[int, _Peer] = {}  # neighbour broker code -> its gateway
+        self.by_code: dict[int, _Peer] = {}  # neighbour broker code (or client peer id) -> its channel
+        self._next_client = -1
         #: brokers allowed to open a gateway to this one -> the incarnation they will announce
         self.expected: dict[int, int] = {gw.a.code: 0 for gw in topology.gateways.values() if gw.b == address}
         #: the brokers of the system (gateways to others are refused)
@@ -119,7 +122,7 @@ class LiveBroker:
             deadline = time.monotonic() + 60.0
             while not self.stopping:
                 try:
-                    ch = self.d.bind(name, transport="multihop", window=WINDOW, timeout=10.0)
+                    ch = self.d.bind(name, transport="multihop", window=WINDOW, timeout=10.0, max_message=wire.MAX_MESSAGE)
                 except mh.BindError:
                     if time.monotonic() > deadline:
                         self._hand("dial-failed", (peer, f"no service {name!r} within 60 s"))
@@ -191,6 +194,9 @@ class LiveBroker:
         if peer.kind == KIND_BROKER and self.by_code.get(peer.code) is peer:
             del self.by_code[peer.code]
             self.core.link_down(peer.code)
+        elif peer.kind == KIND_CLIENT and self.by_code.get(peer.code) is peer:
+            del self.by_code[peer.code]
+            self.core.client_detach(peer.code)
         self.counters["closed"] += 1
         try:
             peer.ch.close()
@@ -203,21 +209,23 @@ class LiveBroker:
         except mh.ChannelClosed:
             self._lost(peer)
             return
-        decode = wire.decode
         core = self.core
         for data in batch:
             if id(peer.ch) not in self.peers:
                 return  # refused and closed by an earlier message of this batch
             self.counters["messages_in"] += 1
+            if peer.kind == KIND_CLIENT:
+                self._from_client(peer, data)
+                continue
             try:
-                rec = decode(data)
+                rec = wire.decode(data)
+                msg = wire.decode_protocol(rec) if peer.kind == KIND_BROKER else None
             except mh.ProtocolError:
                 self.counters["refused"] += 1
                 if peer.kind == 0:
                     self._lost(peer)  # a channel that does not start with a hello is closed
                 continue
             if peer.kind == KIND_BROKER:
-                msg = wire.decode_protocol(rec)
                 if msg is not None:
                     core.receive(peer.code, msg)
                 elif rec.name == "shutdown":
@@ -248,9 +256,39 @@ class LiveBroker:
             peer.kind = KIND_CONTROL
         elif rec.kind == KIND_CLIENT:
             peer.kind = KIND_CLIENT
+            peer.code = self._next_client
+            self._next_client -= 1
+            self.by_code[peer.code] = peer
         else:
             self.counters["refused"] += 1
             self._lost(peer)
+
+    # ---- clients --------------------------------------------------------------------------
+
+    def _from_client(self, peer: _Peer, data: bytes) -> None:
+        """A message of a client's channel (``ges_client.if``); bad ones are refused, the client told why."""
+        core = self.core
+        try:
+            rec = wire.client_stub.decode(data)
+        except mh.ProtocolError as e:
+            self.counters["refused"] += 1
+            peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
+            return
+        if peer.client is None:
+            if rec.name != "attach":
+                self.counters["refused"] += 1
+                self._lost(peer)  # a client must say who it is first
+                return
+            peer.client, peer.incarnation = rec.client, rec.incarnation
+            core.client_attach(peer.code, Attach(rec.client, rec.incarnation))
+            return
+        try:
+            msg = wire.decode_from_client(rec, peer.client, peer.incarnation)
+        except ValueError as e:
+            self.counters["refused"] += 1
+            peer.out.extend(wire.encode_for_client(Refused(rec.name, str(e))))
+            return
+        core.client_receive(peer.code, msg)
 
     # ---- control --------------------------------------------------------------------------
 
@@ -317,17 +355,35 @@ class LiveBroker:
             "unit_partitioned": sorted(g.unit_partitioned()),
             "system_partitioned": sorted(g.system_partitioned()),
             "counters": {**self.counters, "records_received": gpp.received, "records_accepted": gpp.accepted, "records_malformed": gpp.malformed, "refused": self.counters["refused"] + self.core.refused},
+            "clients": len(self.core.clients),
+            "subscriptions": len(self.core.ppp.subs),
+            "decided_levels": sorted(self.core.ppp.decided),
+            "profiles_held": {str(lvl): g.profiles for lvl, g in self.core.ppp.graphs.items()},
+            "events": dict(self.core.erp.counters),
+            "profile_propagation": dict(self.core.ppp.counters),
         }
 
     # ---- output ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        encoded: dict[tuple[int, ...], list[bytes]] = {}
         for code, msgs in self.core.take_outbox().items():
             peer = self.by_code.get(code)
             if peer is None:
                 continue
-            for m in msgs:
-                peer.out.extend(wire.encode(m))
+            if code < 0:
+                for m in msgs:
+                    if type(m) is Deliver:  # clients that get the same events get the same bytes
+                        key = tuple(map(id, m.events))
+                        enc = encoded.get(key)
+                        if enc is None:
+                            enc = encoded[key] = wire.encode_for_client(m)
+                        peer.out.extend(enc)
+                    else:
+                        peer.out.extend(wire.encode_for_client(m))
+            else:
+                for m in msgs:
+                    peer.out.extend(wire.encode(m))
         for peer in list(self.peers.values()):
             out = peer.out
             if not out:

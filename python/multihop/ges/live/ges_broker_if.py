@@ -29,7 +29,7 @@ def _mh_fast(make, send, layout, names, slow):
     return fallback if make is None else make(layout, list(names), fallback)
 INTERFACE = _mh_IFACE = 'ges_broker'
 DESCRIPTION = 'GES broker: hello, connection records, node organization, control'
-MESSAGE_NUMBERS = {'hello': 1, 'connections': 2, 'join_request': 3, 'join_reply': 4, 'status_call': 5, 'status_response': 6, 'gateway_call': 7, 'gateway_response': 8, 'shutdown': 9}
+MESSAGE_NUMBERS = {'hello': 1, 'connections': 2, 'join_request': 3, 'join_reply': 4, 'status_call': 5, 'status_response': 6, 'gateway_call': 7, 'gateway_response': 8, 'shutdown': 9, 'profile_update': 10, 'profile_ack': 11, 'profile_resync': 12, 'events': 13, 'event_ack': 14}
 
 connection = _mh_namedtuple('connection', ['origin', 'peer', 'incarnation', 'version', 'cost', 'level', 'near', 'dead'])
 connection.__doc__ = 'struct connection { uint64 origin; uint64 peer; uint32 incarnation; uint32 version; uint32 cost; uint8 level; int8 near; bool dead; }'
@@ -40,6 +40,16 @@ def _mhflat_connection(v):
     return (_mh1, _mh2, _mh3, _mh4, _mh5, _mh6, _mh7, _mh8,)
 def _mhbuild_connection(t, i):
     return _mhT_connection(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6], t[i + 7])
+
+event_head = _mh_namedtuple('event_head', ['origin', 'timestamp', 'sequence', 'incarnation', 'hops', 'mode', 'level', 'ntargets', 'nreached', 'nleft', 'publisher_len', 'signature_len', 'values_len', 'payload_len'])
+event_head.__doc__ = 'struct event_head { uint64 origin; uint64 timestamp; uint64 sequence; uint64 incarnation; uint16 hops; uint8 mode; uint8 level; uint16 ntargets; uint16 nreached; uint16 nleft; uint16 publisher_len; uint32 signature_len; uint32 values_len; uint32 payload_len; }'
+_mhT_event_head = event_head
+_mhS_event_head = _mh_Struct('<QQQQHBBHHHHIII')
+def _mhflat_event_head(v):
+    (_mh9, _mh10, _mh11, _mh12, _mh13, _mh14, _mh15, _mh16, _mh17, _mh18, _mh19, _mh20, _mh21, _mh22,) = v
+    return (_mh9, _mh10, _mh11, _mh12, _mh13, _mh14, _mh15, _mh16, _mh17, _mh18, _mh19, _mh20, _mh21, _mh22,)
+def _mhbuild_event_head(t, i):
+    return _mhT_event_head(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6], t[i + 7], t[i + 8], t[i + 9], t[i + 10], t[i + 11], t[i + 12], t[i + 13])
 
 class _mhR_1(_mh_Record):
     """message hello(uint8 kind, uint64 address, uint32 incarnation, uint32 cost, String system[128])"""
@@ -386,6 +396,241 @@ def _mhdec_9(_mhb):
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'shutdown', _mhb, _mhx) from None
 
+class _mhR_10(_mh_Record):
+    """message profile_update(uint64 origin, uint64 version, bool full, String added[1048576], String removed[1048576], uint64 dests[ndests, 4096], uint64 left[nleft, 64])"""
+    __slots__ = ('origin', 'version', 'full', 'added', 'removed', 'dests', 'left', )
+    name = 'profile_update'
+    number = 10
+    _fields = ('origin', 'version', 'full', 'added', 'removed', 'dests', 'left', )
+    def __init__(self, origin, version, full, added, removed, dests, left):
+        self.origin = origin
+        self.version = version
+        self.full = full
+        self.added = added
+        self.removed = removed
+        self.dests = dests
+        self.left = left
+_mhR_10.__name__ = _mhR_10.__qualname__ = 'profile_update'
+_mhD_10 = (('origin', ('int', 'uint64', 0, 18446744073709551615)), ('version', ('int', 'uint64', 0, 18446744073709551615)), ('full', ('bool',)), ('added', ('str', 1048576)), ('removed', ('str', 1048576)), ('dests', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 4096, False)), ('left', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 64, False)))
+_mhS_10 = _mh_Struct('<HQQ?Q')
+_mhP_10 = _mhS_10.pack
+_mhU_10 = _mhS_10.unpack_from
+def _mhenc_10(origin, version, full, added, removed, dests, left):
+    try:
+        _mhs0 = added.encode()
+        _mhn0 = _mh_len(_mhs0)
+        if _mhn0 > 1048576 or b'\0' in _mhs0: raise _mh_Bad
+        _mhs1 = removed.encode()
+        _mhn1 = _mh_len(_mhs1)
+        if _mhn1 > 1048576 or b'\0' in _mhs1: raise _mh_Bad
+        _mhn2 = _mh_len(dests)
+        if _mhn2 > 4096: raise _mh_Bad
+        _mhn3 = _mh_len(left)
+        if _mhn3 > 64: raise _mh_Bad
+        return b''.join((_mhP_10(10, origin, version, full, _mhn0), _mhs0, _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mh_pack_array('Q', dests), _mh_U64.pack(_mhn3), _mh_pack_array('Q', left)))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'profile_update', _mhD_10, (origin, version, full, added, removed, dests, left,))
+        raise
+def _mhdec_10(_mhb):
+    try:
+        _mht = _mhU_10(_mhb)
+        _mho = 27
+        _mhn = _mht[4]
+        if _mhn > 1048576: raise _mh_Bad(f"argument 'added' has {_mhn} bytes, more than its maximum 1048576")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'added' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv0: raise _mh_Bad("string argument 'added' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 1048576: raise _mh_Bad(f"argument 'removed' has {_mhn} bytes, more than its maximum 1048576")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'removed' runs past the end of the message")
+        _mhv1 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv1: raise _mh_Bad("string argument 'removed' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 4096: raise _mh_Bad(f"argument 'dests' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'dests' runs past the end of the message")
+        _mhv2 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 64: raise _mh_Bad(f"argument 'left' has {_mhn} elements, more than its maximum 64")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'left' runs past the end of the message")
+        _mhv3 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_10(_mht[1], _mht[2], _mht[3], _mhv0, _mhv1, _mhv2, _mhv3)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'profile_update', _mhb, _mhx) from None
+
+class _mhR_11(_mh_Record):
+    """message profile_ack(uint64 origin, uint64 decider, uint64 version, uint64 left[nleft, 64])"""
+    __slots__ = ('origin', 'decider', 'version', 'left', )
+    name = 'profile_ack'
+    number = 11
+    _fields = ('origin', 'decider', 'version', 'left', )
+    def __init__(self, origin, decider, version, left):
+        self.origin = origin
+        self.decider = decider
+        self.version = version
+        self.left = left
+_mhR_11.__name__ = _mhR_11.__qualname__ = 'profile_ack'
+_mhD_11 = (('origin', ('int', 'uint64', 0, 18446744073709551615)), ('decider', ('int', 'uint64', 0, 18446744073709551615)), ('version', ('int', 'uint64', 0, 18446744073709551615)), ('left', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 64, False)))
+_mhS_11 = _mh_Struct('<HQQQQ')
+_mhP_11 = _mhS_11.pack
+_mhU_11 = _mhS_11.unpack_from
+def _mhenc_11(origin, decider, version, left):
+    try:
+        _mhn0 = _mh_len(left)
+        if _mhn0 > 64: raise _mh_Bad
+        return _mhP_11(11, origin, decider, version, _mhn0) + _mh_pack_array('Q', left)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'profile_ack', _mhD_11, (origin, decider, version, left,))
+        raise
+def _mhdec_11(_mhb):
+    try:
+        _mht = _mhU_11(_mhb)
+        _mho = 34
+        _mhn = _mht[4]
+        if _mhn > 64: raise _mh_Bad(f"argument 'left' has {_mhn} elements, more than its maximum 64")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'left' runs past the end of the message")
+        _mhv0 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_11(_mht[1], _mht[2], _mht[3], _mhv0)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'profile_ack', _mhb, _mhx) from None
+
+class _mhR_12(_mh_Record):
+    """message profile_resync(uint64 origin, uint64 decider, uint64 left[nleft, 64])"""
+    __slots__ = ('origin', 'decider', 'left', )
+    name = 'profile_resync'
+    number = 12
+    _fields = ('origin', 'decider', 'left', )
+    def __init__(self, origin, decider, left):
+        self.origin = origin
+        self.decider = decider
+        self.left = left
+_mhR_12.__name__ = _mhR_12.__qualname__ = 'profile_resync'
+_mhD_12 = (('origin', ('int', 'uint64', 0, 18446744073709551615)), ('decider', ('int', 'uint64', 0, 18446744073709551615)), ('left', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 64, False)))
+_mhS_12 = _mh_Struct('<HQQQ')
+_mhP_12 = _mhS_12.pack
+_mhU_12 = _mhS_12.unpack_from
+def _mhenc_12(origin, decider, left):
+    try:
+        _mhn0 = _mh_len(left)
+        if _mhn0 > 64: raise _mh_Bad
+        return _mhP_12(12, origin, decider, _mhn0) + _mh_pack_array('Q', left)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'profile_resync', _mhD_12, (origin, decider, left,))
+        raise
+def _mhdec_12(_mhb):
+    try:
+        _mht = _mhU_12(_mhb)
+        _mho = 26
+        _mhn = _mht[3]
+        if _mhn > 64: raise _mh_Bad(f"argument 'left' has {_mhn} elements, more than its maximum 64")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'left' runs past the end of the message")
+        _mhv0 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_12(_mht[1], _mht[2], _mhv0)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'profile_resync', _mhb, _mhx) from None
+
+class _mhR_13(_mh_Record):
+    """message events(uint64 first_seq, event_head heads[n, 4096], uint64 units[nu, 262144], uint8 text[len, 16777216])"""
+    __slots__ = ('first_seq', 'heads', 'units', 'text', )
+    name = 'events'
+    number = 13
+    _fields = ('first_seq', 'heads', 'units', 'text', )
+    def __init__(self, first_seq, heads, units, text):
+        self.first_seq = first_seq
+        self.heads = heads
+        self.units = units
+        self.text = text
+_mhR_13.__name__ = _mhR_13.__qualname__ = 'events'
+_mhD_13 = (('first_seq', ('int', 'uint64', 0, 18446744073709551615)), ('heads', ('dyn', ('struct', 'event_head', (('origin', ('int', 'uint64', 0, 18446744073709551615)), ('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('hops', ('int', 'uint16', 0, 65535)), ('mode', ('int', 'uint8', 0, 255)), ('level', ('int', 'uint8', 0, 255)), ('ntargets', ('int', 'uint16', 0, 65535)), ('nreached', ('int', 'uint16', 0, 65535)), ('nleft', ('int', 'uint16', 0, 65535)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('units', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 262144, False)), ('text', ('dyn', ('int', 'uint8', 0, 255), 16777216, True)))
+_mhS_13 = _mh_Struct('<HQQ')
+_mhP_13 = _mhS_13.pack
+_mhU_13 = _mhS_13.unpack_from
+def _mhenc_13(first_seq, heads, units, text):
+    try:
+        _mhn0 = _mh_len(heads)
+        if _mhn0 > 4096: raise _mh_Bad
+        _mhn1 = _mh_len(units)
+        if _mhn1 > 262144: raise _mh_Bad
+        _mhn2 = _mh_len(text)
+        if _mhn2 > 16777216: raise _mh_Bad
+        return b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhflat_event_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'events', _mhD_13, (first_seq, heads, units, text,))
+        raise
+def _mhdec_13(_mhb):
+    try:
+        _mht = _mhU_13(_mhb)
+        _mho = 18
+        _mhn = _mht[2]
+        if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 56
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
+        _mhv0 = tuple([_mhbuild_event_head(_mhx, 0) for _mhx in _mhS_event_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 262144: raise _mh_Bad(f"argument 'units' has {_mhn} elements, more than its maximum 262144")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'units' runs past the end of the message")
+        _mhv1 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 16777216: raise _mh_Bad(f"argument 'text' has {_mhn} elements, more than its maximum 16777216")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'text' runs past the end of the message")
+        _mhv2 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_13(_mht[1], _mhv0, _mhv1, _mhv2)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'events', _mhb, _mhx) from None
+
+class _mhR_14(_mh_Record):
+    """message event_ack(uint64 upto)"""
+    __slots__ = ('upto', )
+    name = 'event_ack'
+    number = 14
+    _fields = ('upto', )
+    def __init__(self, upto):
+        self.upto = upto
+_mhR_14.__name__ = _mhR_14.__qualname__ = 'event_ack'
+_mhD_14 = (('upto', ('int', 'uint64', 0, 18446744073709551615)),)
+_mhS_14 = _mh_Struct('<HQ')
+_mhL_14 = _mh_FixedLayout(14, [('u', 8)])
+_mhP_14 = _mhS_14.pack
+_mhU_14 = _mhS_14.unpack_from
+def _mhenc_14(upto):
+    try:
+        return _mhP_14(14, upto)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'event_ack', _mhD_14, (upto,))
+        raise
+def _mhdec_14(_mhb):
+    try:
+        if len(_mhb) != 10: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 10')
+        _mht = _mhU_14(_mhb)
+        return _mhR_14(_mht[1])
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'event_ack', _mhb, _mhx) from None
+
 class messages:
     """The record classes of the messages, by name."""
     hello = _mhR_1
@@ -397,8 +642,13 @@ class messages:
     gateway_call = _mhR_7
     gateway_response = _mhR_8
     shutdown = _mhR_9
+    profile_update = _mhR_10
+    profile_ack = _mhR_11
+    profile_resync = _mhR_12
+    events = _mhR_13
+    event_ack = _mhR_14
 
-_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9,)
+_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14,)
 
 def decode(data):
     """Decode one received message into its record; raises DecodeError if it does not decode."""
@@ -414,7 +664,7 @@ def decode(data):
         raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)
     return _mhf(data)
 
-_mhENC = {'hello': _mhenc_1, 'connections': _mhenc_2, 'join_request': _mhenc_3, 'join_reply': _mhenc_4, 'status_call': _mhenc_5, 'status_response': _mhenc_6, 'gateway_call': _mhenc_7, 'gateway_response': _mhenc_8, 'shutdown': _mhenc_9}
+_mhENC = {'hello': _mhenc_1, 'connections': _mhenc_2, 'join_request': _mhenc_3, 'join_reply': _mhenc_4, 'status_call': _mhenc_5, 'status_response': _mhenc_6, 'gateway_call': _mhenc_7, 'gateway_response': _mhenc_8, 'shutdown': _mhenc_9, 'profile_update': _mhenc_10, 'profile_ack': _mhenc_11, 'profile_resync': _mhenc_12, 'events': _mhenc_13, 'event_ack': _mhenc_14}
 
 def encode(name, **args):
     """Encode message ``name`` (for an rpc: NAME_call / NAME_response) from keyword arguments."""
@@ -432,13 +682,22 @@ def _mhslow_7(_mhsend, peer, op, incarnation, cost, *, timeout=None):
         _mh_explain(_mh_IFACE, 'gateway_call', _mhD_7, (peer, op, incarnation, cost,))
         raise
     _mhsend(_mhd, timeout)
+def _mhslow_14(_mhsend, upto, *, timeout=None):
+    """Send event_ack(uint64 upto)."""
+    try:
+        _mhd = _mhP_14(14, upto)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'event_ack', _mhD_14, (upto,))
+        raise
+    _mhsend(_mhd, timeout)
 class _mhTx:
     """Send side: one method per message."""
-    __slots__ = ('_mh_send', 'gateway_call', )
+    __slots__ = ('_mh_send', 'gateway_call', 'event_ack', )
     def __init__(self, channel):
         self._mh_send = channel.send
         _mhmake = getattr(channel, '_fast_sender', None)
         self.gateway_call = _mh_fast(_mhmake, channel.send, _mhL_7, ('peer', 'op', 'incarnation', 'cost'), _mhslow_7)
+        self.event_ack = _mh_fast(_mhmake, channel.send, _mhL_14, ('upto',), _mhslow_14)
     def hello(self, kind, address, incarnation, cost, system, *, timeout=None):
         """Send hello(uint8 kind, uint64 address, uint32 incarnation, uint32 cost, String system[128])."""
         try:
@@ -515,6 +774,58 @@ class _mhTx:
     def shutdown(self, *, timeout=None):
         """Send shutdown()."""
         self._mh_send(_mhB_9, timeout)
+    def profile_update(self, origin, version, full, added, removed, dests, left, *, timeout=None):
+        """Send profile_update(uint64 origin, uint64 version, bool full, String added[1048576], String removed[1048576], uint64 dests[ndests, 4096], uint64 left[nleft, 64])."""
+        try:
+            _mhs0 = added.encode()
+            _mhn0 = _mh_len(_mhs0)
+            if _mhn0 > 1048576 or b'\0' in _mhs0: raise _mh_Bad
+            _mhs1 = removed.encode()
+            _mhn1 = _mh_len(_mhs1)
+            if _mhn1 > 1048576 or b'\0' in _mhs1: raise _mh_Bad
+            _mhn2 = _mh_len(dests)
+            if _mhn2 > 4096: raise _mh_Bad
+            _mhn3 = _mh_len(left)
+            if _mhn3 > 64: raise _mh_Bad
+            _mhd = b''.join((_mhP_10(10, origin, version, full, _mhn0), _mhs0, _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mh_pack_array('Q', dests), _mh_U64.pack(_mhn3), _mh_pack_array('Q', left)))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'profile_update', _mhD_10, (origin, version, full, added, removed, dests, left,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def profile_ack(self, origin, decider, version, left, *, timeout=None):
+        """Send profile_ack(uint64 origin, uint64 decider, uint64 version, uint64 left[nleft, 64])."""
+        try:
+            _mhn0 = _mh_len(left)
+            if _mhn0 > 64: raise _mh_Bad
+            _mhd = _mhP_11(11, origin, decider, version, _mhn0) + _mh_pack_array('Q', left)
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'profile_ack', _mhD_11, (origin, decider, version, left,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def profile_resync(self, origin, decider, left, *, timeout=None):
+        """Send profile_resync(uint64 origin, uint64 decider, uint64 left[nleft, 64])."""
+        try:
+            _mhn0 = _mh_len(left)
+            if _mhn0 > 64: raise _mh_Bad
+            _mhd = _mhP_12(12, origin, decider, _mhn0) + _mh_pack_array('Q', left)
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'profile_resync', _mhD_12, (origin, decider, left,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def events(self, first_seq, heads, units, text, *, timeout=None):
+        """Send events(uint64 first_seq, event_head heads[n, 4096], uint64 units[nu, 262144], uint8 text[len, 16777216])."""
+        try:
+            _mhn0 = _mh_len(heads)
+            if _mhn0 > 4096: raise _mh_Bad
+            _mhn1 = _mh_len(units)
+            if _mhn1 > 262144: raise _mh_Bad
+            _mhn2 = _mh_len(text)
+            if _mhn2 > 16777216: raise _mh_Bad
+            _mhd = b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhflat_event_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'events', _mhD_13, (first_seq, heads, units, text,))
+            raise
+        self._mh_send(_mhd, timeout)
 
 _mhO_gateway = _mh_namedtuple('gateway', ['result', 'error'])
 class results:
