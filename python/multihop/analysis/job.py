@@ -18,7 +18,8 @@ Tables (each also written as ``<name>.csv``; which suites each covers is in
 (:mod:`~multihop.analysis.baseline`), ``run_comparison``
 (:mod:`~multihop.analysis.compare`), ``core_pairs``
 (:mod:`~multihop.analysis.pairs`), ``resources``
-(:mod:`~multihop.analysis.resources`) and ``machines`` (the runs' machine rows).
+(:mod:`~multihop.analysis.resources`), ``ges_latency`` (:mod:`~multihop.analysis.ges`, the GES
+testbed) and ``machines`` (the runs' machine rows).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from multihop.analysis.collect import to_table
 from multihop.analysis.compare import run_comparison
 from multihop.analysis.cost import cost_per_hop
 from multihop.analysis.frames import read_table
+from multihop.analysis.ges import ges_table
 from multihop.analysis.inputs import TraceFiles, find_traces
 from multihop.analysis.latency import PERCENTILE_ACCURACY, QUANTILES, case_stats, latency_tables
 from multihop.analysis.pairs import core_pairs
@@ -118,6 +120,10 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         if machine is not None:
             cols = [f.name for f in table_schema("machine")]
             tables["machines"] = to_table(machine.select(*cols), "machines", "Machines", ["started_at", "run_id"])
+
+        ges = ges_table(stats, cases)
+        if ges is not None:
+            tables[ges.name] = ges
 
         runs = _run_ids([f for f in (stats, cases, machine) if f is not None])
         per_case = summary(stats, cases)

@@ -37,6 +37,7 @@ TABLE_ORDER = (
     "baseline_ratios",
     "run_comparison",
     "core_pairs",
+    "ges_latency",
     "latency_cdf",
 )
 """The order tables appear in the report (others follow, by name)."""

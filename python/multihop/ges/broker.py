@@ -158,6 +158,11 @@ class BrokerCore:
 
     def fire(self, name: Any) -> None:
         """A timer set through :meth:`take_timers` fired."""
+        self.erp.fire(name)
+
+    def set_timer(self, delay: float, name: Any) -> None:
+        """Ask the driver for a timer (used by the machines): :meth:`fire` gets ``name`` after ``delay`` seconds."""
+        self._timers.append((delay, name))
 
     def send(self, peer: int, msg: Any) -> None:
         """Queue ``msg`` for neighbour or client ``peer`` (used by the machines)."""

@@ -17,7 +17,8 @@ only when a client inside is interested, or as transit on the best path to one.
 Copies travel along best hops from the routing cache; copies of one event
 going the same way are merged (their targets listed together); the routing
 information (``reached``) is stripped of the levels below each gateway crossed.
-A broker acknowledges the copies it handled on each gateway; when a gateway
+A broker acknowledges the copies it handled on each gateway (lazily: with its
+next copies back, after ``ACK_EVERY`` copies, or after ``ACK_DELAY``); when a gateway
 is lost, the copies sent over it and not acknowledged are routed again, before
 any newer event, over the alternate route (3.7, figure 12b); the duplicate
 filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
@@ -40,6 +41,11 @@ __all__ = ["EventRouting", "TTL"]
 
 #: most brokers a copy may pass (legs are loop-free; this is the safety net)
 TTL = 255
+#: acknowledge a gateway at once when this many copies wait for it ...
+ACK_EVERY = 64
+#: ... else at the latest after this many seconds
+ACK_DELAY = 0.1
+ACK_TIMER = "erp-ack"
 _DELIVER = 0
 
 
@@ -54,7 +60,9 @@ class EventRouting:
         self._seq: dict[int, int] = {}  # peer -> next link sequence number
         self.unacked: dict[int, dict[int, EventCopy]] = {}  # peer -> seq -> copy
         self._recv: dict[int, int] = {}  # peer -> highest sequence handled
-        self._ack_due: set[int] = set()
+        #: peer -> copies handled since the last ack to it
+        self._ack_due: dict[int, int] = {}
+        self._ack_timer = False
         self._out: dict[int, list[EventCopy]] = {}
         #: client peer -> events to deliver
         self.deliveries: dict[int, list[EventData]] = {}
@@ -86,7 +94,12 @@ class EventRouting:
                 self._handle(copy)
             seq += 1
         self._recv[peer] = last
-        self._ack_due.add(peer)
+        if peer not in self._ack_due:
+            self._ack_due[peer] = 0
+            if not self._ack_timer:
+                self._ack_timer = True
+                self.core.set_timer(ACK_DELAY, ACK_TIMER)
+        self._ack_due[peer] += len(msg.copies)
 
     def on_ack(self, peer: int, msg: EventAck) -> None:
         """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
@@ -101,7 +114,7 @@ class EventRouting:
         self._out.pop(peer, None)
         self._seq.pop(peer, None)
         self._recv.pop(peer, None)
-        self._ack_due.discard(peer)
+        self._ack_due.pop(peer, None)
         for s in sorted(pending):
             self.counters["rerouted"] += 1
             self._route_again(pending[s])
@@ -267,15 +280,30 @@ class EventRouting:
         self._out.setdefault(peer, []).append(out)
         self.counters["copies_out"] += 1
 
+    def fire(self, name: object) -> None:
+        """The ack timer fired: acknowledge every gateway that has copies to acknowledge."""
+        if name == ACK_TIMER:
+            self._ack_timer = False
+            for peer in self._ack_due:
+                self._ack_due[peer] = ACK_EVERY  # due now
+
     def take(self) -> dict[int, list]:
-        """Per neighbour: an Events batch (numbered) and/or an EventAck; per client: the events to deliver."""
+        """Per neighbour: an Events batch (numbered) and/or an EventAck; per client: the events to deliver.
+
+        Acks are lazy: a gateway is acknowledged with the next copies sent back over
+        it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
+        so a quiet stream costs its sender no extra wake-up per event.
+        """
         out: dict[int, list] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)
             out.setdefault(peer, []).append(Events(first, tuple(copies)))
+        due = self._ack_due
+        if due:
+            links = self.core.gpp.links
+            for peer in [p for p, n in due.items() if n >= ACK_EVERY or p in self._out]:
+                if peer in links:
+                    out.setdefault(peer, []).append(EventAck(self._recv[peer]))
+                del due[peer]
         self._out = {}
-        for peer in self._ack_due:
-            if peer in self.core.gpp.links:
-                out.setdefault(peer, []).append(EventAck(self._recv[peer]))
-        self._ack_due = set()
         return out

@@ -22,6 +22,7 @@ loop poll with a 1 ms timeout until the window opens.  A closed channel
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import queue
@@ -71,7 +72,7 @@ class LiveBroker:
         self.address = address
         self.core_no = core
         self.core = BrokerCore(address, thresholds=topology.thresholds)
-        self.d = runtime.dispatcher(core)
+        self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
         self.name = wire.service_name(system, str(address))
         self.svc = self.d.export(self.name)
         self.wake_svc = self.d.export(self.name + "/wake")
@@ -85,7 +86,8 @@ class LiveBroker:
         self.known = {str(a) for a in topology.brokers}
         self.stopping = False
         self.started = time.time()
-        self.counters = {"messages_in": 0, "messages_out": 0, "busy": 0, "refused": 0, "closed": 0}
+        #: rounds of the loop and the time spent working in them (not waiting in poll)
+        self.counters = {"messages_in": 0, "messages_out": 0, "busy": 0, "refused": 0, "closed": 0, "rounds": 0, "busy_ns": 0}
         self._wake_srv: Any = None
         self._ready = threading.Event()
         threading.Thread(target=self._acceptor, name="ges-acceptor", daemon=True).start()
@@ -143,9 +145,16 @@ class LiveBroker:
     def run(self) -> None:
         """Serve until told to stop (or the runtime goes away)."""
         poll = self.d.poll
+        timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
+        counters = self.counters
         while not self.stopping:
             pending = any(p.out for p in self.peers.values())
-            ready = poll(0.001 if pending else None)
+            timeout = 0.001 if pending else None
+            if timers:
+                wait = max(0.0, min(t for t, _ in timers) - time.monotonic())
+                timeout = wait if timeout is None else min(timeout, wait)
+            ready = poll(timeout)
+            t_busy = time.perf_counter_ns()
             for ch in ready:
                 if ch is self.wake:
                     self._drain_wake()
@@ -154,7 +163,16 @@ class LiveBroker:
                 if peer is None:
                     continue
                 self._drain(peer)
+            if timers:
+                now = time.monotonic()
+                for due, name in [t for t in timers if t[0] <= now]:
+                    timers.remove((due, name))
+                    self.core.fire(name)
             self._flush()
+            for delay, name in self.core.take_timers():
+                timers.append((time.monotonic() + delay, name))
+            counters["rounds"] += 1
+            counters["busy_ns"] += time.perf_counter_ns() - t_busy
         self._close_all()
 
     def _drain_wake(self) -> None:
@@ -424,8 +442,18 @@ def main(argv: list[str] | None = None) -> int:
     rt = mh.Runtime.attach(a.runtime)
     try:
         broker = LiveBroker(rt, cfg["system"], topo, addr, core)
+        # the loop makes few reference cycles: collect seldom, and never scan what start-up built
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
         print(f"broker {addr} up on core {core}, pid {os.getpid()}", file=sys.stderr, flush=True)
-        broker.run()
+        prof = os.environ.get("MULTIHOP_GES_PROFILE")  # a directory: profile each broker's loop there
+        if prof:
+            import cProfile
+
+            cProfile.runctx("broker.run()", globals(), {"broker": broker}, str(Path(prof) / f"broker-{addr}.prof"))
+        else:
+            broker.run()
     except Exception:
         traceback.print_exc()
         return 1

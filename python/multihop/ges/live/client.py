@@ -31,21 +31,23 @@ __all__ = ["LiveClient", "connect"]
 
 
 def connect(runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-            incarnation: int | None = None, timeout: float = 10.0) -> "LiveClient":
+            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None) -> "LiveClient":
     """Attach a client to broker ``broker_address`` of the GES system on runtime ``runtime_name``.
 
     ``core``: the runtime core of the client's dispatcher (default: its broker's).
+    ``dispatcher``: attach through this process's dispatcher instead of a new one
+    (several clients of one process can then wait together in ``Dispatcher.poll``).
     Raises RuntimeNotFound, GesStateError (no GES system there, or no such broker),
     BindError / Timeout if the broker does not answer.
     """
-    return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout)
+    return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout, dispatcher=dispatcher)
 
 
 class LiveClient:
     """A client of a live GES system (see the module docstring)."""
 
     def __init__(self, runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-                 incarnation: int | None = None, timeout: float = 10.0) -> None:
+                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None) -> None:
         rt = mh.Runtime.attach(runtime_name)
         path = rt.dir / CONFIG
         if not path.exists():
@@ -57,13 +59,15 @@ class LiveClient:
             raise GesStateError(f"no broker {addr} in the GES system on runtime {runtime_name!r}")
         self.broker = addr
         self.core = ClientCore(client_id, incarnation if incarnation is not None else time.time_ns() // 1000, time.time_ns() // 1000)
-        self._d = rt.dispatcher(info["core"] if core is None else core)
+        self._own_dispatcher = dispatcher is None
+        self._d = rt.dispatcher(info["core"] if core is None else core) if dispatcher is None else dispatcher
         try:
             self.ch = self._d.bind(wire.service_name(cfg["system"], addr), transport="multihop", window=64,
                                    max_message=wire.MAX_MESSAGE, timeout=timeout)
             self.ch.send(wire.stub.encode("hello", kind=wire.KIND_CLIENT, address=0, incarnation=0, cost=0, system=cfg["system"]), timeout)
         except BaseException:
-            self._d.detach()
+            if self._own_dispatcher:
+                self._d.detach()
             raise
         self._inbox: deque[Event] = deque()
         #: events delivered so far
@@ -196,7 +200,8 @@ class LiveClient:
         try:
             self.ch.close()
         finally:
-            self._d.detach()
+            if self._own_dispatcher:
+                self._d.detach()
 
     def __enter__(self) -> "LiveClient":
         return self
