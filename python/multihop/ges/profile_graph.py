@@ -12,8 +12,9 @@ decrements the counts and removes the edges (and nodes) that reach zero.
 Matching an event walks the tree from the node of its first attribute,
 following at each node the edge of the event's value and the ``*`` edge, into a
 child only if the child's attribute is the event's next one; every destination
-edge met adds its units to the result.  The cost depends on the edges an event
-can traverse, not on the number of profiles.
+edge met adds its units to the result (the walk stops once every destination
+the graph holds is in).  The cost depends on the edges an event can traverse,
+not on the number of profiles.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ class _Node:
 class ProfileGraph:
     """A profile graph whose destinations are units (or any hashable: client ids at a broker)."""
 
-    __slots__ = ("roots", "profiles", "edges")
+    __slots__ = ("roots", "profiles", "edges", "_refs")
 
     def __init__(self) -> None:
         self.roots: dict[str, _Node] = {}
+        #: destination -> how many destination edges name it (matching stops once every one is found)
+        self._refs: dict[Hashable, int] = {}
         #: profiles held (sum of all predicate counts on destination edges)
         self.profiles = 0
         #: edges in the graph (destination edges included)
@@ -69,6 +72,8 @@ class ProfileGraph:
             self.edges += 1
         old = d.get(unit, 0)
         d[unit] = old + count
+        if old == 0:
+            self._refs[unit] = self._refs.get(unit, 0) + 1
         self.profiles += count
         return old == 0
 
@@ -99,6 +104,11 @@ class ProfileGraph:
             d[unit] = left
         else:
             del d[unit]
+            refs = self._refs[unit] - 1
+            if refs:
+                self._refs[unit] = refs
+            else:
+                del self._refs[unit]
             if not d:
                 del node.dests[chain[last][1]]
                 self.edges -= 1
@@ -127,8 +137,9 @@ class ProfileGraph:
         if node is None:
             return out
         n = len(names)
+        everyone = len(self._refs)
         stack = [(node, 0)]
-        while stack:
+        while stack and len(out) < everyone:
             node, i = stack.pop()
             v = values[i]
             d = node.dests
@@ -171,6 +182,7 @@ class ProfileGraph:
     def clear(self) -> None:
         """Forget every profile."""
         self.roots.clear()
+        self._refs.clear()
         self.profiles = 0
         self.edges = 0
 
