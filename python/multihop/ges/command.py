@@ -69,6 +69,12 @@ def format_status(name: str, statuses: dict[str, dict[str, Any]]) -> str:
             out.append(f"  partitioned: unit {st['unit_partitioned']}, system {st['system_partitioned']}")
         c = st["counters"]
         out.append(f"  messages in/out {c['messages_in']}/{c['messages_out']}, records received/accepted {c['records_received']}/{c['records_accepted']}, refused {c['refused']}")
+        if "events" in st:
+            ev = st["events"]
+            held = ", ".join(f"level {k}: {v}" for k, v in sorted(st["profiles_held"].items())) or "none"
+            out.append(f"  clients {st['clients']}, subscriptions {st['subscriptions']}; decides levels {st['decided_levels'] or 'none'}; profiles held {held}")
+            out.append(f"  events: published {ev['published']}, delivered {ev['delivered']}, copies in/out {ev['copies_in']}/{ev['copies_out']}, "
+                       f"decisions {ev['decisions']}, duplicates dropped {ev['duplicates']}, rerouted {ev['rerouted']}, unroutable {ev['unroutable']}")
     return "\n".join(out)
 
 

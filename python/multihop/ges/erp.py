@@ -137,6 +137,7 @@ class EventRouting:
                 self._down(t, copy, decided)
             else:
                 self._toward(t, transit, copy.left)
+        # transit targets keep their leg (the units already left); targets decided here start a new one
         self._send_down(copy, transit, copy.left)
         self._send_down(copy, decided, ())
 

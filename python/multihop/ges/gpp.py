@@ -75,7 +75,7 @@ class GatewayPropagation:
         self.version = 0
         self._avoid_cache: dict[tuple[int, frozenset[int]], int | None] = {}
         self._avoid_at = -1
-        self._hops: dict[int, int | None] = {}
+        self._hops: dict[object, int | None] = {}
         self._hops_at = -1
         #: counters: records received, accepted (improved the table), refused as malformed
         self.received = 0
@@ -190,13 +190,17 @@ class GatewayPropagation:
         link = self.links.get(code)
         if link is not None:
             return code
-        if not avoid:
-            if self._hops_at != self.version:
-                self._hops.clear()
-                self._hops_at = self.version
-            hop = self._hops.get(code, -1)
-            if hop != -1:
-                return hop
+        if self._hops_at != self.version:
+            self._hops.clear()
+            self._hops_at = self.version
+        key = (code, avoid) if avoid else code
+        hop = self._hops.get(key, -1)
+        if hop != -1:
+            return hop
+        hop = self._hops[key] = self._hop_to(code, avoid)
+        return hop
+
+    def _hop_to(self, code: int, avoid: tuple[int, ...]) -> int | None:
         g = self.graph()
         node = g.node_for(code)
         if node is None:
@@ -213,8 +217,7 @@ class GatewayPropagation:
                 if hop == -1:
                     hop = self._avoid_cache[key] = constrained_hop(g, node, nodes)
                 return hop
-        hop = self._hops[code] = g.cache.hop(node)
-        return hop
+        return g.cache.hop(node)
 
     def leaving(self, peer: int, left: tuple[int, ...]) -> tuple[int, ...]:
         """Routing information for a message crossing the gateway to ``peer``: drop what only made sense

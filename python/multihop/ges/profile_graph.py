@@ -26,16 +26,19 @@ from multihop.ges.profile import WILDCARD, Chain
 __all__ = ["ProfileGraph"]
 
 
+_NONE: dict[Any, Any] = {}  # the shared empty mapping of a node without edges (never written)
+
+
 class _Node:
-    """An attribute reached by a path of constraints."""
+    """An attribute reached by a path of constraints (its dicts are made when first needed)."""
 
     __slots__ = ("edges", "dests")
 
     def __init__(self) -> None:
         #: (value, next attribute) -> [child node, {unit: count}]
-        self.edges: dict[tuple[str, str], list[Any]] = {}
+        self.edges: dict[tuple[str, str], list[Any]] = _NONE
         #: value -> {unit: count}: destination edges (a profile ends here)
-        self.dests: dict[str, dict[Hashable, int]] = {}
+        self.dests: dict[str, dict[Hashable, int]] = _NONE
 
 
 class ProfileGraph:
@@ -62,12 +65,16 @@ class ProfileGraph:
             step = (chain[i][1], chain[i + 1][0])
             e = node.edges.get(step)
             if e is None:
+                if node.edges is _NONE:
+                    node.edges = {}
                 e = node.edges[step] = [_Node(), {}]
                 self.edges += 1
             e[1][unit] = e[1].get(unit, 0) + count
             node = e[0]
         d = node.dests.get(chain[last][1])
         if d is None:
+            if node.dests is _NONE:
+                node.dests = {}
             d = node.dests[chain[last][1]] = {}
             self.edges += 1
         old = d.get(unit, 0)
