@@ -384,12 +384,21 @@ class LiveBroker:
     # ---- output ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        """Write the core's outbox: neighbour brokers first (the events' onward path), then clients."""
         encoded: dict[tuple[int, ...], list[bytes]] = {}
-        for code, msgs in self.core.take_outbox().items():
-            peer = self.by_code.get(code)
-            if peer is None:
-                continue
+        outbox = self.core.take_outbox()
+        for code, msgs in outbox.items():
+            if code >= 0:
+                peer = self.by_code.get(code)
+                if peer is not None:
+                    for m in msgs:
+                        peer.out.extend(wire.encode(m))
+                    self._write(peer)
+        for code, msgs in outbox.items():
             if code < 0:
+                peer = self.by_code.get(code)
+                if peer is None:
+                    continue
                 for m in msgs:
                     if type(m) is Deliver:  # clients that get the same events get the same bytes
                         key = tuple(map(id, m.events))
@@ -399,22 +408,21 @@ class LiveBroker:
                         peer.out.extend(enc)
                     else:
                         peer.out.extend(wire.encode_for_client(m))
-            else:
-                for m in msgs:
-                    peer.out.extend(wire.encode(m))
         for peer in list(self.peers.values()):
-            out = peer.out
-            if not out:
-                continue
-            try:
-                while out:
-                    peer.ch.try_send(out[0])
-                    out.popleft()
-                    self.counters["messages_out"] += 1
-            except mh.TxBusy:
-                self.counters["busy"] += 1  # the peer's credit window is full: retried next round
-            except mh.ChannelClosed:
-                self._lost(peer)
+            if peer.out:
+                self._write(peer)
+
+    def _write(self, peer: _Peer) -> None:
+        out = peer.out
+        try:
+            while out:
+                peer.ch.try_send(out[0])
+                out.popleft()
+                self.counters["messages_out"] += 1
+        except mh.TxBusy:
+            self.counters["busy"] += 1  # the peer's credit window is full: retried next round
+        except mh.ChannelClosed:
+            self._lost(peer)
 
     def _close_all(self) -> None:
         for p in list(self.peers.values()):
