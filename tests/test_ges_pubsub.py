@@ -170,3 +170,28 @@ def test_1000_random_scenarios(chunk: int) -> None:
             bad.append(f"seed {seed} ({r.brokers} brokers): {r.report.summary()} {r.violations[:2]}")
         assert r.report.delivered + r.report.optional >= 0
     assert not bad, "\n".join(bad)
+
+
+def test_unit_addition_propagates_profiles_the_same_way(sim: ges.Simulator) -> None:
+    """3.3.6: a unit joins; its new gatekeepers get the profiles (snapshots) and events flow both ways."""
+    old_sub = sim.client("2.1.1.3", "old-sub")
+    old_sub.subscribe([("topic", "*")])
+    sim.run_until_quiet()
+    unit = ges.Topology(levels=3)
+    for a in ("9.9.1.1", "9.9.1.2"):
+        unit.add_broker(a)
+    unit.add_gateway("9.9.1.1", "9.9.1.2")
+    prefix = sim.add_unit(unit, via="9.9.1.1", into="1.1.3.6")  # a new cluster of SC-1
+    assert prefix == "1.1.0"
+    sim.run_until_quiet()
+    new_sub = sim.client(f"{prefix}.2", "new-sub")
+    sid = new_sub.subscribe([("topic", "*")])
+    new_pub = sim.client(f"{prefix}.1", "new-pub")
+    old_pub = sim.client("4.1.1.2", "old-pub")
+    sim.run_until_quiet()
+    assert new_sub.active_level(sid) == 4
+    a = new_pub.publish({"topic": "from the new unit"})
+    b = old_pub.publish({"topic": "from SSC-D"})
+    sim.run_until_quiet()
+    assert {e.id for e in old_sub.received} == {a, b} and len(old_sub.received) == 2  # two publishers: any order
+    assert {e.id for e in new_sub.received} == {a, b} and len(new_sub.received) == 2
