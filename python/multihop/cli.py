@@ -1,4 +1,4 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -112,6 +112,12 @@ def _cmd_stubgen(a: argparse.Namespace) -> int:
     return command.run(a)
 
 
+def _cmd_ges(a: argparse.Namespace) -> int:
+    from multihop.ges import command
+
+    return command.run(a)
+
+
 def _cmd_analyze(a: argparse.Namespace) -> int:
     from multihop.analysis.command import run_args
 
@@ -196,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
     dispatch_command.add_arguments(dp)
     dp.set_defaults(func=_cmd_dispatch)
+
+    from multihop.ges import command as ges_command
+
+    gs = sub.add_parser("ges", help="GES broker hierarchy: up, status, graph, down", description=ges_command.DESCRIPTION)
+    ges_command.add_arguments(gs)
+    gs.set_defaults(func=_cmd_ges)
     return p
 
 
