@@ -165,6 +165,7 @@ class Testbed:
                  per_broker: int = 5, cores: list[int] | None = None) -> None:
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
+        self.per_broker = per_broker
         self.publisher_at = publisher
         self.measuring = tuple(measuring)
         self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
@@ -199,7 +200,7 @@ class Testbed:
     @property
     def subscribers(self) -> int:
         """Subscribing clients (background and measuring)."""
-        return sum(1 for _ in self._bg) * 5 + len(self._ms)
+        return len(self._bg) * self.per_broker + len(self._ms)
 
     def run_case(self, match: int, size: int, rate: float, count: int) -> CaseResult:
         """Publish ``count`` events of ``size`` payload bytes at ``rate``/s (0: flat out) with ``match`` % matching."""
