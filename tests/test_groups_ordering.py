@@ -177,9 +177,13 @@ def test_delivery_checker_catches_duplicates_strangers_and_phantoms() -> None:
     assert any("'C' delivered 'a', but it is not among its recipients" in f for f in found)
     assert "'C' delivered 'zz', which nobody sent" in found
     missing = history([("A", "a", ["A", "B"])], {"A": ["s:a", "d:a"]})
-    assert check_delivery(missing) == ["'B' never delivered 'a' (it delivered nothing)"]
+    assert check_delivery(missing) == ["'B' never delivered 'a' (sent by 'A' to 'all')"]
     assert check_delivery(missing, dead=["B"]) == []
-    assert check_delivery(missing, lost=["A"]) == []
+    assert check_delivery(missing, lost=["A"]) != []  # lost means at every survivor alike: A has it
+    nobody = history([("A", "a", ["B", "C"])], {"A": ["s:a"], "C": []})
+    assert check_delivery(nobody, dead=["A"], lost=["A"]) == []
+    some = history([("A", "a", ["B", "C"])], {"A": ["s:a"], "C": ["d:a"]})
+    assert check_delivery(some, dead=["A"], lost=["A"]) == ["'B' never delivered 'a' (sent by 'A' to 'all')"]
 
 
 # ---- the machines reject what they must not deliver -------------------------------------

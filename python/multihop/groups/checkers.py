@@ -11,9 +11,9 @@ Each returns a list of violations (empty when the property holds), each a
 sentence naming the processes and messages involved, at most ``limit``.
 
 * :func:`check_delivery`: the view rule: every message reaches each of its
-  recipients exactly once, nobody else, and never before it was sent; a
-  process listed as dead may miss messages (and ``lost`` senders' messages
-  may be missing everywhere: a dead sender's unstamped total-order ones);
+  recipients exactly once and nobody else; a process listed as dead may miss
+  messages, and a ``lost`` sender's message may be missing at all surviving
+  recipients alike (a dead sender's unstamped total-order ones);
 * :func:`check_fifo`: each sender's messages of a stream in send order;
 * :func:`check_causal`: a message only after every message of its stream
   that happened before it (Lamport's relation over the recorded events);
@@ -81,18 +81,14 @@ def check_delivery(h: History, dead: Iterable[Process] = (), lost: Iterable[Proc
                    limit: int = 20) -> list[str]:
     """Every message to each recipient exactly once, to nobody else, never before its send.
 
-    ``dead`` processes may miss messages; messages sent by ``lost`` senders
-    may be missing at any recipient (delivered at most once all the same).
+    ``dead`` processes may miss messages.  A message sent by one of the
+    ``lost`` senders (a dead sender's unstamped total-order messages) may be
+    missing, but then at every surviving recipient alike: all or none.
     """
     dead, lost = set(dead), set(lost)
     out: list[str] = []
-    sent_at: dict[MsgId, tuple[Process, int]] = {}
+    got: dict[MsgId, set[Process]] = defaultdict(set)
     for p, evs in h.events.items():
-        for i, (kind, m) in enumerate(evs):
-            if kind == "send":
-                sent_at[m] = (p, i)
-    for p, evs in h.events.items():
-        seen: set[MsgId] = set()
         for kind, m in evs:
             if kind != "deliver":
                 continue
@@ -101,22 +97,22 @@ def check_delivery(h: History, dead: Iterable[Process] = (), lost: Iterable[Proc
             elif p not in h.messages[m].recipients:
                 out.append(f"{p!r} delivered {m!r}, but it is not among its recipients "
                            f"{sorted(map(repr, h.messages[m].recipients))}")
-            elif m in seen:
+            elif p in got[m]:
                 out.append(f"{p!r} delivered {m!r} twice")
-            seen.add(m)
+            got[m].add(p)
             if _capped(out, limit):
                 return out
-        for m, info in h.messages.items():
-            if p in info.recipients and m not in seen and p not in dead and info.sender not in lost:
-                out.append(f"{p!r} never delivered {m!r} (sent by {info.sender!r} to {info.stream!r})")
-                if _capped(out, limit):
-                    return out
     for m, info in h.messages.items():
-        for p in info.recipients - set(h.events) - dead:
-            if info.sender not in lost:
-                out.append(f"{p!r} never delivered {m!r} (it delivered nothing)")
-                if _capped(out, limit):
-                    return out
+        survivors = info.recipients - dead
+        missing = survivors - got[m]
+        if not missing:
+            continue
+        if info.sender in lost and missing == survivors:
+            continue  # lost with its sender, at every survivor alike
+        for p in sorted(missing, key=repr):
+            out.append(f"{p!r} never delivered {m!r} (sent by {info.sender!r} to {info.stream!r})")
+            if _capped(out, limit):
+                return out
     return out
 
 
