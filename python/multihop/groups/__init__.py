@@ -19,6 +19,12 @@ from __future__ import annotations
 
 from multihop.groups.errors import GroupError, ModelError
 from multihop.groups.ids import BROADCAST
+from multihop.groups.machine_tree import MachineTree, machine_tree
+from multihop.groups.member import GroupMember
+from multihop.groups.model import MachineModel, load_model, shipped_models
+from multihop.groups.service import MembershipService
+from multihop.groups.simnet import SimNet
+from multihop.groups.simulate import SimResult, Workload, simulate
 from multihop.groups.tree import Tree
 from multihop.groups.trees import TREE_MODES, TreeSpec, build_tree, flat, numa, parse_tree, radix
 from multihop.groups.view import ORDERS, Endpoint, View
@@ -27,15 +33,26 @@ __all__ = [
     "BROADCAST",
     "Endpoint",
     "GroupError",
+    "GroupMember",
+    "MachineModel",
+    "MachineTree",
+    "MembershipService",
     "ModelError",
     "ORDERS",
+    "SimNet",
+    "SimResult",
     "TREE_MODES",
     "Tree",
     "TreeSpec",
     "View",
+    "Workload",
     "build_tree",
     "flat",
+    "load_model",
+    "machine_tree",
     "numa",
     "parse_tree",
     "radix",
+    "shipped_models",
+    "simulate",
 ]
