@@ -1,4 +1,4 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``groups``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -109,6 +109,12 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     return run_args(a)
 
 
+def _cmd_groups(a: argparse.Namespace) -> int:
+    from multihop.groups import command
+
+    return command.run(a)
+
+
 def suites_names() -> tuple[str, ...]:
     """Names ``multihop bench`` accepts."""
     from multihop.bench.suites import SUITES
@@ -172,6 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description=analyze_command.DESCRIPTION)
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
+
+    from multihop.groups import command as groups_command
+
+    gr = sub.add_parser("groups", help="group communication: machine models, trees, simulated shoot-down, calibration",
+                        description=groups_command.DESCRIPTION)
+    groups_command.add_arguments(gr)
+    gr.set_defaults(func=_cmd_groups)
     return p
 
 

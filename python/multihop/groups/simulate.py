@@ -14,8 +14,10 @@ benchmarks share it.  What it plays (Smelt's schedule):
   acks its parent once its own work is done and every child has acked it),
   ``"direct"`` (every member acks the root itself), or ``"none"`` (a plain
   broadcast: done when the last member has received and done its work);
-* cores that share a CPU (``model.cpu_of``: virtual cores) take turns, and a
-  turn that changes core costs ``model.switch``.
+* cores that share a CPU (``model.cpu_of``: virtual cores) take turns: the
+  core that has the CPU keeps it while it has something ready to handle (it
+  runs until it blocks), otherwise the CPU goes to what has waited longest,
+  and a turn that changes core costs ``model.switch``.
 
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
@@ -78,20 +80,31 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     busy = {c: 0.0 for c in tree.cores}
     cpu_free: dict[int, float] = {}
     cpu_last: dict[int, int] = {}
-    events: list[tuple[float, int, int, str, int]] = []  # (ready time, tie, core, kind, from)
+    queued: dict[int, list[tuple[float, int, int, str, int]]] = {}  # per CPU: (ready, tie, core, kind, from)
     tie = 0
     finish = 0.0
 
     def push(t: float, core: int, kind: str, frm: int) -> None:
         nonlocal tie
         tie += 1
-        heapq.heappush(events, (t, tie, core, kind, frm))
+        heapq.heappush(queued.setdefault(model.cpu_of[core], []), (t, tie, core, kind, frm))
+
+    def next_start(cpu: int) -> float:
+        return max(cpu_free.get(cpu, 0.0), queued[cpu][0][0])
 
     push(0.0, root, "start", root)
-    while events:  # bounded: each core gets one data event and at most one ack per member
-        t, _, core, kind, frm = heapq.heappop(events)
-        cpu = model.cpu_of[core]
-        start = max(t, cpu_free.get(cpu, 0.0))
+    while any(queued.values()):  # bounded: one data event per core, at most one ack per member
+        # the CPU whose next task starts first runs it (ties: lowest CPU id); a task never
+        # waits for one that starts later, so what it sends cannot change this choice
+        cpu = min((c for c, q in queued.items() if q), key=lambda c: (next_start(c), c))
+        q = queued[cpu]
+        start = next_start(cpu)
+        # run until blocked: the core that had the CPU keeps it while it has work ready
+        mine = [e for e in q if e[2] == cpu_last.get(cpu) and e[0] <= start]
+        item = min(mine) if mine else q[0]
+        q.remove(item)
+        heapq.heapify(q)
+        t, _, core, kind, frm = item
         if cpu_last.get(cpu, core) != core:
             start += model.switch
         now = start
@@ -114,7 +127,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
             if core == root:
                 acked[core] = now
                 finish = now
-            elif target is not None and (workload.acks == "tree" or core != root):
+            elif target is not None:
                 now += cost("send", core, target)
                 acked[core] = now
                 push(now + cost("latency", core, target), target, "ack", core)
