@@ -4,14 +4,22 @@
 pinned to the core's CPU, attached to the core's monitor), and has each agent
 measure, over the runtime's own UMP channels, every pair it is asked for:
 
+* the round trip a -> b -> a: the median of ``rounds`` one-member
+  shoot-downs, timed by the very loops the live shoot-down runs
+  (:mod:`multihop.groups.probe`);
 * ``send(a, b)``: a's time per ``send`` of an 8-byte message while the ring
-  has room (median of bursts);
-* ``recv(a, b)``: b's time per ``recv`` of a message already in its ring;
-* the round trip a -> b -> a (median of ``rounds`` ping-pongs), from which
-  what is left after the four send and receive costs is split evenly into
-  the two directions: the ``latency`` of a pair on two CPUs, or, for two
-  virtual cores on one CPU, the cost of handing the CPU over (the model's
-  ``switch``: that pair's latency is then 0, the simulator charges the switch).
+  has room (median of bursts), and ``recv(a, b)``: b's time per ``recv`` of a
+  message already in its ring.  These split the round trip: when the four of
+  them (both directions) add up to more than it (a call costs less inside a
+  round trip than in a burst, where every receive is timed alone), they are
+  scaled down to fit it;
+* what is left of the round trip is split evenly into the two directions: the
+  ``latency`` of a pair on two CPUs, or, for two virtual cores on one CPU,
+  the cost of handing the CPU over (the model's ``switch``: that pair's
+  latency is then 0, the simulator charges the switch).
+
+So a one-member shoot-down predicted from the model is the calibrated round
+trip; what the model adds is how the costs compose with many members.
 
 Pairs not measured (``pairs="from"`` measures only those of one core) get the
 median of the measured pairs of the same kind: same CPU, same socket, or
@@ -169,8 +177,13 @@ def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured) -> MachineM
                 continue
             s_ab, r_ab, rtt_ab = get(a, b)
             s_ba, r_ba, rtt_ba = get(b, a)
-            send[i][j], recv[i][j] = s_ab, r_ab
-            rest = max(0.0, ((rtt_ab + rtt_ba) / 2 - s_ab - r_ab - s_ba - r_ba) / 2)
+            rtt = (rtt_ab + rtt_ba) / 2
+            costs = s_ab + r_ab + s_ba + r_ba
+            # the round trip is measured end to end; the burst figures only split it: when they add up
+            # to more than it (a call costs less in a round trip than in a burst), they are scaled to fit
+            fit = min(1.0, rtt / costs) if costs > 0 else 1.0
+            send[i][j], recv[i][j] = s_ab * fit, r_ab * fit
+            rest = max(0.0, (rtt - costs * fit) / 2)
             if cpu_of[a] == cpu_of[b]:
                 switches.append(rest)
             else:

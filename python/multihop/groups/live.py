@@ -1,5 +1,7 @@
 """A shoot-down measured on a live runtime with today's channels (flat unicast over UMP).
 
+The loops are :mod:`multihop.groups.probe`'s, the ones the calibration times.
+
 The root (this process, attached to ``root`` and pinned to its CPU) has one
 UMP channel to each member process (spawned, one per member core, pinned to
 that core's CPU).  One round: the root sends a message on every channel, in
@@ -27,6 +29,7 @@ from typing import Any
 import multihop as mh
 from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
+from multihop.groups.probe import ack_loop, time_rounds
 
 __all__ = ["LiveShootdown", "measure_shootdown"]
 
@@ -52,8 +55,7 @@ def _member(name: str, core: int, cpu: int | None, service: str, ready: Any) -> 
         ch = d.bind(service, transport="ump", timeout=30)
         ready.set()
         try:
-            while ch.recv(timeout=120) != b"q":
-                ch.send(b"a")
+            ack_loop(ch)
         except mh.MultihopError:
             pass  # the root went away
         ch.close()
@@ -98,14 +100,7 @@ def measure_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds:
             os.sched_setaffinity(0, {rt.cpu_of(root)})
             stack.callback(os.sched_setaffinity, 0, old)
         try:
-            for i in range(warmup + rounds):
-                t0 = time.perf_counter_ns()
-                for ch in order:
-                    ch.send(b"x")
-                for ch in order:
-                    ch.recv(timeout=60)
-                if i >= warmup:
-                    times.append(time.perf_counter_ns() - t0)
+            times = time_rounds(order, rounds, warmup)
         finally:
             for ch in order:
                 with contextlib.suppress(mh.MultihopError):
