@@ -4,13 +4,15 @@
   :mod:`.view`, :mod:`.messages`, :mod:`.service`, :mod:`.member`, and
   :mod:`.simnet`, an in-memory network that drives them;
 * trees over cores: :mod:`.tree`, :mod:`.trees` (flat, radix k, numa),
-  :mod:`.machine_tree` (the lowest simulated shoot-down);
+  :mod:`.machine_tree` (the lowest simulated shoot-down), and
+  :mod:`.convergecast` (replies aggregated back up a tree);
 * ordering as receiver-side machines (:mod:`.ordering`) and independent
   checkers over recorded deliveries (:mod:`.checkers`);
 * the Smelt-style machine model (:mod:`.model`, shipped files in
   ``models/``), the discrete-event simulator (:mod:`.simulate`), the
-  calibration run on a live runtime (:mod:`.calibrate`) and the measured
-  shoot-down over today's channels (:mod:`.live`).
+  calibration run on a live runtime (:mod:`.calibrate`, :mod:`.agent`,
+  :mod:`.probe`) and the measured shoot-down over today's channels
+  (:mod:`.live`); ``multihop groups`` (:mod:`.command`) on the command line.
 
 Phase 2 (the monitors' fan-out) is designed in ``docs/groups.md``.
 """
