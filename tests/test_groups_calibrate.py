@@ -76,6 +76,14 @@ def test_virtual_cores_get_a_switch_cost_and_unmeasured_pairs_are_filled(rt4: mh
     assert live.median > 0 and live.members == (1, 2, 3)
 
 
+def test_calibrating_over_multihop_channels_goes_through_the_monitors(rt4: mh.Runtime) -> None:
+    before = sum(m["data"]["forwarded"] for m in rt4.status()["monitors"])
+    model = calibrate(rt4, [0, 2], rounds=40, bursts=3, burst=16, transport="multihop")
+    assert sum(m["data"]["forwarded"] for m in rt4.status()["monitors"]) - before >= 2 * (40 + 3 * 16)
+    assert "over multihop channels" in model.description
+    assert model.cost("send", 0, 2) > 0 and model.rtt(0, 2) > 0
+
+
 def test_bad_calibration_requests_are_refused_and_the_runtime_keeps_running(rt: mh.Runtime) -> None:
     before = children()
     with pytest.raises(ModelError, match="two or more distinct cores"):
@@ -84,6 +92,8 @@ def test_bad_calibration_requests_are_refused_and_the_runtime_keeps_running(rt: 
         calibrate(rt, [0, 7])
     with pytest.raises(ModelError, match="pairs is 'all' or 'from'"):
         calibrate(rt, pairs="some")
+    with pytest.raises(ModelError, match="transport is 'ump' or 'multihop'"):
+        calibrate(rt, transport="pigeon")
     with pytest.raises(ModelError, match="source core 5"):
         calibrate(rt, pairs="from", source=5)
     with pytest.raises(GroupError, match="distinct member cores"):

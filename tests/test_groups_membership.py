@@ -55,7 +55,7 @@ def test_six_members_every_message_once_to_every_member(order: str, tree: str) -
     eps = group_of(net, 6, order, tree)
     nodes = [net.of_kind(ep, Joined)[0].node for ep in eps]
     assert sorted(nodes) == [1, 2, 3, 4, 5, 6]  # ids count up, in the order the joins reached the service
-    views = {net.members[ep].view("g").view for ep in eps}
+    views = {net.members[ep].view("g") for ep in eps}
     assert len(views) == 1 and 1 <= next(iter(views)).view_id <= 6  # joins queued meanwhile share a view
     for i in range(200):
         ep = eps[i % 3]
@@ -83,7 +83,7 @@ def test_churn_keeps_the_view_rule_and_the_order(order: str, tree: str, seed: in
         r = rng.random()
         if r < 0.75 and senders:
             ep = rng.choice(senders)
-            view = net.members[ep].view("g").view
+            view = net.members[ep].view("g")
             dest = BROADCAST if rng.random() < 0.8 else rng.choice(view.nodes)
             net.do(ep, "send", "g", dest, f"{ep}#{count}".encode())
             count += 1
@@ -104,7 +104,7 @@ def test_churn_keeps_the_view_rule_and_the_order(order: str, tree: str, seed: in
         if left:  # the leave callback comes after every delivery of the group
             assert left == [len(evs) - 1] or all(not isinstance(e, Delivered) for e in evs[left[0]:])
     # everyone alive and still in agrees on the final view
-    finals = {net.members[e].view("g").view for e in net.members if e not in net.dead and "g" in net.members[e].groups()}
+    finals = {net.members[e].view("g") for e in net.members if e not in net.dead and "g" in net.members[e].groups()}
     assert len(finals) <= 1 and (not finals or next(iter(finals)) == net.service.view("g"))
 
 
@@ -136,7 +136,7 @@ def test_total_order_survives_the_sequencer_dying() -> None:
     net = SimNet(seed=5, topology=TOPO)
     eps = group_of(net, 5, "total", "flat")
     sequencer = next(e for e in eps if net.members[e].node("g") == 1)  # the lowest node id
-    assert net.members[sequencer].view("g").view.sequencer(BROADCAST) == 1
+    assert net.members[sequencer].view("g").sequencer(BROADCAST) == 1
     survivors = [e for e in eps if e != sequencer]
     for i in range(200):
         net.do(survivors[i % 4], "send", "g", BROADCAST, f"t{i}".encode())
@@ -149,7 +149,7 @@ def test_total_order_survives_the_sequencer_dying() -> None:
         assert len(net.of_kind(ep, Delivered)) == 200
     orders = {tuple(e.payload for e in net.of_kind(ep, Delivered)) for ep in survivors}
     assert len(orders) == 1
-    assert net.members[survivors[0]].view("g").view.sequencer(BROADCAST) == 2
+    assert net.members[survivors[0]].view("g").sequencer(BROADCAST) == 2
 
 
 def test_multicast_groups_and_unicast_reach_only_their_members() -> None:
@@ -180,7 +180,7 @@ def test_sends_during_a_view_change_go_out_in_the_next_view() -> None:
     eps = group_of(net, 3, "fifo", "flat")
     newcomer = net.add(7)
     net.do(newcomer, "join", "g")
-    while not net.members[eps[0]].view("g").closed:  # bounded: the Prepare is a few steps away
+    while not net.members[eps[0]].streams("g").closed:  # bounded: the Prepare is a few steps away
         assert net.step()
     net.do(eps[0], "send", "g", BROADCAST, b"held")
     assert not net.of_kind(eps[0], Delivered)  # held, not sent in the closing view
@@ -194,7 +194,7 @@ def test_a_queued_send_to_a_member_that_left_fails_clearly() -> None:
     eps = group_of(net, 3, "fifo", "flat")
     node2 = net.members[eps[2]].node("g")
     net.do(eps[2], "leave", "g")
-    while not net.members[eps[0]].view("g").closed:
+    while not net.members[eps[0]].streams("g").closed:
         assert net.step()
     net.do(eps[0], "send", "g", node2, b"late")
     net.run()

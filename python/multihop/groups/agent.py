@@ -10,7 +10,8 @@ over a control channel, one pair at a time:
 ``S<core>``  serve the agent of ``core``: take its channel (accepting it the
              first time) and run :func:`~multihop.groups.probe.ack_loop` on it
              until it says ``E``; then ``s`` back;
-``M<core>``  measure towards ``core`` (whose agent is serving): one-member
+``M<core>``  measure towards ``core`` (whose agent is serving), over a channel of
+             the calibration's transport (UMP, or multi-hop through the monitors): one-member
              shoot-downs (:func:`~multihop.groups.probe.time_rounds`) and a
              burst probe; answer ``R`` + three float64 (send ns, recv ns,
              round trip ns);
@@ -48,7 +49,7 @@ def _measure(ch: mh.Channel, rounds: int, bursts: int, burst: int) -> tuple[floa
 
 
 def run_agent(name: str, core: int, cpu: int | None, prefix: str, rounds: int, bursts: int, burst: int,
-              ready: Any) -> None:
+              ready: Any, transport: str = "ump") -> None:
     """The agent's body (runs in a spawned process until the calibrator says ``Q``)."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
@@ -73,7 +74,9 @@ def run_agent(name: str, core: int, cpu: int | None, prefix: str, rounds: int, b
                     control.send(b"s")
                 elif m[:1] == b"M":
                     if peer not in outgoing:
-                        outgoing[peer] = d.bind(service_name(prefix, peer), transport="ump", timeout=60)
+                        # multi-hop: a window that holds a whole burst, so the burst probe never waits for credit
+                        window = {"window": max(16, 2 * burst)} if transport == "multihop" else {}
+                        outgoing[peer] = d.bind(service_name(prefix, peer), transport=transport, timeout=60, **window)
                         outgoing[peer].send(struct.pack("<I", core))
                     control.send(b"R" + struct.pack("<ddd", *_measure(outgoing[peer], rounds, bursts, burst)))
         finally:

@@ -2,7 +2,8 @@
 
 :func:`calibrate` starts one agent process per core (:mod:`multihop.groups.agent`,
 pinned to the core's CPU, attached to the core's monitor), and has each agent
-measure, over the runtime's own UMP channels, every pair it is asked for:
+measure, over the runtime's own channels (UMP by default, or multi-hop through
+the monitors), every pair it is asked for:
 
 * the round trip a -> b -> a: the median of ``rounds`` one-member
   shoot-downs, timed by the very loops the live shoot-down runs
@@ -64,8 +65,8 @@ def stored_model(rt: mh.Runtime) -> MachineModel | None:
 
 
 def calibrate(rt: mh.Runtime, cores: Sequence[int] | None = None, *, pairs: str = "all", source: int | None = None,
-              rounds: int = 300, bursts: int = 9, burst: int = 64, out: str | os.PathLike[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> MachineModel:
+              rounds: int = 300, bursts: int = 9, burst: int = 64, transport: str = "ump",
+              out: str | os.PathLike[str] | None = None, progress: Callable[[str], None] | None = None) -> MachineModel:
     """Measure ``rt``'s cores and return (and store) their machine model.
 
     Args:
@@ -76,6 +77,8 @@ def calibrate(rt: mh.Runtime, cores: Sequence[int] | None = None, *, pairs: str 
         source: the core of ``pairs="from"`` (default: the first core).
         rounds, bursts, burst: how many round trips, and how many bursts of
             how many sends, per pair.
+        transport: ``"ump"`` (direct rings: what a dispatcher-level tree
+            costs) or ``"multihop"`` (through the monitors on the routing path).
         out: where to store the model (default: the runtime's directory).
         progress: called with a line per pair measured.
 
@@ -90,18 +93,21 @@ def calibrate(rt: mh.Runtime, cores: Sequence[int] | None = None, *, pairs: str 
         raise ModelError(f"cores {missing} are not in runtime {rt.name!r} (its cores: {rt.cores})")
     if pairs not in ("all", "from"):
         raise ModelError(f"pairs is 'all' or 'from', got {pairs!r}")
+    if transport not in ("ump", "multihop"):
+        raise ModelError(f"transport is 'ump' or 'multihop', got {transport!r}")
     src = chosen[0] if source is None else source
     if src not in chosen:
         raise ModelError(f"source core {src} is not among the calibrated cores {chosen}")
     wanted = [(a, b) for a in chosen for b in chosen if a != b and (pairs == "all" or src in (a, b))]
-    measured = measure(rt, chosen, wanted, rounds=rounds, bursts=bursts, burst=burst, progress=progress)
-    model = derive(rt, chosen, measured)
+    measured = measure(rt, chosen, wanted, rounds=rounds, bursts=bursts, burst=burst, transport=transport,
+                       progress=progress)
+    model = derive(rt, chosen, measured, transport)
     model.save(Path(out) if out is not None else rt.dir / STORED_NAME)
     return model
 
 
 def measure(rt: mh.Runtime, cores: Sequence[int], wanted: Sequence[tuple[int, int]], *, rounds: int, bursts: int,
-            burst: int, progress: Callable[[str], None] | None = None) -> Measured:
+            burst: int, transport: str = "ump", progress: Callable[[str], None] | None = None) -> Measured:
     """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile)."""
     prefix = f"mh-calib-{os.getpid()}-{time.monotonic_ns()}"
     spread = len(os.sched_getaffinity(0)) > 1
@@ -109,9 +115,9 @@ def measure(rt: mh.Runtime, cores: Sequence[int], wanted: Sequence[tuple[int, in
     with contextlib.ExitStack() as stack:
         readies = []
         for core in cores:
-            ready = mh_event()
+            ready = _event()
             stack.enter_context(spawned(run_agent, rt.name, core, rt.cpu_of(core) if spread else None, prefix,
-                                        rounds, bursts, burst, ready, grace=10.0))
+                                        rounds, bursts, burst, ready, transport, grace=10.0))
             readies.append(ready)
         for core, ready in zip(cores, readies):
             if not ready.wait(60):
@@ -137,14 +143,14 @@ def measure(rt: mh.Runtime, cores: Sequence[int], wanted: Sequence[tuple[int, in
     return out
 
 
-def mh_event() -> object:
+def _event() -> object:
     """An Event the spawned agents can share."""
     import multiprocessing as mp
 
     return mp.get_context("spawn").Event()
 
 
-def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured) -> MachineModel:
+def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured, transport: str = "ump") -> MachineModel:
     """The machine model of ``cores`` from the measured pairs (see the module docstring)."""
     topo = rt.topology.restrict(cores)
     cpu_of = {c: rt.cpu_of(c) for c in cores}
@@ -188,7 +194,7 @@ def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured) -> MachineM
                 switches.append(rest)
             else:
                 lat[i][j] = rest
-    description = (f"calibrated on {socket.gethostname()} with runtime {rt.name!r} at "
+    description = (f"calibrated over {transport} channels on {socket.gethostname()} with runtime {rt.name!r} at "
                    f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {len(measured)} pairs measured, "
                    f"{n * (n - 1) - len(measured)} filled by kind")
     return MachineModel("calibrated", topo, send, recv, lat, cpu_of,  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ calls :func:`run`::
     multihop groups models                                   # the shipped model files
     multihop groups simulate --model 4x8 [--root 0] [--cores 0-31] [--acks tree] [--work NS]
     multihop groups tree numa --model 8x8 [--root 0] [--cores ...]
-    multihop groups calibrate NAME [--cores 0-3] [--pairs all|from] [--out FILE] [--rounds N]
+    multihop groups calibrate NAME [--cores 0-3] [--pairs all|from] [--out FILE] [--rounds N] [--transport ump|multihop]
 
 ``--model`` takes a shipped name or a TOML file (a calibration's output).
 ``simulate`` prints the simulated shoot-down of flat, radix 2/4/8, numa and
@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="every ordered pair, or only those to and from the first core (default: all)")
     cal.add_argument("--out", default=None, help="model file to write (default: groups-model.toml in the runtime's directory)")
     cal.add_argument("--rounds", type=int, default=300, help="round trips per pair (default 300)")
+    cal.add_argument("--transport", choices=("ump", "multihop"), default="ump",
+                     help="channels to measure over: direct UMP rings or multi-hop through the monitors (default: ump)")
 
 
 def _setup(a: argparse.Namespace) -> tuple[MachineModel, int, list[int], Workload]:
@@ -107,7 +109,7 @@ def _calibrate(a: argparse.Namespace) -> int:
 
     rt = mh.Runtime.attach(a.name)
     cores = parse_cores(a.cores) if a.cores else None
-    model = calibrate(rt, cores, pairs=a.pairs, rounds=a.rounds, out=a.out,
+    model = calibrate(rt, cores, pairs=a.pairs, rounds=a.rounds, transport=a.transport, out=a.out,
                       progress=lambda line: print(f"  {line}", file=sys.stderr))
     where = a.out if a.out is not None else rt.dir / STORED_NAME
     print(f"model of {len(model.cores)} cores written to {where} (switch {model.switch:,.0f} ns)")

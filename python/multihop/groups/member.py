@@ -40,7 +40,7 @@ from multihop.groups.messages import (
 )
 from multihop.groups.streams import ViewStreams
 from multihop.groups.trees import parse_tree
-from multihop.groups.view import ORDERS, Endpoint
+from multihop.groups.view import ORDERS, Endpoint, View
 
 __all__ = ["GroupMember"]
 
@@ -97,8 +97,12 @@ class GroupMember:
         m = self._groups.get(group)
         return m is not None and m.leaving
 
-    def view(self, group: str) -> ViewStreams:
-        """This endpoint's current view of ``group`` and its streams; GroupError if not a member."""
+    def view(self, group: str) -> View:
+        """This endpoint's installed view of ``group``; GroupError if it is not a member."""
+        return self._member(group).view
+
+    def streams(self, group: str) -> ViewStreams:
+        """This endpoint's data plane in its current view of ``group``; GroupError if not a member."""
         return self._member(group)
 
     def _member(self, group: str) -> ViewStreams:
