@@ -94,9 +94,10 @@ def exporter_then_exit(name: str, core: int, service: str, ready: Any, done: Any
     """Export a name, signal, wait, then exit (the name must be freed)."""
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
-    d.export(service)
+    svc = d.export(service)  # held: dropping the Service would withdraw the name
     ready.set()
     done.wait(30)
+    assert svc.name == service
     os._exit(0)
 
 
@@ -142,9 +143,11 @@ def child(target: Any, *args: Any) -> Iterator[Any]:
         p.join(10)
 
 
-def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any) -> None:
+def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any,
+                   done: Any, transport: str = "multihop") -> None:
     """One side of the k-channel multi-hop stream test: send n seqs on each of
-    k channels while checking the peer's n seqs per channel arrive in order."""
+    k channels while checking the peer's n seqs per channel arrive in order;
+    `done` (a two-party barrier) holds the channels open until the peer is finished too."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         if role == "server":
@@ -153,7 +156,7 @@ def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int
             chans = [svc.accept(timeout=60) for _ in range(k)]
         else:
             assert ready.wait(60)
-            chans = [d.bind(service, transport="multihop", window=64, timeout=30) for _ in range(k)]
+            chans = [d.bind(service, transport=transport, window=64, timeout=30) for _ in range(k)]
         # The first message on each channel names it, so both sides agree on order.
         if role == "client":
             for i, ch in enumerate(chans):
@@ -183,7 +186,7 @@ def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int
         result.close()
         result.join_thread()
         # Hold the channels open until the peer is done too.
-        time.sleep(1.0)
+        done.wait(240)
 
 
 def mh_echo(name: str, core: int, service: str, ready: Any) -> None:
@@ -226,11 +229,120 @@ def mh_send_close_exit(name: str, core: int, service: str, ready: Any, n: int) -
     os._exit(0)
 
 
-def cpu_hog(cpu: int, seconds: float) -> None:
-    """Spin on `cpu` for `seconds` (a CPU-bound neighbour for a monitor)."""
+def cpu_hog(cpu: int, seconds: float, running: Any = None) -> None:
+    """Spin on `cpu` for `seconds` (a CPU-bound neighbour for a monitor); set `running` as it starts."""
     os.sched_setaffinity(0, {cpu})
     end = time.monotonic() + seconds
+    if running is not None:
+        running.set()
     x = 0
     while time.monotonic() < end:
         for _ in range(10_000):
             x += 1
+
+
+def bind_send_and_sleep(name: str, core: int, service: str, transport: str, ready: Any, payload: bytes = b"") -> None:
+    """Bind to `service`, send `payload` (if any), set `ready`, then sleep until killed, reading nothing."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    ch = d.bind(service, transport=transport, timeout=30)
+    if payload:
+        ch.send(payload)
+    ready.set()
+    time.sleep(120)
+    assert not ch.closed
+
+
+# ---- the kill -9 / SIGSTOP attack (tests/attack, benches/bench_attack.py) -----------------
+
+
+def attack_starter(root: str, name: str, cores: list[int], routing: str, pids: Any, done: Any) -> None:
+    """Start runtime `name` (owned by this process), report its monitors' pids, wait until
+    `done` (a shared flag) is set, stop it."""
+    os.environ["MULTIHOP_RUNTIME_ROOT"] = root
+    rt = mh.Runtime.start(name, cores=cores, routing=routing)
+    pids.put(rt.monitor_pids)
+    deadline = time.monotonic() + 300
+    while not done.value and time.monotonic() < deadline:  # a flag, not an Event: we may be killed waiting
+        time.sleep(0.02)
+    rt.stop()
+
+
+def attack_server(name: str, core: int, service: str, ready: Any, progress: Any, result: Any, n: int) -> None:
+    """Accept one client and read `n` sequence numbers, checking each is the next one; report
+    (role, count, how it ended, monotonic end time)."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    svc = d.export(service)
+    ready.value = 1
+    got, how = 0, "finished"
+    try:
+        ch = svc.accept(timeout=60)
+        deadline = time.monotonic() + 120
+        while got < n:
+            msgs = ch.recv_batch(256, timeout=max(0.0, deadline - time.monotonic()))
+            if not msgs:
+                how = "timeout"
+                break
+            for m in msgs:
+                v = int.from_bytes(m, "little")
+                if v != got:
+                    how = f"out of order: expected {got}, got {v}"
+                    raise StopIteration
+                got += 1
+            progress.value = got
+        if got == n:
+            ch.recv(timeout=120)  # its library runs (and acks) until the client closes
+            how = "a message after the last"
+    except mh.ChannelClosed:
+        how = "closed" if got < n else "finished"
+    except mh.Timeout:
+        how = "timeout"
+    except StopIteration:
+        pass
+    result.put(("server", got, how, time.monotonic()))
+    result.close()
+    result.join_thread()
+
+
+def attack_client(name: str, core: int, service: str, transport: str, ready: Any, progress: Any, result: Any, n: int) -> None:
+    """Bind and send sequence numbers 0..n-1 in batches; report (role, accepted, how it ended,
+    monotonic end time). A batch cut short by a close counts what it sent (``e.sent``)."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    deadline = time.monotonic() + 60
+    while not ready.value:  # flags, not Events: a killed waiter would wedge an Event
+        assert time.monotonic() < deadline, "the server never exported"
+        time.sleep(0.005)
+    ch = d.bind(service, transport=transport, timeout=60)
+    sent, how = 0, "finished"
+    try:
+        while sent < n:
+            batch = [(sent + j).to_bytes(8, "little") for j in range(min(64, n - sent))]
+            k = ch.send_batch(batch, timeout=120)
+            sent += k
+            progress.value = sent
+            if k < len(batch):
+                how = "timeout"
+                break
+        if how == "finished":
+            ch.flush(timeout=120)  # delivered, not just accepted
+            ch.close()
+    except mh.ChannelClosed as e:
+        sent += getattr(e, "sent", 0) or 0
+        how = "closed"
+    except mh.Timeout:
+        how = "flush timeout"
+    result.put(("client", sent, how, time.monotonic()))
+    result.close()
+    result.join_thread()
+
+
+def bind_many_and_sleep(name: str, core: int, service: str, k: int, ready: Any) -> None:
+    """Bind `k` multi-hop channels to `service`, set `ready`, sleep until killed."""
+    rt = mh.Runtime.attach(name)
+    d = rt.dispatcher(core)
+    chans = [d.bind(service, transport="multihop", timeout=60) for _ in range(k)]
+    ready.set()
+    time.sleep(120)
+    assert len(chans) == k

@@ -137,9 +137,37 @@ def _check_peers(report: Path, plots: list[str]) -> None:
     assert compared == expected - {"pipe"}  # every other transport against Pipe
 
 
+def _check_dispatch(report: Path, plots: list[str]) -> None:
+    mine = [r for r in _csv(report / "latency.csv") if r["suite"] == "dispatch"]
+    cases = {r["case"] for r in mine}
+    for k in ("1", "10"):
+        for path in ("dispatch", "plain"):
+            assert any(f"fanout={k}," in c and f"path={path}," in c for c in cases), (k, path, cases)
+    assert any("op=takeover" in c and "kind=rtt" in c for c in cases)  # one row per orphaned sink
+    assert any("op=macro" in c for c in cases)
+    ratios = [r for r in _csv(report / "baseline_ratios.csv") if r["suite"] == "dispatch"]
+    assert len(ratios) == 2 and all("path=plain" in r["baseline_case"] for r in ratios)
+    assert all(float(r["throughput_ratio"]) > 0 for r in ratios)
+    for r in _csv(report / "throughput.csv"):
+        if r["suite"] == "dispatch" and "kind=oneway" in r["case"]:
+            assert int(r["messages"]) > 0
+
+
+def _check_ges(report: Path, plots: list[str]) -> None:
+    rows = _csv(report / "ges_latency.csv")
+    assert {(r["topology"], r["measuring"], int(r["hops"])) for r in rows} == {
+        ("fig14", "1.6.1.10", 9), ("fig20", "1.6.1.10", 4), ("fig20", "1.5.1.1", 2), ("fig20", "1.5.1.22", 1)}
+    for r in rows:
+        expected = int(r["published"]) * int(r["match"]) // 100
+        assert int(r["received"]) == expected and int(r["others_min"]) == expected, r  # every subscriber, every match
+        assert float(r["mean_ms"]) > 0
+    assert {"ges_latency_match100.png", "ges_latency_match10.png", "ges_throughput.png", "ges_latency_hops.png"} <= set(plots)
+
+
 CHECKS = {
     "channels": _check_channels, "hops": _check_hops, "routing": _check_routing, "window": _check_window,
-    "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers,
+    "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers, "dispatch": _check_dispatch,
+    "ges": _check_ges,
 }  # fmt: skip
 
 
@@ -172,8 +200,17 @@ def _session_procs(sid: int) -> list[psutil.Process]:
     return found
 
 
-def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], delay: float = 0.0) -> tuple[int, str]:
-    """Run `multihop bench ARGS` in its own session; Ctrl-C it once a progress line satisfies `at`.
+def _threads(pid: int) -> set[str]:
+    """The thread ids of process `pid` now."""
+    try:
+        return set(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return set()
+
+
+def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], new_thread: bool = False) -> tuple[int, str]:
+    """Run `multihop bench ARGS` in its own session; Ctrl-C it once a progress line satisfies `at`
+    (and, with `new_thread`, once the bench process has started a thread after that line).
 
     Returns the exit status and stderr, after checking that nothing is left
     behind: no process of the session, no runtime directory, no shared memory.
@@ -195,7 +232,11 @@ def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], delay: flo
             if at(line):
                 break
         assert err and at(err[-1]), "".join(err)
-        time.sleep(delay)
+        if new_thread:
+            tids = _threads(p.pid)
+            while not _threads(p.pid) - tids:
+                assert time.monotonic() < deadline and p.poll() is None, "no new thread in the bench process"
+                time.sleep(0.001)
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
         _, rest = p.communicate(timeout=60)  # a hang at interpreter exit fails here
         err.append(rest)
@@ -225,9 +266,13 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_cases(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
-    """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit."""
+    """Interrupted while multiprocessing.Queue streams run: the queues must not hold up the exit.
+
+    The moment: the queue case's first put, which starts the queue's feeder thread in the bench process
+    (the only thread it starts there), not a delay that a slow or fast machine puts into another case.
+    """
     out = tmp_path / "traces"
-    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, delay=0.8)
+    code, text = _interrupt(out, ["peers", "--quick"], lambda line: " peers: queue 64 B" in line, new_thread=True)
     assert code == 130, text[-3000:]
     assert "interrupted" in text and "Traceback" not in text, text[-3000:]
     (run,) = list(out.iterdir())
@@ -259,7 +304,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
     assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
     assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
-    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers"}
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch"}
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
     assert spark.range(3).count() == 3  # the borrowed session was not stopped

@@ -24,10 +24,11 @@ from typing import Any, Iterator
 
 import pytest
 
-import cffi  # noqa: E402  (a dependency of the package)
+import cffi  # noqa: E402  (the test extra)
 
 import multihop as mh  # noqa: E402
 import procs  # noqa: E402
+from parked import until_parked  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "core-rs" / "include" / "multihop.h"
@@ -49,6 +50,7 @@ CODES = {
     "MH_E_MONITOR": -10,
     "MH_E_OS": -11,
     "MH_E_INTERNAL": -12,
+    "MH_E_EXISTS": -13,
 }
 
 
@@ -191,6 +193,8 @@ def py_service(name: str, core: int, service: str, ready: Any, script: list[tupl
                     raise AssertionError("expected ChannelClosed")
             elif op == "sleep":
                 time.sleep(args[0])
+            elif op == "wait_event":  # (event,): the client says when
+                assert args[0].wait(30), "the client never set the event"
             else:
                 raise ValueError(op)
 
@@ -291,7 +295,8 @@ def test_too_large_keeps_the_message(c: C, rt: mh.Runtime, transport: str) -> No
 
 
 def test_timeouts_and_busy(c: C, rt: mh.Runtime) -> None:
-    with served(c, rt, [("sleep", 0.5), ("drain_until", b"end"), ("send", b"done"), ("wait_closed",)]) as (p, h):
+    full = procs.CTX.Event()  # the service reads nothing until the client is blocked on a full ring
+    with served(c, rt, [("wait_event", full), ("drain_until", b"end"), ("send", b"done"), ("wait_closed",)]) as (p, h):
         ch = h.ptr
         # Nothing to read: a bounded wait, and timeout 0 does not wait at all.
         t0 = time.monotonic()
@@ -300,7 +305,7 @@ def test_timeouts_and_busy(c: C, rt: mh.Runtime) -> None:
         assert "within 200 ms" in c.err()
         assert c.recv(ch, timeout_ms=0)[0] == c.lib.MH_E_TIMEOUT
         assert "no message waiting" in c.err()
-        # Fill the ring without waiting (the service sleeps, then drains): MH_E_BUSY.
+        # Fill the ring without waiting (the service reads nothing yet): MH_E_BUSY.
         sent, rc = 0, 0
         for _ in range(200_000):
             rc = c.send(ch, b"f" * 40, timeout_ms=0)
@@ -311,8 +316,14 @@ def test_timeouts_and_busy(c: C, rt: mh.Runtime) -> None:
         assert sent > 100
         assert c.send(ch, b"f" * 40, timeout_ms=20) == c.lib.MH_E_TIMEOUT
         assert "no room" in c.err()
-        # A blocking send waits for the service to make room.
+        # A blocking send waits for the service to make room: the service starts draining only once
+        # this thread is parked in that send.
+        me = threading.get_native_id()
+        waker = threading.Thread(target=lambda: (until_parked(os.getpid(), me), full.set()), daemon=True)
+        waker.start()
         assert c.send(ch, b"end", timeout_ms=20_000) == 0, c.err()
+        waker.join(30)
+        assert full.is_set()
         assert c.recv(ch, timeout_ms=20_000) == (0, b"done")
     assert finished(p) == 0
 
@@ -376,9 +387,15 @@ def test_blocked_recv_in_a_thread_is_woken(c: C, rt: mh.Runtime) -> None:
     with served(c, rt, [("expect", b"go"), ("send", b"wake up"), ("wait_closed",)]) as (p, h):
         ch = h.ptr
         got: list[Any] = []
-        t = threading.Thread(target=lambda: got.append(c.recv(ch, timeout_ms=20_000)))
+        tid: list[int] = []
+        t = threading.Thread(target=lambda: (tid.append(threading.get_native_id()), got.append(c.recv(ch, timeout_ms=20_000))))
         t.start()
-        time.sleep(0.2)
+        for _ in range(3000):  # bounded: the thread records its id first thing
+            if tid:
+                break
+            time.sleep(0.001)
+        until_parked(os.getpid(), tid[0])  # the recv really waits (parked on its futex) before anything is sent
+        assert got == []
         assert c.send(ch, b"go") == 0
         t.join(30)
         assert not t.is_alive() and got == [(0, b"wake up")]

@@ -11,6 +11,7 @@ import multihop as mh
 from chanpair import channel_pair
 from conftest import unique_name
 import procs
+from parked import all_threads_asleep
 
 
 def _monitor_cpu_seconds(rt: mh.Runtime) -> float:
@@ -26,7 +27,12 @@ def test_monitors_stop_polling_when_traffic_stops() -> None:
                 c.recv(timeout=5)
             polls = sum(m["data"]["polls"] for m in rt.status()["monitors"])
             assert polls > 0, "the monitors never polled during the burst"
-            time.sleep(0.3)  # past every poll budget (at most 200 us) and the guard's 100 ms
+            # Idle: wait until no thread of any monitor is runnable (the forwarders parked after their
+            # poll budget, the guards asleep), then measure a second of idleness.
+            deadline = time.monotonic() + 10
+            while not all(all_threads_asleep(pid) for pid in rt.monitor_pids.values()):
+                assert time.monotonic() < deadline, "the monitors never went idle"
+                time.sleep(0.001)
             before = _monitor_cpu_seconds(rt)
             time.sleep(1.0)
             used = _monitor_cpu_seconds(rt) - before
@@ -35,8 +41,9 @@ def test_monitors_stop_polling_when_traffic_stops() -> None:
 
 def test_a_cpu_hog_on_the_monitors_cpu_does_not_stall_forwarding() -> None:
     with mh.Runtime.start(unique_name("hog"), cores=[0, 1]) as rt:
-        with channel_pair(rt, "multihop") as (c, s), procs.child(procs.cpu_hog, rt.cpu_of(0), 60.0):
-            time.sleep(0.2)  # the hog is running
+        running = procs.CTX.Event()
+        with channel_pair(rt, "multihop") as (c, s), procs.child(procs.cpu_hog, rt.cpu_of(0), 60.0, running):
+            assert running.wait(30), "the CPU hog never started spinning"
             t0 = time.monotonic()
             for i in range(300):
                 c.send(i.to_bytes(4, "little"), timeout=30)

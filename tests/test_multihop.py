@@ -66,6 +66,12 @@ def until(what: str, check: Callable[[], bool], seconds: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def at_last_monitor(rt: mh.Runtime, core: int) -> int:
+    """Messages the monitor of `core` put on its dispatchers' links or queued for them."""
+    (m,) = [m for m in rt.status()["monitors"] if m["core"] == core]
+    return sum(link["forwarded_out"] + link["queued"] for link in m["data"]["links"] if link["kind"] == "dispatcher")
+
+
 def entries(rt: mh.Runtime) -> dict[int, int]:
     """Forwarding-table size of every live monitor, by core."""
     return {m["core"]: m["data"]["forwarding_entries"] for m in rt.status()["monitors"] if "data" in m}
@@ -159,9 +165,9 @@ def test_same_core_bind_goes_through_one_monitor_and_large_messages_cross() -> N
 def test_million_messages_per_direction_on_eight_channels_in_ring_mode() -> None:
     k, n = 8, 1_000_000  # 8 channels, each carrying 1,000,000 messages each way
     with runtime([0, 1, 2], "ring") as rt:
-        ready, result = procs.CTX.Event(), procs.CTX.Queue()
-        with procs.child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result) as srv, procs.child(
-            procs.mh_stream_peer, rt.name, 0, "client", "stream", k, n, ready, result
+        ready, result, done = procs.CTX.Event(), procs.CTX.Queue(), procs.CTX.Barrier(2)
+        with procs.child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result, done) as srv, procs.child(
+            procs.mh_stream_peer, rt.name, 0, "client", "stream", k, n, ready, result, done
         ) as cli:
             outcomes = [result.get(timeout=600), result.get(timeout=600)]
             for role, sent, received in outcomes:
@@ -187,7 +193,9 @@ def test_stalled_receiver_blocks_sender_after_window_and_bounds_monitor_queues()
         assert sent == window
         with pytest.raises(mh.TxBusy, match="credit window"):
             c.try_send(b"one more")
-        time.sleep(1.0)  # the receiver does not read for a second
+        # The receiver reads nothing: wait until all `window` messages are at the last monitor (on the
+        # receiver's link ring or queued for it), so every monitor on the path has had to hold them.
+        until("every message is at the last monitor", lambda: at_last_monitor(rt, 2) == window, 30)
         queued = [m["data"]["max_queue"] for m in rt.status()["monitors"]]
         assert 0 < max(queued) <= window, queued
         for i in range(window):
@@ -492,7 +500,9 @@ def test_messages_sent_just_before_close_and_exit_are_delivered() -> None:
                 ready.set()
                 ch = svc.accept(timeout=30)
                 p.join(10)
-                time.sleep(0.2)
+                # Read only once the TEARDOWN has passed both monitors (their entries are gone): the
+                # data it followed is all on this end's link, with the close right behind it.
+                until("the teardown has passed every monitor", lambda: not any(entries(rt).values()), 10)
                 got = [int.from_bytes(ch.recv(timeout=5), "little") for _ in range(20)]
                 assert got == list(range(20)), f"attempt {attempt}"
                 with pytest.raises(mh.ChannelClosed):

@@ -249,7 +249,7 @@ fn forward_step() -> f64 {
     let mut table = ForwardTable::new();
     let mut vcis = Vec::new();
     for c in 0..10_000u64 {
-        let v = table.draw(1);
+        let v = table.draw(1).expect("random VCI");
         table.insert(1, v, Entry { out_link: 2, out_vci: c + 1, partner: (2, c + 1), chan: c });
         vcis.push(v);
     }
@@ -258,7 +258,7 @@ fn forward_step() -> f64 {
     let mut rx = unsafe { Consumer::new(seg.as_ptr(), geo, usize::MAX) };
     let msgs: Vec<Vec<u8>> = (0..512)
         .map(|i| {
-            let mut m = Header { vci: vcis[(i * 7919) % vcis.len()], dir: DIR_TO_SERVER, kind: Kind::Data, ack: 0 }.encode().to_vec();
+            let mut m = Header { vci: vcis[(i * 7919) % vcis.len()], dir: DIR_TO_SERVER, kind: Kind::Data, flags: 0, ack: 0 }.encode().to_vec();
             m.extend_from_slice(&[0u8; 48]); // 64-byte message
             m
         })

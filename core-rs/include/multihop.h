@@ -24,7 +24,8 @@
  *   Waiting parks the thread on a futex (an idle waiter costs no CPU); a signal does not end a wait.
  * - Handles: a channel may be used from several threads at once (send and recv are each
  *   serialised); mh_close / mh_detach / mh_service_free free the handle, so no other thread may be
- *   using it then. Channels stay usable after their dispatcher is detached.
+ *   using it then. UMP channels stay usable after their dispatcher is detached; multi-hop channels
+ *   end with it (their data rides on its link), but keep it attached while mh_detach is not called.
  * - Out-pointers are set to NULL when a call fails.
  */
 #ifndef MULTIHOP_H
@@ -51,6 +52,7 @@ extern "C" {
 #define MH_E_MONITOR -10   /* the monitor failed, died, or the dispatcher was detached */
 #define MH_E_OS -11        /* an operating-system call failed (the message names it) */
 #define MH_E_INTERNAL -12  /* a bug in the library (caught, reported, never propagated) */
+#define MH_E_EXISTS -13    /* a live runtime of that name exists */
 
 /* ---- handles ------------------------------------------------------------------------------ */
 typedef struct mh_dispatcher mh_dispatcher; /* this process attached to one core's monitor */
@@ -70,19 +72,27 @@ void mh_detach(mh_dispatcher *d);
 int mh_runtime_dir(const char *runtime_name, char *buf, size_t cap, size_t *len);
 
 /* ---- services ----------------------------------------------------------------------------- */
-/* Export `name` through `d`. MH_E_EXPORT if the name is taken. */
+/* Export `name` through `d` with a backlog of 16 connections. MH_E_EXPORT if the name is taken.
+ * A client's mh_bind completes as soon as its connection is queued in the backlog (as a TCP
+ * connect does): the same thread may bind, then accept. C has no connect callback: every client
+ * is taken while there is room; when the backlog is full, further binds wait for room until their
+ * timeout (then MH_E_TIMEOUT for them). */
 int mh_export(mh_dispatcher *d, const char *name, mh_service **out);
-/* Wait for the next client's bind and accept it (C has no connect callback: every client is
- * accepted). MH_E_TIMEOUT if none came. */
+/* mh_export with a backlog of `backlog` connections (1..65536; else MH_E_INVALID). */
+int mh_export_backlog(mh_dispatcher *d, const char *name, size_t backlog, mh_service **out);
+/* Take the next connection from the service's backlog. MH_E_TIMEOUT if none came. */
 int mh_accept(mh_service *s, int64_t timeout_ms, mh_channel **out);
-/* Free the service handle. NULL is a no-op. */
+/* Free the service handle and withdraw the name: connections still in its backlog are closed
+ * (their clients get MH_E_CLOSED) and the name can be exported again. NULL is a no-op. */
 void mh_service_free(mh_service *s);
 
 /* ---- channels ----------------------------------------------------------------------------- */
-/* Bind to the service `name`; `transport` is "ump" (a ring pair shared with the server) or
- * "multihop" (through the monitors, credit window of 16 messages, as Python's default).
- * MH_E_BIND if refused or unknown, MH_E_TIMEOUT if nobody accepted in time (timeout_ms < 0: no
- * limit). Messages up to 1 MiB. */
+/* Bind to the service `name`; `transport` is "ump" (a ring pair shared with the server),
+ * "multihop" (through the monitors, credit window of 16 messages, as Python's default) or "auto"
+ * (UMP when the service's core is ours or the routing table links the two cores directly,
+ * multi-hop otherwise: the rule of Python's generated bindings, multihop.idl.connect).
+ * Completes once the connection is in the service's backlog. MH_E_BIND if refused or unknown,
+ * MH_E_TIMEOUT if the backlog stayed full (timeout_ms < 0: no limit). Messages up to 1 MiB. */
 int mh_bind(mh_dispatcher *d, const char *name, const char *transport, int64_t timeout_ms, mh_channel **out);
 /* Send one message of `len` bytes (`data` may be NULL if len is 0). timeout_ms 0: MH_E_BUSY if the
  * ring is full. MH_E_TOO_LARGE if len > mh_max_message(ch); MH_E_CLOSED if either end closed. */
@@ -92,6 +102,23 @@ int mh_send(mh_channel *ch, const void *data, size_t len, int64_t timeout_ms);
  * in the channel for the next call. MH_E_TIMEOUT if none came (timeout_ms 0: none was there);
  * MH_E_CLOSED once the peer closed (or died) and everything it sent has been read. */
 int mh_recv(mh_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_ms);
+/* Send `count` messages in order (`msgs[i]` of `lens[i]` bytes; msgs[i] may be NULL if lens[i]
+ * is 0), waiting while there is no room. The whole batch is checked first: a NULL message with a
+ * length, or a message over mh_max_message(ch), fails (MH_E_INVALID / MH_E_TOO_LARGE) before
+ * anything is sent. `*sent` (if not NULL) is always set to how many went: all of them on MH_OK;
+ * fewer on MH_E_TIMEOUT (the timeout passed), MH_E_BUSY (timeout_ms 0 and no room) or
+ * MH_E_CLOSED (the channel ended part-way). */
+int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, size_t count,
+                  int64_t timeout_ms, size_t *sent);
+/* Wait until every message sent so far has been consumed by the peer (multi-hop: its credits came
+ * back; UMP: it read them): "accepted by mh_send" is not "delivered", this is. MH_E_TIMEOUT if
+ * the timeout passed, MH_E_CLOSED if the channel ended first; `*unconsumed` (if not NULL) is set
+ * to how many sent messages were not consumed (0 on MH_OK). */
+int mh_flush(mh_channel *ch, int64_t timeout_ms, size_t *unconsumed);
+/* 1 if this end is over (closed here, the peer closed it or died, or its monitor went away;
+ * messages that arrived before can still be read), 0 if not, MH_E_INVALID for NULL. Looks now,
+ * and tells the monitor the moment it knows (it then forgets the channel). */
+int mh_closed(const mh_channel *ch);
 /* Close this end (the peer reads what was sent, then gets MH_E_CLOSED) and free the handle.
  * NULL gives MH_E_INVALID. */
 int mh_close(mh_channel *ch);

@@ -18,10 +18,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::channel::{Waited, Want};
+use crate::dispatcher::{BindOptions, Dispatcher};
 use crate::endpoint::Endpoint;
-use crate::dispatcher::{Dispatcher, Service};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Progress, Result};
 use crate::paths;
+use crate::service::{Service, DEFAULT_BACKLOG};
 
 pub const MH_OK: c_int = 0;
 pub const MH_E_TIMEOUT: c_int = -1;
@@ -36,6 +37,7 @@ pub const MH_E_EXPORT: c_int = -9;
 pub const MH_E_MONITOR: c_int = -10;
 pub const MH_E_OS: c_int = -11;
 pub const MH_E_INTERNAL: c_int = -12;
+pub const MH_E_EXISTS: c_int = -13;
 
 /// The one map from engine error kinds to C return codes.
 pub fn code_of(kind: ErrorKind) -> c_int {
@@ -48,6 +50,7 @@ pub fn code_of(kind: ErrorKind) -> c_int {
         ErrorKind::Protocol => MH_E_PROTOCOL,
         ErrorKind::Bind => MH_E_BIND,
         ErrorKind::RuntimeNotFound => MH_E_NOT_FOUND,
+        ErrorKind::RuntimeExists => MH_E_EXISTS,
         ErrorKind::Export => MH_E_EXPORT,
         ErrorKind::Monitor => MH_E_MONITOR,
         // Waits are retried on a signal, so Interrupted only escapes from a
@@ -72,6 +75,7 @@ fn describe(code: c_int) -> &'static CStr {
         MH_E_MONITOR => c"monitor failed or gone",
         MH_E_OS => c"operating-system call failed",
         MH_E_INTERNAL => c"internal error in libmultihop_core",
+        MH_E_EXISTS => c"a live runtime of that name exists",
         _ => c"unknown error code",
     }
 }
@@ -252,7 +256,21 @@ pub unsafe extern "C" fn mh_export(d: *mut mh_dispatcher, name: *const c_char, o
         let out = out_ptr("mh_export", out)?;
         let d = handle("mh_export", "d", d)?;
         let name = string("mh_export", "name", name)?;
-        let svc = d.disp.export(name).map_err(|e| Error::new(e.kind, format!("export {name:?}: {}", e.message)))?;
+        let svc = d.disp.export(name, DEFAULT_BACKLOG, None).map_err(|e| Error::new(e.kind, format!("export {name:?}: {}", e.message)))?;
+        *out = Box::into_raw(Box::new(mh_service { svc }));
+        Ok(())
+    })
+}
+
+/// # Safety
+/// As for [`mh_export`].
+#[no_mangle]
+pub unsafe extern "C" fn mh_export_backlog(d: *mut mh_dispatcher, name: *const c_char, backlog: usize, out: *mut *mut mh_service) -> c_int {
+    guard("mh_export_backlog", || {
+        let out = out_ptr("mh_export_backlog", out)?;
+        let d = handle("mh_export_backlog", "d", d)?;
+        let name = string("mh_export_backlog", "name", name)?;
+        let svc = d.disp.export(name, backlog, None).map_err(|e| Error::new(e.kind, format!("export {name:?}: {}", e.message)))?;
         *out = Box::into_raw(Box::new(mh_service { svc }));
         Ok(())
     })
@@ -271,8 +289,7 @@ pub unsafe extern "C" fn mh_accept(s: *mut mh_service, timeout_ms: i64, out: *mu
             let slice = end.map_or(Duration::from_millis(100), |d| {
                 d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))
             });
-            if let Some(p) = s.svc.next_request(slice)? {
-                let ch = s.svc.accept(p)?;
+            if let Some(ch) = s.svc.accept_next(slice)? {
                 *out = Box::into_raw(Box::new(mh_channel { ch }));
                 return Ok(());
             }
@@ -315,9 +332,10 @@ pub unsafe extern "C" fn mh_bind(
         let d = handle("mh_bind", "d", d)?;
         let name = string("mh_bind", "name", name)?;
         let transport = string("mh_bind", "transport", transport)?;
+        let opts = BindOptions { transport: transport.to_string(), max_message: None, window: 16, timeout: duration(timeout_ms) };
         let ch = d
             .disp
-            .bind(name, 0, transport, None, 16, duration(timeout_ms), &mut || Ok(()))
+            .bind(name, 0, &opts, &mut || Ok(()))
             .map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
         *out = Box::into_raw(Box::new(mh_channel { ch }));
         Ok(())
@@ -407,6 +425,110 @@ pub unsafe extern "C" fn mh_recv(ch: *mut mh_channel, buf: *mut u8, cap: usize, 
 }
 
 /// # Safety
+/// `ch` NULL or a live channel handle; `msgs` and `lens` NULL or `count`
+/// readable entries, each `msgs[i]` NULL (only if `lens[i]` is 0) or
+/// `lens[i]` readable bytes; `sent` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn mh_send_batch(
+    ch: *mut mh_channel,
+    msgs: *const *const u8,
+    lens: *const usize,
+    count: usize,
+    timeout_ms: i64,
+    sent: *mut usize,
+) -> c_int {
+    let mut done = 0usize;
+    let rc = guard("mh_send_batch", || {
+        let ch = &handle("mh_send_batch", "ch", ch)?.ch;
+        if count == 0 {
+            return Ok(());
+        }
+        if msgs.is_null() || lens.is_null() {
+            return Err(null("mh_send_batch", "msgs or lens (with count > 0)"));
+        }
+        // Everything that can be checked is checked before anything is sent.
+        let ptrs = std::slice::from_raw_parts(msgs, count);
+        let lens = std::slice::from_raw_parts(lens, count);
+        let mut batch: Vec<&[u8]> = Vec::with_capacity(count);
+        for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
+            batch.push(match (p.is_null(), n) {
+                (_, 0) => &[],
+                (true, _) => return Err(Error::invalid(format!("mh_send_batch: msgs[{i}] is NULL with lens[{i}] = {n}; nothing was sent"))),
+                (false, _) => std::slice::from_raw_parts(p, n),
+            });
+        }
+        ch.check_batch(&mut batch.iter().map(|m| m.len()))?;
+        let end = deadline(timeout_ms);
+        while done < count {
+            let n = ch.try_send_many(&mut batch[done..].iter().copied()).map_err(|e| e.with_progress(Progress::Sent(done)))?;
+            done += n;
+            if done < count && n == 0 {
+                if timeout_ms == 0 {
+                    return Err(Error::new(ErrorKind::TxBusy, format!("mh_send_batch: no room after {done} of {count} messages")));
+                }
+                ch.note_busy();
+                let what = format!("mh_send_batch: {done} of {count} messages sent within {timeout_ms} ms");
+                wait_until(ch, Want::Writable(batch[done].len()), end, &what)?;
+            }
+        }
+        Ok(())
+    });
+    if let Some(s) = sent.as_mut() {
+        *s = done;
+    }
+    rc
+}
+
+/// # Safety
+/// `ch` NULL or a live channel handle; `unconsumed` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn mh_flush(ch: *mut mh_channel, timeout_ms: i64, unconsumed: *mut usize) -> c_int {
+    let mut left = 0usize;
+    let rc = guard("mh_flush", || {
+        let ch = &handle("mh_flush", "ch", ch)?.ch;
+        let end = deadline(timeout_ms);
+        let mut asked = false;
+        loop {
+            match ch.flush_poll(&mut asked) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    if let Some(Progress::Unconsumed(n)) = e.progress {
+                        left = n;
+                    }
+                    return Err(e);
+                }
+            }
+            if ch.wait(Want::Flushed, end) == Waited::TimedOut {
+                let e = ch.flush_timeout();
+                if let Some(Progress::Unconsumed(n)) = e.progress {
+                    left = n;
+                }
+                return Err(e);
+            }
+        }
+    });
+    if let Some(u) = unconsumed.as_mut() {
+        *u = left;
+    }
+    rc
+}
+
+/// # Safety
+/// `ch` NULL or a live channel handle.
+#[no_mangle]
+pub unsafe extern "C" fn mh_closed(ch: *const mh_channel) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| match ch.as_ref() {
+        None => {
+            set_last_error("mh_closed: ch is NULL");
+            MH_E_INVALID
+        }
+        Some(c) => c.ch.is_closed() as c_int,
+    }))
+    .unwrap_or(MH_E_INTERNAL)
+}
+
+/// # Safety
 /// `ch` NULL or a live channel handle, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn mh_close(ch: *mut mh_channel) -> c_int {
@@ -453,7 +575,7 @@ mod tests {
     fn every_kind_has_a_distinct_code_with_a_description() {
         use ErrorKind::*;
         let kinds = [
-            RuntimeNotFound, Monitor, Export, Bind, ChannelClosed, TxBusy, Timeout, MessageTooLarge, Protocol,
+            RuntimeNotFound, RuntimeExists, Monitor, Export, Bind, ChannelClosed, TxBusy, Timeout, MessageTooLarge, Protocol,
             InvalidArgument, Os,
         ];
         let mut codes: Vec<c_int> = kinds.iter().map(|k| code_of(*k)).collect();

@@ -17,7 +17,9 @@
 //! End of life: `close` sets this side's flag and rings the peer.  A peer
 //! that dies without closing is seen through its pidfd.  Either way the
 //! other side can still read what was already sent, then gets
-//! `ChannelClosed`; a send to a closed or dead peer fails at once.
+//! `ChannelClosed`; a send to a closed or dead peer fails at once.  An end
+//! is *over* (`is_closed`) as soon as it learns either; it then runs its
+//! close hook (its monitor forgets the channel) without waiting for `close`.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Progress, Result};
 pub use crate::park::Waited;
 use crate::park::{spin_budget, wait_until, Doorbell};
 use crate::peer::PeerWatch;
@@ -84,6 +86,8 @@ impl Side {
 pub enum Want {
     Readable,
     Writable(usize),
+    /// Every message sent so far consumed by the peer (a flush).
+    Flushed,
 }
 
 
@@ -138,7 +142,11 @@ pub struct UmpChannel {
     my_doorbell: Arc<Doorbell>,
     peer_doorbell: Doorbell,
     peer: PeerWatch,
+    /// Set once by `close`; Relaxed: a latch (the flag in the segment is
+    /// what the peer reads, with release/acquire).
     closed_here: AtomicBool,
+    /// Set once the close hook has run.
+    released: AtomicBool,
     /// Blocking waits that parked; statistics only.
     parks: AtomicU64,
     on_close: Mutex<Option<CloseHook>>,
@@ -173,6 +181,16 @@ pub fn create_segment(max_message: usize) -> Result<Segment> {
         h.max_message = max_message as u64;
     }
     Ok(seg)
+}
+
+/// Mark the client end of a channel segment closed: its bind failed, so a
+/// server that set its end up too late sees ChannelClosed at once instead
+/// of waiting on a client that never came.
+pub fn abandon_segment(seg: &Segment) {
+    // SAFETY: a segment made by `create_segment` (at least HEADER_BYTES long).
+    let flags = unsafe { &*seg.at::<ClosedFlags>(128) };
+    // Pairs with the acquire load in `peer_gone` on the server's side.
+    flags.closed[Side::Client.index()].store(1, Ordering::Release);
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -223,6 +241,7 @@ impl UmpChannel {
             peer_doorbell,
             peer,
             closed_here: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             parks: AtomicU64::new(0),
             on_close: Mutex::new(None),
         })
@@ -246,8 +265,30 @@ impl UmpChannel {
     }
 
     /// Whether this end was closed locally.
-    pub fn is_closed(&self) -> bool {
+    pub fn closed_here(&self) -> bool {
         self.closed_here.load(Ordering::Relaxed)
+    }
+
+    /// Whether this end is over: closed here, or (looking now) the peer
+    /// closed it or died. Messages that arrived before can still be read.
+    pub fn is_closed(&self) -> bool {
+        if self.closed_here() {
+            return true;
+        }
+        let over = self.peer_gone(false);
+        if over {
+            self.release();
+        }
+        over
+    }
+
+    /// Run the close hook once (the monitor forgets the channel).
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::Relaxed) {
+            if let Some(f) = lock(&self.on_close).take() {
+                f(self.info.id, None);
+            }
+        }
     }
 
     /// Whether the peer closed its end or died.
@@ -265,9 +306,11 @@ impl UmpChannel {
     }
 
     fn closed_error(&self) -> Error {
-        if self.is_closed() {
-            Error::closed(format!("channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service))
-        } else if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
+        if self.closed_here() {
+            return Error::closed(format!("channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service));
+        }
+        self.release(); // we know it is over: say so to the monitor now
+        if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
             Error::closed(format!("channel {:#x} to {:?}: the peer closed it", self.info.id, self.info.service))
         } else {
             Error::closed(format!(
@@ -277,7 +320,8 @@ impl UmpChannel {
         }
     }
 
-    fn check_len(&self, len: usize) -> Result<()> {
+    /// The error for a message of `len` bytes, if it is too large.
+    pub fn check_len(&self, len: usize) -> Result<()> {
         if len > self.info.max_message {
             return Err(Error::new(
                 ErrorKind::MessageTooLarge,
@@ -300,7 +344,7 @@ impl UmpChannel {
     pub fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         self.check_len(len)?;
-        if self.is_closed() || self.peer_gone(true) {
+        if self.closed_here() || self.peer_gone(true) {
             return Err(self.closed_error());
         }
         let mut tx = lock(&self.tx);
@@ -318,9 +362,11 @@ impl UmpChannel {
         self.peer_doorbell.ring()
     }
 
-    /// Send as many of `msgs` as fit now, in order; returns how many.
+    /// Send as many of `msgs` as fit now, in order; returns how many. The
+    /// caller has checked their sizes (a message found too large ends the
+    /// batch there with MessageTooLarge).
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
-        if self.is_closed() || self.peer_gone(true) {
+        if self.closed_here() || self.peer_gone(true) {
             return Err(self.closed_error());
         }
         let mut tx = lock(&self.tx);
@@ -331,7 +377,12 @@ impl UmpChannel {
                 Some(m) => m,
                 None => break,
             };
-            self.check_len(m.len())?;
+            if let Err(e) = self.check_len(m.len()) {
+                if n == 0 {
+                    return Err(e);
+                }
+                break;
+            }
             if !tx.producer.try_send(KIND_DATA, &[m]) {
                 break;
             }
@@ -351,7 +402,7 @@ impl UmpChannel {
     /// Returns `ChannelClosed` only once the ring is drained.
     #[inline]
     pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
-        if self.is_closed() {
+        if self.closed_here() {
             return Err(self.closed_error());
         }
         let mut rx = lock(&self.rx);
@@ -401,7 +452,7 @@ impl UmpChannel {
         max: usize,
         each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
     ) -> Result<usize> {
-        if self.is_closed() {
+        if self.closed_here() {
             return Err(self.closed_error());
         }
         let mut rx = lock(&self.rx);
@@ -446,7 +497,7 @@ impl UmpChannel {
     }
 
     fn is_ready(&self, want: Want) -> bool {
-        if self.is_closed() {
+        if self.closed_here() {
             return true;
         }
         let ready = match want {
@@ -459,6 +510,7 @@ impl UmpChannel {
                 has
             }
             Want::Writable(len) => lock(&self.tx).producer.want_room(len),
+            Want::Flushed => lock(&self.tx).producer.want_drained(),
         };
         ready || self.peer_gone(true)
     }
@@ -500,9 +552,26 @@ impl UmpChannel {
         self.flags().closed[self.info.side.index()].store(1, Ordering::Release);
         self.peer_doorbell.ring();
         self.my_doorbell.ring(); // wake our own threads blocked on this channel
-        if let Some(f) = lock(&self.on_close).take() {
-            f(self.info.id, None);
+        self.release();
+    }
+
+    /// Messages sent and not yet consumed (given back) by the peer.
+    pub fn unconsumed(&self) -> usize {
+        lock(&self.tx).producer.unconsumed_messages()
+    }
+
+    /// One look for `flush`: true once every message sent so far has been
+    /// consumed by the peer (it gave the ring's slots back). ChannelClosed
+    /// (with the unconsumed count) if the channel ended first.
+    pub fn flush_poll(&self, _asked: &mut bool) -> Result<bool> {
+        if lock(&self.tx).producer.is_drained() {
+            return Ok(true);
         }
+        if self.closed_here() || self.peer_gone(false) {
+            let n = self.unconsumed();
+            return Err(self.closed_error().with_progress(Progress::Unconsumed(n)));
+        }
+        Ok(false)
     }
 
     pub fn stats(&self) -> ChannelStats {

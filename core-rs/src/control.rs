@@ -13,6 +13,8 @@
 //! * monitor -> initial monitor: `Register`, `Lookup`, `Unregister`;
 //! * monitor -> server's monitor: `Bind` (forwarded, same descriptors);
 //! * anyone -> monitor: `Status`, `Shutdown`.
+//!
+//! A frame of any size crosses as one or more datagrams (see `sock.rs`).
 
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::Path;
@@ -99,6 +101,9 @@ pub enum Msg {
         #[serde(default)]
         hops: u32,
     },
+    /// The bind of connect request `conn` gave up (timed out): a service
+    /// that has not taken it yet drops it.
+    ConnectCancel { conn: u64 },
     /// UMP descriptors: [server doorbell] when `accept`. Multi-hop: `vci`
     /// is what the server receives on.
     ConnectReply {
@@ -148,8 +153,17 @@ pub enum Msg {
     Found { req: u64, name: String, iref: u64, core: u32 },
     Unregister { iref: u64 },
 
-    Status { req: u64 },
+    /// `limit`: most entries per list (dispatchers, services, channels,
+    /// registry) in the reply; counts are always whole. `None`: every entry
+    /// (the reply streams in pieces, whatever its size).
+    Status {
+        req: u64,
+        #[serde(default)]
+        limit: Option<u64>,
+    },
     StatusReply { req: u64, status: serde_json::Value },
+    /// A dispatcher withdraws one of its services (its handle was dropped).
+    Unexport { req: u64, iref: u64 },
     Shutdown { req: u64 },
     Done { req: u64 },
 }
@@ -161,6 +175,14 @@ impl Msg {
 
     pub fn decode(frame: &[u8]) -> Result<Msg> {
         serde_json::from_slice(frame).map_err(|e| Error::protocol(format!("malformed control frame: {e}")))
+    }
+
+    /// The message's name (its `op`), for errors about it: never its whole
+    /// text, which a hostile peer could make as large as a frame.
+    pub fn op(&self) -> String {
+        let text = format!("{self:?}");
+        let end = text.find([' ', '{', '(']).unwrap_or(text.len());
+        text[..end].to_string()
     }
 
     pub fn fail(req: u64, e: &Error) -> Msg {
@@ -181,25 +203,47 @@ pub fn send(sock: &SeqSocket, msg: &Msg, fds: &[RawFd]) -> Result<()> {
     sock.send(&msg.encode(), fds).map_err(|e| Error::new(ErrorKind::Monitor, format!("control send failed: {e}")))
 }
 
+/// Largest request a monitor reads from a peer (requests are small; a
+/// routing table for thousands of cores still fits).
+pub const MAX_REQUEST: usize = 16 << 20;
+
 /// Receive one message; `Ok(None)` on EOF.
 pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
-    match sock.recv() {
+    recv_at_most(sock, crate::sock::MAX_FRAME)
+}
+
+/// Receive one message of at most `limit` bytes (a monitor reading a peer's
+/// requests passes [`MAX_REQUEST`]); a longer one is a protocol error.
+pub fn recv_at_most(sock: &SeqSocket, limit: usize) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
+    match sock.recv_at_most(limit) {
         Ok(None) => Ok(None),
         Ok(Some((frame, fds))) => Ok(Some((Msg::decode(&frame)?, fds))),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            Err(Error::timeout("no answer on the control socket in time"))
+            Err(Error::timeout("no answer on the control socket in time (is the monitor stopped or overloaded?)"))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::protocol(format!("bad control frame: {e}"))),
         Err(e) => Err(Error::new(ErrorKind::Monitor, format!("control recv failed: {e}"))),
     }
 }
 
-/// Connect to a monitor socket and say hello.
+/// Connect to a monitor socket and say hello (waiting up to 10 s for the answer).
 pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
-    let sock = SeqSocket::connect(path).map_err(|e| {
-        Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display()))
+    connect_within(path, role, core, Duration::from_secs(10))
+}
+
+/// Connect to a monitor socket and say hello, waiting up to `timeout` for
+/// the answer (a stopped monitor accepts connections but never answers).
+pub fn connect_within(path: &Path, role: Role, core: u32, timeout: Duration) -> Result<(SeqSocket, u32)> {
+    let sock = SeqSocket::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => Error::new(
+            ErrorKind::Monitor,
+            format!("permission denied: the monitor at {} belongs to another user", path.display()),
+        ),
+        _ => Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display())),
     })?;
-    sock.set_send_timeout(Duration::from_secs(10));
-    sock.set_recv_timeout(Some(Duration::from_secs(10)));
+    let timeout = timeout.max(Duration::from_millis(1));
+    sock.set_send_timeout(timeout.min(Duration::from_secs(10)))?;
+    sock.set_recv_timeout(Some(timeout))?;
     // A monitor that refuses us says why and hangs up, possibly before our
     // hello lands: read its answer even if the hello could not be sent.
     let sent = send(&sock, &Msg::Hello { role, core }, &[]);
@@ -218,8 +262,7 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
 /// One request-reply exchange on a fresh connection (monitor to monitor, or
 /// a tool to a monitor).
 pub fn call(path: &Path, role: Role, msg: &Msg, fds: &[RawFd], timeout: Duration) -> Result<(Msg, Vec<OwnedFd>)> {
-    let (sock, _) = connect(path, role, 0)?;
-    sock.set_recv_timeout(Some(timeout));
+    let (sock, _) = connect_within(path, role, 0, timeout)?;
     send(&sock, msg, fds)?;
     match recv(&sock)? {
         Some((reply, fds)) => Ok((reply.into_result()?, fds)),
@@ -232,17 +275,45 @@ pub fn monitor_socket(dir: &Path, core: u32) -> std::path::PathBuf {
     dir.join(format!("mon-{core}.sock"))
 }
 
-/// A random 64-bit identifier from the OS random source.
-pub fn random_u64() -> u64 {
+/// How many times `random_u64` asks the OS before it gives up.
+const RANDOM_TRIES: u32 = 64;
+
+/// A random 64-bit identifier from the OS random source. Retries a bounded
+/// number of times (EINTR, a short read), then fails: a loop that spins
+/// forever on a broken random source would hang a monitor.
+pub fn random_u64() -> Result<u64> {
+    random_u64_from(&mut |buf: &mut [u8]| {
+        // SAFETY: `buf` is a valid, writable buffer of the given length.
+        let r = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    })
+}
+
+/// `random_u64` over any source (`fill` returns how many bytes it wrote).
+fn random_u64_from(fill: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>) -> Result<u64> {
     let mut b = [0u8; 8];
     let mut got = 0;
-    while got < 8 {
-        let r = unsafe { libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, 8 - got, 0) };
-        if r > 0 {
-            got += r as usize;
+    let mut last = None;
+    for _ in 0..RANDOM_TRIES {
+        match fill(&mut b[got..]) {
+            Ok(n) => got += n.min(8 - got),
+            Err(e) => last = Some(e),
+        }
+        if got == 8 {
+            return Ok(u64::from_le_bytes(b));
         }
     }
-    u64::from_le_bytes(b)
+    Err(Error::new(
+        ErrorKind::Os,
+        format!(
+            "the OS random source (getrandom) gave {got} of 8 bytes in {RANDOM_TRIES} tries{}",
+            last.map(|e| format!(": {e}")).unwrap_or_default()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -258,5 +329,25 @@ mod tests {
         }
         assert_eq!(Msg::decode(b"{\"op\":\"nope\"}").unwrap_err().kind, ErrorKind::Protocol);
         assert_eq!(Msg::decode(b"\xff\x00").unwrap_err().kind, ErrorKind::Protocol);
+    }
+
+    #[test]
+    fn random_source_failures_are_bounded() {
+        let mut calls = 0;
+        let e = random_u64_from(&mut |_| {
+            calls += 1;
+            Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+        })
+        .unwrap_err();
+        assert_eq!(calls, RANDOM_TRIES);
+        assert!(e.message.contains("getrandom") && e.message.contains("64 tries"), "{e}");
+        // Short reads add up.
+        let v = random_u64_from(&mut |b| {
+            b[0] = 0xab;
+            Ok(1)
+        })
+        .unwrap();
+        assert_eq!(v, 0xabab_abab_abab_abab);
+        assert_ne!(random_u64().unwrap(), random_u64().unwrap());
     }
 }

@@ -4,36 +4,43 @@
 //! The connection to the monitor stays open for the dispatcher's life (so
 //! each side sees the other's death as EOF).  A reader thread owns the
 //! receiving half: replies go to the thread that made the request (matched
-//! by request id), `Connect` requests go to their service's queue, where
-//! `accept` picks them up.  Every blocking call here waits in slices and
-//! calls the caller's `interrupt` hook between slices, which is how the
-//! Python layer stays responsive to Ctrl-C.
+//! by request id), `Connect` requests go to their service (`service.rs`),
+//! whose acceptor takes them into its backlog.  Every blocking call here
+//! waits in slices and calls the caller's `interrupt` hook between slices,
+//! which is how the Python layer stays responsive to Ctrl-C.
+//!
+//! Lifetimes: every handle (`Dispatcher`, `Service`) shares one `Inner`;
+//! a multi-hop channel keeps it alive too (its data rides on the
+//! dispatcher's link), so dropping every other handle does not take the
+//! monitor connection away from it.  A UMP channel needs no monitor.
 
-use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, DEFAULT_MAX_MESSAGE};
-use crate::endpoint::Endpoint;
-use crate::mhchannel::{DispatcherLink, PendingMh, LINK_MAX_MESSAGE, MAX_WINDOW};
-use crate::wire::{DIR_TO_CLIENT, DIR_TO_SERVER};
+use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, DEFAULT_MAX_MESSAGE, LIMIT_MAX_MESSAGE};
 use crate::control::{self, monitor_socket, random_u64, Msg, Role};
+use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
+use crate::mhchannel::{PendingMh, MAX_WINDOW};
+use crate::mhlink::{DispatcherLink, LINK_MAX_MESSAGE};
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
-use crate::shm::{dup_cloexec, Segment};
+use crate::service::{Acceptor, PendingConnect, Service, ServiceQueue, MAX_BACKLOG};
+use crate::shm::dup_cloexec;
 use crate::sock::SeqSocket;
+use crate::wire::DIR_TO_SERVER;
 
 /// How long one wait slice lasts before the interrupt hook runs.
 const SLICE: Duration = Duration::from_millis(50);
 
 type Reply = (Msg, Vec<OwnedFd>);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -53,54 +60,65 @@ pub fn process_doorbell() -> Result<Arc<Doorbell>> {
     Ok(d)
 }
 
-/// A connect request waiting for `accept`.
-pub struct PendingConnect {
-    conn: u64,
-    pub iref: u64,
-    pub service: String,
-    pub chan: u64,
-    pub transport: String,
-    pub client_pid: u32,
-    pub client_core: u32,
-    vci: u64,
-    window: u32,
-    hops: u32,
-    expires: Instant,
-    fds: Vec<OwnedFd>,
-}
-
-struct ServiceQueue {
-    queue: Mutex<VecDeque<PendingConnect>>,
-    ready: Condvar,
-}
-
-struct Inner {
-    sock: SeqSocket,
+pub(crate) struct Inner {
+    pub(crate) sock: SeqSocket,
     dir: PathBuf,
     core: u32,
     monitor_pid: u32,
     next_req: AtomicU64,
     waiters: Mutex<HashMap<u64, mpsc::Sender<Reply>>>,
-    services: Mutex<HashMap<u64, Arc<ServiceQueue>>>,
-    /// Cleared by the reader thread when the monitor connection ends.
+    pub(crate) services: Mutex<HashMap<u64, Arc<ServiceQueue>>>,
+    /// Cleared by the reader thread when the monitor connection ends
+    /// (Relaxed: a latch; waiters are woken through their own channels).
     alive: AtomicBool,
+    /// Set by `detach` (Relaxed: a latch).
     detached: AtomicBool,
     /// The ring pair with the monitor that multi-hop channels share.
     link: OnceLock<Arc<DispatcherLink>>,
+    /// Takes connect requests into the services' backlogs (started with the
+    /// first export).
+    pub(crate) acceptor: OnceLock<Arc<Acceptor>>,
 }
 
 /// A process attached to a core's monitor.
 #[derive(Clone)]
 pub struct Dispatcher {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-/// An exported service.
-pub struct Service {
-    disp: Dispatcher,
-    pub name: String,
-    pub iref: u64,
-    queue: Arc<ServiceQueue>,
+/// What a bind asks for, checked before anything starts.
+#[derive(Clone, Debug)]
+pub struct BindOptions {
+    pub transport: String,
+    pub max_message: Option<usize>,
+    pub window: u32,
+    pub timeout: Duration,
+}
+
+impl BindOptions {
+    /// Check every argument, with the same ranges on both transports where
+    /// they mean the same thing.
+    pub fn check(&self) -> Result<()> {
+        let limit = match self.transport.as_str() {
+            "ump" => LIMIT_MAX_MESSAGE,
+            "multihop" => LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES,
+            // Either may be chosen: what both carry.
+            "auto" => LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
+            other => return Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
+        };
+        if let Some(m) = self.max_message {
+            if m == 0 || m > limit {
+                return Err(Error::invalid(format!(
+                    "max_message must be in 1..={limit} on a {} channel, got {m}",
+                    self.transport
+                )));
+            }
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(Error::invalid(format!("window must be in 1..={MAX_WINDOW}, got {}", self.window)));
+        }
+        Ok(())
+    }
 }
 
 impl Dispatcher {
@@ -123,7 +141,7 @@ impl Dispatcher {
             }
         }
         let (sock, monitor_pid) = control::connect(&path, Role::Dispatcher, core)?;
-        sock.set_recv_timeout(None);
+        sock.set_recv_timeout(None)?;
         let inner = Arc::new(Inner {
             sock,
             dir: dir.to_path_buf(),
@@ -135,6 +153,7 @@ impl Dispatcher {
             alive: AtomicBool::new(true),
             detached: AtomicBool::new(false),
             link: OnceLock::new(),
+            acceptor: OnceLock::new(),
         });
         let reader = Arc::downgrade(&inner);
         let reader_sock = inner.sock.try_clone().map_err(|e| Error::os("dup control socket", e))?;
@@ -172,7 +191,7 @@ impl Dispatcher {
         Ok(())
     }
 
-    fn link(&self) -> Result<&Arc<DispatcherLink>> {
+    pub(crate) fn link(&self) -> Result<&Arc<DispatcherLink>> {
         self.inner.link.get().ok_or_else(|| Error::new(ErrorKind::Monitor, "this dispatcher has no link to its monitor"))
     }
 
@@ -199,7 +218,7 @@ impl Dispatcher {
         &self.inner.dir
     }
 
-    fn check_alive(&self) -> Result<()> {
+    pub(crate) fn check_alive(&self) -> Result<()> {
         if self.inner.detached.load(Ordering::Relaxed) {
             return Err(Error::new(ErrorKind::Monitor, "this dispatcher has been detached"));
         }
@@ -221,7 +240,7 @@ impl Dispatcher {
         let req = self.inner.next_req.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         lock(&self.inner.waiters).insert(req, tx);
-        let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
+        let raw: Vec<_> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         if let Err(e) = control::send(&self.inner.sock, &make(req), &raw) {
             lock(&self.inner.waiters).remove(&req);
             return Err(e);
@@ -247,60 +266,60 @@ impl Dispatcher {
         result
     }
 
-    /// Export `name`; the registry gives it an iref.
-    pub fn export(&self, name: &str) -> Result<Service> {
+    /// Export `name` with a backlog of `backlog` connections that bound
+    /// but were not accepted yet; the registry gives it an iref.
+    /// `on_connect` (if any) decides, on the service's acceptor thread,
+    /// whether to take each connection.
+    pub fn export(&self, name: &str, backlog: usize, on_connect: Option<crate::service::OnConnect>) -> Result<Service> {
+        if backlog == 0 || backlog > MAX_BACKLOG {
+            return Err(Error::invalid(format!("backlog must be in 1..={MAX_BACKLOG}, got {backlog}")));
+        }
+        let acceptor = Acceptor::of(self)?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        // Register the queue before the name becomes visible, so no connect is lost.
-        let queue = Arc::new(ServiceQueue { queue: Mutex::new(VecDeque::new()), ready: Condvar::new() });
         let (reply, _) = self.request(|req| Msg::Export { req, name: name.to_string() }, &[], deadline, &mut || Ok(()))?;
         match reply {
             Msg::Exported { iref, .. } => {
+                // Connects for this iref may already be on their way: the
+                // reader refuses those it finds no queue for, so register
+                // the queue first thing.
+                let queue = Arc::new(ServiceQueue::new(name, iref, backlog, on_connect));
                 lock(&self.inner.services).insert(iref, queue.clone());
-                Ok(Service { disp: self.clone(), name: name.to_string(), iref, queue })
+                Ok(Service::new(self.clone(), name.to_string(), iref, queue, acceptor))
             }
-            other => Err(Error::protocol(format!("monitor answered export with {other:?}"))),
+            other => Err(Error::protocol(format!("monitor answered export with {}", other.op()))),
         }
     }
 
-    /// Bind to a service by name (or by iref when `name` is empty) over
-    /// `transport` ("ump" or "multihop"; `window` applies to multi-hop).
-    #[allow(clippy::too_many_arguments)]
-    pub fn bind(
-        &self,
-        name: &str,
-        iref: u64,
-        transport: &str,
-        max_message: Option<usize>,
-        window: u32,
-        timeout: Duration,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<Endpoint> {
-        let ch = match transport {
-            "ump" => Endpoint::Ump(self.bind_ump(name, iref, max_message, timeout, interrupt)?),
-            "multihop" => Endpoint::Multihop(self.bind_multihop(name, iref, max_message, window, timeout, interrupt)?),
-            other => {
-                return Err(Error::invalid(format!("unknown transport {other:?}: expected \"ump\" or \"multihop\"")))
-            }
+    /// Bind to a service by name (or by iref when `name` is empty); the
+    /// bind completes once the service has the connection in its backlog.
+    ///
+    /// `opts.transport` "auto" is resolved first ([`crate::transport_choice`]).
+    pub fn bind(&self, name: &str, iref: u64, opts: &BindOptions, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<Endpoint> {
+        let resolved;
+        let opts = if opts.transport == "auto" {
+            resolved = BindOptions { transport: crate::transport_choice::choose(self, name, iref)?.to_string(), ..opts.clone() };
+            &resolved
+        } else {
+            opts
+        };
+        opts.check()?;
+        let ch = if opts.transport == "ump" {
+            Endpoint::Ump(self.bind_ump(name, iref, opts, interrupt)?)
+        } else {
+            Endpoint::Multihop(self.bind_multihop(name, iref, opts, interrupt)?)
         };
         self.track_close(&ch);
         Ok(ch)
     }
 
-    fn bind_ump(
-        &self,
-        name: &str,
-        iref: u64,
-        max_message: Option<usize>,
-        timeout: Duration,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<UmpChannel> {
-        let max_message = max_message.unwrap_or(DEFAULT_MAX_MESSAGE);
+    fn bind_ump(&self, name: &str, iref: u64, opts: &BindOptions, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<UmpChannel> {
+        let max_message = opts.max_message.unwrap_or(DEFAULT_MAX_MESSAGE);
         let seg = create_segment(max_message)?;
         let bell = process_doorbell()?;
-        let chan = random_u64();
+        let chan = random_u64()?;
         let fds = [dup_cloexec(seg.raw_fd())?, dup_cloexec(bell.segment().raw_fd())?];
-        let timeout_ms = timeout.as_millis().max(1) as u64;
-        let (reply, rfds) = self.request(
+        let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let answer = self.request(
             |req| Msg::Bind {
                 req,
                 name: name.to_string(),
@@ -314,11 +333,12 @@ impl Dispatcher {
                 vci: 0,
             },
             &fds,
-            Instant::now() + timeout + Duration::from_secs(3),
+            Instant::now() + opts.timeout + Duration::from_secs(3),
             interrupt,
-        )?;
+        );
+        let (reply, rfds) = answer.inspect_err(|_| crate::channel::abandon_segment(&seg))?;
         let Msg::Bound { chan, service, server_pid, server_core, .. } = reply else {
-            return Err(Error::protocol(format!("monitor answered bind with {reply:?}")));
+            return Err(Error::protocol(format!("monitor answered bind with {}", reply.op())));
         };
         let Some(peer_bell) = rfds.into_iter().next() else {
             return Err(Error::protocol("bind reply carries no doorbell"));
@@ -336,28 +356,17 @@ impl Dispatcher {
         UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn bind_multihop(
         &self,
         name: &str,
         iref: u64,
-        max_message: Option<usize>,
-        window: u32,
-        timeout: Duration,
+        opts: &BindOptions,
         interrupt: &mut dyn FnMut() -> Result<()>,
     ) -> Result<crate::mhchannel::MhChannel> {
         let link = self.link()?.clone();
-        if let Some(m) = max_message {
-            if m > link.max_payload() {
-                return Err(Error::invalid(format!("multi-hop channels carry at most {} bytes per message, asked for {m}", link.max_payload())));
-            }
-        }
-        if window == 0 || window > MAX_WINDOW {
-            return Err(Error::invalid(format!("window must be in 1..={MAX_WINDOW}, got {window}")));
-        }
-        let pending = PendingMh::new(&link, window);
-        let chan = random_u64();
-        let timeout_ms = timeout.as_millis().max(1) as u64;
+        let pending = PendingMh::new(&link, opts.window)?;
+        let chan = random_u64()?;
+        let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
         let (reply, _) = self.request(
             |req| Msg::Bind {
                 req,
@@ -368,15 +377,15 @@ impl Dispatcher {
                 timeout_ms,
                 client_pid: std::process::id(),
                 client_core: self.inner.core,
-                window,
+                window: opts.window,
                 vci: pending.vci_in,
             },
             &[],
-            Instant::now() + timeout + Duration::from_secs(3),
+            Instant::now() + opts.timeout + Duration::from_secs(3),
             interrupt,
         )?;
         let Msg::Bound { chan, service, server_pid, server_core, vci, hops, .. } = reply else {
-            return Err(Error::protocol(format!("monitor answered bind with {reply:?}")));
+            return Err(Error::protocol(format!("monitor answered bind with {}", reply.op())));
         };
         let info = ChannelInfo {
             id: chan,
@@ -388,10 +397,11 @@ impl Dispatcher {
             max_message: 0,
             ring_slots: 0,
         };
-        Ok(pending.complete(info, vci, DIR_TO_SERVER, hops))
+        Ok(pending.complete(info, vci, DIR_TO_SERVER, hops, Some(self.inner.clone())))
     }
 
-    fn track_close(&self, ch: &Endpoint) {
+    /// When `ch` closes (or learns it is over), tell the monitor.
+    pub(crate) fn track_close(&self, ch: &Endpoint) {
         let weak = Arc::downgrade(&self.inner);
         ch.set_on_close(Box::new(move |chan, teardown| {
             if let Some(inner) = weak.upgrade() {
@@ -400,16 +410,17 @@ impl Dispatcher {
         }));
     }
 
-    /// Status of this dispatcher's monitor.
-    pub fn monitor_status(&self) -> Result<serde_json::Value> {
-        let (reply, _) = self.request(|req| Msg::Status { req }, &[], Instant::now() + Duration::from_secs(10), &mut || Ok(()))?;
+    /// Status of this dispatcher's monitor (lists cut at `limit` entries).
+    pub fn monitor_status(&self, limit: Option<u64>) -> Result<serde_json::Value> {
+        let (reply, _) = self.request(|req| Msg::Status { req, limit }, &[], Instant::now() + Duration::from_secs(10), &mut || Ok(()))?;
         match reply {
             Msg::StatusReply { status, .. } => Ok(status),
-            other => Err(Error::protocol(format!("monitor answered status with {other:?}"))),
+            other => Err(Error::protocol(format!("monitor answered status with {}", other.op()))),
         }
     }
 
-    /// Detach from the monitor: services vanish, channels stay usable.
+    /// Detach from the monitor: services vanish and multi-hop channels end
+    /// (their data rides on this connection's link); UMP channels stay usable.
     pub fn detach(&self) {
         if !self.inner.detached.swap(true, Ordering::Relaxed) {
             self.inner.sock.shutdown();
@@ -425,12 +436,14 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Ends the reader thread and tells the monitor we are gone.
         self.sock.shutdown();
+        if let Some(a) = self.acceptor.get() {
+            a.stop();
+        }
     }
 }
 
-
 /// The reader thread: holds only a weak reference while blocked in `recv`,
-/// so dropping the last `Dispatcher` (which shuts the socket down) ends it.
+/// so dropping the last handle (which shuts the socket down) ends it.
 fn read_loop(inner: std::sync::Weak<Inner>, sock: SeqSocket) {
     loop {
         let got = control::recv(&sock);
@@ -450,11 +463,14 @@ fn end(inner: &Inner) {
     inner.alive.store(false, Ordering::Relaxed);
     lock(&inner.waiters).clear(); // dropping the senders wakes every requester
     for q in lock(&inner.services).values() {
-        q.ready.notify_all();
+        q.wake_all();
+    }
+    if let Some(a) = inner.acceptor.get() {
+        a.poke();
     }
 }
 
-fn dispatch(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>) {
+fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {
     let req = match &msg {
         Msg::Exported { req, .. }
         | Msg::Bound { req, .. }
@@ -469,133 +485,25 @@ fn dispatch(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>) {
         }
         return;
     }
+    if let Msg::ConnectCancel { conn } = msg {
+        for q in lock(&inner.services).values() {
+            q.cancel(conn);
+        }
+        return;
+    }
     if let Msg::Connect { conn, iref, service, chan, transport, client_pid, client_core, timeout_ms, vci, window, hops } = msg {
-        let pending = PendingConnect {
-            conn,
-            iref,
-            service,
-            chan,
-            transport,
-            client_pid,
-            client_core,
-            vci,
-            window,
-            hops,
-            expires: Instant::now() + Duration::from_millis(timeout_ms),
-            fds,
-        };
+        let pending = PendingConnect::new(conn, iref, service, chan, transport, client_pid, client_core, vci, window, hops, timeout_ms, fds);
         let queue = lock(&inner.services).get(&iref).cloned();
         match queue {
-            Some(q) => {
-                lock(&q.queue).push_back(pending);
-                q.ready.notify_one();
+            Some(q) if q.offer(pending) => {
+                if let Some(a) = inner.acceptor.get() {
+                    a.poke();
+                }
             }
-            None => {
+            _ => {
                 let reply = Msg::ConnectReply { conn, accept: false, reason: "service no longer exported".into(), vci: 0 };
                 let _ = control::send(&inner.sock, &reply, &[]);
             }
         }
-    }
-}
-
-impl Service {
-    /// Wait up to one slice for a connect request; `None` if none came.
-    /// Expired requests (their client gave up) are refused and skipped.
-    pub fn next_request(&self, slice: Duration) -> Result<Option<PendingConnect>> {
-        self.disp.check_alive()?;
-        let mut q = lock(&self.queue.queue);
-        let deadline = Instant::now() + slice;
-        loop {
-            while let Some(p) = q.pop_front() {
-                if Instant::now() < p.expires {
-                    return Ok(Some(p));
-                }
-                self.reply(&p, false, "the client's bind timed out before accept", None);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            q = self.queue.ready.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
-            self.disp.check_alive()?;
-        }
-    }
-
-    fn reply(&self, p: &PendingConnect, accept: bool, reason: &str, bell: Option<&OwnedFd>) {
-        self.reply_vci(p, accept, reason, bell, 0)
-    }
-
-    fn reply_vci(&self, p: &PendingConnect, accept: bool, reason: &str, bell: Option<&OwnedFd>, vci: u64) {
-        let msg = Msg::ConnectReply { conn: p.conn, accept, reason: reason.to_string(), vci };
-        let raw: Vec<_> = bell.iter().map(|f| f.as_raw_fd()).collect();
-        let _ = control::send(&self.disp.inner.sock, &msg, &raw);
-    }
-
-    /// Refuse a request (the connect callback said no).
-    pub fn refuse(&self, p: PendingConnect, reason: &str) {
-        self.reply(&p, false, reason, None);
-    }
-
-    /// Accept a request: for UMP, map the client's segment and answer with
-    /// our doorbell; for multi-hop, register a VCI on our link and answer
-    /// with it.
-    pub fn accept(&self, p: PendingConnect) -> Result<Endpoint> {
-        let ch = if p.transport == "multihop" { self.accept_multihop(p)? } else { Endpoint::Ump(self.accept_ump(p)?) };
-        self.disp.track_close(&ch);
-        Ok(ch)
-    }
-
-    fn accept_multihop(&self, p: PendingConnect) -> Result<Endpoint> {
-        let link = self.disp.link()?.clone();
-        let pending = PendingMh::new(&link, p.window.clamp(1, MAX_WINDOW));
-        self.reply_vci(&p, true, "", None, pending.vci_in);
-        let info = ChannelInfo {
-            id: p.chan,
-            service: self.name.clone(),
-            transport: "multihop",
-            side: Side::Server,
-            peer_pid: p.client_pid,
-            peer_core: p.client_core,
-            max_message: 0,
-            ring_slots: 0,
-        };
-        Ok(Endpoint::Multihop(pending.complete(info, p.vci, DIR_TO_CLIENT, p.hops)))
-    }
-
-    fn accept_ump(&self, mut p: PendingConnect) -> Result<UmpChannel> {
-        let result = (|| -> Result<UmpChannel> {
-            if p.fds.len() != 2 {
-                return Err(Error::protocol(format!("connect request carries {} descriptors, expected 2", p.fds.len())));
-            }
-            let peer_bell = Doorbell::from_fd(p.fds.pop().unwrap())?;
-            let seg = Segment::from_fd(p.fds.pop().unwrap(), 0)?;
-            let info = ChannelInfo {
-                id: p.chan,
-                service: self.name.clone(),
-                transport: "ump",
-                side: Side::Server,
-                peer_pid: p.client_pid,
-                peer_core: p.client_core,
-                max_message: 0,
-                ring_slots: 0,
-            };
-            UmpChannel::open(seg, info, process_doorbell()?, peer_bell, PeerWatch::new(p.client_pid)?)
-        })();
-        match result {
-            Ok(ch) => {
-                let bell = process_doorbell()?;
-                let fd = dup_cloexec(bell.segment().raw_fd())?;
-                self.reply(&p, true, "", Some(&fd));
-                Ok(ch)
-            }
-            Err(e) => {
-                self.reply(&p, false, &format!("server could not open the channel: {e}"), None);
-                Err(Error::new(ErrorKind::Bind, format!("connect from pid {} refused: {e}", p.client_pid)))
-            }
-        }
-    }
-
-    pub fn dispatcher(&self) -> &Dispatcher {
-        &self.disp
     }
 }

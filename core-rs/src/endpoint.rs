@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::channel::{ChannelInfo, UmpChannel, Waited, Want};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Progress, Result};
 use crate::mhchannel::MhChannel;
 
 pub enum Endpoint {
@@ -51,8 +51,67 @@ impl Endpoint {
         both!(self, c => c.max_message())
     }
 
+    /// Whether `close` was called on this end.
+    pub fn closed_here(&self) -> bool {
+        both!(self, c => c.closed_here())
+    }
+
+    /// Whether this end is over (closed here, the peer closed it or died, or
+    /// its monitor went away), looking now; what arrived before stays readable.
     pub fn is_closed(&self) -> bool {
         both!(self, c => c.is_closed())
+    }
+
+    /// The error for a message of `len` bytes, if it is too large.
+    pub fn check_len(&self, len: usize) -> Result<()> {
+        both!(self, c => c.check_len(len))
+    }
+
+    /// Check a whole batch before any of it is sent: every size, and that
+    /// the channel is not over. Names the first message that is too large.
+    pub fn check_batch(&self, lens: &mut dyn Iterator<Item = usize>) -> Result<()> {
+        for (i, len) in lens.enumerate() {
+            if let Err(e) = self.check_len(len) {
+                return Err(Error::new(e.kind, format!("message {i} of the batch: {}; nothing was sent", e.message)));
+            }
+        }
+        if self.closed_here() {
+            return Err(Error::closed("the channel was closed by this end; nothing was sent").with_progress(Progress::Sent(0)));
+        }
+        Ok(())
+    }
+
+    /// Messages sent and not yet consumed by the peer.
+    pub fn unconsumed(&self) -> usize {
+        both!(self, c => c.unconsumed())
+    }
+
+    /// One look for a flush (see each transport's `flush_poll`).
+    pub fn flush_poll(&self, asked: &mut bool) -> Result<bool> {
+        both!(self, c => c.flush_poll(asked))
+    }
+
+    /// Wait until every message sent so far has been consumed by the peer,
+    /// or `timeout` passes (Timeout) or the channel ends (ChannelClosed);
+    /// both errors carry how many were not consumed.
+    pub fn flush_blocking(&self, timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut asked = false;
+        loop {
+            if self.flush_poll(&mut asked)? {
+                return Ok(());
+            }
+            if self.wait(Want::Flushed, deadline) == Waited::TimedOut {
+                return Err(self.flush_timeout());
+            }
+        }
+    }
+
+    /// The error of a flush whose time ran out.
+    pub fn flush_timeout(&self) -> Error {
+        let n = self.unconsumed();
+        Error::timeout(format!("flush timed out: {n} of the messages sent were not consumed by the peer yet"))
+            .with_progress(Progress::Unconsumed(n))
     }
 
     pub fn close(&self) {

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorKind {
     /// No runtime of that name, or its monitors are gone.
     RuntimeNotFound,
+    /// A live runtime of that name exists (its lock is held).
+    RuntimeExists,
     /// A monitor failed, died, or answered something unexpected.
     Monitor,
     /// Export refused (duplicate name, bad name).
@@ -44,6 +46,7 @@ impl ErrorKind {
     pub fn python_name(self) -> &'static str {
         match self {
             ErrorKind::RuntimeNotFound => "RuntimeNotFound",
+            ErrorKind::RuntimeExists => "RuntimeExists",
             ErrorKind::Monitor => "MonitorError",
             ErrorKind::Export => "ExportError",
             ErrorKind::Bind => "BindError",
@@ -64,11 +67,30 @@ impl ErrorKind {
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    /// How far a multi-message call got before it failed: messages a batch
+    /// sent (`e.sent` in Python), or messages a flush found not consumed
+    /// (`e.unconsumed`); see [`Progress`].
+    pub progress: Option<Progress>,
+}
+
+/// The count an error of a multi-message call carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A batch failed after sending this many of its messages.
+    Sent(usize),
+    /// A flush ended with this many sent messages not yet consumed.
+    Unconsumed(usize),
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into() }
+        Error { kind, message: message.into(), progress: None }
+    }
+
+    /// The same error, saying how far a multi-message call got.
+    pub fn with_progress(mut self, p: Progress) -> Error {
+        self.progress = Some(p);
+        self
     }
 
     /// Wrap an OS error with what we were doing when it happened.

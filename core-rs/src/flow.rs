@@ -6,6 +6,11 @@
 //! a dummy (ack-only) message, which takes no credit.  Monitors forward
 //! without any flow control of their own, so what they queue per channel
 //! direction is bounded by the window.
+//!
+//! A sender that flushes asks for an ack now (a message flagged ACK_NOW):
+//! the receiver marks how many messages had arrived by then ([`Credits::request_ack`])
+//! and acks as soon as it has consumed that many, whatever the window says,
+//! so the sender learns without waiting for `window / 2` more.
 
 /// The window bookkeeping of one channel end. Not thread-safe by itself.
 #[derive(Clone, Debug)]
@@ -13,13 +18,28 @@ pub struct Credits {
     window: u32,
     in_flight: u32,
     consumed_unacked: u32,
+    /// Data messages consumed so far.
+    consumed: u64,
+    /// The peer asked for an ack once `consumed` reaches this.
+    ack_mark: Option<u64>,
+    /// The mark the last ack taken cleared (restored if that ack is undone).
+    cleared_mark: Option<u64>,
     pub acks_sent: u64,
     pub dummies_sent: u64,
 }
 
 impl Credits {
     pub fn new(window: u32) -> Credits {
-        Credits { window: window.max(1), in_flight: 0, consumed_unacked: 0, acks_sent: 0, dummies_sent: 0 }
+        Credits {
+            window: window.max(1),
+            in_flight: 0,
+            consumed_unacked: 0,
+            consumed: 0,
+            ack_mark: None,
+            cleared_mark: None,
+            acks_sent: 0,
+            dummies_sent: 0,
+        }
     }
 
     pub fn window(&self) -> u32 {
@@ -45,10 +65,7 @@ impl Credits {
     /// Undo `on_send` when the message could not be written after all.
     pub fn undo_send(&mut self, ack: u32) {
         self.in_flight -= 1;
-        self.consumed_unacked += ack;
-        if ack > 0 {
-            self.acks_sent -= 1;
-        }
+        self.undo_ack(ack);
     }
 
     fn take_ack(&mut self) -> u32 {
@@ -57,7 +74,30 @@ impl Credits {
         if a > 0 {
             self.acks_sent += 1;
         }
+        self.cleared_mark = self.ack_mark.filter(|m| self.consumed >= *m);
+        if self.cleared_mark.is_some() {
+            self.ack_mark = None;
+        }
         a
+    }
+
+    fn undo_ack(&mut self, ack: u32) {
+        self.consumed_unacked += ack;
+        if ack > 0 {
+            self.acks_sent -= 1;
+        }
+        if let Some(m) = self.cleared_mark.take() {
+            self.ack_mark = Some(self.ack_mark.map_or(m, |n| n.max(m)));
+        }
+    }
+
+    /// The peer asked for an ack once we have consumed `arrived` messages
+    /// (all that had arrived when its request did).
+    pub fn request_ack(&mut self, arrived: u64) {
+        if self.consumed >= arrived && self.consumed_unacked == 0 {
+            return; // acked already (the ack may still be on its way)
+        }
+        self.ack_mark = Some(self.ack_mark.map_or(arrived, |m| m.max(arrived)));
     }
 
     /// The peer acknowledged `n` of our messages.
@@ -68,22 +108,26 @@ impl Credits {
     /// We consumed one data message. Returns true when a dummy ack is due.
     pub fn on_consume(&mut self) -> bool {
         self.consumed_unacked += 1;
+        self.consumed += 1;
         self.ack_due()
     }
 
-    /// Whether we have consumed `window / 2` messages without acknowledging
-    /// them: a dummy ack is due.
+    /// Messages consumed and not acknowledged yet.
+    pub fn unacked(&self) -> u32 {
+        self.consumed_unacked
+    }
+
+    /// Whether a dummy ack is due: we have consumed `window / 2` messages
+    /// without acknowledging them, or everything the peer asked an ack for.
     pub fn ack_due(&self) -> bool {
         self.consumed_unacked >= (self.window / 2).max(1)
+            || (self.consumed_unacked > 0 && self.ack_mark.is_some_and(|m| self.consumed >= m))
     }
 
     /// Undo `on_dummy` when the dummy could not be written.
     pub fn undo_dummy(&mut self, ack: u32) {
         self.dummies_sent -= 1;
-        self.consumed_unacked += ack;
-        if ack > 0 {
-            self.acks_sent -= 1;
-        }
+        self.undo_ack(ack);
     }
 
     /// Take the ack for a dummy message.
@@ -116,5 +160,33 @@ mod tests {
         let ack = a.on_send();
         a.undo_send(ack);
         assert_eq!(a.in_flight(), 2);
+    }
+
+    #[test]
+    fn an_ack_request_is_answered_once_its_messages_are_consumed() {
+        let mut b = Credits::new(16);
+        // Three messages arrived, then the sender's flush asked for an ack.
+        b.request_ack(3);
+        assert!(!b.on_consume());
+        assert!(!b.on_consume());
+        assert!(b.on_consume(), "all three consumed: ack now, not at window/2");
+        let ack = b.on_dummy();
+        assert_eq!(ack, 3);
+        // The mark is spent: later consumes go back to window/2.
+        assert!(!b.on_consume());
+        // A dummy that could not be written restores the request.
+        let mut c = Credits::new(16);
+        c.request_ack(1);
+        assert!(c.on_consume());
+        let ack = c.on_dummy();
+        c.undo_dummy(ack);
+        assert!(c.ack_due());
+        // A request for what was acked already asks for nothing.
+        let mut d = Credits::new(16);
+        d.on_consume();
+        d.on_dummy();
+        d.request_ack(1);
+        assert!(!d.ack_due());
+        assert!(!d.on_consume());
     }
 }

@@ -48,7 +48,7 @@ const DRAIN_PASSES: usize = 4;
 /// A TEARDOWN frame for `vci` made by a monitor (monitors route by VCI
 /// alone, so the direction field is not read).
 fn teardown_frame(vci: u64) -> [u8; HEADER_BYTES] {
-    Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, ack: 0 }.encode()
+    Header { vci, dir: DIR_TO_SERVER, kind: Kind::Teardown, flags: 0, ack: 0 }.encode()
 }
 
 /// Who is at the other end of a link.

@@ -3,27 +3,32 @@
 //! Module map (one concept per file):
 //! - [`error`]: the one error enum
 //! - [`shm`]: memfd segments
-//! - [`ring`]: the SPSC ring of cache-line slots
+//! - [`ring`]: the SPSC ring of cache-line slots (`sync`: its atomics, std's or loom's)
 //! - [`park`]: spin-then-futex waiting and doorbells
 //! - [`peer`]: pidfd watch on the process at the other end
 //! - [`paths`]: runtime directories and socket names
+//! - [`liveness`]: the lock that says a runtime is live
 //! - [`sock`]: SEQPACKET control sockets with descriptor passing
 //! - [`control`]: control-protocol frames
 //! - [`channel`]: UMP channel endpoints (also the rings of a link)
 //! - [`wire`]: the multi-hop frame header
 //! - [`flow`]: the credit window of a multi-hop channel end
-//! - [`mhchannel`]: multi-hop channel endpoints and a dispatcher's link
+//! - [`mhlink`]: a dispatcher's link to its monitor, shared by its multi-hop channels
+//! - [`mhchannel`]: multi-hop channel endpoints
 //! - [`endpoint`]: either kind of endpoint behind one type
-//! - [`dispatcher`]: attach / export / bind / accept
+//! - [`dispatcher`]: attach / export / bind
+//! - [`service`]: an exported service, its backlog and acceptor
 //! - [`vci`]: a monitor's forwarding table
 //! - [`forward`]: a monitor's data plane (links, forwarding loop)
 //! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
-//! - [`monitor`]: the per-core monitor process
+//! - [`monitor`]: the per-core monitor process (one concern per file under `monitor/`)
 //! - [`fixed_layout`]: wire layout of a Flounder message of scalars
+//! - [`transport_choice`]: what transport "auto" stands for (the C ABI's `mh_bind`)
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
-//! - `python` (feature `python`): the PyO3 module `multihop._core`
-//! - `fast_send` (feature `python`): generated stubs' native send methods
+//! - `python` (feature `python`): the PyO3 module `multihop._core`, one
+//!   pyclass per file under `python/` (`fast_send`: generated stubs' native
+//!   send methods)
 
 pub mod capi;
 pub mod channel;
@@ -36,18 +41,21 @@ pub mod flow;
 pub mod forgery;
 pub mod forward;
 pub mod idle_poll;
+pub mod liveness;
 pub mod mhchannel;
+pub mod mhlink;
 pub mod monitor;
 pub mod park;
 pub mod paths;
 pub mod peer;
 pub mod ring;
+pub mod service;
 pub mod shm;
 pub mod sock;
+mod sync;
+pub mod transport_choice;
 pub mod vci;
 pub mod wire;
 
-#[cfg(feature = "python")]
-mod fast_send;
 #[cfg(feature = "python")]
 mod python;

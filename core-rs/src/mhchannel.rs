@@ -1,217 +1,41 @@
-//! Multi-hop channel endpoints (TN-006 2.5, 2.10) and the dispatcher's link
-//! to its monitor that they share.
-//!
-//! A dispatcher has one [`DispatcherLink`] (a ring pair with its core's
-//! monitor).  Every multi-hop channel of the dispatcher is a virtual circuit
-//! on it: outgoing messages carry the VCI the monitor gave us, incoming ones
-//! the VCI we gave the monitor.  Whichever thread reads the link ("pumps")
-//! sorts what it finds into each channel's queue, so channels never steal
-//! each other's messages; pumping another channel's message rings this
-//! process's doorbell so that channel's waiter looks again.
+//! Multi-hop channel endpoints (TN-006 2.5, 2.10), virtual circuits on the
+//! dispatcher's link to its monitor (`mhlink.rs`).
 //!
 //! Flow control is the credit window of `flow.rs`.  Closing sends a
 //! TEARDOWN behind the data, which removes the forwarding entries hop by hop
-//! and closes the other end once it has read what came before.  If the
-//! monitor dies, every channel on the link is closed.
+//! and closes the other end once it has read what came before.
+//!
+//! An end holds what it needs to live: its link, and a keep-alive handle on
+//! its dispatcher's connection to the monitor (dropping the last other
+//! handle on the dispatcher must not tear the link down under it).
+//!
+//! An end is *over* once it was closed here, the peer closed it or died, or
+//! the monitor went away; the moment it learns so, it tells its monitor
+//! (the close hook), which releases the channel's records then, not when
+//! the end is dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::channel::{ChannelInfo, CloseHook, UmpChannel, Want};
-use crate::error::{Error, ErrorKind, Result};
-use crate::flow::Credits;
+use crate::channel::{ChannelInfo, CloseHook, Want};
+use crate::error::{Error, ErrorKind, Progress, Result};
+use crate::mhlink::{lock, DispatcherLink, MhShared, MhState};
 use crate::park::{relay_spin_budget, wait_until, Waited};
-use crate::wire::{Header, Kind, HEADER_BYTES};
+use crate::wire::{Header, Kind, FLAG_ACK_NOW, HEADER_BYTES};
 
-/// Largest message on a link: a full-size channel message and its header.
-pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
+pub use crate::mhlink::LINK_MAX_MESSAGE;
+
 /// Largest credit window a bind may ask for.
 pub const MAX_WINDOW: u32 = 4096;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// VCIs are drawn uniformly from the OS random source, so a VCI is its own
-/// hash: no need to run SipHash over it for every message.
-#[derive(Default)]
-struct VciHasher(u64);
-
-impl std::hash::Hasher for VciHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ *b as u64;
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-type VciMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<VciHasher>>;
 
 /// Payloads up to this size are sent from one contiguous stack buffer
 /// (header and payload together): the ring's fast one-part path.
 const SMALL_SEND: usize = 512;
 
-struct MhState {
-    queue: VecDeque<Vec<u8>>,
-    credits: Credits,
-    peer_closed: bool,
-    received: u64,
-    bytes_received: u64,
-    sent: u64,
-    bytes_sent: u64,
-    busy: u64,
-}
-
-struct MhShared {
-    state: Mutex<MhState>,
-}
-
-/// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
-pub struct DispatcherLink {
-    link: UmpChannel,
-    demux: Mutex<VciMap<Weak<MhShared>>>,
-    /// Messages for a VCI we do not know (a channel already closed): counted.
-    pub dropped: AtomicU64,
-    dead: AtomicBool,
-}
-
-impl DispatcherLink {
-    pub fn new(link: UmpChannel) -> DispatcherLink {
-        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
-    }
-
-    pub fn ring(&self) -> &UmpChannel {
-        &self.link
-    }
-
-    /// Largest payload of a multi-hop message on this link.
-    pub fn max_payload(&self) -> usize {
-        self.link.max_message() - HEADER_BYTES
-    }
-
-    /// A fresh incoming VCI, registered for `shared` before anyone can use it.
-    fn register(&self, shared: &Arc<MhShared>) -> u64 {
-        let mut d = lock(&self.demux);
-        loop {
-            let v = crate::control::random_u64();
-            if v != 0 && !d.contains_key(&v) {
-                d.insert(v, Arc::downgrade(shared));
-                return v;
-            }
-        }
-    }
-
-    fn unregister(&self, vci: u64) {
-        lock(&self.demux).remove(&vci);
-    }
-
-    /// Sort what is on the link into the channels' queues. Returns how many
-    /// messages were handled.
-    fn pump(&self) -> usize {
-        if self.dead.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let mut others = false;
-        let mut sorter = Sorter { link: self, last: None };
-        let got = self.link.try_recv_many(256, &mut |len, copy| {
-            others |= sorter.deliver(len, copy);
-            Ok(true)
-        });
-        drop(sorter);
-        match got {
-            Ok(n) => {
-                if others {
-                    self.link.doorbell().ring();
-                }
-                n
-            }
-            Err(e) if e.kind == ErrorKind::ChannelClosed => {
-                self.die();
-                0
-            }
-            Err(_) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                0
-            }
-        }
-    }
-
-    /// The monitor is gone: every channel on the link is closed.
-    fn die(&self) {
-        if self.dead.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        for w in lock(&self.demux).values() {
-            if let Some(ch) = w.upgrade() {
-                lock(&ch.state).peer_closed = true;
-            }
-        }
-        self.link.doorbell().ring();
-    }
-
-    fn is_dead(&self) -> bool {
-        self.dead.load(Ordering::Relaxed)
-    }
-}
-
-/// Sorts one pump's messages into their channels: the channel of the last
-/// message is kept, so a run of messages for one channel looks it up once.
-struct Sorter<'a> {
-    link: &'a DispatcherLink,
-    last: Option<(u64, Arc<MhShared>)>,
-}
-
-impl Sorter<'_> {
-    /// Hand one link message (`len` bytes, `copy` fills a buffer with it) to
-    /// its channel. Returns true when it went to a channel (whose waiter may
-    /// be another thread: the caller rings this process's doorbell once).
-    fn deliver(&mut self, len: usize, copy: &mut dyn FnMut(&mut [u8])) -> bool {
-        if len < HEADER_BYTES {
-            let mut junk = vec![0u8; len];
-            copy(&mut junk);
-            self.link.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        let mut buf = vec![0u8; len];
-        copy(&mut buf);
-        let Ok(h) = Header::decode(&buf) else {
-            self.link.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        };
-        let ch = match &self.last {
-            Some((v, ch)) if *v == h.vci => ch.clone(),
-            _ => match lock(&self.link.demux).get(&h.vci).and_then(|w| w.upgrade()) {
-                Some(ch) => {
-                    self.last = Some((h.vci, ch.clone()));
-                    ch
-                }
-                None => {
-                    self.link.dropped.fetch_add(1, Ordering::Relaxed);
-                    return false;
-                }
-            },
-        };
-        let mut st = lock(&ch.state);
-        st.credits.on_ack(h.ack);
-        match h.kind {
-            Kind::Data => {
-                buf.drain(..HEADER_BYTES);
-                st.queue.push_back(buf);
-            }
-            Kind::Dummy => {}
-            Kind::Teardown => st.peer_closed = true,
-        }
-        true
-    }
-}
+/// Something an end keeps alive for as long as it lives.
+pub type KeepAlive = Arc<dyn Any + Send + Sync>;
 
 /// One end of a multi-hop channel.
 pub struct MhChannel {
@@ -222,9 +46,15 @@ pub struct MhChannel {
     vci_out: u64,
     dir: u8,
     hops: u32,
+    /// Set once by `close` (Relaxed: a latch; the TEARDOWN it sends is
+    /// ordered by the link ring's own release/acquire).
     closed_here: AtomicBool,
+    /// Set once the close hook has run (by `close` or on learning the end
+    /// is over).
+    released: AtomicBool,
     parks: AtomicU64,
     on_close: Mutex<Option<CloseHook>>,
+    _keep: Option<KeepAlive>,
 }
 
 /// A multi-hop channel end before its bind completes: it already receives.
@@ -237,26 +67,16 @@ pub struct PendingMh {
 
 impl PendingMh {
     /// Register a new channel end on `link` with `window` credits.
-    pub fn new(link: &Arc<DispatcherLink>, window: u32) -> PendingMh {
-        let shared = Arc::new(MhShared {
-            state: Mutex::new(MhState {
-                queue: VecDeque::new(),
-                credits: Credits::new(window),
-                peer_closed: false,
-                received: 0,
-                bytes_received: 0,
-                sent: 0,
-                bytes_sent: 0,
-                busy: 0,
-            }),
-        });
-        let vci_in = link.register(&shared);
-        PendingMh { link: link.clone(), shared, vci_in, window }
+    pub fn new(link: &Arc<DispatcherLink>, window: u32) -> Result<PendingMh> {
+        let shared = Arc::new(MhShared::new(window));
+        let vci_in = link.register(&shared)?;
+        Ok(PendingMh { link: link.clone(), shared, vci_in, window })
     }
 
     /// The bind completed: messages go out with `vci_out` in direction `dir`.
-    pub fn complete(self, mut info: ChannelInfo, vci_out: u64, dir: u8, hops: u32) -> MhChannel {
+    pub fn complete(self, mut info: ChannelInfo, vci_out: u64, dir: u8, hops: u32, keep: Option<KeepAlive>) -> MhChannel {
         info.max_message = self.link.max_payload();
+        let _ = self.shared.out.set((vci_out, dir));
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: fields moved out exactly once; `me` is never dropped.
         let (link, shared) = unsafe { (std::ptr::read(&me.link), std::ptr::read(&me.shared)) };
@@ -269,8 +89,10 @@ impl PendingMh {
             dir,
             hops,
             closed_here: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             parks: AtomicU64::new(0),
             on_close: Mutex::new(None),
+            _keep: keep,
         }
     }
 
@@ -319,18 +141,45 @@ impl MhChannel {
         self.info.max_message
     }
 
-    pub fn is_closed(&self) -> bool {
+    /// Whether `close` was called on this end.
+    pub fn closed_here(&self) -> bool {
         self.closed_here.load(Ordering::Relaxed)
+    }
+
+    /// Whether this end is over: closed here, or (looking at the link now)
+    /// the peer closed it, died, or the monitor went away. Messages that
+    /// arrived before can still be read.
+    pub fn is_closed(&self) -> bool {
+        if self.closed_here() {
+            return true;
+        }
+        self.link.pump();
+        let over = self.link.is_dead() || lock(&self.shared.state).peer_closed;
+        if over {
+            self.release();
+        }
+        over
     }
 
     pub fn set_on_close(&self, f: CloseHook) {
         *lock(&self.on_close) = Some(f);
     }
 
+    /// Run the close hook once (the monitor forgets the channel).
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::Relaxed) {
+            if let Some(f) = lock(&self.on_close).take() {
+                f(self.info.id, None);
+            }
+        }
+    }
+
     fn closed_error(&self) -> Error {
-        if self.is_closed() {
-            Error::closed(format!("multi-hop channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service))
-        } else if self.link.is_dead() {
+        if self.closed_here() {
+            return Error::closed(format!("multi-hop channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service));
+        }
+        self.release(); // we know it is over: say so to the monitor now
+        if self.link.is_dead() {
             Error::closed(format!("multi-hop channel {:#x} to {:?}: this core's monitor is gone", self.info.id, self.info.service))
         } else {
             Error::closed(format!(
@@ -341,7 +190,7 @@ impl MhChannel {
     }
 
     fn header(&self, kind: Kind, ack: u32) -> [u8; HEADER_BYTES] {
-        Header { vci: self.vci_out, dir: self.dir, kind, ack }.encode()
+        Header { vci: self.vci_out, dir: self.dir, kind, flags: 0, ack }.encode()
     }
 
     /// Send one message if the window and the link have room now.
@@ -353,20 +202,27 @@ impl MhChannel {
         r
     }
 
-    /// `try_send` without waking the monitor (the caller rings once after a batch).
-    fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
+    /// The error for a message of `len` bytes, if it is too large.
+    pub fn check_len(&self, len: usize) -> Result<()> {
         if len > self.info.max_message {
             return Err(Error::new(
                 ErrorKind::MessageTooLarge,
                 format!("message of {len} bytes exceeds the channel maximum of {} bytes", self.info.max_message),
             ));
         }
-        if self.is_closed() {
+        Ok(())
+    }
+
+    /// `try_send` without waking the monitor (the caller rings once after a batch).
+    fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
+        if self.closed_here() {
             return Err(self.closed_error());
         }
         let mut st = lock(&self.shared.state);
         if st.peer_closed {
+            drop(st);
             return Err(self.closed_error());
         }
         if !st.credits.can_send() {
@@ -374,6 +230,7 @@ impl MhChannel {
             self.link.pump(); // acks may be waiting on the link
             st = lock(&self.shared.state);
             if st.peer_closed {
+                drop(st);
                 return Err(self.closed_error());
             }
             if !st.credits.can_send() {
@@ -419,7 +276,8 @@ impl MhChannel {
         }
     }
 
-    /// Send as many of `msgs` as fit now; returns how many.
+    /// Send as many of `msgs` as fit now; returns how many. The caller has
+    /// checked their sizes (`check_len`).
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
         let mut n = 0;
         let mut result = Ok(());
@@ -447,17 +305,7 @@ impl MhChannel {
         st.received += 1;
         st.bytes_received += m.len() as u64;
         if st.credits.on_consume() {
-            self.send_dummy(st);
-        }
-    }
-
-    /// Send a dummy ack now. If the link is full it stays due, and is tried
-    /// again on this end's next consume, receive attempt, wait or poll.
-    fn send_dummy(&self, st: &mut MhState) {
-        let ack = st.credits.on_dummy();
-        let hdr = self.header(Kind::Dummy, ack);
-        if self.link.ring().try_send(&[&hdr]).is_err() {
-            st.credits.undo_dummy(ack);
+            self.shared.send_dummy(st, self.link.ring(), 0);
         }
     }
 
@@ -465,19 +313,19 @@ impl MhChannel {
     fn retry_due_ack(&self) {
         let mut st = lock(&self.shared.state);
         if st.credits.ack_due() {
-            self.send_dummy(&mut st);
+            self.shared.send_dummy(&mut st, self.link.ring(), 0);
         }
     }
 
     /// Receive one message if one is there (see `UmpChannel::try_recv_with`).
     pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
-        if self.is_closed() {
+        if self.closed_here() {
             return Err(self.closed_error());
         }
         let mut st = lock(&self.shared.state);
         if st.queue.is_empty() {
             if st.credits.ack_due() {
-                self.send_dummy(&mut st); // one that did not fit before
+                self.shared.send_dummy(&mut st, self.link.ring(), 0); // one that did not fit before
             }
             drop(st);
             self.link.pump();
@@ -487,7 +335,9 @@ impl MhChannel {
         // the queue only once that succeeded (the C ABI's "too large for
         // your buffer" keeps the message).
         let Some(m) = st.queue.front() else {
-            return if st.peer_closed { Err(self.closed_error()) } else { Ok(None) };
+            let closed = st.peer_closed;
+            drop(st);
+            return if closed { Err(self.closed_error()) } else { Ok(None) };
         };
         let made = make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?;
         self.take_front(&mut st);
@@ -500,7 +350,7 @@ impl MhChannel {
         max: usize,
         each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
     ) -> Result<usize> {
-        if self.is_closed() {
+        if self.closed_here() {
             return Err(self.closed_error());
         }
         self.link.pump();
@@ -514,14 +364,15 @@ impl MhChannel {
             self.take_front(&mut st);
             n += 1;
         }
-        if n == 0 && st.peer_closed {
+        if n == 0 && st.peer_closed && st.queue.is_empty() {
+            drop(st);
             return Err(self.closed_error());
         }
         Ok(n)
     }
 
     fn ready(&self, want: Want) -> bool {
-        if self.is_closed() || self.link.is_dead() {
+        if self.closed_here() || self.link.is_dead() {
             return true;
         }
         {
@@ -535,6 +386,7 @@ impl MhChannel {
                     drop(st);
                     return self.link.ring().readable() || self.writable_link(want);
                 }
+                Want::Flushed if st.credits.in_flight() == 0 => return true,
                 _ => {}
             }
         }
@@ -544,6 +396,7 @@ impl MhChannel {
             return match want {
                 Want::Readable => !st.queue.is_empty() || st.peer_closed,
                 Want::Writable(_) => st.credits.can_send() || st.peer_closed,
+                Want::Flushed => st.credits.in_flight() == 0 || st.peer_closed,
             };
         }
         false
@@ -552,7 +405,7 @@ impl MhChannel {
     fn writable_link(&self, want: Want) -> bool {
         match want {
             Want::Writable(len) => self.link.ring().want_room(len + HEADER_BYTES),
-            Want::Readable => false,
+            Want::Readable | Want::Flushed => false,
         }
     }
 
@@ -573,19 +426,54 @@ impl MhChannel {
         self.ready(Want::Readable)
     }
 
+    /// Messages sent and not yet acknowledged as consumed by the peer.
+    pub fn unconsumed(&self) -> usize {
+        self.link.pump();
+        lock(&self.shared.state).credits.in_flight() as usize
+    }
+
+    /// One look for `flush`: true once every message sent so far has been
+    /// consumed by the peer (its credits came back). The first look asks
+    /// the peer to ack at once (`asked` remembers it). ChannelClosed (with
+    /// the unconsumed count) if the channel ended first.
+    pub fn flush_poll(&self, asked: &mut bool) -> Result<bool> {
+        if self.closed_here() {
+            let n = lock(&self.shared.state).credits.in_flight() as usize;
+            return Err(self.closed_error().with_progress(Progress::Unconsumed(n)));
+        }
+        self.link.pump();
+        let mut st = lock(&self.shared.state);
+        let n = st.credits.in_flight() as usize;
+        if n == 0 {
+            return Ok(true);
+        }
+        if st.peer_closed || self.link.is_dead() {
+            drop(st);
+            return Err(self.closed_error().with_progress(Progress::Unconsumed(n)));
+        }
+        if !*asked {
+            *asked = self.shared.send_dummy(&mut st, self.link.ring(), FLAG_ACK_NOW);
+        }
+        Ok(false)
+    }
+
     /// Close this end: a TEARDOWN follows the data already sent, in band.
     /// If the link to the monitor is full, the close hook asks the monitor
     /// (over the control socket) to send it once it has drained the link,
-    /// which keeps it behind the data and never blocks here. Idempotent.
+    /// which keeps it behind the data and never blocks here. No TEARDOWN
+    /// when the channel is already over (the path is gone). Idempotent.
     pub fn close(&self) {
         if self.closed_here.swap(true, Ordering::Relaxed) {
             return;
         }
+        let over = self.link.is_dead() || lock(&self.shared.state).peer_closed;
         let hdr = self.header(Kind::Teardown, 0);
-        let in_band = self.link.is_dead() || self.link.ring().try_send(&[&hdr]).is_ok();
+        let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
-        if let Some(f) = lock(&self.on_close).take() {
-            f(self.info.id, (!in_band).then_some(self.vci_out));
+        if !self.released.swap(true, Ordering::Relaxed) {
+            if let Some(f) = lock(&self.on_close).take() {
+                f(self.info.id, (!in_band).then_some(self.vci_out));
+            }
         }
     }
 

@@ -118,7 +118,7 @@ fn can_create_file_in(dir: &[u8]) -> bool {
             name.push(b'/');
         }
         name.extend_from_slice(
-            format!(".mh-probe-{}-{:x}-{attempt}", std::process::id(), crate::control::random_u64()).as_bytes(),
+            format!(".mh-probe-{}-{:x}-{attempt}", std::process::id(), crate::control::random_u64().unwrap_or(attempt as u64)).as_bytes(),
         );
         let Ok(c) = std::ffi::CString::new(name) else { return false };
         // SAFETY: a valid NUL-terminated path; the descriptor is closed at once.

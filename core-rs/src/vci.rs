@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::control::random_u64;
+use crate::error::Result;
 
 /// Index of a link in its monitor.
 pub type LinkId = u32;
@@ -37,11 +38,11 @@ impl ForwardTable {
 
     /// A fresh VCI not in use or reserved on `link` (never 0), reserved
     /// until `insert` installs it or `release` gives it up.
-    pub fn draw(&mut self, link: LinkId) -> u64 {
+    pub fn draw(&mut self, link: LinkId) -> Result<u64> {
         loop {
-            let v = random_u64();
+            let v = random_u64()?;
             if v != 0 && !self.map.contains_key(&(link, v)) && self.reserved.insert((link, v)) {
-                return v;
+                return Ok(v);
             }
         }
     }
@@ -101,7 +102,7 @@ mod tests {
     #[test]
     fn pairs_are_installed_and_removed_together() {
         let mut t = ForwardTable::new();
-        let (va, vb) = (t.draw(1), t.draw(2));
+        let (va, vb) = (t.draw(1).unwrap(), t.draw(2).unwrap());
         t.insert(1, va, Entry { out_link: 2, out_vci: 200, partner: (2, vb), chan: 9 });
         t.insert(2, vb, Entry { out_link: 1, out_vci: 100, partner: (1, va), chan: 9 });
         assert!(t.reserved.is_empty());
@@ -118,7 +119,7 @@ mod tests {
     #[test]
     fn drawn_vcis_are_reserved_until_installed_or_released() {
         let mut t = ForwardTable::new();
-        let drawn: Vec<u64> = (0..1000).map(|_| t.draw(3)).collect();
+        let drawn: Vec<u64> = (0..1000).map(|_| t.draw(3).unwrap()).collect();
         let distinct: HashSet<u64> = drawn.iter().copied().collect();
         assert_eq!(distinct.len(), drawn.len());
         assert!(drawn.iter().all(|v| *v != 0 && t.reserved.contains(&(3, *v))));

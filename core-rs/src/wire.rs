@@ -7,11 +7,12 @@
 //! 0   u64  vci     virtual circuit identifier, local to this link hop
 //! 8   u8   dir     1: client -> server, 2: server -> client
 //! 9   u8   kind    DATA, DUMMY (ack only, takes no credit), TEARDOWN
-//! 10  u16  reserved (0)
+//! 10  u16  flags   ACK_NOW (1): the sender waits for its credits
+//!                  (a flush); ack as soon as what came before is consumed
 //! 12  u32  ack     messages the sender consumed since its last ack
 //! ```
 //!
-//! Each monitor rewrites `vci` and nothing else.
+//! Each monitor rewrites `vci` and nothing else. Unknown flags are ignored.
 
 use crate::error::{Error, Result};
 
@@ -19,6 +20,9 @@ pub const HEADER_BYTES: usize = 16;
 
 pub const DIR_TO_SERVER: u8 = 1;
 pub const DIR_TO_CLIENT: u8 = 2;
+
+/// Flag: ack as soon as every message before this one is consumed.
+pub const FLAG_ACK_NOW: u16 = 1;
 
 /// What a multi-hop message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +38,7 @@ pub struct Header {
     pub vci: u64,
     pub dir: u8,
     pub kind: Kind,
+    pub flags: u16,
     pub ack: u32,
 }
 
@@ -43,6 +48,7 @@ impl Header {
         b[0..8].copy_from_slice(&self.vci.to_le_bytes());
         b[8] = self.dir;
         b[9] = self.kind as u8;
+        b[10..12].copy_from_slice(&self.flags.to_le_bytes());
         b[12..16].copy_from_slice(&self.ack.to_le_bytes());
         b
     }
@@ -62,10 +68,11 @@ impl Header {
             return Err(Error::protocol(format!("bad multi-hop direction {dir}")));
         }
         Ok(Header {
-            vci: u64::from_le_bytes(b[0..8].try_into().unwrap()),
+            vci: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
             dir,
             kind,
-            ack: u32::from_le_bytes(b[12..16].try_into().unwrap()),
+            flags: u16::from_le_bytes([b[10], b[11]]),
+            ack: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
         })
     }
 
@@ -82,7 +89,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
-        let h = Header { vci: 0xdead_beef_1234, dir: DIR_TO_CLIENT, kind: Kind::Dummy, ack: 9 };
+        let h = Header { vci: 0xdead_beef_1234, dir: DIR_TO_CLIENT, kind: Kind::Dummy, flags: FLAG_ACK_NOW, ack: 9 };
         let mut b = h.encode().to_vec();
         assert_eq!(Header::decode(&b).unwrap(), h);
         Header::rewrite_vci(&mut b, 7);

@@ -1,4 +1,5 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``groups``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``,
+``groups``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -31,16 +32,18 @@ def _cmd_down(a: argparse.Namespace) -> int:
 
 def format_status(st: dict[str, Any]) -> str:
     """Human-readable status of a runtime (monitors, dispatchers, services, channels)."""
-    out = [f"runtime {st['name']!r}  routing={st['routing']}  cores={st['cores']}  dir={st['dir']}"]
+    live = "" if st.get("live", True) else "  (NOT LIVE: no monitor holds its lock)"
+    out = [f"runtime {st['name']!r}  routing={st['routing']}  cores={st['cores']}  dir={st['dir']}{live}"]
     out.append("monitors:")
     for m in st["monitors"]:
         if "error" in m:
             out.append(f"  core {m['core']}: UNREACHABLE ({m['error']})")
             continue
         role = " (initial: registry)" if m.get("initial") else ""
+        counts = m.get("counts") or {k: len(m[k]) for k in ("dispatchers", "services", "channels")}
         out.append(
-            f"  core {m['core']}: pid {m['pid']} cpu {m['cpu']}{role}  dispatchers={len(m['dispatchers'])}"
-            f" services={len(m['services'])} channels={len(m['channels'])} binds ok/failed={m['binds_ok']}/{m['binds_failed']}"
+            f"  core {m['core']}: pid {m['pid']} cpu {m['cpu']}{role}  dispatchers={counts['dispatchers']}"
+            f" services={counts['services']} channels={counts['channels']} binds ok/failed={m['binds_ok']}/{m['binds_failed']}"
         )
         data = m.get("data", {})
         row = ", ".join(f"{d}->{n}" for d, n in sorted(m.get("routing_row", {}).items(), key=lambda kv: int(kv[0])))
@@ -67,11 +70,15 @@ def format_status(st: dict[str, Any]) -> str:
                 f"    channel {c['id']:#x} {c['transport']} {c['service']!r} ({c['side']} side): "
                 f"client pid {c['client_pid']} <-> server pid {c['server_pid']}"
             )
+        for kind in ("dispatchers", "services", "channels"):
+            more = counts[kind] - len(m[kind])
+            if more > 0:
+                out.append(f"    ... and {more:,} more {kind} (--limit N or --json --limit -1 to see them)")
     return "\n".join(out)
 
 
 def _cmd_status(a: argparse.Namespace) -> int:
-    st = mh.Runtime.attach(a.name).status()
+    st = mh.Runtime.attach(a.name).status(limit=None if a.limit < 0 else a.limit)
     print(json.dumps(st, indent=2) if a.json else format_status(st))
     return 0
 
@@ -88,6 +95,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
+    from multihop.extras import require
+
+    require("bench", "multihop bench")  # before the suites import pyarrow
     from multihop.bench import suites
 
     cores = tuple(parse_cores(a.cores)) if a.cores is not None else None
@@ -103,10 +113,22 @@ def _cmd_stubgen(a: argparse.Namespace) -> int:
     return command.run(a)
 
 
+def _cmd_ges(a: argparse.Namespace) -> int:
+    from multihop.ges import command
+
+    return command.run(a)
+
+
 def _cmd_analyze(a: argparse.Namespace) -> int:
     from multihop.analysis.command import run_args
 
     return run_args(a)
+
+
+def _cmd_dispatch(a: argparse.Namespace) -> int:
+    from multihop.dispatch import command
+
+    return command.run(a)
 
 
 def _cmd_groups(a: argparse.Namespace) -> int:
@@ -116,8 +138,8 @@ def _cmd_groups(a: argparse.Namespace) -> int:
 
 
 def suites_names() -> tuple[str, ...]:
-    """Names ``multihop bench`` accepts."""
-    from multihop.bench.suites import SUITES
+    """Names ``multihop bench`` accepts (known without the bench extra)."""
+    from multihop.bench.suite_names import SUITES
 
     return SUITES
 
@@ -141,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show monitors, dispatchers, services and channels")
     status.add_argument("name")
     status.add_argument("--json", action="store_true")
+    status.add_argument("--limit", type=int, default=20, metavar="N",
+                        help="list at most N dispatchers, services and channels per monitor (counts are always whole; "
+                        "-1: all of them)")
     status.set_defaults(func=_cmd_status)
 
     demo = sub.add_parser("demo", help="ping-pong and throughput between two processes, against multiprocessing.Pipe")
@@ -178,6 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
                         description=analyze_command.DESCRIPTION)
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
+
+    from multihop.dispatch import command as dispatch_command
+
+    dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
+    dispatch_command.add_arguments(dp)
+    dp.set_defaults(func=_cmd_dispatch)
+
+    from multihop.ges import command as ges_command
+
+    gs = sub.add_parser("ges", help="GES broker hierarchy: up, status, graph, down", description=ges_command.DESCRIPTION)
+    ges_command.add_arguments(gs)
+    gs.set_defaults(func=_cmd_ges)
 
     from multihop.groups import command as groups_command
 

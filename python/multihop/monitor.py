@@ -3,8 +3,11 @@
 Started by :meth:`multihop.Runtime.start`, one process per core.  The
 process pins itself to ``--cpu``, listens on ``mon-<core>.sock`` in
 ``--dir`` and runs until shut down, signalled (SIGTERM/SIGINT/SIGHUP), or,
-when ``--owner-pid`` is given, until that process exits.  The GIL is
-released for the whole life of the loop.
+when ``--owner-pid`` is given, until that process exits.  ``--lock-fd`` is
+the runtime lock the starter took and passed down (an inherited
+descriptor): the monitor holds it for its whole life, which is what makes
+the runtime live (see ``core-rs/src/liveness.rs``).  The GIL is released for
+the whole life of the loop.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--initial-core", type=int, required=True, help="core of the initial monitor (registry)")
     p.add_argument("--cpu", type=int, default=None, help="real CPU to pin to")
     p.add_argument("--owner-pid", type=int, default=None, help="exit when this process exits")
+    p.add_argument("--lock-fd", type=int, default=None, help="inherited descriptor of the runtime lock")
     a = p.parse_args(argv)
     try:
-        return _core.run_monitor(a.dir, a.core, a.initial_core, cpu=a.cpu, owner_pid=a.owner_pid)
+        return _core.run_monitor(a.dir, a.core, a.initial_core, cpu=a.cpu, owner_pid=a.owner_pid, lock_fd=a.lock_fd)
     except Exception as e:  # a monitor that cannot start says why, in its log
         print(f"monitor {a.core}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

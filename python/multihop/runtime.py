@@ -10,13 +10,24 @@ A runtime started by a program lives as long as that program (the monitors
 watch it through a pidfd) unless started with ``detached=True``, as
 ``multihop up`` does; a detached runtime lives until ``stop()`` /
 ``multihop down``.
+
+Liveness is a lock, never a status request: the starter takes an exclusive
+``flock`` on ``<dir>/lock`` and passes that very open file to every monitor,
+which holds it for its whole life (``core-rs/src/liveness.rs``).  A runtime
+is live while the lock is held; ``start`` of a live name raises
+RuntimeExists, ``attach`` of a name that is not live raises RuntimeNotFound,
+and a directory is emptied or removed only by whoever holds the lock.
+``stop`` kills a monitor only after checking it is the process it started
+(its pidfd, and the start time recorded at spawn).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
-import shutil
+import select
 import signal
 import subprocess
 import sys
@@ -24,8 +35,6 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Sequence
-
-import psutil
 
 from multihop import _core
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
@@ -38,6 +47,8 @@ __all__ = ["Runtime", "Dispatcher"]
 Dispatcher = _core.Dispatcher
 
 _META = "runtime.json"
+# Largest core id (real or virtual) a runtime may use.
+MAX_CORE = 65535
 
 
 def _real_cpus() -> list[int]:
@@ -60,16 +71,89 @@ def _machine_topology(cores: Sequence[int], cpus: Sequence[int]) -> Topology:
     return Topology([sockets[i] for i in sorted(sockets)])
 
 
-def _alive(pid: int) -> bool:
+def _start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, /proc/PID/stat field 22), or None if gone."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):  # exited, not reaped yet
+        return None
+    return int(fields[19])
+
+
+def _is_process(pid: int, start: int | None) -> bool:
+    """Whether `pid` is running and is the process that started at `start` (not a reused pid)."""
+    now = _start_ticks(pid)
+    return now is not None and (start is None or now == start)
+
+
+def _kill_verified(pid: int, start: int | None, wait: float = 5.0) -> bool:
+    """SIGKILL process `pid` only if it is still the one that started at `start`.
+
+    The pidfd is opened before the check, so the signal can only reach the
+    process that was checked (a pid reused after the check would give a
+    pidfd of an exited process, and the kill fails harmlessly). Returns
+    whether a process was killed.
+    """
+    if start is None:
+        return False  # no identity to check against: never kill blind
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return False
+    try:
+        if _start_ticks(pid) != start:
+            return False
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(int(wait * 1000))  # readable once it has exited
+        return True
+    finally:
+        os.close(fd)
+
+
+def _check_cores(cores: Sequence[int]) -> list[int]:
+    """`cores` as a list of distinct ints in 0..MAX_CORE, or ValueError/TypeError naming the bad one."""
+    if isinstance(cores, (str, bytes)) or not hasattr(cores, "__iter__"):
+        raise TypeError(f"cores must be a sequence of ints, got {type(cores).__name__} {cores!r}")
+    out: list[int] = []
+    for c in cores:
+        if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+            raise TypeError(f"cores must be ints, got {type(c).__name__} {c!r}")
+        if not 0 <= int(c) <= MAX_CORE:
+            raise ValueError(f"core {int(c)} is out of range 0..{MAX_CORE}")
+        out.append(int(c))
+    if not out:
+        raise ValueError("a runtime needs at least one core")
+    if len(set(out)) != len(out):
+        raise ValueError(f"cores must be distinct, got {out}")
+    return out
+
+
+def _check_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
+    return float(timeout)
+
+
+def _private_file(path: Path) -> int:
+    """Open `path` for writing, created mode 0600 (nothing of a runtime is readable by others,
+    even if its directory is opened up)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
+    with os.fdopen(_private_file(tmp), "w") as f:
+        f.write(json.dumps(data, indent=2))
     os.replace(tmp, path)
 
 
@@ -113,12 +197,16 @@ class Runtime:
         their rows from it as they boot.
 
         Raises:
-            TypeError: `topology` is not a Topology.
+            TypeError: `topology` is not a Topology, a core is not an int.
+            ValueError: a bad name, core (0..MAX_CORE, distinct) or timeout.
             RoutingError: an unknown routing mode, or a core outside the topology.
-            RuntimeExists: a live runtime has that name.
+            RuntimeExists: a live runtime has that name (its lock is held).
             MonitorError: a monitor failed to start (the message has its log).
+
+        Every argument is checked before anything starts.
         """
         check_name(name)
+        timeout = _check_timeout(timeout)
         if topology is not None and not isinstance(topology, Topology):
             raise TypeError(
                 f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; "
@@ -127,21 +215,20 @@ class Runtime:
         cpus = _real_cpus()
         if cores is None:
             cores = list(topology.cores) if topology is not None else cpus
-        cores = [int(c) for c in cores]
-        if not cores:
-            raise ValueError("a runtime needs at least one core")
-        if len(set(cores)) != len(cores) or any(c < 0 for c in cores):
-            raise ValueError(f"cores must be distinct non-negative integers, got {cores}")
+        cores = _check_cores(cores)
         if topology is None:
             topology = _machine_topology(cores, cpus)
         table = routing_table(topology, routing, cores)  # validates cores against the topology
 
         directory = runtime_dir(name)
-        if directory.exists():
-            if cls._probe(directory) is not None:
-                raise RuntimeExists(f"runtime {name!r} is already running (directory {directory})")
-            shutil.rmtree(directory, ignore_errors=True)  # stale: its monitors are gone
-        directory.mkdir(mode=0o700, parents=True)
+        try:
+            # Creates the directory (0700), locks it, empties a dead runtime's leftovers.
+            lock_fd = _core.runtime_claim(str(directory))
+        except RuntimeExists:
+            raise RuntimeExists(
+                f"runtime {name!r} is already running or starting (its monitors hold {directory / 'lock'}); "
+                f"attach to it, or stop it first (multihop down {name})"
+            ) from None
 
         meta: dict[str, Any] = {
             "name": name,
@@ -152,31 +239,39 @@ class Runtime:
             "owner_pid": None if detached else os.getpid(),
             "detached": detached,
             "created": time.time(),
+            "ready": False,
             "monitors": [],
         }
         procs: dict[int, subprocess.Popen[bytes]] = {}
         rt = cls(name, directory, meta, procs)
         try:
+            _write_json(directory / _META, meta)
             # The initial monitor first: the RTS hands it the whole table, and
             # every later monitor fetches its own row from it when it boots.
-            rt._spawn(cores[0], cores[0], _cpu_for(cores[0], cpus), detached)
+            rt._spawn(cores[0], cores[0], _cpu_for(cores[0], cpus), detached, lock_fd)
             rt._wait_ready([cores[0]], timeout)
             hand_off(monitor_socket(directory, cores[0]), table, timeout=timeout)
             for core in cores[1:]:
-                rt._spawn(core, cores[0], _cpu_for(core, cpus), detached)
+                rt._spawn(core, cores[0], _cpu_for(core, cpus), detached, lock_fd)
+            os.close(lock_fd)  # the monitors hold the lock now
+            lock_fd = -1
             rt._wait_ready(cores[1:], timeout)
             rt._wait_links(table, timeout)
+            meta["ready"] = True
             _write_json(directory / _META, meta)
         except BaseException:
+            if lock_fd >= 0:
+                os.close(lock_fd)
             rt.stop(timeout=2.0)
             raise
         return rt
 
-    def _spawn(self, core: int, initial: int, cpu: int, detached: bool) -> None:
+    def _spawn(self, core: int, initial: int, cpu: int, detached: bool, lock_fd: int) -> None:
         cmd = [
             sys.executable, "-m", "multihop.monitor",
             "--dir", str(self.dir), "--core", str(core),
             "--initial-core", str(initial), "--cpu", str(cpu),
+            "--lock-fd", str(lock_fd),
         ]
         if not detached:
             cmd += ["--owner-pid", str(os.getpid())]
@@ -187,11 +282,14 @@ class Runtime:
         # threads of its own group. A detached runtime is a daemon: its own
         # session, so it outlives the terminal.
         session = {"start_new_session": True} if detached else {"process_group": 0}
-        with open(self.dir / f"mon-{core}.log", "wb") as log:
+        with os.fdopen(_private_file(self.dir / f"mon-{core}.log"), "wb") as log:
             self._procs[core] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **session
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, pass_fds=(lock_fd,), **session
             )
-        self._meta["monitors"].append({"core": core, "cpu": cpu, "pid": self._procs[core].pid})
+        pid = self._procs[core].pid
+        # Our unreaped child: its pid cannot be reused while we read this.
+        self._meta["monitors"].append({"core": core, "cpu": cpu, "pid": pid, "start_ticks": _start_ticks(pid)})
+        _write_json(self.dir / _META, self._meta)
 
     def _wait_ready(self, cores: Sequence[int], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -203,7 +301,7 @@ class Runtime:
                     raise MonitorError(f"monitor for core {core} exited with {proc.returncode} at start:\n{self._log_tail(core)}")
                 if sock.exists():
                     try:
-                        _core.monitor_status(str(sock), timeout=1.0)
+                        _core.monitor_status(str(sock), timeout=1.0, limit=0)
                         break
                     except Exception:
                         pass
@@ -218,7 +316,7 @@ class Runtime:
         while True:
             up: set[tuple[int, int]] = set()
             for core in self.cores:
-                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=2.0)
+                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=2.0, limit=0)
                 up |= {(min(core, p), max(core, p)) for p in st["monitor_links_up"]}
             if want <= up:
                 return
@@ -233,27 +331,34 @@ class Runtime:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    @staticmethod
-    def _probe(directory: Path) -> dict[str, Any] | None:
-        """The metadata of a live runtime in `directory`, or None if it is stale."""
-        try:
-            meta = json.loads((directory / _META).read_text())
-            first = meta["cores"][0]
-            _core.monitor_status(str(monitor_socket(directory, first)), timeout=2.0)
-            return meta
-        except Exception:
-            return None
-
     @classmethod
-    def attach(cls, name: str) -> "Runtime":
-        """Attach to a running runtime of this user. Raises RuntimeNotFound."""
+    def attach(cls, name: str, *, timeout: float = 5.0) -> "Runtime":
+        """Attach to a running runtime of this user. Raises RuntimeNotFound.
+
+        A runtime is running while its monitors hold its lock, whatever its
+        monitors answer (a busy one, or one with 100,000 channels, is still
+        running). One that is still starting is waited for, at most
+        `timeout` seconds.
+        """
+        check_name(name)
+        timeout = _check_timeout(timeout)
         directory = runtime_dir(name)
-        if not directory.is_dir():
-            raise RuntimeNotFound(f"no runtime named {name!r} (looked for {directory}); start one with multihop up {name}")
-        meta = cls._probe(directory)
-        if meta is None:
-            raise RuntimeNotFound(f"runtime {name!r} is not running (its directory {directory} is stale)")
-        return cls(name, directory, meta, None)
+        deadline = time.monotonic() + timeout
+        while True:
+            state = _core.runtime_state(str(directory))
+            if state == "absent":
+                raise RuntimeNotFound(f"no runtime named {name!r} (looked for {directory}); start one with multihop up {name}")
+            if state == "stale":
+                raise RuntimeNotFound(f"runtime {name!r} is not running (no monitor holds {directory / 'lock'}; the directory is stale)")
+            try:
+                meta = json.loads((directory / _META).read_text())
+                if meta.get("ready"):
+                    return cls(name, directory, meta, None)
+            except (OSError, ValueError):
+                pass  # being written
+            if time.monotonic() > deadline:
+                raise RuntimeNotFound(f"runtime {name!r} is live but did not finish starting within {timeout} s")
+            time.sleep(0.01)
 
     # ---- use ----------------------------------------------------------
 
@@ -295,12 +400,22 @@ class Runtime:
             os.sched_setaffinity(0, {cpu})
         return d
 
-    def status(self) -> dict[str, Any]:
-        """A dict: name, directory, cores, routing, and each monitor's status."""
+    def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
+        """A dict: name, directory, cores, routing, and each monitor's status.
+
+        Each monitor's lists (dispatchers, services, channels, registry) hold
+        at most `limit` entries (None: all; the reply streams whatever its
+        size); its ``counts`` are always whole. A monitor that does not answer
+        within `timeout` seconds shows as ``{"core": c, "error": ...}``: that
+        says nothing about liveness (``"live"``, :attr:`alive`).
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0):
+            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        timeout = _check_timeout(timeout)
         monitors = []
         for core in self.cores:
             try:
-                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=2.0)
+                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=timeout, limit=limit)
             except Exception as e:
                 st = {"core": core, "error": str(e)}
             monitors.append(st)
@@ -311,25 +426,29 @@ class Runtime:
             "routing": self.routing,
             "detached": self._meta.get("detached", False),
             "owner_pid": self._meta.get("owner_pid"),
+            "live": _core.runtime_state(str(self.dir)) == "live",
             "monitors": monitors,
         }
 
     @property
     def alive(self) -> bool:
-        """Whether every monitor process is running."""
-        return not self._stopped and all(_alive(p) for p in self.monitor_pids.values())
+        """Whether every monitor process is running (each checked against its start time)."""
+        return not self._stopped and all(_is_process(m["pid"], m.get("start_ticks")) for m in self._meta["monitors"])
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every monitor and remove the runtime directory. Idempotent.
 
         Monitors are asked to shut down, then killed if they have not exited
-        within `timeout` seconds.  Channels already bound keep working (no
-        monitor is on a UMP channel's path) until their ends close.
+        within `timeout` seconds, each only after checking that its pid is
+        still the monitor that was started (pidfd and start time), never an
+        unrelated process that reused the pid. The directory is removed once
+        no monitor holds the runtime lock. Channels already bound keep
+        working (no monitor is on a UMP channel's path) until their ends close.
         """
+        timeout = _check_timeout(timeout)
         if self._stopped:
             return
         self._stopped = True
-        pids = self.monitor_pids
         for core in self.cores:
             sock = monitor_socket(self.dir, core)
             if sock.exists():
@@ -338,22 +457,24 @@ class Runtime:
                 except Exception:
                     pass
         deadline = time.monotonic() + timeout
-        for core, pid in pids.items():
-            proc = self._procs.get(core)
+        for m in self._meta["monitors"]:
+            proc = self._procs.get(m["core"])
             while True:
-                done = proc.poll() is not None if proc is not None else not _alive(pid)
+                done = proc.poll() is not None if proc is not None else not _is_process(m["pid"], m.get("start_ticks"))
                 if done:
                     break
                 if time.monotonic() > deadline:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
                     if proc is not None:
+                        proc.kill()  # our unreaped child: the pid cannot have been reused
                         proc.wait(timeout=5)
+                    else:
+                        _kill_verified(m["pid"], m.get("start_ticks"))
                     break
                 time.sleep(0.005)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            _core.runtime_remove_if_unheld(str(self.dir))
+        except MonitorError:
+            pass
 
     def __enter__(self) -> "Runtime":
         return self

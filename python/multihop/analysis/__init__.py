@@ -3,8 +3,9 @@
 ``run(trace_paths, report_dir, master=None, baseline=None)`` checks the traces,
 computes the tables in Spark and writes ``report.md``, ``report.html``, one CSV
 per table and PNG plots; ``main(argv)`` is the ``multihop analyze`` command.
-PySpark and matplotlib (the ``analysis`` extra) are imported only when an
-analysis runs, and checked first.
+pyarrow, PySpark and matplotlib (the ``analysis`` extra) are imported only
+when an analysis runs, and checked first (importing this package needs none
+of them).
 """
 
 from __future__ import annotations
@@ -13,11 +14,21 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import Any
+
 from multihop.analysis.deps import AnalysisUnavailable
-from multihop.analysis.inputs import TraceError
 from multihop.analysis.spark import SparkUnavailable
 
 __all__ = ["AnalysisUnavailable", "SparkUnavailable", "TraceError", "main", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``TraceError`` on first use: it lives with the trace schema, which needs pyarrow (an extra)."""
+    if name == "TraceError":
+        from multihop.bench.trace import TraceError
+
+        return TraceError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run(

@@ -5,8 +5,8 @@ compared with it.  Or it is a selector ``column=value`` over a case column
 (``transport=pipe``): each case is compared with the case of the same run,
 suite, kind, size and fan-out whose column has that value (the first by name
 if several).  Without ``baseline`` each case's own ``baseline`` column is
-used; if no case has one, ``transport=pipe`` is used when pipe cases exist
-(the peers suite).  Ratios are case / baseline: a latency ratio > 1 is
+used, and ``transport=pipe`` for the cases that have none when pipe cases
+exist (the peers suite).  Ratios are case / baseline: a latency ratio > 1 is
 slower, a throughput ratio > 1 faster.  The resources suite is left out.
 """
 
@@ -89,7 +89,13 @@ def _with_baseline(summary: DataFrame, baseline: str | None) -> tuple[DataFrame 
             F.col("_b").isNotNull()
         )
         out = out.select("*", *[F.col(f"_b.{m}").alias(f"b_{m}") for m in METRICS]).drop("_b")
-        return out, "each case against the baseline case named in its cases row"
+        how = "each case against the baseline case named in its cases row"
+        if flags["pipe"]:  # the cases that name none (the peers suite) still get their pipe baseline
+            rest, _ = _selector(summary.where(F.col("baseline").isNull()), "transport=pipe")
+            if rest is not None:
+                out = out.unionByName(rest)
+                how += "; the others against the case of the same run, suite, kind, size and fan-out with transport = 'pipe'"
+        return out, how
     if not flags["pipe"]:
         return None, "no case names a baseline, no --baseline was given, and there are no pipe cases"
     return _selector(summary, "transport=pipe")

@@ -57,13 +57,21 @@ def build_parser(prog: str = "multihop analyze") -> argparse.ArgumentParser:
 def run_args(args: argparse.Namespace) -> int:
     """Run the analysis for parsed arguments; print where the report is; return 0.
 
+    Stdout gets the report's paths only; progress (one line per stage) goes to
+    stderr, and the Spark JVM's own output to a log file (see
+    :mod:`multihop.analysis.spark`).
+
     Raises:
         MultihopError: bad traces or baseline (TraceError), a missing analysis
             extra, Java or Spark (AnalysisUnavailable); the caller reports it.
     """
+    from multihop.analysis.deps import require_extras
+
+    require_extras()  # before the job's modules import pyarrow
     from multihop.analysis.job import run
 
-    report = run(args.traces, args.output, master=args.master, baseline=args.baseline)
+    report = run(args.traces, args.output, master=args.master, baseline=args.baseline,
+                 progress=lambda line: print(f"analyze: {line}", file=sys.stderr, flush=True))
     print(f"report: {report}")
     print(f"        {report.with_name('report.html')}")
     return 0

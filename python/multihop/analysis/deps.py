@@ -1,22 +1,19 @@
 """The analysis extra: what ``multihop analyze`` needs beyond the base install, checked up front.
 
-``pip install 'multihop[analysis]'`` installs PySpark and matplotlib (pyarrow
-and numpy are base dependencies).  :func:`require_extras` fails before any
-trace is read or JVM started, naming what is missing and the extra to install.
+``pip install 'multihop[analysis]'`` installs pyarrow, PySpark and matplotlib
+(see :mod:`multihop.extras`).  :func:`require_extras` fails before any trace
+is read or JVM started, naming what is missing and the extra to install.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from multihop.errors import MultihopError
+from multihop.extras import install_hint, require
 
 __all__ = ["EXTRA", "AnalysisUnavailable", "require_extras"]
 
-EXTRA = "pip install 'multihop[analysis]'"
+EXTRA = install_hint("analysis")
 """How to install what the analysis needs."""
-
-_NEEDED = ("pyspark", "matplotlib")
 
 
 class AnalysisUnavailable(MultihopError, RuntimeError):
@@ -27,16 +24,7 @@ def require_extras() -> None:
     """Import the analysis extra's packages; raise if one is missing.
 
     Raises:
-        AnalysisUnavailable: PySpark or matplotlib cannot be imported; the
-            message names them and says to run ``pip install 'multihop[analysis]'``.
+        AnalysisUnavailable: pyarrow, PySpark or matplotlib cannot be imported;
+            the message names them and says to run ``pip install 'multihop[analysis]'``.
     """
-    missing = []
-    for name in _NEEDED:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            missing.append(f"{name} ({exc})")
-    if missing:
-        raise AnalysisUnavailable(
-            f"multihop analyze needs the analysis extra; missing: {', '.join(missing)}. Install it with {EXTRA}"
-        )
+    require("analysis", "multihop analyze", AnalysisUnavailable)

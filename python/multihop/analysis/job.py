@@ -18,13 +18,16 @@ Tables (each also written as ``<name>.csv``; which suites each covers is in
 (:mod:`~multihop.analysis.baseline`), ``run_comparison``
 (:mod:`~multihop.analysis.compare`), ``core_pairs``
 (:mod:`~multihop.analysis.pairs`), ``resources``
-(:mod:`~multihop.analysis.resources`) and ``machines`` (the runs' machine rows).
+(:mod:`~multihop.analysis.resources`), ``ges_latency`` (:mod:`~multihop.analysis.ges`, the GES
+testbed), ``machines`` (the runs' machine rows) and ``findings``
+(:mod:`~multihop.analysis.findings`: the headline figures of each suite with
+baseline and ratio, read off the other tables).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +36,9 @@ from multihop.analysis.baseline import baseline_ratios
 from multihop.analysis.collect import to_table
 from multihop.analysis.compare import run_comparison
 from multihop.analysis.cost import cost_per_hop
+from multihop.analysis.findings import findings_table
 from multihop.analysis.frames import read_table
+from multihop.analysis.ges import ges_table
 from multihop.analysis.inputs import TraceFiles, find_traces
 from multihop.analysis.latency import PERCENTILE_ACCURACY, QUANTILES, case_stats, latency_tables
 from multihop.analysis.pairs import core_pairs
@@ -119,6 +124,10 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
             cols = [f.name for f in table_schema("machine")]
             tables["machines"] = to_table(machine.select(*cols), "machines", "Machines", ["started_at", "run_id"])
 
+        ges = ges_table(stats, cases)
+        if ges is not None:
+            tables[ges.name] = ges
+
         runs = _run_ids([f for f in (stats, cases, machine) if f is not None])
         per_case = summary(stats, cases)
         cached.append(per_case)
@@ -134,6 +143,11 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
     finally:
         for df in cached:
             df.unpersist()
+    found = findings_table(tables)
+    if found.rows:
+        tables["findings"] = found
+    else:
+        notes.append("Findings skipped: none of the suites of multihop bench is in the traces (see the tables).")
     notes.insert(0, f"Percentiles are approximate: percentile_approx, accuracy {PERCENTILE_ACCURACY}.")
     return Analysis(tables=tables, notes=notes, runs=runs, inputs=files)
 
@@ -143,6 +157,7 @@ def run(
     report_dir: str | os.PathLike[str],
     master: str | None = None,
     baseline: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Analyse traces with PySpark and write the report; return the path of ``report.md``.
 
@@ -156,6 +171,7 @@ def run(
         report_dir: where the report goes (created if needed).
         master: Spark master URL (see :mod:`multihop.analysis.spark` for precedence).
         baseline: a case name or a ``column=value`` selector (see :mod:`multihop.analysis.baseline`).
+        progress: called with a short line as each stage starts (``multihop analyze`` prints them on stderr).
 
     Raises:
         TraceError: the inputs are not valid traces, or ``baseline`` is invalid.
@@ -170,9 +186,14 @@ def run(
     from multihop.analysis.report import write_report
     from multihop.analysis.spark import get_session, stop_if_created
 
+    say = progress or (lambda _line: None)
     files = find_traces(trace_paths)  # checked before a JVM is started
+    n_files = sum(len(files.files(t)) for t in files.rows)
+    say(f"traces: {n_files} file(s), {files.rows.get('messages', 0):,} message rows, {files.rows.get('cases', 0):,} cases")
+    say("starting Spark" + (f" (master {master})" if master else ""))
     spark, created = get_session(master)
     try:
+        say(f"computing the tables in Spark (master {spark.sparkContext.master})")
         result = analyze(spark, files, baseline)
         spark_master = spark.sparkContext.master
     finally:
@@ -180,7 +201,9 @@ def run(
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
+    say(f"drawing the plots ({len(result.tables)} tables)")
     plots = make_plots(result.tables, out)
+    say(f"writing the report: {len(result.tables.get('findings', ()))} finding(s), {len(plots.plots)} plot(s)")
     report = write_report(out, result, plots, spark_master=spark_master)
     write_manifest(out, result.tables, plots)
     return report

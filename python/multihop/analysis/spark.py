@@ -13,7 +13,10 @@ Master, in order of precedence:
 
 Sessions made here get ``spark.ui.enabled=false`` and a small shuffle
 partition count unless the configuration already says otherwise, and no
-console progress bar.  Only a session made here is stopped by :func:`stop_if_created`.
+console progress bar.  The driver JVM they start logs warnings and errors
+only (:data:`LOG4J2_PROPERTIES`, unless ``spark.driver.extraJavaOptions`` is
+already set), and its stdout and stderr go to :func:`jvm_log_path`, never to
+the terminal.  Only a session made here is stopped by :func:`stop_if_created`.
 
 Java: before a JVM is started, :func:`find_java` finds the ``java`` Spark will
 run and checks its version against what the installed PySpark needs
@@ -29,8 +32,10 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,12 +47,14 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ENV_MASTER",
     "DEFAULT_MASTER",
+    "LOG4J2_PROPERTIES",
     "SparkUnavailable",
     "choose_master",
     "default_conf",
     "find_java",
     "get_session",
     "java_version",
+    "jvm_log_path",
     "required_java",
     "preset_conf",
     "stop_if_created",
@@ -280,8 +287,12 @@ def get_session(
         if key not in preset:
             builder = builder.config(key, value)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if "spark.driver.extraJavaOptions" not in preset:
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES}")
+    log = jvm_log_path()
     try:
-        session = builder.getOrCreate()
+        with _jvm_output_to(log):
+            session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
     except Exception as exc:  # py4j, PySpark and Java errors alike
         text = str(exc).strip()
@@ -289,12 +300,51 @@ def get_session(
         master_text = chosen or preset.get("spark.master") or "(spark-submit's)"
         raise SparkUnavailable(
             f"Spark failed to start (master {master_text}): {first}. Check that Java works "
-            f"(`java -version`) and that the master is reachable; {JAVA_HINT}"
+            f"(`java -version`) and that the master is reachable; {JAVA_HINT}. The JVM's output: {log}"
         ) from None
     return session, True
 
 
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+"""The JVM's logging configuration: warnings and errors only (see the file)."""
+
+
+def jvm_log_path() -> Path:
+    """Where the output of a Spark JVM this process starts goes: ``<tmp>/multihop-analyze-<uid>/spark-<pid>.log``."""
+    import tempfile
+
+    d = Path(tempfile.gettempdir()) / f"multihop-analyze-{os.getuid()}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    return d / f"spark-{os.getpid()}.log"
+
+
+@contextmanager
+def _jvm_output_to(log: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``log`` while the JVM starts, so it inherits them for its life.
+
+    The JVM writes to its stdout and stderr outside log4j too (``WARNING:
+    Using incubator modules``, launcher messages); the terminal keeps only
+    what ``multihop analyze`` prints: progress and the report's paths.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
 def stop_if_created(session: SparkSession, created: bool) -> None:
-    """Stop ``session`` if :func:`get_session` made it; leave a borrowed one running."""
+    """Stop ``session`` if :func:`get_session` made it (and drop its JVM log); leave a borrowed one running."""
     if created:
         session.stop()
+        jvm_log_path().unlink(missing_ok=True)

@@ -4,7 +4,8 @@
 
     iface = multihop.idl.parse("flounder-idl/echo.if")          # the checked model
     mod = multihop.idl.load("flounder-idl/echo.if")             # generated module, imported
-    b = mod.EchoBinding(channel)
+    b = mod.EchoBinding.bind(dispatcher, "echo", transport="auto")   # or mod.EchoBinding(channel)
+    server = mod.EchoBinding.export(dispatcher, "echo", handler)     # serves every client
     b.tx.ping(seq=1, data=b"hi"); msg = b.rx.next(timeout=1.0)
     header, source = multihop.idl.generate_c(iface)
     multihop.idl.stubgen("flounder-idl/echo.if", "c", "out/")  # writes echo.h, echo.c
@@ -16,7 +17,9 @@ The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.pars
 :mod:`~multihop.idl.cgen` (back ends, with the name checks of
 :mod:`~multihop.idl.pycheck` and :mod:`~multihop.idl.ccheck`),
 :mod:`~multihop.idl.wire` and :mod:`~multihop.idl.binding` (run-time support
-of generated Python code).
+of generated Python code), :mod:`~multihop.idl.connect` and
+:mod:`~multihop.idl.server` (a binding's bind and export side),
+:mod:`~multihop.idl.source` (bytes to text, with located errors).
 The wire format is written down in ``flounder-idl/WIRE.md``.
 """
 
@@ -41,6 +44,7 @@ from multihop.idl.errors import (
 from multihop.idl.model import Interface
 from multihop.idl.parser import parse_text
 from multihop.idl.pygen import generate_python
+from multihop.idl.source import decode_source
 from multihop.idl.syntax import FileDecl
 
 __all__ = [
@@ -58,7 +62,7 @@ __all__ = [
     "UnhandledMessage",
 ]
 
-PathOrText = Union[str, "os.PathLike[str]"]
+PathOrText = Union[str, bytes, "os.PathLike[str]"]
 
 
 #: Characters every Flounder declaration uses and a file path (almost) never does.
@@ -75,10 +79,13 @@ def _is_source_text(s: str) -> bool:
 
 
 def _read(source: PathOrText) -> tuple[str, str]:
-    """(text, file name) of a path or of Flounder source text.
+    """(text, file name) of a path or of Flounder source text (``str``, or ``bytes`` in UTF-8).
 
-    Raises FileNotFoundError naming a path that does not exist.
+    Raises FileNotFoundError naming a path that does not exist, and
+    :class:`IdlSyntaxError` (file, line, column) for bytes that are not UTF-8.
     """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return decode_source(bytes(source), "<bytes>"), "<bytes>"
     if isinstance(source, os.PathLike):
         path = str(source)
     elif isinstance(source, str):
@@ -90,7 +97,7 @@ def _read(source: PathOrText) -> tuple[str, str]:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, "no such Flounder interface file", path)
-    return p.read_text(encoding="utf-8"), path
+    return decode_source(p.read_bytes(), path), path
 
 
 def _parse_file(source: PathOrText, import_file: bool) -> FileDecl:
@@ -110,7 +117,10 @@ def parse(source: PathOrText, imports: Iterable[PathOrText] = ()) -> Interface:
 
     A ``str`` is source text if it has a newline or one of ``{ } ; ( )``, or
     starts with a comment; otherwise it is a path, and a path that does not
-    exist raises FileNotFoundError naming it.
+    exist raises FileNotFoundError naming it.  ``bytes`` are source text in
+    UTF-8.  A file (or ``bytes``) that is not UTF-8 raises
+    :class:`IdlSyntaxError` at the first byte that does not decode (see
+    :mod:`multihop.idl.source`).
 
     Raises :class:`IdlSyntaxError` / :class:`IdlCheckError` (both
     :class:`~multihop.errors.IdlError`) with ``.file``, ``.line``, ``.column``

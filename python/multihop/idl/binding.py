@@ -9,6 +9,12 @@ A generated module defines ``<Name>Binding(Binding)`` with three sides:
 
 :meth:`Binding.serve` answers rpc calls with a handler object.
 
+Making bindings: ``EchoBinding(channel)`` wraps a channel bound by hand;
+``EchoBinding.bind(d, name, transport="auto")`` binds and wraps (transport
+``"ump"``, ``"multihop"``, or ``"auto"``: see :mod:`multihop.idl.connect`);
+``EchoBinding.export(d, name, handler)`` exports the service and serves every
+client that binds (see :mod:`multihop.idl.server`).
+
 The binding wraps any channel with ``send(data, timeout=None)``,
 ``recv(timeout=None) -> bytes`` and ``try_recv() -> bytes | None``.  It keeps
 no state between messages except a backlog of messages that arrived while an
@@ -25,10 +31,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Self
 
 from multihop.errors import Timeout
+from multihop.idl.connect import bind_channel
 from multihop.idl.errors import UnhandledMessage
+from multihop.idl.server import Server
 from multihop.idl.wire import Record
 
 __all__ = ["Binding", "Rx"]
@@ -92,12 +100,59 @@ class Binding:
     _mh_Tx: ClassVar[type] = object
     _mh_Rpc: ClassVar[type] = object
 
-    def __init__(self, channel: Any) -> None:
-        """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``)."""
+    def __init__(self, channel: Any, *, dispatcher: Any = None) -> None:
+        """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``).
+
+        ``dispatcher``, if given, is kept as long as the binding: a multi-hop
+        channel lives on its dispatcher's link with the monitor, which ends
+        when the dispatcher is dropped (:meth:`bind` passes its own).
+        """
         self.channel = channel
+        self.dispatcher = dispatcher
         self.tx = self._mh_Tx(channel)
         self.rx = Rx(self)
         self.rpc = self._mh_Rpc(self)
+
+    @classmethod
+    def bind(
+        cls,
+        d: Any,
+        name: str | int,
+        transport: str = "auto",
+        *,
+        timeout: float | None = 5.0,
+        window: int = 16,
+        max_message: int | None = None,
+    ) -> Self:
+        """Bind dispatcher ``d`` to the service ``name`` (or an iref) and return a binding over the channel.
+
+        ``transport`` is ``"ump"``, ``"multihop"`` or ``"auto"``: UMP when the
+        runtime's routing table links the two cores directly, multi-hop
+        otherwise (:func:`multihop.idl.connect.choose_transport`).
+        ``timeout``, ``window`` and ``max_message`` are those of
+        :meth:`multihop.Dispatcher.bind`.  The binding keeps ``d`` (as
+        ``.dispatcher``), so ``bind(rt.dispatcher(0), ...)`` stays usable.
+
+        Raises:
+            ValueError: an unknown transport.
+            BindError: the service is not exported, or it refused.
+            Timeout: the service did not take the bind within ``timeout`` seconds.
+        """
+        return cls(bind_channel(d, name, transport, timeout=timeout, window=window, max_message=max_message), dispatcher=d)
+
+    @classmethod
+    def export(cls, d: Any, name: str, handler: Any = None, **export_options: Any) -> Server:
+        """Export ``name`` through dispatcher ``d`` and serve its clients with ``handler``; return the :class:`Server`.
+
+        ``handler`` is an object serving every client, a class instantiated
+        per client as ``handler(binding)``, or None to take clients with
+        :meth:`Server.accept` (see :mod:`multihop.idl.server`).
+        ``export_options`` go to :meth:`multihop.Dispatcher.export` (``on_connect``).
+
+        Raises:
+            ExportError: the name is taken or invalid.
+        """
+        return Server(cls, d.export(name, **export_options), handler)
 
     def dispatch(self, timeout: float | None = None) -> Record:
         """Receive one message and call its handler (registered with ``rx.on``); return the message.

@@ -57,6 +57,7 @@ def generated_globals(iface: Interface) -> list[tuple[str, str, Pos | None]]:
         ("reencode", "function"), ("rx_handlers", "type"), ("binding", "type"), ("binding_init", "function"),
         ("binding_destroy", "function"), ("backlog_count", "function"), ("BACKLOG_MAX", "macro"),
         ("mh_reencode", "struct"), ("mh_recv_msg", "function"), ("mh_backlog_push", "function"),
+        ("bind", "function"), ("export", "function"), ("accept", "function"),
     ]:
         out.append((f"{p}_{suffix}", f"the generated {what} '{p}_{suffix}'", None))
     for name, t in iface.aliases.items():

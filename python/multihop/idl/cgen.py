@@ -14,7 +14,10 @@ For interface ``N`` and message ``M`` it provides (see the header's comments):
   by message number and call the handler), ``N_msgnum``, ``N_msg_name``,
   ``N_reencode`` (decode then encode again: checks a message is well-formed);
 * over the C ABI of ``multihop.h``, through a binding ``N_binding`` (a channel
-  and its rpc backlog; ``N_binding_init`` / ``N_binding_destroy``):
+  and its rpc backlog; ``N_binding_init`` / ``N_binding_destroy``; made by
+  ``N_bind(d, name, transport, timeout_ms, &b)`` with transport ``"ump"``,
+  ``"multihop"`` or ``"auto"``, or on the service side by ``N_export`` and
+  ``N_accept(svc, timeout_ms, &b)``):
   ``N_M_send`` per message, ``N_recv`` (hand out the oldest backlog message,
   else receive one, and dispatch it), and ``N_R_rpc`` per rpc (send the call,
   wait for the response, decode it).  While an rpc waits, other messages are
@@ -591,6 +594,20 @@ class _CGen:
             f"void {p}_binding_init({p}_binding *mh_b, mh_channel *mh_ch);",
             f"void {p}_binding_destroy({p}_binding *mh_b);",
             f"size_t {p}_backlog_count(const {p}_binding *mh_b);",
+            "",
+            "/* ---- binding and exporting ----",
+            f" * {p}_bind: bind to the service `name` (mh_bind) and wrap the channel in *b. `transport` is",
+            ' * "ump", "multihop" or "auto" (UMP when the routing table links the two cores directly,',
+            " * multi-hop otherwise; NULL means \"auto\"). On failure b->ch is NULL.",
+            f" * {p}_export: export `name` through `d` (mh_export); {p}_accept: take the next client's",
+            " * channel (mh_accept) and wrap it in *b. Serve a binding by calling",
+            f" * {p}_recv(&b, timeout, &handlers, state) in a loop until it returns MH_E_CLOSED; when done,",
+            f" * mh_close(b.ch) and {p}_binding_destroy(&b).",
+            " */",
+            f"int {p}_bind(mh_dispatcher *mh_d, const char *mh_name, const char *mh_transport, int64_t mh_timeout_ms,",
+            f"             {p}_binding *mh_b);",
+            f"int {p}_export(mh_dispatcher *mh_d, const char *mh_name, mh_service **mh_out);",
+            f"int {p}_accept(mh_service *mh_s, int64_t mh_timeout_ms, {p}_binding *mh_b);",
         ]
 
     def binding_source(self) -> list[str]:
@@ -612,6 +629,30 @@ class _CGen:
             "}",
             "",
             f"size_t {p}_backlog_count(const {p}_binding *mh_b) {{ return mh_b == NULL ? 0 : mh_b->mh_count; }}",
+            "",
+            f"int {p}_bind(mh_dispatcher *mh_d, const char *mh_name, const char *mh_transport, int64_t mh_timeout_ms,",
+            f"             {p}_binding *mh_b)",
+            "{",
+            "    if (mh_b == NULL) return MH_E_INVALID;",
+            "    mh_channel *mh_ch = NULL;",
+            '    int mh_rc = mh_bind(mh_d, mh_name, mh_transport == NULL ? "auto" : mh_transport, mh_timeout_ms, &mh_ch);',
+            f"    {p}_binding_init(mh_b, mh_rc == MH_OK ? mh_ch : NULL);",
+            "    return mh_rc;",
+            "}",
+            "",
+            f"int {p}_export(mh_dispatcher *mh_d, const char *mh_name, mh_service **mh_out)",
+            "{",
+            "    return mh_export(mh_d, mh_name, mh_out);",
+            "}",
+            "",
+            f"int {p}_accept(mh_service *mh_s, int64_t mh_timeout_ms, {p}_binding *mh_b)",
+            "{",
+            "    if (mh_b == NULL) return MH_E_INVALID;",
+            "    mh_channel *mh_ch = NULL;",
+            "    int mh_rc = mh_accept(mh_s, mh_timeout_ms, &mh_ch);",
+            f"    {p}_binding_init(mh_b, mh_rc == MH_OK ? mh_ch : NULL);",
+            "    return mh_rc;",
+            "}",
             "",
             "/* Receive one message into stack[cap] or, if longer, a malloc'd buffer; *m points at it. */",
             f"static int {p}_mh_recv_msg(mh_channel *mh_ch, uint8_t *mh_stack, size_t mh_cap, uint8_t **mh_m, size_t *mh_n,",

@@ -200,7 +200,7 @@ unsafe extern "C" fn call(slf: *mut ffi::PyObject, args: *const *mut ffi::PyObje
             &mut large
         };
         match this.encode(py, all, kwnames, buf) {
-            Some((n, timeout)) => match crate::python::send_waiting(py, &this.ch, &buf[..n], timeout) {
+            Some((n, timeout)) => match super::wait::send_waiting(py, &this.ch, &buf[..n], timeout) {
                 Ok(()) => unsafe {
                     ffi::Py_IncRef(ffi::Py_None());
                     ffi::Py_None()

@@ -1,0 +1,251 @@
+//! A dispatcher's link to its monitor, shared by its multi-hop channels.
+//!
+//! A dispatcher has one [`DispatcherLink`] (a ring pair with its core's
+//! monitor).  Every multi-hop channel of the dispatcher is a virtual circuit
+//! on it: outgoing messages carry the VCI the monitor gave us, incoming ones
+//! the VCI we gave the monitor.  Whichever thread reads the link ("pumps")
+//! sorts what it finds into each channel's queue, so channels never steal
+//! each other's messages; pumping another channel's message rings this
+//! process's doorbell so that channel's waiter looks again.  If the monitor
+//! dies, every channel on the link is closed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use crate::channel::UmpChannel;
+use crate::error::{ErrorKind, Result};
+use crate::flow::Credits;
+use crate::wire::{Header, Kind, FLAG_ACK_NOW, HEADER_BYTES};
+
+/// Largest message on a link: a full-size channel message and its header.
+pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// VCIs are drawn uniformly from the OS random source, so a VCI is its own
+/// hash: no need to run SipHash over it for every message.
+#[derive(Default)]
+struct VciHasher(u64);
+
+impl std::hash::Hasher for VciHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ *b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type VciMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<VciHasher>>;
+
+/// What the link's pump and a channel end share: its queue and credits.
+pub(crate) struct MhState {
+    pub queue: VecDeque<Vec<u8>>,
+    pub credits: Credits,
+    pub peer_closed: bool,
+    /// Data messages sorted into the queue so far.
+    pub arrived: u64,
+    pub received: u64,
+    pub bytes_received: u64,
+    pub sent: u64,
+    pub bytes_sent: u64,
+    pub busy: u64,
+}
+
+pub(crate) struct MhShared {
+    pub state: Mutex<MhState>,
+    /// (VCI we send with, direction), set once the bind completes.
+    pub out: OnceLock<(u64, u8)>,
+}
+
+impl MhShared {
+    pub fn new(window: u32) -> MhShared {
+        MhShared {
+            state: Mutex::new(MhState {
+                queue: VecDeque::new(),
+                credits: Credits::new(window),
+                peer_closed: false,
+                arrived: 0,
+                received: 0,
+                bytes_received: 0,
+                sent: 0,
+                bytes_sent: 0,
+                busy: 0,
+            }),
+            out: OnceLock::new(),
+        }
+    }
+
+    /// Send a dummy ack (with `flags`) now. If the link is full (or the end
+    /// is not bound yet) it stays due, and is tried again on this end's next
+    /// consume, receive attempt, wait or poll. True if it went.
+    pub fn send_dummy(&self, st: &mut MhState, link: &UmpChannel, flags: u16) -> bool {
+        let Some(&(vci, dir)) = self.out.get() else { return false };
+        let ack = st.credits.on_dummy();
+        let hdr = Header { vci, dir, kind: Kind::Dummy, flags, ack }.encode();
+        if link.try_send(&[&hdr]).is_err() {
+            st.credits.undo_dummy(ack);
+            return false;
+        }
+        true
+    }
+}
+
+/// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
+pub struct DispatcherLink {
+    link: UmpChannel,
+    demux: Mutex<VciMap<Weak<MhShared>>>,
+    /// Messages for a VCI we do not know (a channel already closed): counted.
+    pub dropped: AtomicU64,
+    /// Set (never cleared) once the monitor is gone; Relaxed: a latch read
+    /// by pollers, every channel state it implies is set under its lock.
+    dead: AtomicBool,
+}
+
+impl DispatcherLink {
+    pub fn new(link: UmpChannel) -> DispatcherLink {
+        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
+    }
+
+    pub fn ring(&self) -> &UmpChannel {
+        &self.link
+    }
+
+    /// Largest payload of a multi-hop message on this link.
+    pub fn max_payload(&self) -> usize {
+        self.link.max_message() - HEADER_BYTES
+    }
+
+    /// A fresh incoming VCI, registered for `shared` before anyone can use it.
+    pub(crate) fn register(&self, shared: &Arc<MhShared>) -> Result<u64> {
+        let mut d = lock(&self.demux);
+        loop {
+            let v = crate::control::random_u64()?;
+            if v != 0 && !d.contains_key(&v) {
+                d.insert(v, Arc::downgrade(shared));
+                return Ok(v);
+            }
+        }
+    }
+
+    pub(crate) fn unregister(&self, vci: u64) {
+        lock(&self.demux).remove(&vci);
+    }
+
+    /// Sort what is on the link into the channels' queues. Returns how many
+    /// messages were handled.
+    pub(crate) fn pump(&self) -> usize {
+        if self.dead.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let mut others = false;
+        let mut sorter = Sorter { link: self, last: None };
+        let got = self.link.try_recv_many(256, &mut |len, copy| {
+            others |= sorter.deliver(len, copy);
+            Ok(true)
+        });
+        drop(sorter);
+        match got {
+            Ok(n) => {
+                if others {
+                    self.link.doorbell().ring();
+                }
+                n
+            }
+            Err(e) if e.kind == ErrorKind::ChannelClosed => {
+                self.die();
+                0
+            }
+            Err(_) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+        }
+    }
+
+    /// The monitor is gone: every channel on the link is closed.
+    pub(crate) fn die(&self) {
+        if self.dead.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        for w in lock(&self.demux).values() {
+            if let Some(ch) = w.upgrade() {
+                lock(&ch.state).peer_closed = true;
+            }
+        }
+        self.link.doorbell().ring();
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+}
+
+/// Sorts one pump's messages into their channels: the channel of the last
+/// message is kept, so a run of messages for one channel looks it up once.
+struct Sorter<'a> {
+    link: &'a DispatcherLink,
+    last: Option<(u64, Arc<MhShared>)>,
+}
+
+impl Sorter<'_> {
+    /// Hand one link message (`len` bytes, `copy` fills a buffer with it) to
+    /// its channel. Returns true when it went to a channel (whose waiter may
+    /// be another thread: the caller rings this process's doorbell once).
+    fn deliver(&mut self, len: usize, copy: &mut dyn FnMut(&mut [u8])) -> bool {
+        if len < HEADER_BYTES {
+            let mut junk = vec![0u8; len];
+            copy(&mut junk);
+            self.link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let mut buf = vec![0u8; len];
+        copy(&mut buf);
+        let Ok(h) = Header::decode(&buf) else {
+            self.link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let ch = match &self.last {
+            Some((v, ch)) if *v == h.vci => ch.clone(),
+            _ => match lock(&self.link.demux).get(&h.vci).and_then(|w| w.upgrade()) {
+                Some(ch) => {
+                    self.last = Some((h.vci, ch.clone()));
+                    ch
+                }
+                None => {
+                    self.link.dropped.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            },
+        };
+        let mut st = lock(&ch.state);
+        st.credits.on_ack(h.ack);
+        match h.kind {
+            Kind::Data => {
+                buf.drain(..HEADER_BYTES);
+                st.queue.push_back(buf);
+                st.arrived += 1;
+            }
+            Kind::Dummy => {}
+            Kind::Teardown => st.peer_closed = true,
+        }
+        if h.flags & FLAG_ACK_NOW != 0 && !st.peer_closed {
+            // The sender flushes: ack what is consumed now, and again once
+            // everything that came before this is.
+            let arrived = st.arrived;
+            st.credits.request_ack(arrived);
+            if st.credits.unacked() > 0 {
+                ch.send_dummy(&mut st, &self.link.link, 0);
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,133 @@
+//! Argument checks and the mapping of engine errors onto `multihop.errors`.
+//!
+//! Every argument a Python caller passes is checked here before anything
+//! starts: the wrong type is a TypeError, a value out of range a ValueError,
+//! and both name the argument (never a bare OverflowError or
+//! UnicodeEncodeError from the conversion).
+
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyInt, PyString, PyType};
+
+use crate::error::{Error, ErrorKind, Progress};
+
+fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module = ERRORS.get_or_try_init(py, || py.import("multihop.errors").map(|m| m.unbind()))?;
+    Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
+}
+
+/// Map an engine error onto `multihop.errors`; a batch's or flush's count
+/// becomes the exception's `sent` or `unconsumed` attribute.
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    if e.kind == ErrorKind::InvalidArgument {
+        return PyValueError::new_err(e.message);
+    }
+    let err = match error_class(py, e.kind.python_name()) {
+        Ok(cls) => PyErr::from_type(cls, e.message),
+        Err(err) => return err,
+    };
+    let attr = match e.progress {
+        Some(Progress::Sent(n)) => Some(("sent", n)),
+        Some(Progress::Unconsumed(n)) => Some(("unconsumed", n)),
+        None => None,
+    };
+    if let Some((name, n)) = attr {
+        if let Err(e) = err.value(py).setattr(name, n) {
+            return e;
+        }
+    }
+    err
+}
+
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// A timeout in seconds: None (forever) or a number >= 0.
+pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> {
+    match t {
+        None => Ok(None),
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!("{name} must be >= 0 seconds or None, got {t}"))),
+        Some(t) => Ok(Some(Duration::from_secs_f64(t.min(1e9)))),
+    }
+}
+
+/// Check a timeout argument without converting it (the hot paths only
+/// read the clock when they have to wait).
+#[inline]
+pub(crate) fn check_timeout(t: Option<f64>) -> PyResult<()> {
+    match t {
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!("timeout must be >= 0 seconds or None, got {t}"))),
+        _ => Ok(()),
+    }
+}
+
+/// The deadline of a timeout argument (None: no deadline).
+pub(crate) fn deadline(t: Option<f64>) -> PyResult<Option<Instant>> {
+    Ok(timeout("timeout", t)?.map(|d| Instant::now() + d))
+}
+
+/// An integer argument in `lo..=hi`.
+pub(crate) fn int(obj: &Bound<'_, PyAny>, name: &str, lo: i128, hi: i128) -> PyResult<i128> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!("{name} must be an int, got bool {}", obj.repr()?)));
+    }
+    let v = match obj.extract::<i128>() {
+        Ok(v) => v,
+        Err(_) if obj.is_instance_of::<PyInt>() => {
+            return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {}", obj.repr()?)))
+        }
+        Err(_) => return Err(PyTypeError::new_err(format!("{name} must be an int, got {} {}", type_name(obj), obj.repr()?))),
+    };
+    if v < lo || v > hi {
+        return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {v}")));
+    }
+    Ok(v)
+}
+
+/// A `usize` argument in `lo..=hi`.
+pub(crate) fn count(obj: &Bound<'_, PyAny>, name: &str, lo: usize, hi: usize) -> PyResult<usize> {
+    Ok(int(obj, name, lo as i128, hi as i128)? as usize)
+}
+
+/// A string argument that is valid Unicode (no lone surrogates).
+pub(crate) fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    let s = obj.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {} {}", type_name(obj), obj.repr().map(|r| r.to_string()).unwrap_or_default())))?;
+    s.to_str().map(str::to_string).map_err(|e| {
+        PyValueError::new_err(format!("{name} {} is not valid Unicode (it cannot be encoded as UTF-8: {e})", obj.repr().map(|r| r.to_string()).unwrap_or_default()))
+    })
+}
+
+/// `window` of a bind: an int (its range is the engine's check, the same on
+/// both transports).
+pub(crate) fn window(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    Ok(int(obj, "window", 0, u32::MAX as i128)? as u32)
+}
+
+/// `backlog` of an export.
+pub(crate) fn backlog(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count(obj, "backlog", 1, crate::service::MAX_BACKLOG)
+}
+
+/// `max_count` of a batch receive.
+pub(crate) fn max_count(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count(obj, "max_count", 0, MAX_BATCH)
+}
+
+/// Most messages one `recv_batch` or `recv_records` call asks for.
+pub(crate) const MAX_BATCH: usize = 1 << 24;
+
+/// `transport` of a bind: "ump", "multihop" or "auto" (resolved by the engine, `transport_choice.rs`).
+pub(crate) fn transport(obj: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let t = text(obj, "transport")?;
+    match t.as_str() {
+        "ump" => Ok("ump"),
+        "multihop" => Ok("multihop"),
+        "auto" => Ok("auto"),
+        other => Err(PyValueError::new_err(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
+    }
+}

@@ -1,0 +1,379 @@
+//! `Channel`: one end of a channel, with blocking, non-blocking, batch,
+//! numpy-record and flush calls.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use super::args::{count, deadline, to_py, MAX_BATCH};
+use super::fixed_layout::FixedLayout;
+use super::wait::{send_waiting, wait, Bytes};
+use crate::channel::Want;
+use crate::endpoint::Endpoint;
+use crate::error::{Error, ErrorKind, Progress};
+
+/// Most bytes one `recv_records` call may allocate for its array.
+const MAX_RECORDS_BYTES: usize = 1 << 30;
+
+/// One end of a channel: ``send``/``recv`` and their batch, non-blocking,
+/// numpy-record and flush variants.
+#[pyclass(frozen, weakref, module = "multihop._core")]
+pub struct Channel {
+    pub(crate) ch: Arc<Endpoint>,
+}
+
+impl Channel {
+    pub(crate) fn new(ch: Endpoint) -> Channel {
+        Channel { ch: Arc::new(ch) }
+    }
+
+    fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let mut err = None;
+        let got = self.ch.try_recv_with(|len, copy| {
+            PyBytes::new_with(py, len, |buf| {
+                copy(buf);
+                Ok(())
+            })
+            .map_err(|e| {
+                err = Some(e);
+                Error::new(ErrorKind::Interrupted, "allocation failed")
+            })
+        });
+        match got {
+            Ok(v) => Ok(v),
+            Err(e) => Err(err.unwrap_or_else(|| to_py(py, e))),
+        }
+    }
+
+    /// Send `msgs` (already checked), waiting while there is no room, until
+    /// all are written or `until` passes. A failure part-way carries `sent`.
+    fn send_all(&self, py: Python<'_>, msgs: &[&[u8]], until: Option<Instant>) -> PyResult<usize> {
+        let mut done = 0usize;
+        while done < msgs.len() {
+            let n = self.ch.try_send_many(&mut msgs[done..].iter().copied()).map_err(|e| to_py(py, e.with_progress(Progress::Sent(done))))?;
+            done += n;
+            if done < msgs.len() && n == 0 {
+                self.ch.note_busy();
+                if !wait(py, &self.ch, Want::Writable(msgs[done].len()), until)? {
+                    break;
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+#[pymethods]
+impl Channel {
+    /// Send one message (any bytes-like object), waiting while the ring is
+    /// full. Raises Timeout, ChannelClosed, MessageTooLarge.
+    #[pyo3(signature = (data, timeout=None))]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+        super::args::check_timeout(timeout)?;
+        let bytes = Bytes::get(data)?;
+        send_waiting(py, &self.ch, bytes.as_slice(), timeout)
+    }
+
+    /// Send one message now or raise TxBusy.
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        self.ch.try_send(&[bytes.as_slice()]).map_err(|e| to_py(py, e))
+    }
+
+    /// Receive one message, waiting up to `timeout` seconds (None: forever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+        super::args::check_timeout(timeout)?;
+        let mut until: Option<Option<Instant>> = None;
+        loop {
+            if let Some(b) = self.try_recv_bytes(py)? {
+                return Ok(b);
+            }
+            // Only now (a wait is needed) read the clock for the deadline.
+            let u = match until {
+                Some(u) => u,
+                None => *until.insert(deadline(timeout)?),
+            };
+            if !wait(py, &self.ch, Want::Readable, u)? {
+                return Err(to_py(py, Error::timeout("recv timed out: no message arrived")));
+            }
+        }
+    }
+
+    /// Receive one message if one is there, else None.
+    fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.try_recv_bytes(py)
+    }
+
+    /// Send every message of `messages` in order, waiting while there is no
+    /// room, until all are written or `timeout` passes; returns how many
+    /// were written (all of them unless the timeout passed). The whole batch
+    /// is checked first (types, sizes, this end not closed): a bad one
+    /// raises before anything is sent. If the channel closes part-way,
+    /// ChannelClosed says how many went in ``e.sent``.
+    #[pyo3(signature = (messages, timeout=None))]
+    fn send_batch(&self, py: Python<'_>, messages: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+        let until = deadline(timeout)?;
+        let held: Vec<Bytes<'_>> = messages.try_iter()?.map(|m| Bytes::get(&m?)).collect::<PyResult<_>>()?;
+        let slices: Vec<&[u8]> = held.iter().map(|b| b.as_slice()).collect();
+        self.ch.check_batch(&mut slices.iter().map(|s| s.len())).map_err(|e| to_py(py, e))?;
+        self.send_all(py, &slices, until)
+    }
+
+    /// Receive up to `max_count` messages: waits up to `timeout` for the
+    /// first, then takes whatever else is already there. Returns [] on timeout.
+    #[pyo3(signature = (max_count, timeout=None))]
+    fn recv_batch<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = super::args::max_count)] max_count: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let until = deadline(timeout)?;
+        let out = PyList::empty(py);
+        if max_count == 0 {
+            return Ok(out);
+        }
+        loop {
+            let mut err = None;
+            let n = self.ch.try_recv_many(max_count, &mut |len, copy| {
+                let b = PyBytes::new_with(py, len, |buf| {
+                    copy(buf);
+                    Ok(())
+                })
+                .and_then(|b| out.append(b));
+                match b {
+                    Ok(()) => Ok(true),
+                    Err(e) => {
+                        err = Some(e);
+                        Err(Error::new(ErrorKind::Interrupted, "python error"))
+                    }
+                }
+            });
+            match n {
+                Ok(0) => {}
+                Ok(_) => return Ok(out),
+                Err(e) => return Err(err.unwrap_or_else(|| to_py(py, e))),
+            }
+            if !wait(py, &self.ch, Want::Readable, until)? {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Send each row of a C-contiguous array (e.g. numpy, shape (n, ...))
+    /// as one message; waits while there is no room. Returns rows written
+    /// (all unless the timeout passed). Checked whole first, like
+    /// `send_batch`; a close part-way carries ``e.sent``.
+    #[pyo3(signature = (records, timeout=None))]
+    fn send_records(&self, py: Python<'_>, records: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+        let until = deadline(timeout)?;
+        let rows: usize = records.len()?;
+        let bytes = Bytes::get(records)?;
+        let data = bytes.as_slice();
+        if rows == 0 {
+            return Ok(0);
+        }
+        if data.len() % rows != 0 {
+            return Err(PyValueError::new_err("records: total size is not a multiple of the row count"));
+        }
+        let size = data.len() / rows;
+        let msgs: Vec<&[u8]> = if size == 0 { vec![&[]; rows] } else { data.chunks_exact(size).collect() };
+        self.ch.check_batch(&mut std::iter::repeat_n(size, rows)).map_err(|e| to_py(py, e))?;
+        self.send_all(py, &msgs, until)
+    }
+
+    /// Receive up to `max_count` messages of exactly `record_size` bytes into
+    /// a new uint8 array of shape (count, record_size): waits up to `timeout`
+    /// for the first. A message of another size stops the batch and stays in
+    /// the channel (ProtocolError if it is the first).
+    #[pyo3(signature = (max_count, record_size, timeout=None))]
+    fn recv_records<'py>(
+        &self,
+        py: Python<'py>,
+        max_count: &Bound<'py, PyAny>,
+        record_size: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let max_count = count(max_count, "max_count", 0, MAX_BATCH)?;
+        let record_size = count(record_size, "record_size", 0, self.ch.max_message())?;
+        if max_count.saturating_mul(record_size) > MAX_RECORDS_BYTES {
+            return Err(PyValueError::new_err(format!(
+                "max_count x record_size must be at most {MAX_RECORDS_BYTES} bytes, got {max_count} x {record_size}"
+            )));
+        }
+        let until = deadline(timeout)?;
+        let np = py.import("numpy")?;
+        let arr = np.call_method1("empty", ((max_count, record_size), "uint8"))?;
+        let buf = PyUntypedBuffer::get(&arr)?;
+        // SAFETY: a fresh, C-contiguous, writable uint8 array we own.
+        let out = unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut u8, buf.len_bytes()) };
+        let mut got = 0usize;
+        let mut mismatch = None;
+        loop {
+            let r = self.ch.try_recv_many(max_count - got, &mut |len, copy| {
+                if len != record_size {
+                    mismatch = Some(len);
+                    return Ok(false);
+                }
+                copy(&mut out[got * record_size..(got + 1) * record_size]);
+                got += 1;
+                Ok(true)
+            });
+            r.map_err(|e| to_py(py, e))?;
+            if got > 0 || max_count == 0 {
+                break;
+            }
+            if let Some(len) = mismatch {
+                return Err(to_py(py, Error::protocol(format!("next message has {len} bytes, not the record size {record_size}; read it with recv()"))));
+            }
+            if !wait(py, &self.ch, Want::Readable, until)? {
+                break;
+            }
+        }
+        drop(buf);
+        arr.get_item(pyo3::types::PySlice::new(py, 0, got as isize, 1))
+    }
+
+    /// Wait until every message sent so far has been consumed by the peer
+    /// (for multi-hop: its credits came back; for UMP: it read them), at
+    /// most `timeout` seconds (None: forever). Raises Timeout, or
+    /// ChannelClosed if the channel ends first; both say how many sent
+    /// messages were not consumed in ``e.unconsumed``.
+    #[pyo3(signature = (timeout=None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let until = deadline(timeout)?;
+        let mut asked = false;
+        loop {
+            if self.ch.flush_poll(&mut asked).map_err(|e| to_py(py, e))? {
+                return Ok(());
+            }
+            if !wait(py, &self.ch, Want::Flushed, until)? {
+                return Err(to_py(py, self.ch.flush_timeout()));
+            }
+        }
+    }
+
+    /// Messages sent and not yet consumed by the peer (as far as this end knows).
+    #[getter]
+    fn unconsumed(&self) -> usize {
+        self.ch.unconsumed()
+    }
+
+    /// Counters and bind-time facts as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.ch.stats();
+        let i = self.ch.info();
+        let d = PyDict::new(py);
+        d.set_item("sent", s.sent)?;
+        d.set_item("received", s.received)?;
+        d.set_item("bytes_sent", s.bytes_sent)?;
+        d.set_item("bytes_received", s.bytes_received)?;
+        d.set_item("busy_count", s.busy_count)?;
+        d.set_item("parks", s.parks)?;
+        d.set_item("hops", s.hops)?;
+        d.set_item("acks_sent", s.acks_sent)?;
+        d.set_item("dummies_sent", s.dummies_sent)?;
+        d.set_item("window", s.window)?;
+        d.set_item("in_flight", s.in_flight)?;
+        d.set_item("queued", s.queued)?;
+        d.set_item("transport", i.transport)?;
+        d.set_item("service", &i.service)?;
+        d.set_item("side", format!("{:?}", i.side).to_lowercase())?;
+        d.set_item("peer_pid", i.peer_pid)?;
+        d.set_item("peer_core", i.peer_core)?;
+        d.set_item("max_message", i.max_message)?;
+        d.set_item("ring_slots", i.ring_slots)?;
+        d.set_item("closed", self.ch.is_closed())?;
+        Ok(d)
+    }
+
+    /// Close this end; the peer gets ChannelClosed after draining. Idempotent.
+    fn close(&self) {
+        self.ch.close();
+    }
+
+    /// A native send callable for one Flounder message of scalars (a
+    /// generated stub's fast path, see `fast_send.rs`): it takes the message's
+    /// arguments (`names`, by position or keyword), encodes them with `layout`
+    /// straight onto this channel, and hands any call it is unsure of to
+    /// `fallback` unchanged.
+    fn _fast_sender(&self, py: Python<'_>, layout: &FixedLayout, names: Vec<String>, fallback: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        super::fast_send::make(py, self.ch.clone(), layout.layout.clone(), &names, fallback)
+    }
+
+    /// Test hook: (VCI received on, VCI sent with) on the link to this
+    /// end's monitor, for a multi-hop channel; None for UMP.
+    fn _vcis(&self) -> Option<(u64, u64)> {
+        match &*self.ch {
+            Endpoint::Multihop(m) => Some(m.vcis()),
+            Endpoint::Ump(_) => None,
+        }
+    }
+
+    /// Whether this end is over: closed here, or the peer closed it or
+    /// died, or its monitor went away (messages that arrived before can
+    /// still be read; then ChannelClosed). Looks now; the monitor is told
+    /// the moment this end knows.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.ch.is_closed()
+    }
+
+    /// The channel's 64-bit identifier.
+    #[getter]
+    fn id(&self) -> u64 {
+        self.ch.info().id
+    }
+
+    /// The service name this channel is bound to.
+    #[getter]
+    fn service(&self) -> String {
+        self.ch.info().service.clone()
+    }
+
+    /// "ump" or "multihop".
+    #[getter]
+    fn transport(&self) -> &'static str {
+        self.ch.info().transport
+    }
+
+    /// The largest message this channel carries, in bytes.
+    #[getter]
+    fn max_message(&self) -> usize {
+        self.ch.max_message()
+    }
+
+    /// The pid of the process at the other end.
+    #[getter]
+    fn peer_pid(&self) -> u32 {
+        self.ch.info().peer_pid
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.ch.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let i = self.ch.info();
+        format!(
+            "<Channel {:#x} {} {:?} side={:?} peer_pid={}{}>",
+            i.id,
+            i.transport,
+            i.service,
+            i.side,
+            i.peer_pid,
+            if self.ch.closed_here() { " closed" } else { "" }
+        )
+    }
+}

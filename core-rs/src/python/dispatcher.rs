@@ -1,0 +1,238 @@
+//! `Dispatcher`: this process attached to one core's monitor.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyWeakrefReference};
+
+use super::args::{count, deadline, int, text, to_py};
+use super::channel::Channel;
+use super::service::{on_connect_hook, Service};
+use crate::channel::Waited;
+use crate::dispatcher::{process_doorbell, BindOptions, Dispatcher as EngineDispatcher};
+use crate::endpoint::Endpoint;
+use crate::error::{Error, ErrorKind};
+use crate::service::DEFAULT_BACKLOG;
+
+/// This process attached to one core's monitor.
+#[pyclass(frozen, module = "multihop._core")]
+pub struct Dispatcher {
+    d: EngineDispatcher,
+    /// Weak references to this dispatcher's channels, for `poll`; pruned of
+    /// dead ones whenever it has doubled since the last pruning (amortised
+    /// O(1) per channel, also with 100,000 channels).
+    channels: Mutex<(Vec<Py<PyWeakrefReference>>, usize)>,
+}
+
+impl Dispatcher {
+    /// Remember a new channel (weakly) for `poll` and hand it out.
+    pub(crate) fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
+        let obj = Bound::new(py, ch)?;
+        let weak = PyWeakrefReference::new(&obj)?;
+        let mut guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let (list, pruned_at) = &mut *guard;
+        if list.len() >= 2 * (*pruned_at).max(32) {
+            list.retain(|w| w.bind(py).upgrade().is_some());
+            *pruned_at = list.len();
+        }
+        list.push(weak.unbind());
+        Ok(obj.unbind())
+    }
+
+    /// The live channels of this dispatcher.
+    fn live_channels<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, Channel>> {
+        let guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.iter().filter_map(|w| w.bind(py).upgrade()).filter_map(|o| o.cast_into::<Channel>().ok()).collect()
+    }
+}
+
+#[pymethods]
+impl Dispatcher {
+    /// Attach to the monitor of `core` in the runtime directory `runtime_dir`.
+    #[staticmethod]
+    fn attach(py: Python<'_>, runtime_dir: PathBuf, core: &Bound<'_, PyAny>) -> PyResult<Dispatcher> {
+        let core = int(core, "core", 0, u32::MAX as i128)? as u32;
+        let d = py.detach(|| EngineDispatcher::attach(&runtime_dir, core)).map_err(|e| to_py(py, e))?;
+        Ok(Dispatcher { d, channels: Mutex::new((Vec::new(), 0)) })
+    }
+
+    /// The core this dispatcher is attached to.
+    #[getter]
+    fn core(&self) -> u32 {
+        self.d.core()
+    }
+
+    /// Pid of this core's monitor.
+    #[getter]
+    fn monitor_pid(&self) -> u32 {
+        self.d.monitor_pid()
+    }
+
+    /// Whether the monitor connection is up.
+    #[getter]
+    fn attached(&self) -> bool {
+        self.d.is_attached()
+    }
+
+    /// Export `name` with room for `backlog` connections that are bound but
+    /// not yet accepted (a bind completes once its connection is queued).
+    /// `on_connect(info: dict) -> bool`, if given, is asked for each client
+    /// on this dispatcher's acceptor thread (no thread needs to be in
+    /// `accept`); False refuses it (the client gets BindError). Dropping the
+    /// returned Service withdraws the name. Raises ExportError when the name
+    /// is taken or invalid.
+    #[pyo3(signature = (name, on_connect=None, backlog=16))]
+    fn export(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyAny>,
+        on_connect: Option<Py<PyAny>>,
+        #[pyo3(from_py_with = super::args::backlog)] backlog: usize,
+    ) -> PyResult<Service> {
+        const _: () = assert!(DEFAULT_BACKLOG == 16, "the signature's default");
+        let py = slf.py();
+        let me = slf.get();
+        let name = text(name, "service name")?;
+        if let Some(cb) = &on_connect {
+            if !cb.bind(py).is_callable() {
+                return Err(PyTypeError::new_err("on_connect must be callable"));
+            }
+        }
+        let errors = Arc::new(Mutex::new(None));
+        let hook = on_connect.map(|cb| on_connect_hook(cb, errors.clone()));
+        let svc = py.detach(|| me.d.export(&name, backlog, hook)).map_err(|e| to_py(py, e))?;
+        Ok(Service { svc, owner: slf.clone().unbind(), callback_error: errors })
+    }
+
+    /// Bind to service `name` (or `iref`) over `transport` ("ump": a ring
+    /// pair straight to the service; "multihop": a virtual circuit through
+    /// the monitors with a credit `window`; "auto": whichever the routing
+    /// table says, see `choose_transport`). Returns once the service has
+    /// the connection in its backlog. Raises BindError when the service is
+    /// unknown or refuses, Timeout when its backlog stays full; ValueError /
+    /// TypeError for a bad argument (checked before anything starts).
+    #[pyo3(signature = (name=None, transport="ump", timeout=5.0, max_message=None, iref=None, window=16))]
+    #[allow(clippy::too_many_arguments)]
+    fn bind(
+        &self,
+        py: Python<'_>,
+        name: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
+        timeout: Option<f64>,
+        max_message: Option<&Bound<'_, PyAny>>,
+        iref: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = super::args::window)] window: u32,
+    ) -> PyResult<Py<Channel>> {
+        let (name, iref) = match (name, iref) {
+            (Some(n), None) => (text(n, "service name")?, 0),
+            (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
+            _ => return Err(PyTypeError::new_err("bind needs exactly one of name or iref")),
+        };
+        let opts = BindOptions {
+            transport: transport.to_string(),
+            max_message: max_message.map(|m| count(m, "max_message", 0, usize::MAX)).transpose()?,
+            window,
+            timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(5.0)))?.unwrap_or_default(),
+        };
+        opts.check().map_err(|e| to_py(py, e))?;
+        let mut pending: Option<PyErr> = None;
+        let res = py.detach(|| {
+            self.d.bind(&name, iref, &opts, &mut || {
+                Python::attach(|py| py.check_signals()).map_err(|e| {
+                    pending = Some(e);
+                    Error::new(ErrorKind::Interrupted, "interrupted")
+                })
+            })
+        });
+        match res {
+            Ok(ch) => self.adopt(py, Channel::new(ch)),
+            Err(e) => Err(pending.unwrap_or_else(|| to_py(py, e))),
+        }
+    }
+
+    /// The transport `bind(..., transport="auto")` takes to service `name`
+    /// (or `iref`): "ump" when the service is on this core or a core the
+    /// routing table links to this one directly, "multihop" otherwise.
+    /// Raises BindError when the service is not exported.
+    #[pyo3(signature = (name=None, iref=None))]
+    fn choose_transport(&self, py: Python<'_>, name: Option<&Bound<'_, PyAny>>, iref: Option<&Bound<'_, PyAny>>) -> PyResult<&'static str> {
+        let (name, iref) = match (name, iref) {
+            (Some(n), None) => (text(n, "service name")?, 0),
+            (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
+            _ => return Err(PyTypeError::new_err("choose_transport needs exactly one of name or iref")),
+        };
+        py.detach(|| crate::transport_choice::choose(&self.d, &name, iref)).map_err(|e| to_py(py, e))
+    }
+
+    /// Wait up to `timeout` seconds (None: forever) until some channel of
+    /// this dispatcher has a message or was closed; returns those channels
+    /// ([] on timeout). Serves many clients from one thread.
+    #[pyo3(signature = (timeout=None))]
+    fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        let until = deadline(timeout)?;
+        let list: Vec<Bound<'py, Channel>> = self.live_channels(py).into_iter().filter(|c| !c.get().ch.closed_here()).collect();
+        let eps: Vec<Arc<Endpoint>> = list.iter().map(|c| c.get().ch.clone()).collect();
+        let bell = process_doorbell().map_err(|e| to_py(py, e))?;
+        let parks = std::sync::atomic::AtomicU64::new(0);
+        loop {
+            let ready = PyList::empty(py);
+            for (c, ep) in list.iter().zip(&eps) {
+                if ep.readable() {
+                    ready.append(c)?;
+                }
+            }
+            if !ready.is_empty() {
+                return Ok(ready);
+            }
+            let w = py.detach(|| {
+                crate::park::wait_until(&bell, &parks, crate::park::relay_spin_budget(), until, &mut || eps.iter().any(|e| e.readable()), &mut || false)
+            });
+            match w {
+                Waited::TimedOut => return Ok(PyList::empty(py)),
+                Waited::Slice | Waited::Interrupted => py.check_signals()?,
+                Waited::Ready => {}
+            }
+        }
+    }
+
+    /// Messages that reached this dispatcher's link for no channel of ours.
+    #[getter]
+    fn link_dropped(&self) -> u64 {
+        self.d.link_dropped()
+    }
+
+    /// Test hook: write a raw multi-hop frame (16-byte header + payload) on
+    /// this dispatcher's link to its monitor, as a forger would.
+    fn _inject_raw(&self, py: Python<'_>, frame: &[u8]) -> PyResult<()> {
+        self.d.inject_raw(frame).map_err(|e| to_py(py, e))
+    }
+
+    /// Status of this core's monitor (a dict; lists cut at `limit` entries each).
+    #[pyo3(signature = (limit=None))]
+    fn monitor_status<'py>(&self, py: Python<'py>, limit: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let limit = limit.map(|l| int(l, "limit", 0, u64::MAX as i128)).transpose()?.map(|l| l as u64);
+        let v = py.detach(|| self.d.monitor_status(limit)).map_err(|e| to_py(py, e))?;
+        py.import("json")?.call_method1("loads", (v.to_string(),))
+    }
+
+    /// Detach from the monitor: exported services vanish and multi-hop
+    /// channels end (their data rides on this connection); UMP channels stay usable.
+    fn detach(&self) {
+        self.d.detach();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.d.detach();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Dispatcher core={} monitor_pid={}{}>", self.d.core(), self.d.monitor_pid(), if self.d.is_attached() { "" } else { " detached" })
+    }
+}

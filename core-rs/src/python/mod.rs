@@ -1,0 +1,41 @@
+//! `multihop._core`: thin PyO3 wrappers over the engine, one pyclass per file.
+//!
+//! Rules here: no logic that the engine does not have; every blocking call
+//! waits with the GIL released, in slices, and checks for signals between
+//! slices (so Ctrl-C works); every engine error becomes the class of the
+//! same name in `multihop.errors` (one error enum, one hierarchy); every
+//! argument is checked (`args.rs`) before anything starts, with ValueError
+//! or TypeError naming it.
+//!
+//! - [`args`]: argument checks and the error mapping;
+//! - [`wait`]: waiting on a channel with the GIL released;
+//! - [`channel`], [`service`], [`dispatcher`], [`fixed_layout`],
+//!   [`forged_link`]: the pyclasses;
+//! - [`functions`]: module functions (monitor process, tools, runtime lock);
+//! - [`fast_send`]: generated stubs' native send methods.
+
+mod args;
+mod channel;
+mod dispatcher;
+mod fast_send;
+mod fixed_layout;
+mod forged_link;
+mod functions;
+mod service;
+mod wait;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<channel::Channel>()?;
+    m.add_class::<service::Service>()?;
+    m.add_class::<dispatcher::Dispatcher>()?;
+    m.add_class::<forged_link::ForgedMonitorLink>()?;
+    m.add_class::<fixed_layout::FixedLayout>()?;
+    functions::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
+    m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;
+    Ok(())
+}

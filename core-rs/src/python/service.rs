@@ -1,0 +1,116 @@
+//! `Service`: an exported name; `accept` takes channels from its backlog.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::args::{deadline, to_py};
+use super::channel::Channel;
+use super::dispatcher::Dispatcher;
+use crate::error::Error;
+use crate::service::{OnConnect, PendingConnect, Service as EngineService};
+
+/// An exception the `on_connect` callback raised, kept for the next `accept`.
+pub(crate) type CallbackError = Arc<Mutex<Option<PyErr>>>;
+
+/// An exported service: ``accept`` connections to it.
+#[pyclass(frozen, module = "multihop._core")]
+pub struct Service {
+    pub(crate) svc: EngineService,
+    pub(crate) owner: Py<Dispatcher>,
+    pub(crate) callback_error: CallbackError,
+}
+
+fn connect_info<'py>(py: Python<'py>, p: &PendingConnect) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("service", &p.service)?;
+    d.set_item("iref", p.iref)?;
+    d.set_item("channel", p.chan)?;
+    d.set_item("transport", &p.transport)?;
+    d.set_item("client_pid", p.client_pid)?;
+    d.set_item("client_core", p.client_core)?;
+    Ok(d)
+}
+
+/// The engine's connect hook over a Python callable: called on the
+/// dispatcher's acceptor thread with the GIL taken; an exception refuses the
+/// client and is kept for the service's next `accept` to raise.
+pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect {
+    Box::new(move |p: &PendingConnect| {
+        Python::attach(|py| {
+            let verdict = connect_info(py, p).and_then(|info| cb.bind(py).call1((info,))).and_then(|v| v.is_truthy());
+            verdict.map_err(|e| {
+                let reason = format!("the service's on_connect callback raised: {e}");
+                *errors.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                reason
+            })
+        })
+    })
+}
+
+#[pymethods]
+impl Service {
+    /// The exported name.
+    #[getter]
+    fn name(&self) -> String {
+        self.svc.name.clone()
+    }
+
+    /// The interface reference the registry gave this service.
+    #[getter]
+    fn iref(&self) -> u64 {
+        self.svc.iref
+    }
+
+    /// The most connections that wait (bound, not accepted yet).
+    #[getter]
+    fn backlog(&self) -> usize {
+        self.svc.backlog()
+    }
+
+    /// Connections bound and waiting for `accept` now.
+    #[getter]
+    fn queued(&self) -> usize {
+        self.svc.queued()
+    }
+
+    /// Connect requests waiting for room in the backlog now (their binds
+    /// have not completed).
+    #[getter]
+    fn waiting(&self) -> usize {
+        self.svc.waiting()
+    }
+
+    /// Take the next connection from the backlog, waiting up to `timeout`
+    /// seconds (None: forever). Binds complete once queued; the
+    /// `on_connect` callback (if any) already said yes to this one. If the
+    /// callback raised for an earlier client (which was refused), that
+    /// exception is raised here.
+    #[pyo3(signature = (timeout=None))]
+    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Channel>> {
+        let until = deadline(timeout)?;
+        loop {
+            if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return Err(e);
+            }
+            let slice = until.map_or(Duration::from_millis(50), |u| {
+                u.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))
+            });
+            match py.detach(|| self.svc.accept_next(slice)).map_err(|e| to_py(py, e))? {
+                Some(ch) => return self.owner.bind(py).get().adopt(py, Channel::new(ch)),
+                None => {
+                    py.check_signals()?;
+                    if until.is_some_and(|u| Instant::now() >= u) {
+                        return Err(to_py(py, Error::timeout(format!("no client bound to {:?} in time", self.svc.name))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Service {:?} iref={:#x} backlog={}>", self.svc.name, self.svc.iref, self.svc.backlog())
+    }
+}

@@ -1,0 +1,107 @@
+//! Waiting on a channel from Python: with the GIL released, one slice at a
+//! time, checking for signals between slices; and the bytes-like views
+//! that send calls read from.
+
+use std::time::{Duration, Instant};
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::args::{deadline, to_py, type_name};
+use crate::channel::{Waited, Want};
+use crate::endpoint::Endpoint;
+use crate::error::{Error, ErrorKind};
+
+/// Holds a borrowed view of a bytes-like object's memory.
+pub(crate) enum Bytes<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Buffer(PyUntypedBuffer),
+}
+
+impl<'py> Bytes<'py> {
+    pub(crate) fn get(obj: &Bound<'py, PyAny>) -> PyResult<Bytes<'py>> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Bytes::Bytes(b.clone()));
+        }
+        let buf = PyUntypedBuffer::get(obj)
+            .map_err(|_| PyTypeError::new_err(format!("expected a bytes-like object, got {}", type_name(obj))))?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err("the buffer must be C-contiguous"));
+        }
+        Ok(Bytes::Buffer(buf))
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Bytes(b) => b.as_bytes(),
+            // SAFETY: a C-contiguous exported buffer of len_bytes bytes, held
+            // for as long as the view lives; we only read it with the GIL held.
+            Bytes::Buffer(b) => unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) },
+        }
+    }
+}
+
+/// How long a receiver polls with the GIL held before it releases it: a
+/// reply that lands within a few microseconds then costs no GIL hand-over
+/// on either side (the GIL is free for others again well within Python's
+/// own 5 ms switch interval).
+const GIL_SPIN: Duration = Duration::from_micros(4);
+
+/// Poll `ch` for up to GIL_SPIN while holding the GIL. True if it became ready.
+#[inline]
+fn spin_with_gil(ch: &Endpoint) -> bool {
+    if let Endpoint::Multihop(_) = ch {
+        return false; // its next hop shares our CPU: do not hold it up
+    }
+    let start = Instant::now();
+    for i in 0u32.. {
+        if ch.readable() {
+            return true;
+        }
+        if i % 16 == 15 && start.elapsed() >= GIL_SPIN {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    false
+}
+
+/// Wait on a channel with the GIL released, one slice at a time. False
+/// when `until` passed.
+pub(crate) fn wait(py: Python<'_>, ch: &Endpoint, want: Want, until: Option<Instant>) -> PyResult<bool> {
+    if matches!(want, Want::Readable) && spin_with_gil(ch) {
+        return Ok(true);
+    }
+    match py.detach(|| ch.wait(want, until)) {
+        Waited::Ready => Ok(true),
+        Waited::TimedOut => Ok(false),
+        Waited::Slice | Waited::Interrupted => {
+            py.check_signals()?;
+            Ok(true)
+        }
+    }
+}
+
+/// Send on `ch`, waiting while there is no room; the deadline is computed
+/// only if a wait is needed (reading the clock can cost a system call).
+pub(crate) fn send_waiting(py: Python<'_>, ch: &Endpoint, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
+    let mut until: Option<Option<Instant>> = None;
+    loop {
+        match ch.try_send(&[data]) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind == ErrorKind::TxBusy => {
+                ch.note_busy();
+                let u = match until {
+                    Some(u) => u,
+                    None => *until.insert(deadline(timeout)?),
+                };
+                if !wait(py, ch, Want::Writable(data.len()), u)? {
+                    return Err(to_py(py, Error::timeout("send timed out: the receiver did not make room")));
+                }
+            }
+            Err(e) => return Err(to_py(py, e)),
+        }
+    }
+}

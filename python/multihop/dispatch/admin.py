@@ -1,0 +1,92 @@
+"""Administration of a live domain: ask each peer for its status, or tell it to leave.
+
+An administrator is a client of kind ``CLIENT_ADMIN``: it binds to a peer,
+says hello, and sends ``status_request`` or ``shutdown``.  Used by
+``multihop dispatch status|down`` and by :class:`multihop.dispatch.System`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import multihop as mh
+from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id
+from multihop.dispatch.naming import check_system, listed_peers, peer_service
+from multihop.dispatch.wire import M, DecodeError, decode, encode
+
+__all__ = ["peer_status", "domain_status", "shutdown_peer"]
+
+
+def _session(rt: mh.Runtime, system: str, peer: Nid, core: int | None, timeout: float) -> tuple[mh.Dispatcher, mh.Channel]:
+    d = rt.dispatcher(rt.cores[0] if core is None else core)
+    try:
+        ch = d.bind(peer_service(system, peer), timeout=timeout)
+        ch.send(encode(M.messages.client_hello(M.client_kind.CLIENT_ADMIN, new_id("admin"),
+                                               domain_id(rt.name, system))), timeout)
+    except BaseException:
+        d.detach()
+        raise
+    return d, ch
+
+
+def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, core: int | None = None) -> dict[str, Any]:
+    """The status of one peer (its ``status_reply``, as a dict).
+
+    Raises BindError (the peer is gone), Timeout (it did not answer).
+    """
+    d, ch = _session(rt, system, peer, core, timeout)
+    try:
+        ch.send(encode(M.messages.status_request(1)), timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise mh.Timeout(f"peer {hex_id(peer)} did not answer its status within {timeout} s")
+            try:
+                rec = decode(ch.recv(left))
+            except DecodeError:
+                continue
+            if rec.name == "status_reply":
+                return dict(json.loads(rec.json))
+            if rec.name == "refused":
+                raise mh.BindError(f"peer {hex_id(peer)} refused: {rec.reason}")
+    finally:
+        ch.close()
+        d.detach()
+
+
+def domain_status(runtime: str, system: str, timeout: float = 5.0) -> dict[str, Any]:
+    """Every listed peer's status (or the error reaching it), by peer id."""
+    rt = mh.Runtime.attach(runtime)
+    check_system(system)
+    out: dict[str, Any] = {}
+    for peer, entry in sorted(listed_peers(rt, system).items()):
+        try:
+            st = peer_status(rt, system, peer, timeout)
+        except (mh.MultihopError, OSError) as e:
+            st = {"error": f"{type(e).__name__}: {e}"}
+        st["pid"] = entry.get("pid")
+        st["core"] = entry.get("core")
+        out[hex_id(peer)] = st
+    return out
+
+
+def shutdown_peer(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0) -> None:
+    """Tell a peer to leave gracefully (it exits once it has)."""
+    d, ch = _session(rt, system, peer, None, timeout)
+    try:
+        ch.send(encode(M.messages.shutdown(int(timeout * 1000))), timeout)
+        # wait for the peer to close the channel (it leaves), so the caller sees it gone
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ch.recv(max(0.0, deadline - time.monotonic()))
+            except mh.ChannelClosed:
+                return
+            except mh.Timeout:
+                return
+    finally:
+        ch.close()
+        d.detach()

@@ -1,0 +1,121 @@
+"""The state every part of a peer machine shares, and its outputs.
+
+:class:`PeerState` holds what :class:`~multihop.dispatch.peer.PeerMachine` is
+made of (the parts are mixins, one file each: :mod:`.serving` delivers to
+sinks, :mod:`.replication` keeps the copies in step); nothing here does I/O
+or reads a clock: times come in with each call.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, deque
+from typing import Any
+
+from multihop.dispatch.config import PeerConfig
+from multihop.dispatch.ids import Nid
+from multihop.dispatch.membership import Membership
+from multihop.dispatch.news import StoredNews
+from multihop.dispatch.partition import owner_map
+from multihop.dispatch.sinks import SinkState
+from multihop.dispatch.sources import SourceState
+from multihop.dispatch.store import NewsStore
+from multihop.dispatch.topics import TopicTable
+from multihop.dispatch.wire import Record
+
+__all__ = ["PeerState"]
+
+
+class PeerState:
+    """Fields of a peer machine and the helpers that emit its outputs."""
+
+    def __init__(self, me: Nid, domain: Nid, config: PeerConfig, now_ns: int, active: bool) -> None:
+        self.me = me
+        self.domain = domain
+        self.cfg = config
+        self.now_ns = now_ns
+        self.rng = random.Random(me.hi ^ me.lo)
+        self.members = Membership(me, active, config.ns("heartbeat"), config.ns("dead_after"), now_ns)
+        self.links: dict[Nid, str] = {}  # node with a channel to us -> "peer", "source", "sink", "relay", "admin"
+        self.sources: dict[Nid, SourceState] = {}
+        self.sinks: dict[Nid, SinkState] = {}
+        self.topics = TopicTable()
+        self.store = NewsStore(config.ns("history"), config.history_limit)
+        self.owners: list[Nid | None] = owner_map(config.partitions, self.members.active_ids())
+        self.counters: Counter[str] = Counter()
+        self.dirty: set[Nid] = set()  # sinks whose deliveries may move
+        self.leaving = False
+        self.stopped = False
+        self.status_hook: Any = None  # the driver's counters for status replies (None in the simulator)
+        self._out: deque[tuple[Nid, Record]] = deque()
+        self._connects: deque[Nid] = deque()
+        self._events: deque[tuple[str, dict[str, Any]]] = deque()
+
+    # ---- outputs ---------------------------------------------------------
+
+    def send(self, dst: Nid, rec: Record) -> None:
+        """Queue ``rec`` for ``dst`` (a node we have a channel with)."""
+        self._out.append((dst, rec))
+
+    def to_peers(self, rec: Record) -> None:
+        """Queue ``rec`` for every peer we have a channel with."""
+        for node, kind in self.links.items():
+            if kind == "peer":
+                self._out.append((node, rec))
+
+    def to_clients(self, rec: Record, kinds: tuple[str, ...] = ("source", "sink", "relay")) -> None:
+        """Queue ``rec`` for every client of the given kinds."""
+        for node, kind in self.links.items():
+            if kind in kinds:
+                self._out.append((node, rec))
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Record an event for the driver (logs) and the tests."""
+        self._events.append((name, fields))
+        self.counters[f"event_{name}"] += 1
+
+    def connect(self, node: Nid) -> None:
+        """Ask the driver to open a channel to ``node``."""
+        self._connects.append(node)
+
+    # ---- provided by the mixins (serving, replication) ---------------------
+
+    def queue_update(self, key: tuple[Nid, int], sink: Nid) -> None:
+        """Note a delivery for the lazy ``QueueUpdate`` (:mod:`.replication`)."""
+        raise NotImplementedError
+
+    def pump(self, sink: SinkState) -> None:
+        """Deliver what ``sink`` may have now (:mod:`.serving`)."""
+        raise NotImplementedError
+
+    def accept(self, n: "StoredNews", pending: list[Nid] | None = None) -> None:
+        """Hold a new news and queue it for its sinks (:mod:`.peer`)."""
+        raise NotImplementedError
+
+    def status(self) -> dict[str, Any]:
+        """This peer's state and counters (:mod:`.peer`)."""
+        raise NotImplementedError
+
+    # ---- derived ---------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Whether this peer serves partitions."""
+        return self.members.me_active
+
+    def serves(self, sink: SinkState) -> bool:
+        """Whether this peer delivers to ``sink`` now."""
+        return (not self.leaving and self.members.me_active and sink.attached
+                and self.owners[sink.partition] == self.me)
+
+    def coordinator(self) -> bool:
+        """Whether this peer is the lowest active one (it alone signals rate alarms to sources)."""
+        active = self.members.active_ids()
+        return bool(active) and active[0] == self.me
+
+    def random_peer(self) -> Nid | None:
+        """A peer (other than us) we have a channel with, active ones first, chosen at random."""
+        peers = [n for n, k in self.links.items() if k == "peer" and n in self.members.others]
+        act = [n for n in peers if self.members.others[n].active]
+        pool = sorted(act or peers)
+        return self.rng.choice(pool) if pool else None

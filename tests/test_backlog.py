@@ -1,0 +1,97 @@
+"""A bind completes once queued in the service's backlog (issue 17 §7 first bullet).
+
+Before the fix a bind waited until the service's thread was inside ``accept``, so the README's
+first example (bind, then accept, in one thread) timed out, and ``on_connect`` ran only inside
+``accept``. Now each dispatcher's acceptor thread takes connections into a bounded backlog,
+asking ``on_connect`` there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import multihop as mh
+from liveness_util import until
+
+TRANSPORTS = ["ump", "multihop"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_bind_then_accept_in_one_thread_with_on_connect(rt: mh.Runtime, transport: str) -> None:
+    seen: list[dict[str, Any]] = []
+    main = threading.get_ident()
+    where: list[int] = []
+
+    def on_connect(info: dict[str, Any]) -> bool:
+        seen.append(info)
+        where.append(threading.get_ident())
+        return True
+
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("one-thread", on_connect=on_connect)
+        ch = cli.bind("one-thread", transport=transport, timeout=5)  # returns without anyone in accept
+        ch.send(b"ping")
+        peer = svc.accept(timeout=5)
+        assert peer.recv(timeout=5) == b"ping"
+        assert [i["client_pid"] for i in seen] == [os.getpid()] and seen[0]["transport"] == transport
+        assert where and where[0] != main, "on_connect ran on the acceptor thread, not in accept"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_refusing_on_connect_answers_without_accept(rt: mh.Runtime, transport: str) -> None:
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("picky2", on_connect=lambda info: False)
+        t0 = time.monotonic()
+        with pytest.raises(mh.BindError, match="refused by the service's on_connect callback"):
+            cli.bind("picky2", transport=transport, timeout=10)
+        assert time.monotonic() - t0 < 5, "the refusal came at once, not at the bind's timeout"
+        assert svc.queued == 0
+
+
+def test_an_on_connect_that_raises_refuses_and_the_next_accept_raises_it(rt: mh.Runtime) -> None:
+    def on_connect(info: dict[str, Any]) -> bool:
+        raise RuntimeError("policy store unreachable")
+
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("raises", on_connect=on_connect)
+        with pytest.raises(mh.BindError, match="policy store unreachable"):
+            cli.bind("raises", timeout=5)
+        with pytest.raises(RuntimeError, match="policy store unreachable"):
+            svc.accept(timeout=5)
+        with pytest.raises(mh.Timeout):
+            svc.accept(timeout=0.1)  # raised once
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_dropping_the_service_closes_its_backlog_and_frees_the_name(rt: mh.Runtime, transport: str) -> None:
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("withdrawn", backlog=4)
+        queued = [cli.bind("withdrawn", transport=transport, timeout=5) for _ in range(3)]
+        until("three channels wait in the backlog", lambda: svc.queued == 3)
+        del svc
+        for ch in queued:
+            with pytest.raises(mh.ChannelClosed):
+                ch.recv(timeout=5)
+            assert ch.closed
+        with pytest.raises(mh.BindError):
+            cli.bind("withdrawn", transport=transport, timeout=5)
+        again = srv.export("withdrawn")
+        ch = cli.bind("withdrawn", transport=transport, timeout=5)
+        ch.send(b"new")
+        assert again.accept(timeout=5).recv(timeout=5) == b"new"
+
+
+def test_many_clients_queue_in_order(rt: mh.Runtime) -> None:
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("fifo", backlog=64)
+        clients = [cli.bind("fifo", transport="multihop", timeout=5) for _ in range(50)]
+        for i, ch in enumerate(clients):
+            ch.send(b"%d" % i)
+        assert svc.queued == 50
+        for i in range(50):
+            assert svc.accept(timeout=5).recv(timeout=5) == b"%d" % i

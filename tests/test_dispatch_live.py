@@ -1,0 +1,310 @@
+"""Live dispatch domains: real peer processes, real monitors and shared-memory channels, real SIGKILL.
+
+Each test starts its runtime(s) and peers in fixtures that stop everything
+even when the test fails; every wait is bounded.  The recorded deliveries are
+judged with the checkers of ``multihop.dispatch.checkers``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator
+
+import psutil
+import pytest
+
+import multihop as mh
+from multihop import dispatch
+from multihop.dispatch import checkers
+from multihop.dispatch.ids import Nid, hex_id
+from multihop.dispatch.naming import listed_peers, peer_service
+from multihop.dispatch.sim import Sent
+
+import dispatch_procs
+from conftest import unique_name
+
+CTX = mp.get_context("spawn")
+FAST = dispatch.PeerConfig(heartbeat=0.05, dead_after=0.4)
+
+
+@contextmanager
+def domain(peers: int, config: dispatch.PeerConfig = FAST, cores: tuple[int, ...] = (0, 1),
+           name: str | None = None) -> Iterator[tuple[mh.Runtime, dispatch.System]]:
+    """A runtime and its dispatch peers, all stopped at the end whatever happens."""
+    rt = mh.Runtime.start(name or unique_name("dsp"), cores=list(cores))
+    system = None
+    try:
+        system = dispatch.start(rt.name, peers, config=config)
+        yield rt, system
+    finally:
+        if system is not None:
+            system.stop()
+        rt.stop()
+
+
+@contextmanager
+def child_sink(rt: mh.Runtime, topics: list[str], want: int, qos: dict[str, Any] | None = None,
+               seconds: float = 60.0) -> Iterator[tuple[Nid, Any]]:
+    """A sink in its own process; yields (its id, the queue its recording arrives on); killed at the end."""
+    ready, result = CTX.Queue(), CTX.Queue()
+    p = CTX.Process(target=dispatch_procs.record_sink, args=(rt.name, topics, want, qos or {}, ready, result, seconds),
+                    daemon=True)
+    p.start()
+    try:
+        hi, lo = ready.get(timeout=30)
+        yield Nid(hi, lo), result
+    finally:
+        if p.is_alive():
+            p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+        p.join(10)
+
+
+def serving_peer(system: dispatch.System, sink: Nid) -> dispatch.PeerProcess:
+    """The peer process that serves ``sink`` now."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for pid, st in system.status().items():
+            if st.get("sinks", {}).get(hex_id(sink), {}).get("served_here"):
+                return next(p for p in system.peers if hex_id(p.id) == pid)
+        time.sleep(0.02)
+    raise AssertionError(f"no peer serves sink {hex_id(sink)}")
+
+
+def received(result: Any) -> tuple[list[dispatch.News], dict[str, Any]]:
+    """The recording a child sink sent back, as News (payload left out)."""
+    got, stats = result.get(timeout=90)
+    news = [dispatch.News(Nid(a, b), seq, 0, ("n",), 0, Nid(0, 0), b"", age, Nid(c, d)) for a, b, seq, c, d, age in got]
+    return news, stats
+
+
+def test_reliable_sink_gets_every_news_once_across_a_sigkill_of_its_peer() -> None:
+    """Three peers; the peer serving a reliable sink (in its own process) is SIGKILLed mid-stream."""
+    n = 3000
+    with domain(3) as (rt, system), child_sink(rt, ["n"], n) as (sink, result):
+        other = dispatch.sink(rt.name, ["n"])  # a second reliable sink, in this process
+        victim = serving_peer(system, sink)
+        got_other: list[dispatch.News] = []
+        with dispatch.source(rt.name, qos=dispatch.SourceQoS(priority=2)) as src:
+            for i in range(n):
+                src.send(["n"], i.to_bytes(4, "little"))
+                if i == n // 3:
+                    system.kill(victim)
+                while (x := other.try_next()) is not None:
+                    got_other.append(x)
+            deadline = time.monotonic() + 30
+            while len(got_other) < n and time.monotonic() < deadline:
+                try:
+                    got_other.append(other.next(timeout=0.5))
+                except mh.Timeout:
+                    pass
+            got, stats = received(result)
+        sent = [Sent(src.id, i, 2, ("n",), 0) for i in range(n)]
+        checkers.no_loss_in_order(sent, {sink: got, other.id: got_other}, topics={sink: ["n"], other.id: ["n"]}).assert_ok()
+        peers = {x.peer for x in got}
+        assert victim.id in peers and len(peers) == 2, "served by the victim, then by a survivor"
+        assert stats["delivered"] == n
+        live = system.status()
+        assert len(live) == 2 and all(len(s["members"]) == 2 for s in live.values())
+        other.close()
+
+
+def test_a_peer_joining_and_one_leaving_mid_stream_lose_nothing() -> None:
+    n = 2400
+    with domain(2) as (rt, system), child_sink(rt, ["n"], n) as (sink, result):
+        sinks = [dispatch.sink(rt.name, ["n"]) for _ in range(3)]
+        got: dict[Nid, list[dispatch.News]] = {s.id: [] for s in sinks}
+        first = system.peers[0]
+        joined = None
+        with dispatch.source(rt.name) as src:
+            for i in range(n):
+                src.send(["n"], b"x")
+                if i == n // 3:
+                    joined = system.add_peer(timeout=20)
+                if i == 2 * n // 3:
+                    system.retire(first)
+                for s in sinks:
+                    while (x := s.try_next()) is not None:
+                        got[s.id].append(x)
+            deadline = time.monotonic() + 30
+            while any(len(g) < n for g in got.values()) and time.monotonic() < deadline:
+                for s in sinks:
+                    while (x := s.try_next()) is not None:
+                        got[s.id].append(x)
+                time.sleep(0.005)
+            child_got, _ = received(result)
+        got[sink] = child_got
+        sent = [Sent(src.id, i, 0, ("n",), 0) for i in range(n)]
+        checkers.no_loss_in_order(sent, got, topics={k: ["n"] for k in got}).assert_ok()
+        assert not first.alive and first.proc.returncode == 0  # it left gracefully
+        assert joined is not None
+        st = system.status()[hex_id(joined.id)]
+        assert st["active"] and st["counters"].get("delivered", 0) > 0, "the new peer took partitions and served them"
+        for s in sinks:
+            s.close()
+
+
+def test_relays_carry_news_between_two_domains() -> None:
+    """Domains on runtimes A and B, relays over a third runtime (the relay domain) that only relays share."""
+    with ExitStack() as stack:
+        a = stack.enter_context(domain(1, cores=(0,)))[0]
+        b = stack.enter_context(domain(2, cores=(1,)))[0]
+        relays = stack.enter_context(mh.Runtime.start(unique_name("relays"), cores=[0]))
+        stack.enter_context(dispatch.relay(a.name, relays.name, ["world"]))
+        stack.enter_context(dispatch.relay(b.name, relays.name, ["world"]))
+        src_a = stack.enter_context(dispatch.source(a.name, qos=dispatch.SourceQoS(priority=7)))
+        src_b = stack.enter_context(dispatch.source(b.name))
+        snk_a = stack.enter_context(dispatch.sink(a.name, ["world"]))
+        snk_b = stack.enter_context(dispatch.sink(b.name, ["world", "local"], qos=dispatch.SinkQoS(max_delivery_time=5)))
+        sent_a = [src_a.send(["world"], b"a%d" % i) for i in range(50)]
+        sent_b = [src_b.send(["world"], b"b%d" % i) for i in range(50)]
+        src_b.send(["local"], b"stays in B")
+        got: dict[Any, list[dispatch.News]] = {snk_a: [], snk_b: []}
+        deadline = time.monotonic() + 20
+        while (len(got[snk_a]) < 100 or len(got[snk_b]) < 101) and time.monotonic() < deadline:
+            for s, g in got.items():
+                while (x := s.try_next()) is not None:
+                    g.append(x)
+            time.sleep(0.005)
+        world = [Sent(src_a.id, i, 7, ("world",), 0) for i in range(len(sent_a))] + \
+                [Sent(src_b.id, i, 0, ("world",), 0) for i in range(len(sent_b))]
+        local = [Sent(src_b.id, 50, 0, ("local",), 0)]
+        checkers.no_loss_in_order(world + local, {snk_a.id: got[snk_a], snk_b.id: got[snk_b]},
+                                  topics={snk_a.id: ["world"], snk_b.id: ["world", "local"]}).assert_ok()
+        from_a = [x for x in got[snk_b] if x.source == src_a.id]
+        assert {x.origin for x in from_a} == {dispatch.ids.domain_id(a.name, "main")}
+        assert all(x.priority == 7 for x in from_a)  # the QoS travelled with the news
+        checkers.none_later_than_the_bound({snk_b.id: got[snk_b]}, {snk_b.id: 5 * 10**9}).assert_ok()
+
+
+def test_bad_input_gets_clear_errors_and_other_sinks_are_unaffected() -> None:
+    cfg = dispatch.PeerConfig(heartbeat=0.05, dead_after=0.4, topics=("sport", "tech"), window=8)
+    with domain(2, config=cfg) as (rt, system):
+        with pytest.raises(dispatch.QosError, match="min_per_unit=9 is above max_per_unit=3"):
+            dispatch.source(rt.name, qos=dispatch.SourceQoS(min_per_unit=9, max_per_unit=3))
+        with pytest.raises(dispatch.QosError, match="min_delivery_time=2 s is above max_delivery_time=1 s"):
+            dispatch.sink(rt.name, ["sport"], qos=dispatch.SinkQoS(min_delivery_time=2, max_delivery_time=1))
+        with pytest.raises(dispatch.UnknownTopic, match=r"unknown topic\(s\) \['golf'\]; this domain declares only: "
+                                                        "sport, tech"):
+            dispatch.sink(rt.name, ["sport", "golf"])
+        with pytest.raises(dispatch.TopicError, match="topic 'sport' is listed twice"):
+            dispatch.sink(rt.name, ["sport", "sport"])
+        with pytest.raises(dispatch.UnknownTopic, match="exclusive names \\['tech'\\]"):
+            dispatch.sink(rt.name, ["sport"], qos=dispatch.SinkQoS(exclusive=["tech"]))
+        with pytest.raises(dispatch.NoPeers, match="no dispatch peer of system 'other'"):
+            dispatch.source(rt.name, system="other")
+        src = dispatch.source(rt.name)
+        with pytest.raises(dispatch.UnknownTopic, match="golf"):
+            src.send(["golf"], b"")
+        with pytest.raises(dispatch.PayloadTooLarge):
+            src.send(["sport"], bytes(dispatch.MAX_PAYLOAD + 1))
+        # a sink that never reads: bounded at the peers, counted; the other sink gets everything
+        stuck = dispatch.sink(rt.name, ["sport"], qos=dispatch.SinkQoS(queue_limit=50))
+        fine = dispatch.sink(rt.name, ["sport"])
+        # garbage on a peer's channel: that channel is dropped, the peer serves on
+        d = rt.dispatcher(0)
+        junk = d.bind(peer_service("main", system.peers[0].id), timeout=5)
+        junk.send(b"\xff\xfe not a dispatch message")
+        for i in range(500):
+            src.send(["sport"], b"%d" % i)
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 500 and time.monotonic() < deadline:
+            try:
+                got.append(fine.next(timeout=0.5))
+            except mh.Timeout:
+                pass
+        assert [int(x.payload) for x in got] == list(range(500))
+        st = system.status()
+        q = [s["sinks"][hex_id(stuck.id)] for s in st.values()]
+        assert all(x["queued"] <= 50 for x in q)
+        assert sum(x["overflowed"] for x in q if x["served_here"]) == 500 - 8 - 50  # window 8, then queue 50
+        assert st[hex_id(system.peers[0].id)]["driver"]["malformed"] == 1
+        assert all(p.alive for p in system.peers)
+        with pytest.raises(mh.ChannelClosed):
+            for _ in range(100):
+                junk.recv(timeout=1.0)
+        d.detach()
+        for c in (src, stuck, fine):
+            c.close()
+
+
+def test_cli_up_status_down(tmp_path: Any) -> None:
+    """`multihop dispatch up|status|down` on a runtime started with `multihop up`."""
+    name = unique_name("dspcli")
+    cli = [sys.executable, "-m", "multihop.cli"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60, env=os.environ.copy())
+
+    r = run("up", name, "--cores", "0-1")
+    assert r.returncode == 0, r.stderr
+    try:
+        r = run("dispatch", "up", name, "--peers", "2", "--topics", "sport,tech", "--heartbeat", "0.05",
+                "--dead-after", "0.4")
+        assert r.returncode == 0, r.stderr
+        assert "dispatch system 'main' up" in r.stdout
+        rt = mh.Runtime.attach(name)
+        pids = [int(e["pid"]) for e in listed_peers(rt, "main").values()]
+        assert len(pids) == 2
+        src = dispatch.source(name)
+        snk = dispatch.sink(name, ["tech"])
+        src.send(["tech"], b"hello")
+        assert snk.next(timeout=5).payload == b"hello"
+        r = run("dispatch", "status", name, "--json")
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        assert len(st) == 2 and all(s["active"] for s in st.values())
+        assert sum(s["sinks"][hex_id(snk.id)]["delivered"] for s in st.values()) == 1
+        r = run("dispatch", "status", name)
+        assert "(active)" in r.stdout and "serves 1 of 1 sink(s)" in r.stdout
+        r = run("dispatch", "up", name)
+        assert r.returncode == 1 and "already runs on runtime" in r.stderr
+        src.close()
+        snk.close()
+        r = run("dispatch", "down", name)
+        assert r.returncode == 0, r.stderr
+        assert "2 peer(s) stopped" in r.stdout
+        assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+        assert run("dispatch", "status", name).stdout.strip() == "no peer"
+        r = run("dispatch", "status", "no-such-runtime")
+        assert r.returncode == 1 and "RuntimeNotFound" in r.stderr
+    finally:
+        run("down", name)
+
+
+def test_clients_survive_the_whole_domain_restarting() -> None:
+    """Every peer killed: a source's send raises NoPeers; a new peer appears: source and sink find it and go on."""
+    with domain(1) as (rt, system):
+        src = dispatch.source(rt.name)
+        snk = dispatch.sink(rt.name, ["n"])
+        src.send(["n"], b"before")
+        assert snk.next(timeout=5).payload == b"before"
+        system.kill(system.peers[0])
+        deadline = time.monotonic() + 10
+        while src.machine.linked and time.monotonic() < deadline:
+            src.stats()  # reads: sees the channel close
+        with pytest.raises(dispatch.NoPeers, match="no dispatch peer of system 'main' is left"):
+            src.send(["n"], b"lost")
+        with pytest.raises(mh.Timeout):
+            snk.next(timeout=0.2)
+        system.add_peer()  # the clients look for peers again on their next call
+        src.send(["n"], b"after")
+        got = None
+        deadline = time.monotonic() + 10
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = snk.next(timeout=0.5)
+            except mh.Timeout:
+                pass
+        assert got is not None and got.payload == b"after"
+        assert snk.stats()["peers"] == 1
+        src.close()
+        snk.close()
