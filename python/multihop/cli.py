@@ -1,4 +1,5 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``,
+``groups``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -130,6 +131,12 @@ def _cmd_dispatch(a: argparse.Namespace) -> int:
     return command.run(a)
 
 
+def _cmd_groups(a: argparse.Namespace) -> int:
+    from multihop.groups import command
+
+    return command.run(a)
+
+
 def suites_names() -> tuple[str, ...]:
     """Names ``multihop bench`` accepts (known without the bench extra)."""
     from multihop.bench.suite_names import SUITES
@@ -208,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     gs = sub.add_parser("ges", help="GES broker hierarchy: up, status, graph, down", description=ges_command.DESCRIPTION)
     ges_command.add_arguments(gs)
     gs.set_defaults(func=_cmd_ges)
+
+    from multihop.groups import command as groups_command
+
+    gr = sub.add_parser("groups", help="group communication: machine models, trees, simulated shoot-down, calibration",
+                        description=groups_command.DESCRIPTION)
+    groups_command.add_arguments(gr)
+    gr.set_defaults(func=_cmd_groups)
     return p
 
 
