@@ -38,6 +38,7 @@ pub const MH_E_MONITOR: c_int = -10;
 pub const MH_E_OS: c_int = -11;
 pub const MH_E_INTERNAL: c_int = -12;
 pub const MH_E_EXISTS: c_int = -13;
+pub const MH_E_CAP: c_int = -14;
 
 /// The one map from engine error kinds to C return codes.
 pub fn code_of(kind: ErrorKind) -> c_int {
@@ -56,6 +57,7 @@ pub fn code_of(kind: ErrorKind) -> c_int {
         // Waits are retried on a signal, so Interrupted only escapes from a
         // system call outside them: report it as the OS failure it is.
         ErrorKind::Os | ErrorKind::Interrupted => MH_E_OS,
+        ErrorKind::CapSend => MH_E_CAP,
     }
 }
 
@@ -76,6 +78,7 @@ fn describe(code: c_int) -> &'static CStr {
         MH_E_OS => c"operating-system call failed",
         MH_E_INTERNAL => c"internal error in libmultihop_core",
         MH_E_EXISTS => c"a live runtime of that name exists",
+        MH_E_CAP => c"handles refused (runtime-owned, not open, too many, or no room at the receiver)",
         _ => c"unknown error code",
     }
 }

@@ -24,6 +24,8 @@
 //! - [`monitor`]: the per-core monitor process (one concern per file under `monitor/`)
 //! - [`fixed_layout`]: wire layout of a Flounder message of scalars
 //! - [`transport_choice`]: what transport "auto" stands for (the C ABI's `mh_bind`)
+//! - [`caps`]: handles (descriptors) that travel with messages, through
+//!   the monitors (TN-006 2.7)
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`, one
@@ -31,6 +33,7 @@
 //!   send methods)
 
 pub mod capi;
+pub mod caps;
 pub mod channel;
 pub mod control;
 pub mod dispatcher;
