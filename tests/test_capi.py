@@ -51,6 +51,7 @@ CODES = {
     "MH_E_OS": -11,
     "MH_E_INTERNAL": -12,
     "MH_E_EXISTS": -13,
+    "MH_E_CAP": -14,
 }
 
 

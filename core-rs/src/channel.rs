@@ -668,6 +668,9 @@ impl UmpChannel {
         self.flags().closed[self.info.side.index()].store(1, Ordering::Release);
         self.peer_doorbell.ring();
         self.my_doorbell.ring(); // wake our own threads blocked on this channel
+        if let Some(c) = self.caps.get() {
+            c.close(); // handles waiting here can no longer be read: closed now
+        }
         self.release();
     }
 

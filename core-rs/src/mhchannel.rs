@@ -590,6 +590,9 @@ impl MhChannel {
         let hdr = self.header(Kind::Teardown, 0);
         let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
+        if let Some(c) = self.caps.get() {
+            c.close(); // handles waiting here can no longer be read: closed now
+        }
         if !self.released.swap(true, Ordering::Relaxed) {
             if let Some(f) = lock(&self.on_close).take() {
                 f(self.info.id, (!in_band).then_some(self.vci_out));

@@ -102,7 +102,8 @@ impl CapEnd {
     }
 
     /// Hand `fds` to the receiving end and wait until it holds them (or a
-    /// refusal comes back). Returns the group's number. `over()` says the
+    /// refusal comes back); `check_here`: check them first (else the
+    /// sending side's monitor alone does). Returns the group's number. `over()` says the
     /// channel ended (checked between waits); `interrupt` runs between waits
     /// too (signals). A wait that ends without a verdict cancels the group.
     pub fn send_group(
@@ -111,9 +112,12 @@ impl CapEnd {
         deadline: Option<Instant>,
         over: &dyn Fn() -> bool,
         interrupt: &mut dyn FnMut() -> Result<()>,
+        check_here: bool,
     ) -> Result<u64> {
-        if let Err((why, i, text)) = check::check_all(fds) {
-            return Err(Error::cap_refused(why, Some(i), text));
+        if check_here {
+            if let Err((why, i, text)) = check::check_all(fds) {
+                return Err(Error::cap_refused(why, Some(i), text));
+            }
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let count = fds.len() as u32;
@@ -159,6 +163,13 @@ impl CapEnd {
                 })
             }
         }
+    }
+
+    /// This end closed: it takes no more groups, and the ones it holds are
+    /// closed (their messages can no longer be read here).
+    pub fn close(&self) {
+        self.disp.inner.caps.unregister(self.key);
+        self.inbox.clear();
     }
 
     /// The sender gave up on group `seq` after sending it: the receiving end

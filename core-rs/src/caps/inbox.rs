@@ -141,6 +141,15 @@ impl Inbox {
         }
     }
 
+    /// Close every handle held (the end closed).
+    pub fn clear(&self) {
+        let mut st = lock(&self.state);
+        let n = st.held as u64;
+        st.groups.clear();
+        st.held = 0;
+        st.discarded += n;
+    }
+
     /// Most handles this end keeps for messages not received yet.
     pub fn set_room(&self, room: usize) {
         lock(&self.state).room = room;

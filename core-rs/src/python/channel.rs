@@ -385,6 +385,14 @@ impl Channel {
         super::fast_send::make(py, self.ch.clone(), layout.layout.clone(), &names, fallback)
     }
 
+    /// Test hook: ``send(data, handles=fds)`` without this library's own check
+    /// of the handles, so the sending side's monitor alone decides (as for a
+    /// program that bypasses the library). Raises CapSendError when refused.
+    fn _send_handles_unchecked(&self, py: Python<'_>, data: &[u8], fds: Vec<i32>) -> PyResult<()> {
+        let until = Some(Instant::now() + std::time::Duration::from_secs(10));
+        py.detach(|| self.ch.send_with_handles_unchecked(data, &fds, until)).map_err(|e| to_py(py, e))
+    }
+
     /// Test hook: (VCI received on, VCI sent with) on the link to this
     /// end's monitor, for a multi-hop channel; None for UMP.
     fn _vcis(&self) -> Option<(u64, u64)> {
