@@ -651,8 +651,8 @@ def generate_python(iface: Interface) -> str:
     """Generate the source of a Python binding module for ``iface``.
 
     Raises :class:`~multihop.idl.errors.IdlCodegenError` for interfaces the
-    back end cannot generate: capabilities, import-only models, and names
-    Python cannot take (see :mod:`multihop.idl.pycheck`).
+    back end cannot generate: import-only models, and names Python cannot
+    take (see :mod:`multihop.idl.pycheck`).
     """
     check_generatable(iface, "Python")
     check_python_names(iface)
