@@ -5,6 +5,7 @@
 //! - [`shm`]: memfd segments
 //! - [`ring`]: the SPSC ring of cache-line slots (`sync`: its atomics, std's or loom's)
 //! - [`park`]: spin-then-futex waiting and doorbells
+//! - [`async_bell`]: this process's doorbell as a descriptor an event loop watches
 //! - [`peer`]: pidfd watch on the process at the other end
 //! - [`paths`]: runtime directories and socket names
 //! - [`liveness`]: the lock that says a runtime is live
@@ -32,6 +33,7 @@
 //!   pyclass per file under `python/` (`fast_send`: generated stubs' native
 //!   send methods)
 
+pub mod async_bell;
 pub mod capi;
 pub mod caps;
 pub mod channel;

@@ -92,6 +92,12 @@ impl Doorbell {
         false
     }
 
+    /// Bump the epoch and wake whoever waits, waiters counted or not (to
+    /// end a waiting thread of our own).
+    pub fn ring_always(&self) {
+        self.ring_slow();
+    }
+
     #[cold]
     fn ring_slow(&self) {
         let w = self.word();
