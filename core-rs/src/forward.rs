@@ -103,6 +103,12 @@ impl Fwd {
         self.links.iter().position(|l| l.as_ref().is_some_and(|l| l.peer == peer)).map(|i| i as LinkId)
     }
 
+    /// Who is at the other end of `link` (the handles of a message follow
+    /// its channel's entries to the same peer, over the control sockets).
+    pub fn peer_of(&self, link: LinkId) -> Option<LinkPeer> {
+        self.links.get(link as usize).and_then(|l| l.as_ref()).map(|l| l.peer)
+    }
+
     pub fn monitor_links(&self) -> Vec<u32> {
         self.links
             .iter()

@@ -31,6 +31,16 @@ strings as NUL-terminated ``const char *``.  On decode, bounded dynamic arrays
 and strings are copied into caller buffers (``N_M_A_MAX`` elements; a string
 needs ``MAX + 1`` bytes) and unbounded ones (``T a[len]``, ``string s``) are
 ``malloc``'d for the caller to ``free``.
+
+Capabilities (``cap``, ``give_away_cap``, also in structs and arrays) are ``int``
+file descriptors (-1 for none).  A message that carries them has an encoder that
+also fills ``int mh_fds[MH_MAX_HANDLES]``, ``*mh_nfds`` and ``*mh_give`` (bit i: handle
+i is given away) and a decoder that takes the handles that came (``mh_fds``,
+``mh_nfds``); its send stub uses ``mh_send_handles``.  An interface with
+capabilities receives with ``mh_recv_handles``: its ``N_dispatch``,
+``N_reencode`` take the handles beside the bytes, its backlog keeps them, and a
+handler owns the descriptors it is given (a message that does not decode has
+its handles closed).
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from multihop.idl.model import (
     Type,
     arg_text,
     fixed_size,
+    has_caps,
 )
 from multihop.idl.names import c_name
 
@@ -72,6 +83,8 @@ _CTYPES = {
     "intptr": "int64_t",
     "bool": "bool",
     "char": "char",
+    "cap": "int",
+    "give_away_cap": "int",
 }
 
 _HELPERS = r"""
@@ -105,6 +118,11 @@ static inline int64_t mhidl_now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000 + (int64_t)(t.tv_nsec / 1000000);
+}
+/* Close `n` descriptors (handles nobody will take). */
+static inline void mhidl_close_all(const int *fds, size_t n)
+{
+    for (size_t i = 0; fds != NULL && i < n; i++) close(fds[i]);
 }
 static inline int64_t mhidl_deadline(int64_t timeout_ms) { return timeout_ms < 0 ? -1 : mhidl_now_ms() + timeout_ms; }
 static inline int64_t mhidl_left(int64_t deadline)
@@ -165,6 +183,20 @@ class _CGen:
         assert iface.name is not None
         self.iface = iface
         self.p = iface.name
+        self.has_caps = any(self.caps_of(m) for m in iface.messages)
+
+    @staticmethod
+    def caps_of(m: Message) -> bool:
+        """Whether message ``m`` carries capabilities."""
+        return any(has_caps(a.type) for a in m.args)
+
+    def fd_params(self, m: Message, decode: bool) -> list[str]:
+        """The handle parameters of ``m``'s encoder or decoder (none for a message without capabilities)."""
+        if not self.caps_of(m):
+            return []
+        if decode:
+            return ["const int *mh_fds", "size_t mh_nfds"]
+        return ["int *mh_fds", "size_t *mh_nfds", "uint64_t *mh_give"]
 
     # -- naming ----------------------------------------------------------------
 
@@ -232,6 +264,18 @@ class _CGen:
     def enc_value(self, t: Type, expr: str, ind: str, depth: int = 0) -> list[str]:
         """C statements writing ``expr`` at ``mh_p`` and advancing it."""
         if isinstance(t, Builtin):
+            if t.kind == "cap":
+                give = "*mh_give |= (uint64_t)1 << *mh_nfds; " if t.name == "give_away_cap" else ""
+                return [
+                    f"{ind}{{ /* {t.name}: a presence byte, the descriptor beside the bytes */",
+                    f"{ind}    int mh_fd = ({expr});",
+                    f"{ind}    *mh_p++ = mh_fd >= 0 ? 1 : 0;",
+                    f"{ind}    if (mh_fd >= 0) {{",
+                    f"{ind}        if (*mh_nfds >= MH_MAX_HANDLES) return MH_E_INVALID;",
+                    f"{ind}        {give}mh_fds[(*mh_nfds)++] = mh_fd;",
+                    f"{ind}    }}",
+                    f"{ind}}}",
+                ]
             if t.kind == "bool":
                 return [f"{ind}*mh_p++ = ({expr}) ? 1 : 0;"]
             if t.kind == "char":
@@ -279,6 +323,16 @@ class _CGen:
     def dec_value(self, t: Type, lv: str, ind: str, depth: int = 0) -> list[str]:
         """C statements reading a value at ``mh_p`` into lvalue ``lv`` (bounds already checked)."""
         if isinstance(t, Builtin):
+            if t.kind == "cap":
+                return [
+                    f"{ind}if (*mh_p > 1) goto mh_bad;",
+                    f"{ind}if (*mh_p++) {{",
+                    f"{ind}    if (mh_k >= mh_nfds) goto mh_bad;",
+                    f"{ind}    {lv} = mh_fds[mh_k++];",
+                    f"{ind}}} else {{",
+                    f"{ind}    {lv} = -1;",
+                    f"{ind}}}",
+                ]
             if t.kind == "bool":
                 return [f"{ind}{lv} = (*mh_p++ != 0);"]
             if t.kind == "char":
@@ -318,12 +372,16 @@ class _CGen:
 
     def gen_encode(self, m: Message) -> list[str]:
         """``int N_M_encode(buf, cap, len, args...)``: check, size, then write."""
-        params = ["uint8_t *mh_buf", "size_t mh_cap", "size_t *mh_len"]
+        params = ["uint8_t *mh_buf", "size_t mh_cap", "size_t *mh_len"] + self.fd_params(m, False)
         for a in m.args:
             params += self.params_in(a)
         fixed = [a for a in m.args if fixed_size(a.type) is not None]
         dyn = [a for a in m.args if fixed_size(a.type) is None]
         out = [f"int {self.fn(m, 'encode')}({self.sig(params)})", "{"]
+        if self.caps_of(m):
+            out.append("    if (mh_fds == NULL || mh_nfds == NULL || mh_give == NULL) return MH_E_INVALID;")
+            out.append("    *mh_nfds = 0;")
+            out.append("    *mh_give = 0;")
         out.append(f"    size_t mh_need = {self.fixed_part(m)};")
         for a in fixed:
             if isinstance(a.type, Struct):
@@ -385,7 +443,7 @@ class _CGen:
 
     def gen_decode(self, m: Message) -> list[str]:
         """``int N_M_decode(buf, len, outs...)``: bounds-checked reads; frees what it allocated on failure."""
-        params = ["const uint8_t *mh_buf", "size_t mh_len"]
+        params = ["const uint8_t *mh_buf", "size_t mh_len"] + self.fd_params(m, True)
         for a in m.args:
             params += self.params_out(a)
         fixed = [a for a in m.args if fixed_size(a.type) is not None]
@@ -404,6 +462,8 @@ class _CGen:
             "    const uint8_t *const mh_end = mh_buf + mh_len;",
             "    (void)mh_end;",
         ]
+        if self.caps_of(m):
+            out += ["    size_t mh_k = 0; /* handles taken */", "    if (mh_fds == NULL && mh_nfds > 0) goto mh_bad;"]
         for a in fixed:
             n, t = c_name(a.name), a.type
             lv = n if isinstance(t, Array) else f"*{n}"
@@ -459,7 +519,10 @@ class _CGen:
                 out += self.dec_value(t.element, "mh_a[mh_j]", "            ", 1)
                 out.append("        }")
             out += [f"        *{ln} = (size_t)mh_n;", "    }"]
-        out += ["    if (mh_p != mh_end) goto mh_bad;", "    return MH_OK;", "mh_bad:"]
+        out.append("    if (mh_p != mh_end) goto mh_bad;")
+        if self.caps_of(m):
+            out.append("    if (mh_k != mh_nfds) goto mh_bad; /* more handles than capabilities */")
+        out += ["    return MH_OK;", "mh_bad:"]
         if allocs:
             out.append("    mh_rc = MH_E_PROTOCOL;")
             out.append("mh_fail:")
@@ -521,16 +584,27 @@ class _CGen:
         return decls, dec_args, call_args, cleanup
 
     def gen_send(self, m: Message) -> list[str]:
-        """``int N_M_send(b, timeout_ms, args...)``: encode into a stack (or heap) buffer and ``mh_send``."""
+        """``int N_M_send(b, timeout_ms, args...)``: encode into a stack (or heap) buffer and ``mh_send``
+        (``mh_send_handles`` with the message's handles, for a message with capabilities)."""
         params = [f"{self.p}_binding *mh_b", "int64_t mh_timeout_ms"]
         names: list[str] = []
         for a in m.args:
             params += self.params_in(a)
             names += self.names_in(a)
-        call_tail = "".join(", " + n for n in names)
+        caps = self.caps_of(m)
+        fd_args = ", mh_fds, &mh_nfds, &mh_give" if caps else ""
+        call_tail = fd_args + "".join(", " + n for n in names)
         enc = self.fn(m, "encode")
+
+        def send(buf: str) -> str:
+            if caps:
+                return f"mh_send_handles(mh_b->ch, {buf}, mh_n, mh_fds, mh_nfds, mh_give, mh_timeout_ms)"
+            return f"mh_send(mh_b->ch, {buf}, mh_n, mh_timeout_ms)"
+
         out = [f"int {self.fn(m, 'send')}({self.sig(params)})", "{",
                "    if (mh_b == NULL || mh_b->ch == NULL) return MH_E_INVALID;"]
+        if caps:
+            out += ["    int mh_fds[MH_MAX_HANDLES];", "    size_t mh_nfds = 0;", "    uint64_t mh_give = 0;"]
         if all(fixed_size(a.type) is not None for a in m.args):
             size = self.fixed_part(m)
             out += [
@@ -538,7 +612,7 @@ class _CGen:
                 "    size_t mh_n = 0;",
                 f"    int mh_rc = {enc}(mh_msg, sizeof mh_msg, &mh_n{call_tail});",
                 "    if (mh_rc != MH_OK) return mh_rc;",
-                "    return mh_send(mh_b->ch, mh_msg, mh_n, mh_timeout_ms);",
+                f"    return {send('mh_msg')};",
                 "}",
                 "",
             ]
@@ -551,12 +625,12 @@ class _CGen:
             "        uint8_t *mh_heap = (uint8_t *)malloc(mh_n);",
             "        if (mh_heap == NULL) return MH_E_INVALID;",
             f"        mh_rc = {enc}(mh_heap, mh_n, &mh_n{call_tail});",
-            "        if (mh_rc == MH_OK) mh_rc = mh_send(mh_b->ch, mh_heap, mh_n, mh_timeout_ms);",
+            f"        if (mh_rc == MH_OK) mh_rc = {send('mh_heap')};",
             "        free(mh_heap);",
             "        return mh_rc;",
             "    }",
             "    if (mh_rc != MH_OK) return mh_rc;",
-            "    return mh_send(mh_b->ch, mh_msg, mh_n, mh_timeout_ms);",
+            f"    return {send('mh_msg')};",
             "}",
             "",
         ]
@@ -589,6 +663,8 @@ class _CGen:
             "    /* private: the backlog, a ring of malloc'd messages */",
             f"    uint8_t *mh_msg[{p}_BACKLOG_MAX];",
             f"    size_t mh_len[{p}_BACKLOG_MAX];",
+            *([f"    int *mh_fds[{p}_BACKLOG_MAX]; /* the handles that came with each (malloc'd) */",
+               f"    size_t mh_nfds[{p}_BACKLOG_MAX];"] if self.has_caps else []),
             "    size_t mh_head, mh_count;",
             f"}} {p}_binding;",
             f"void {p}_binding_init({p}_binding *mh_b, mh_channel *mh_ch);",
@@ -625,6 +701,10 @@ class _CGen:
             "{",
             "    if (mh_b == NULL) return;",
             f"    for (size_t mh_i = 0; mh_i < {p}_BACKLOG_MAX; mh_i++) free(mh_b->mh_msg[mh_i]);",
+            *([f"    for (size_t mh_i = 0; mh_i < {p}_BACKLOG_MAX; mh_i++) {{ /* handles nobody took: closed */",
+               "        mhidl_close_all(mh_b->mh_fds[mh_i], mh_b->mh_nfds[mh_i]);",
+               "        free(mh_b->mh_fds[mh_i]);",
+               "    }"] if self.has_caps else []),
             "    memset(mh_b, 0, sizeof *mh_b);",
             "}",
             "",
@@ -656,14 +736,14 @@ class _CGen:
             "",
             "/* Receive one message into stack[cap] or, if longer, a malloc'd buffer; *m points at it. */",
             f"static int {p}_mh_recv_msg(mh_channel *mh_ch, uint8_t *mh_stack, size_t mh_cap, uint8_t **mh_m, size_t *mh_n,",
-            "                          int64_t mh_timeout_ms)",
+            f"                          {'int *mh_fds, size_t *mh_nfds, ' if self.has_caps else ''}int64_t mh_timeout_ms)",
             "{",
             "    *mh_m = mh_stack;",
-            "    int mh_rc = mh_recv(mh_ch, mh_stack, mh_cap, mh_n, mh_timeout_ms);",
+            f"    int mh_rc = {self.recv_call('mh_stack', 'mh_cap', 'mh_timeout_ms')};",
             "    if (mh_rc == MH_E_TOO_LARGE) { /* the message stays in the channel: take it with a buffer that fits */",
             "        uint8_t *mh_heap = (uint8_t *)malloc(*mh_n > 0 ? *mh_n : 1);",
             "        if (mh_heap == NULL) return MH_E_INVALID;",
-            "        mh_rc = mh_recv(mh_ch, mh_heap, *mh_n, mh_n, 0);",
+            f"        mh_rc = {self.recv_call('mh_heap', '*mh_n', '0')};",
             "        if (mh_rc == MH_OK) *mh_m = mh_heap;",
             "        else free(mh_heap);",
             "    }",
@@ -672,12 +752,23 @@ class _CGen:
             "",
         ] + (self.backlog_push() if self.iface.rpcs else [])
 
+    def fdp(self) -> str:
+        """The handle parameters of dispatch and reencode (an interface with capabilities)."""
+        return "const int *mh_fds, size_t mh_nfds, " if self.has_caps else ""
+
+    def recv_call(self, buf: str, cap: str, timeout: str) -> str:
+        """The C call receiving one message (and its handles, in an interface with capabilities)."""
+        if self.has_caps:
+            return f"mh_recv_handles(mh_ch, {buf}, {cap}, mh_n, mh_fds, MH_MAX_HANDLES, mh_nfds, {timeout})"
+        return f"mh_recv(mh_ch, {buf}, {cap}, mh_n, {timeout})"
+
     def backlog_push(self) -> list[str]:
         """The helper that keeps a message in the backlog (only rpcs use it)."""
         p = self.p
         return [
             "/* Append a received message (on the stack buffer or already malloc'd) to the backlog. */",
-            f"static int {p}_mh_backlog_push({p}_binding *mh_b, const uint8_t *mh_stack, uint8_t *mh_m, size_t mh_n)",
+            f"static int {p}_mh_backlog_push({p}_binding *mh_b, const uint8_t *mh_stack, uint8_t *mh_m, size_t mh_n"
+            + (", const int *mh_fds, size_t mh_nfds)" if self.has_caps else ")"),
             "{",
             "    uint8_t *mh_keep = mh_m;",
             "    if (mh_m == mh_stack) {",
@@ -686,6 +777,14 @@ class _CGen:
             "        if (mh_n > 0) memcpy(mh_keep, mh_m, mh_n);",
             "    }",
             f"    size_t mh_i = (mh_b->mh_head + mh_b->mh_count) % {p}_BACKLOG_MAX;",
+            *(["    int *mh_kfds = NULL;",
+               "    if (mh_nfds > 0) {",
+               "        mh_kfds = (int *)malloc(mh_nfds * sizeof(int));",
+               "        if (mh_kfds == NULL) { if (mh_keep != mh_m) free(mh_keep); return MH_E_INVALID; }",
+               "        memcpy(mh_kfds, mh_fds, mh_nfds * sizeof(int));",
+               "    }",
+               "    mh_b->mh_fds[mh_i] = mh_kfds;",
+               "    mh_b->mh_nfds[mh_i] = mh_nfds;"] if self.has_caps else []),
             "    mh_b->mh_msg[mh_i] = mh_keep;",
             "    mh_b->mh_len[mh_i] = mh_n;",
             "    mh_b->mh_count++;",
@@ -708,6 +807,8 @@ class _CGen:
             outs.append(c_name(a.name))
             if isinstance(a.type, DynArray):
                 outs.append(c_name(a.type.length_name))
+        caps = self.has_caps
+        resp_fds = ", mh_fds, mh_nfds" if self.caps_of(r.response) else ""
         return [
             f"int {p}_{r.name}_rpc({self.sig(params)})",
             "{",
@@ -721,15 +822,21 @@ class _CGen:
             "        uint8_t mh_msg[512];",
             "        uint8_t *mh_m = mh_msg;",
             "        size_t mh_n = 0;",
-            f"        mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, mhidl_left(mh_deadline));",
+            *(["        int mh_fds[MH_MAX_HANDLES];", "        size_t mh_nfds = 0;"] if caps else []),
+            f"        mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, "
+            + ("mh_fds, &mh_nfds, " if caps else "") + "mhidl_left(mh_deadline));",
             "        if (mh_rc != MH_OK) return mh_rc;",
             f"        if (mh_n >= 2 && mhidl_get_u16(mh_m) == {r.response.number}) {{",
-            f"            mh_rc = {self.fn(r.response, 'decode')}(mh_m, mh_n{''.join(', ' + n for n in outs)});",
+            *(["            if (mh_nfds > 0) { mhidl_close_all(mh_fds, mh_nfds); mh_rc = MH_E_PROTOCOL; } else"]
+              if caps and not resp_fds else []),
+            f"            mh_rc = {self.fn(r.response, 'decode')}(mh_m, mh_n{resp_fds}{''.join(', ' + n for n in outs)});",
+            *(["            if (mh_rc != MH_OK) mhidl_close_all(mh_fds, mh_nfds);"] if resp_fds else []),
             "            if (mh_m != mh_msg) free(mh_m);",
             "            return mh_rc;",
             "        }",
-            f"        mh_rc = {p}_mh_backlog_push(mh_b, mh_msg, mh_m, mh_n);",
+            f"        mh_rc = {p}_mh_backlog_push(mh_b, mh_msg, mh_m, mh_n{', mh_fds, mh_nfds' if caps else ''});",
             "        if (mh_rc != MH_OK) {",
+            *(["            mhidl_close_all(mh_fds, mh_nfds);"] if caps else []),
             "            if (mh_m != mh_msg) free(mh_m);",
             "            return mh_rc;",
             "        }",
@@ -795,8 +902,8 @@ class _CGen:
         for m in iface.messages:
             sig = ", ".join(arg_text(a) for a in m.args)
             h.append(f"/* {m.kind} {m.name}({sig}) */")
-            pin = ["uint8_t *mh_buf", "size_t mh_cap", "size_t *mh_len"]
-            pout = ["const uint8_t *mh_buf", "size_t mh_len"]
+            pin = ["uint8_t *mh_buf", "size_t mh_cap", "size_t *mh_len"] + self.fd_params(m, False)
+            pout = ["const uint8_t *mh_buf", "size_t mh_len"] + self.fd_params(m, True)
             psend = [f"{p}_binding *mh_b", "int64_t mh_timeout_ms"]
             for a in m.args:
                 pin += self.params_in(a)
@@ -835,12 +942,14 @@ class _CGen:
             f"int {p}_msgnum(const uint8_t *mh_buf, size_t mh_len);",
             "/* name of a message number, or NULL */",
             f"const char *{p}_msg_name(int mh_num);",
-            "/* decode one message and call its handler: MH_OK, MH_E_PROTOCOL (malformed/unknown), MH_E_INVALID (no handler) */",
-            f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st);",
+            "/* decode one message and call its handler: MH_OK, MH_E_PROTOCOL (malformed/unknown), MH_E_INVALID (no handler)"
+            + (" *\n * (with the handles that came with it: the handler owns the descriptors it is given; they are"
+               "\n * closed if the message does not decode or has no handler) */" if self.has_caps else " */"),
+            f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, {self.fdp()}const {p}_rx_handlers *mh_h, void *mh_st);",
             "/* dispatch the oldest message of the backlog if there is one, else receive one (mh_recv) and dispatch it */",
             f"int {p}_recv({p}_binding *mh_b, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st);",
             "/* decode a message and encode it again into out (a well-formed message comes back byte for byte) */",
-            f"int {p}_reencode(const uint8_t *mh_in, size_t mh_inlen, uint8_t *mh_out, size_t mh_cap, size_t *mh_outlen);",
+            f"int {p}_reencode(const uint8_t *mh_in, size_t mh_inlen, {self.fdp()}uint8_t *mh_out, size_t mh_cap, size_t *mh_outlen);",
             "",
             "#ifdef __cplusplus",
             "}",
@@ -861,6 +970,7 @@ class _CGen:
             "#include <stdlib.h>",
             "#include <string.h>",
             "#include <time.h>",
+            "#include <unistd.h> /* close */",
             "",
             f'#include "{p}.h"',
             _HELPERS,
@@ -886,27 +996,50 @@ class _CGen:
         for m in iface.messages:
             s.append(f'    case {m.number}: return "{m.name}";')
         s += ["    default: return NULL;", "    }", "}", ""]
-        # dispatch
+        # dispatch (an interface with capabilities: with the handles; closed unless a handler took them)
+        caps = self.has_caps
+        if caps:
+            s += [
+                f"static int {p}_mh_dispatch(const uint8_t *mh_buf, size_t mh_len, const int *mh_fds, size_t mh_nfds,",
+                f"                           const {p}_rx_handlers *mh_h, void *mh_st, int mh_close)",
+            ]
+        else:
+            s.append(f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st)")
         s += [
-            f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st)",
             "{",
             f"    int mh_num = {p}_msgnum(mh_buf, mh_len);",
+            *(["    if (mh_num < 0 && mh_close) mhidl_close_all(mh_fds, mh_nfds);"] if caps else []),
             "    if (mh_num < 0) return mh_num;",
             "    switch (mh_num) {",
         ]
         for m in iface.messages:
             decls, dec_args, call_args, cleanup = self.locals_for(m)
             hn = c_name(m.name)
+            mfds = ", mh_fds, mh_nfds" if self.caps_of(m) else ""
             s.append(f"    case {m.number}: {{")
             s.append("        int mh_rc = MH_OK;")
+            if caps and not mfds:
+                s.append("        if (mh_nfds > 0) mh_rc = MH_E_PROTOCOL; /* handles with a message that takes none */")
             s += [f"        {d}" for d in decls]
             s.append("        if (mh_rc == MH_OK)")
-            s.append(f"            mh_rc = {self.fn(m, 'decode')}(mh_buf, mh_len{''.join(', ' + x for x in dec_args)});")
+            s.append(f"            mh_rc = {self.fn(m, 'decode')}(mh_buf, mh_len{mfds}{''.join(', ' + x for x in dec_args)});")
             s.append(f"        if (mh_rc == MH_OK && (mh_h == NULL || mh_h->{hn} == NULL)) mh_rc = MH_E_INVALID;")
             s.append(f"        if (mh_rc == MH_OK) mh_h->{hn}(mh_st{''.join(', ' + x for x in call_args)});")
+            if caps:
+                s.append("        if (mh_rc != MH_OK && mh_close) mhidl_close_all(mh_fds, mh_nfds);")
             s += [f"        {c}" for c in cleanup]
             s += ["        return mh_rc;", "    }"]
-        s += ["    default: return MH_E_PROTOCOL;", "    }", "}", ""]
+        s += ["    default:", *(["        if (mh_close) mhidl_close_all(mh_fds, mh_nfds);"] if caps else []),
+              "        return MH_E_PROTOCOL;", "    }", "}", ""]
+        if caps:
+            s += [
+                f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const int *mh_fds, size_t mh_nfds,",
+                f"                 const {p}_rx_handlers *mh_h, void *mh_st)",
+                "{",
+                f"    return {p}_mh_dispatch(mh_buf, mh_len, mh_fds, mh_nfds, mh_h, mh_st, 1);",
+                "}",
+                "",
+            ]
         # recv: the backlog first, then the channel
         s += [
             f"int {p}_recv({p}_binding *mh_b, int64_t mh_timeout_ms, const {p}_rx_handlers *mh_h, void *mh_st)",
@@ -916,17 +1049,26 @@ class _CGen:
             "        uint8_t *mh_old = mh_b->mh_msg[mh_b->mh_head];",
             "        size_t mh_oldn = mh_b->mh_len[mh_b->mh_head];",
             "        mh_b->mh_msg[mh_b->mh_head] = NULL;",
+            *(["        int *mh_ofds = mh_b->mh_fds[mh_b->mh_head];",
+               "        size_t mh_onfds = mh_b->mh_nfds[mh_b->mh_head];",
+               "        mh_b->mh_fds[mh_b->mh_head] = NULL;",
+               "        mh_b->mh_nfds[mh_b->mh_head] = 0;"] if caps else []),
             f"        mh_b->mh_head = (mh_b->mh_head + 1) % {p}_BACKLOG_MAX;",
             "        mh_b->mh_count--;",
-            f"        int mh_rc = {p}_dispatch(mh_old, mh_oldn, mh_h, mh_st);",
+            (f"        int mh_rc = {p}_dispatch(mh_old, mh_oldn, mh_ofds, mh_onfds, mh_h, mh_st);" if caps
+             else f"        int mh_rc = {p}_dispatch(mh_old, mh_oldn, mh_h, mh_st);"),
+            *(["        free(mh_ofds);"] if caps else []),
             "        free(mh_old);",
             "        return mh_rc;",
             "    }",
             "    uint8_t mh_msg[1024];",
             "    uint8_t *mh_m = mh_msg;",
             "    size_t mh_n = 0;",
-            f"    int mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, mh_timeout_ms);",
-            f"    if (mh_rc == MH_OK) mh_rc = {p}_dispatch(mh_m, mh_n, mh_h, mh_st);",
+            *(["    int mh_fds[MH_MAX_HANDLES];", "    size_t mh_nfds = 0;"] if caps else []),
+            f"    int mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, "
+            + ("mh_fds, &mh_nfds, " if caps else "") + "mh_timeout_ms);",
+            (f"    if (mh_rc == MH_OK) mh_rc = {p}_dispatch(mh_m, mh_n, mh_fds, mh_nfds, mh_h, mh_st);" if caps
+             else f"    if (mh_rc == MH_OK) mh_rc = {p}_dispatch(mh_m, mh_n, mh_h, mh_st);"),
             "    if (mh_m != mh_msg) free(mh_m);",
             "    return mh_rc;",
             "}",
@@ -934,7 +1076,8 @@ class _CGen:
         ]
         # reencode: dispatch with handlers that encode again
         s += [
-            f"struct {p}_mh_reencode {{ uint8_t *out; size_t cap; size_t *outlen; int rc; }};",
+            f"struct {p}_mh_reencode {{ uint8_t *out; size_t cap; size_t *outlen; int rc;"
+            + (" const int *fds; size_t nfds; };" if caps else " };"),
         ]
         for m in iface.messages:
             params = ["void *mh_st"]
@@ -942,15 +1085,22 @@ class _CGen:
             for a in m.args:
                 params += self.params_in(a)
                 names += self.names_in(a)
+            mcaps = self.caps_of(m)
             s += [
                 f"static void {p}_mh_re_{m.number}({', '.join(params)})",
                 "{",
                 f"    struct {p}_mh_reencode *mh_r = (struct {p}_mh_reencode *)mh_st;",
-                f"    mh_r->rc = {self.fn(m, 'encode')}(mh_r->out, mh_r->cap, mh_r->outlen{''.join(', ' + n for n in names)});",
+                *(["    int mh_fds[MH_MAX_HANDLES];", "    size_t mh_nfds = 0;", "    uint64_t mh_give = 0;"] if mcaps else []),
+                f"    mh_r->rc = {self.fn(m, 'encode')}(mh_r->out, mh_r->cap, mh_r->outlen"
+                + (", mh_fds, &mh_nfds, &mh_give" if mcaps else "") + f"{''.join(', ' + n for n in names)});",
+                *(["    /* the same handles must come out, in the same order */",
+                   "    if (mh_r->rc == MH_OK && (mh_nfds != mh_r->nfds || (mh_nfds > 0 && memcmp(mh_fds, mh_r->fds, mh_nfds * sizeof(int)) != 0)))",
+                   "        mh_r->rc = MH_E_PROTOCOL;",
+                   "    (void)mh_give;"] if mcaps else []),
                 "}",
             ]
         s += [
-            f"int {p}_reencode(const uint8_t *mh_in, size_t mh_inlen, uint8_t *mh_out, size_t mh_cap, size_t *mh_outlen)",
+            f"int {p}_reencode(const uint8_t *mh_in, size_t mh_inlen, {self.fdp()}uint8_t *mh_out, size_t mh_cap, size_t *mh_outlen)",
             "{",
             f"    static const {p}_rx_handlers mh_h = {{",
         ]
@@ -960,8 +1110,10 @@ class _CGen:
             s.append("        .mh_unused = 0,")
         s += [
             "    };",
-            f"    struct {p}_mh_reencode mh_r = {{ mh_out, mh_cap, mh_outlen, MH_OK }};",
-            f"    int mh_rc = {p}_dispatch(mh_in, mh_inlen, &mh_h, &mh_r);",
+            (f"    struct {p}_mh_reencode mh_r = {{ mh_out, mh_cap, mh_outlen, MH_OK, mh_fds, mh_nfds }};" if caps
+             else f"    struct {p}_mh_reencode mh_r = {{ mh_out, mh_cap, mh_outlen, MH_OK }};"),
+            (f"    int mh_rc = {p}_mh_dispatch(mh_in, mh_inlen, mh_fds, mh_nfds, &mh_h, &mh_r, 0); /* the caller keeps its handles */"
+             if caps else f"    int mh_rc = {p}_dispatch(mh_in, mh_inlen, &mh_h, &mh_r);"),
             "    return mh_rc != MH_OK ? mh_rc : mh_r.rc;",
             "}",
             "",
@@ -973,8 +1125,8 @@ def generate_c(iface: Interface) -> tuple[str, str]:
     """Generate ``(header_text, source_text)`` for ``iface`` (files ``NAME.h`` and ``NAME.c``).
 
     Raises :class:`~multihop.idl.errors.IdlCodegenError` for interfaces the
-    back end cannot generate: capabilities, import-only models, and names
-    whose C identifiers would collide (see :mod:`multihop.idl.ccheck`).
+    back end cannot generate: import-only models, and names whose C
+    identifiers would collide (see :mod:`multihop.idl.ccheck`).
     """
     check_generatable(iface, "C")
     check_c_names(iface)
