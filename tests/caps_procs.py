@@ -48,9 +48,10 @@ def hoarder(name: str, core: int, service: str, ready: Any) -> None:
     del ch
 
 
-def starved_receiver(name: str, core: int, service: str, ready: Any, out: Any) -> None:
-    """Accept one client with a descriptor table that has room for 2 more descriptors; report
-    what arrives (the client's 4-handle message must be refused, the plain one must come)."""
+def starved_receiver(name: str, core: int, service: str, ready: Any, limited: Any, out: Any) -> None:
+    """Accept one client with a descriptor table that has room for 2 more descriptors (`limited` is
+    set once it has: a bind completes when queued, before this accept); report what arrives (the
+    client's many-handle message must be refused, the plain one must come)."""
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
     svc = d.export(service)
@@ -60,6 +61,7 @@ def starved_receiver(name: str, core: int, service: str, ready: Any, out: Any) -
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     highest = max(int(x) for x in os.listdir("/proc/self/fd"))
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(used, highest + 1) + 2, hard))
+    limited.set()
     data, hs = ch.recv_with_handles(timeout=20)
     out.put((data, len(hs)))
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

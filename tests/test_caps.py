@@ -202,13 +202,14 @@ def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Ru
 
 
 def test_receiver_with_a_full_descriptor_table_refuses(rt: mh.Runtime) -> None:
-    ready, out = CTX.Event(), CTX.Queue()
-    p = CTX.Process(target=caps_procs.starved_receiver, args=(rt.name, 1, "starved", ready, out))
+    ready, limited, out = CTX.Event(), CTX.Event(), CTX.Queue()
+    p = CTX.Process(target=caps_procs.starved_receiver, args=(rt.name, 1, "starved", ready, limited, out))
     p.start()
     try:
         assert ready.wait(20)
         cli = rt.dispatcher(core=0)
         ch = cli.bind("starved", transport="multihop", timeout=10)
+        assert limited.wait(20)  # the receiver accepted and lowered its limit
         fd = memfd(b"z")
         with pytest.raises(mh.CapSendError, match="descriptor table is full") as e:
             ch.send(b"too many for it", handles=[fd] * mh.MAX_HANDLES)
