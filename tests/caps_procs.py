@@ -57,10 +57,15 @@ def starved_receiver(name: str, core: int, service: str, ready: Any, limited: An
     svc = d.export(service)
     ready.set()
     ch = svc.accept(timeout=20)
-    used = len(os.listdir("/proc/self/fd"))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    highest = max(int(x) for x in os.listdir("/proc/self/fd"))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(used, highest + 1) + 2, hard))
+    # The lowest limit that leaves 2 free descriptor numbers below it, holes in the table counted
+    # (a new descriptor takes the lowest free number, and it must be below the limit).
+    open_now = {int(x) for x in os.listdir("/proc/self/fd")}
+    free, limit = 0, 0
+    while free < 2:  # bounded: at most len(open_now) + 2 steps
+        free += limit not in open_now
+        limit += 1
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     limited.set()
     data, hs = ch.recv_with_handles(timeout=20)
     out.put((data, len(hs)))

@@ -19,6 +19,8 @@ from multihop.idl.wire import (
     explain as _mh_explain,
     pack_array as _mh_pack_array,
     unpack_array as _mh_unpack_array,
+    encode_caps as _mh_encode_caps,
+    decode_caps as _mh_decode_caps,
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
@@ -93,6 +95,8 @@ overflow_policy.__doc__ = 'enum overflow_policy'
 
 _mhT_overflow_policy = overflow_policy
 _mhE_overflow_policy = tuple(overflow_policy)
+
+_mhTYPES = {'nid': _mhT_nid, 'news_id': _mhT_news_id, 'queue_update': _mhT_queue_update, 'member': _mhT_member, 'client_kind': _mhT_client_kind, 'notice_kind': _mhT_notice_kind, 'overflow_policy': _mhT_overflow_policy}
 
 class _mhR_1(_mh_Record):
     """message client_hello(client_kind kind, nid client, nid domain)"""
@@ -1171,8 +1175,8 @@ class messages:
 
 _mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14, _mhdec_15, _mhdec_16, _mhdec_17, _mhdec_18, _mhdec_19, _mhdec_20, _mhdec_21, _mhdec_22, _mhdec_23, _mhdec_24, _mhdec_25, _mhdec_26, _mhdec_27, _mhdec_28,)
 
-def decode(data):
-    """Decode one received message into its record; raises DecodeError if it does not decode."""
+def decode(data, handles=()):
+    """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
     if type(data) is not bytes:
         data = bytes(data)
     try:
@@ -1531,5 +1535,6 @@ class DispatchBinding(_mh_Binding):
     _mh_calls = {}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_caps = False
 
 Binding = DispatchBinding

@@ -19,6 +19,8 @@ from multihop.idl.wire import (
     explain as _mh_explain,
     pack_array as _mh_pack_array,
     unpack_array as _mh_unpack_array,
+    encode_caps as _mh_encode_caps,
+    decode_caps as _mh_decode_caps,
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
@@ -50,6 +52,8 @@ def _mhflat_event_head(v):
     return (_mh9, _mh10, _mh11, _mh12, _mh13, _mh14, _mh15, _mh16, _mh17, _mh18, _mh19, _mh20, _mh21, _mh22,)
 def _mhbuild_event_head(t, i):
     return _mhT_event_head(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6], t[i + 7], t[i + 8], t[i + 9], t[i + 10], t[i + 11], t[i + 12], t[i + 13])
+
+_mhTYPES = {'connection': _mhT_connection, 'event_head': _mhT_event_head}
 
 class _mhR_1(_mh_Record):
     """message hello(uint8 kind, uint64 address, uint32 incarnation, uint32 cost, String system[128])"""
@@ -650,8 +654,8 @@ class messages:
 
 _mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14,)
 
-def decode(data):
-    """Decode one received message into its record; raises DecodeError if it does not decode."""
+def decode(data, handles=()):
+    """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
     if type(data) is not bytes:
         data = bytes(data)
     try:
@@ -864,5 +868,6 @@ class GesBrokerBinding(_mh_Binding):
     _mh_calls = {5: ('status', _mhsrv_5), 7: ('gateway', _mhsrv_7)}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_caps = False
 
 Binding = GesBrokerBinding

@@ -19,6 +19,8 @@ from multihop.idl.wire import (
     explain as _mh_explain,
     pack_array as _mh_pack_array,
     unpack_array as _mh_unpack_array,
+    encode_caps as _mh_encode_caps,
+    decode_caps as _mh_decode_caps,
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
@@ -40,6 +42,8 @@ def _mhflat_delivery_head(v):
     return (_mh1, _mh2, _mh3, _mh4, _mh5, _mh6, _mh7,)
 def _mhbuild_delivery_head(t, i):
     return _mhT_delivery_head(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6])
+
+_mhTYPES = {'delivery_head': _mhT_delivery_head}
 
 class _mhR_1(_mh_Record):
     """message attach(String client[128], uint64 incarnation)"""
@@ -374,8 +378,8 @@ class messages:
 
 _mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8,)
 
-def decode(data):
-    """Decode one received message into its record; raises DecodeError if it does not decode."""
+def decode(data, handles=()):
+    """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
     if type(data) is not bytes:
         data = bytes(data)
     try:
@@ -521,5 +525,6 @@ class GesClientBinding(_mh_Binding):
     _mh_calls = {4: ('active', _mhsrv_4)}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_caps = False
 
 Binding = GesClientBinding
