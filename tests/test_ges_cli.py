@@ -1,4 +1,4 @@
-"""``multihop ges up|status|graph|down`` from the shell, and its errors."""
+"""``multihop ges up|status|graph|join|down`` from the shell, and its errors."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_help_lists_the_ges_commands() -> None:
     out = subprocess.run([sys.executable, "-m", "multihop.cli", "--help"], capture_output=True, text=True).stdout
     assert "ges" in out and "GES broker hierarchy" in out
     sub = subprocess.run([sys.executable, "-m", "multihop.cli", "ges", "--help"], capture_output=True, text=True).stdout
-    for cmd in ("up", "status", "graph", "down"):
+    for cmd in ("up", "status", "graph", "join", "down"):
         assert cmd in sub
 
 
@@ -83,6 +83,13 @@ def test_up_status_graph_down(running: str, tmp_path: Path) -> None:
     png = tmp_path / "live.png"
     ges("graph", "--name", running, "--at", "1.1.1.1", "-o", str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = ges("join", running, "--via", "1.1.1.1").stdout  # below the default thresholds: 1.1.1.1 takes it
+    assert "broker 1.1.1.0 joined" in out
+    joined = json.loads(ges("status", running, "--at", "1.1.1.0", "--json").stdout)["1.1.1.0"]
+    assert [l["peer"] for l in joined["links"]] == ["1.1.1.1"] and joined["routing_cache"]["1.2"][1] == "1.1.1.1"
+    bad = ges("join", running, "--via", "9.9.9.9", check=False)
+    assert bad.returncode != 0 and "no broker 9.9.9.9" in bad.stderr
+    assert "5 broker(s)" in ges("status", running).stdout  # the bad join changed nothing
     rt = mh.Runtime.attach(running)
     ges("down", running)
     assert not rt.alive or pytest.fail("ges down left the runtime it started running")

@@ -41,6 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gr.add_argument("--at", required=True, metavar="ADDRESS", help="the broker whose graph to draw")
     gr.add_argument("-o", "--output", default="graph.png", help="PNG file to write (default graph.png)")
     gr.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    jn = sub.add_parser("join", help="start a new broker that gets its address by the node organization protocol")
+    jn.add_argument("name")
+    jn.add_argument("--via", required=True, metavar="ADDRESS", help="the member the newcomer asks first")
+    jn.add_argument("--core", type=int, default=None, help="core of the new broker (default: round-robin)")
+    jn.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the answer and the broker (default 30)")
     dn = sub.add_parser("down", help="stop the brokers (and the runtime if ges up started it)")
     dn.add_argument("name")
 
@@ -118,6 +123,11 @@ def run(a: argparse.Namespace) -> int:
             raise ValueError("give a topology file or --name of a running system")
         path = draw_graph(g, a.output, title)
         print(f"wrote {path}")
+        return 0
+    if a.ges_cmd == "join":
+        system = LiveSystem.attach(a.name)
+        addr = system.join_node(a.via, core=a.core, timeout=a.timeout)
+        print(f"broker {addr} joined GES system {a.name!r} (gateway up; see multihop ges status {a.name} --at {addr})")
         return 0
     if a.ges_cmd == "down":
         LiveSystem.attach(a.name).down()

@@ -38,8 +38,8 @@ import multihop as mh
 from multihop.ges.address import Address
 from multihop.ges.broker import BrokerCore
 from multihop.ges.live import wire
-from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL
-from multihop.ges.messages import Attach, Deliver, Refused
+from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL, KIND_JOINER
+from multihop.ges.messages import Attach, Deliver, JoinRequest, Refused
 from multihop.ges.topology import Topology
 
 __all__ = ["LiveBroker", "main"]
@@ -215,6 +215,8 @@ class LiveBroker:
         elif peer.kind == KIND_CLIENT and self.by_code.get(peer.code) is peer:
             del self.by_code[peer.code]
             self.core.client_detach(peer.code)
+        elif peer.kind == KIND_JOINER and self.by_code.get(peer.code) is peer:
+            del self.by_code[peer.code]
         self.counters["closed"] += 1
         try:
             peer.ch.close()
@@ -237,7 +239,7 @@ class LiveBroker:
                 continue
             try:
                 rec = wire.decode(data)
-                msg = wire.decode_protocol(rec) if peer.kind == KIND_BROKER else None
+                msg = wire.decode_protocol(rec) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
             except mh.ProtocolError:
                 self.counters["refused"] += 1
                 if peer.kind == 0:
@@ -250,6 +252,8 @@ class LiveBroker:
                     self.stopping = True
                 else:
                     self.counters["refused"] += 1
+            elif peer.kind == KIND_JOINER:
+                self._from_joiner(peer, msg)
             elif peer.kind == KIND_CONTROL:
                 self._control(peer, rec)
             elif peer.kind == 0:
@@ -272,14 +276,23 @@ class LiveBroker:
             self._link_up(peer, rec.address, rec.incarnation, rec.cost)
         elif rec.kind == KIND_CONTROL:
             peer.kind = KIND_CONTROL
-        elif rec.kind == KIND_CLIENT:
-            peer.kind = KIND_CLIENT
+        elif rec.kind in (KIND_CLIENT, KIND_JOINER):
+            peer.kind = rec.kind
             peer.code = self._next_client
             self._next_client -= 1
             self.by_code[peer.code] = peer
         else:
             self.counters["refused"] += 1
             self._lost(peer)
+
+    def _from_joiner(self, peer: _Peer, msg: Any) -> None:
+        """A newcomer's NAP request: the path starts at this broker's id for the newcomer's channel,
+        so the answer, wherever it is decided, comes back here and goes out on that channel."""
+        if type(msg) is not JoinRequest or len(msg.path) != 1:
+            self.counters["refused"] += 1
+            self._lost(peer)  # a joiner may only ask to join
+            return
+        self.core.receive(peer.code, msg._replace(path=(peer.code,)))
 
     # ---- clients --------------------------------------------------------------------------
 
@@ -328,13 +341,14 @@ class LiveBroker:
             other = Address.from_code(code, levels)
         except mh.MultihopError as e:
             return 1, f"bad peer address: {e}"
-        if str(other) not in self.known and op in (1, 3):
+        if str(other) not in self.known and code not in self.core.nap.reserved and op in (1, 3):
             return 1, f"{other} is not a broker of this system"
         if other == self.address:
             return 1, "a gateway joins two different brokers"
         if op in (1, 3):
             if code in self.by_code:
                 return 1, f"there is already a gateway to {other}"
+            self.known.add(str(other))
             if op == 1:
                 self.dial(code, incarnation, cost)
             else:
@@ -398,6 +412,10 @@ class LiveBroker:
             if code < 0:
                 peer = self.by_code.get(code)
                 if peer is None:
+                    continue
+                if peer.kind == KIND_JOINER:  # a NAP answer, in the brokers' own interface
+                    for m in msgs:
+                        peer.out.extend(wire.encode(m))
                     continue
                 for m in msgs:
                     if type(m) is Deliver:  # clients that get the same events get the same bytes

@@ -32,6 +32,7 @@ from multihop.ges.costs import CostMatrix
 from multihop.ges.errors import GesStateError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.control import COST, DOWN, EXPECT, UP, Control
+from multihop.ges.live.joiner import ask_to_join
 from multihop.ges.simulator import Simulator
 from multihop.ges.topology import Topology
 
@@ -244,6 +245,13 @@ class LiveSystem:
 
     def add_gateway(self, a: AddressLike, b: AddressLike, cost: int = 0) -> None:
         """Bring up a new gateway between two running brokers (replayed on the shadow simulator)."""
+        gw = self._bring_up(a, b, cost)
+        if self.shadow is not None:
+            self.shadow.add_gateway(gw.a, gw.b, gw.cost)
+            self.shadow.run_until_quiet()
+        self._save()
+
+    def _bring_up(self, a: AddressLike, b: AddressLike, cost: int | None) -> Any:
         gw = self.topology.add_gateway(a, b, cost)
         key = (str(gw.a), str(gw.b))
         inc = self._incarnations.get(key, 0) + 1  # incarnation 0 was the topology's own
@@ -254,10 +262,57 @@ class LiveSystem:
         except BaseException:
             self.topology.remove_gateway(gw.a, gw.b)
             raise
+        return gw
+
+    def join_node(self, via: AddressLike, core: int | None = None, timeout: float = 30.0) -> str:
+        """A new broker joins the system by the node organization protocol through broker ``via``; its address.
+
+        The newcomer asks ``via`` for a level-0 gateway (:mod:`multihop.ges.live.joiner`);
+        the member that takes it (``via`` itself, another member of its cluster,
+        or one of a neighbouring cluster reached through level-1 gatekeepers)
+        reserves the address it assigns.  Then the new broker process starts on
+        ``core`` (default: the runtime's cores round-robin) with that address and
+        the level-0 gateway to its member comes up; the shadow simulator runs the
+        same join and must assign the same address.  Raises GesStateError when
+        every member is full (the reason from the reply) or the join times out.
+        """
+        entry = Address(via, self.topology.levels)
+        if str(entry) not in self.config["brokers"]:
+            raise GesStateError(f"no broker {entry} in GES system {self.name!r}")
+        if self._dispatcher is None:
+            self._dispatcher = self.runtime.dispatcher(self.runtime.cores[0])
+        reply = ask_to_join(self._dispatcher, self.config["system"], entry, 0, timeout)
+        if reply.accepted_by < 0:
+            raise GesStateError(f"no member took the new node: {reply.reason}")
+        addr = str(Address.from_code(reply.assigned, self.topology.levels))
+        member = str(Address.from_code(reply.accepted_by, self.topology.levels))
+        rcores = self.runtime.cores
+        if core is None:
+            core = rcores[len(self.config["brokers"]) % len(rcores)]
+        if core not in rcores:
+            raise TopologyError(f"core {core} is not a core of runtime {self.name!r} (its cores are {rcores})")
+        self.topology.add_broker(addr, core)
+        self.config["brokers"][addr] = {"core": core, "log": str(self.runtime.dir / f"ges-{addr}.log")}
+        self._save()  # the newcomer reads its address and the system's brokers from the file
+        self._spawn(addr)
+        deadline = time.monotonic() + timeout
+        while True:  # bounded by the deadline: the new broker exports its service once it runs
+            self._check_alive()
+            try:
+                self.control(addr, timeout=1.0)
+                break
+            except mh.BindError:
+                if time.monotonic() > deadline:
+                    raise GesStateError(f"the new broker {addr} did not come up within {timeout} s") from None
+                time.sleep(0.02)  # the tool waits for a process to start; brokers never poll
+        self._bring_up(addr, member, None)
         if self.shadow is not None:
-            self.shadow.add_gateway(gw.a, gw.b, gw.cost)
+            shadow_addr = self.shadow.join_node(entry)
+            if shadow_addr != addr:
+                raise GesStateError(f"the live join assigned {addr}, the shadow simulation {shadow_addr}: the brokers' views differ")
             self.shadow.run_until_quiet()
         self._save()
+        return addr
 
     def remove_gateway(self, a: AddressLike, b: AddressLike) -> None:
         """Close a gateway (its two ends see it lost)."""

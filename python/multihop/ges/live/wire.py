@@ -42,13 +42,15 @@ from multihop.ges.messages import (
 from multihop.ges.profile import chain_text, parse_chain
 
 __all__ = [
-    "KIND_BROKER", "KIND_CLIENT", "KIND_CONTROL", "MAX_MESSAGE",
+    "KIND_BROKER", "KIND_CLIENT", "KIND_CONTROL", "KIND_JOINER", "MAX_MESSAGE",
     "encode", "decode", "decode_protocol", "encode_for_client", "decode_from_client",
     "service_name", "stub", "client_stub",
 ]
 
 #: ``hello.kind`` values
 KIND_BROKER, KIND_CLIENT, KIND_CONTROL = 1, 2, 3
+#: a broker not yet in the system asking for an address (NAP): it may send ``join_request`` only
+KIND_JOINER = 4
 #: records per ``connections`` message (the interface's maximum)
 MAX_RECORDS = 4096
 #: the largest channel message brokers and clients bind for (the most a multi-hop channel carries)
@@ -123,10 +125,11 @@ def encode(msg: Any) -> list[bytes]:
     if t is ProfileResync:
         return [_enc("profile_resync", origin=msg.origin, decider=msg.decider, left=list(msg.left))]
     if t is JoinRequest:
-        return [_enc("join_request", request=msg.request, level=msg.level, unit=msg.unit, target=msg.target, path=list(msg.path), tried=list(msg.tried))]
+        return [_enc("join_request", request=_u64(msg.request), level=msg.level, unit=msg.unit, target=msg.target,
+                     path=[_u64(p) for p in msg.path], tried=list(msg.tried))]
     if t is JoinReply:
-        return [_enc("join_reply", request=msg.request, accepted_by=msg.accepted_by, assigned=msg.assigned,
-                     gatekeepers=list(msg.gatekeepers), path=list(msg.path), reason=msg.reason)]
+        return [_enc("join_reply", request=_u64(msg.request), accepted_by=msg.accepted_by, assigned=msg.assigned,
+                     gatekeepers=list(msg.gatekeepers), path=[_u64(p) for p in msg.path], reason=msg.reason)]
     raise TypeError(f"no Flounder message for {t.__name__}")
 
 
@@ -158,6 +161,17 @@ def _decode_events(rec: Any) -> Events:
     return Events(rec.first_seq, tuple(copies))
 
 
+def _u64(x: int) -> int:
+    """A NAP request id or path entry on the wire: a newcomer has a negative id in a broker (its
+    channel's); the interface's fields are uint64, so they travel in two's complement."""
+    return x & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _s64(x: int) -> int:
+    """The inverse of :func:`_u64` (broker codes stay below 2**63: levels below 8 in their top bits)."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
 def decode_protocol(rec: Any) -> Any:
     """The protocol value of a decoded ``ges_broker`` record (None for control messages).
 
@@ -181,9 +195,10 @@ def decode_protocol(rec: Any) -> Any:
     if name == "profile_resync":
         return ProfileResync(rec.origin, rec.decider, tuple(rec.left))
     if name == "join_request":
-        return JoinRequest(rec.request, rec.level, rec.unit, rec.target, tuple(rec.path), tuple(rec.tried))
+        return JoinRequest(_s64(rec.request), rec.level, rec.unit, rec.target, tuple(map(_s64, rec.path)), tuple(rec.tried))
     if name == "join_reply":
-        return JoinReply(rec.request, rec.accepted_by, rec.assigned, tuple(rec.gatekeepers), tuple(rec.path), rec.reason)
+        return JoinReply(_s64(rec.request), rec.accepted_by, rec.assigned, tuple(rec.gatekeepers),
+                         tuple(map(_s64, rec.path)), rec.reason)
     return None
 
 
