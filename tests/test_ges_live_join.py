@@ -72,6 +72,18 @@ def test_bad_joins_are_refused_and_the_brokers_keep_running(system: LiveSystem) 
     ch.send(wire.stub.encode("shutdown"))  # a joiner may only ask to join
     with pytest.raises(mh.ChannelClosed):
         ch.recv(timeout=10)
-    assert system.status("1.1.1.1")["counters"]["refused"] >= 1
+    me, entry = 1 << 63, ges.Address("1.1.1.1")  # a newcomer's id as it travels (-2**63)
+    bad_requests = [
+        dict(level=2, unit=0, target=entry.code),  # a unit's join: not live
+        dict(level=0, unit=entry.unit_id(1), target=ges.Address("7.7.7.7").code),  # a member nobody knows
+        dict(level=0, unit=entry.unit_id(1), target=entry.code, path=[me, entry.code]),  # a path it did not start
+    ]
+    for bad in bad_requests:
+        ch = d.bind(wire.service_name(system.name, "1.1.1.1"), transport="multihop", timeout=10)
+        ch.send(wire.stub.encode("hello", kind=KIND_JOINER, address=0, incarnation=0, cost=0, system=system.name))
+        ch.send(wire.stub.encode("join_request", request=1, **{"path": [me], "tried": [], **bad}))
+        with pytest.raises(mh.ChannelClosed):
+            ch.recv(timeout=10)
+    assert system.status("1.1.1.1")["counters"]["refused"] >= 1 + len(bad_requests)
     assert system.join_node("1.1.1.1") == "1.1.1.0"  # and it still takes newcomers
     system.wait_converged(30)

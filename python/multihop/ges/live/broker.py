@@ -288,9 +288,11 @@ class LiveBroker:
     def _from_joiner(self, peer: _Peer, msg: Any) -> None:
         """A newcomer's NAP request: the path starts at this broker's id for the newcomer's channel,
         so the answer, wherever it is decided, comes back here and goes out on that channel."""
-        if type(msg) is not JoinRequest or len(msg.path) != 1:
+        if type(msg) is not JoinRequest or len(msg.path) != 1 or msg.level != 0 or msg.target not in self.core.graph().node_level and msg.target != self.core.code:
+            # a joiner may only ask for a node's address (live units join as systems of their own: not
+            # supported), with a path of itself, of a member this broker knows
             self.counters["refused"] += 1
-            self._lost(peer)  # a joiner may only ask to join
+            self._lost(peer)
             return
         self.core.receive(peer.code, msg._replace(path=(peer.code,)))
 

@@ -272,13 +272,17 @@ class LiveSystem:
         or one of a neighbouring cluster reached through level-1 gatekeepers)
         reserves the address it assigns.  Then the new broker process starts on
         ``core`` (default: the runtime's cores round-robin) with that address and
-        the level-0 gateway to its member comes up; the shadow simulator runs the
-        same join and must assign the same address.  Raises GesStateError when
+        the level-0 gateway to its member comes up.  A system started here first
+        waits until the live graphs converged, then its shadow simulator runs the
+        same join and must reach the same decision (address and member).  Raises GesStateError when
         every member is full (the reason from the reply) or the join times out.
         """
         entry = Address(via, self.topology.levels)
         if str(entry) not in self.config["brokers"]:
             raise GesStateError(f"no broker {entry} in GES system {self.name!r}")
+        if self.shadow is not None:
+            # the shadow must decide from the same view: the live brokers first take in every earlier change
+            self.wait_converged(timeout)
         if self._dispatcher is None:
             self._dispatcher = self.runtime.dispatcher(self.runtime.cores[0])
         reply = ask_to_join(self._dispatcher, self.config["system"], entry, 0, timeout)
@@ -308,8 +312,11 @@ class LiveSystem:
         self._bring_up(addr, member, None)
         if self.shadow is not None:
             shadow_addr = self.shadow.join_node(entry)
-            if shadow_addr != addr:
-                raise GesStateError(f"the live join assigned {addr}, the shadow simulation {shadow_addr}: the brokers' views differ")
+            shadow_member = next(str(gw.a if str(gw.b) == shadow_addr else gw.b) for gw in self.shadow.topology.gateways.values()
+                                 if shadow_addr in (str(gw.a), str(gw.b)))
+            if (shadow_addr, shadow_member) != (addr, member):
+                raise GesStateError(f"the live join gave {addr} a gateway to {member}, the shadow simulation {shadow_addr} "
+                                    f"to {shadow_member}: the brokers' views differ")
             self.shadow.run_until_quiet()
         self._save()
         return addr
