@@ -6,7 +6,6 @@ The library is the plain cdylib, loaded through cffi from the real header (see t
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest

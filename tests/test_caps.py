@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Iterator
 
-import psutil
 import pytest
 
 import caps_procs

@@ -86,7 +86,7 @@ def test_up_status_graph_down(running: str, tmp_path: Path) -> None:
     out = ges("join", running, "--via", "1.1.1.1").stdout  # below the default thresholds: 1.1.1.1 takes it
     assert "broker 1.1.1.0 joined" in out
     joined = json.loads(ges("status", running, "--at", "1.1.1.0", "--json").stdout)["1.1.1.0"]
-    assert [l["peer"] for l in joined["links"]] == ["1.1.1.1"] and joined["routing_cache"]["1.2"][1] == "1.1.1.1"
+    assert [link["peer"] for link in joined["links"]] == ["1.1.1.1"] and joined["routing_cache"]["1.2"][1] == "1.1.1.1"
     bad = ges("join", running, "--via", "9.9.9.9", check=False)
     assert bad.returncode != 0 and "no broker 9.9.9.9" in bad.stderr
     assert "5 broker(s)" in ges("status", running).stdout  # the bad join changed nothing

@@ -40,7 +40,7 @@ def test_live_graphs_equal_the_simulated_ones(live: LiveSystem) -> None:
     assert g.cost("2") == 5.0 and g.best_hop("2") == "1.1.3.4"
     st = live.status("1.1.3.6")
     assert st["gatekeeper_levels"] == [0, 2]
-    assert sorted(l["peer"] for l in st["links"]) == ["1.1.3.4", "1.1.3.5", "1.4.1.59"]
+    assert sorted(link["peer"] for link in st["links"]) == ["1.1.3.4", "1.1.3.5", "1.4.1.59"]
     assert st["routing_cache"]["2"] == [5.0, "1.1.3.4"]
     assert len({live.pid(a) for a in live.addresses}) == 21  # one process per broker
 
@@ -94,7 +94,7 @@ def test_killing_a_live_broker_is_seen_as_a_lost_gateway(live: LiveSystem) -> No
     live.wait_converged(30)
     for n in neighbours:
         st = live.status(n)
-        assert "1.1.1.1" not in [l["peer"] for l in st["links"]]
+        assert "1.1.1.1" not in [link["peer"] for link in st["links"]]
         assert st["counters"]["closed"] >= 1
     g = live.graph("1.1.3.6")
     assert g.l_ul("2") == {"1.3", "4"} and g.best_hop("2") == "1.1.3.5"

@@ -45,7 +45,7 @@ def test_a_member_takes_the_node_then_forwards_when_full(system: LiveSystem) -> 
     assert second == "1.1.1.3"
     system.wait_converged(30)  # every live graph equals the shadow simulation's
     assert set(system.addresses) == {"1.1.1.0", "1.1.1.1", "1.1.1.2", "1.1.1.3", "1.1.2.1"}
-    links = {a: {l["peer"] for l in system.status(a)["links"]} for a in ("1.1.1.0", "1.1.1.3")}
+    links = {a: {link["peer"] for link in system.status(a)["links"]} for a in ("1.1.1.0", "1.1.1.3")}
     assert links == {"1.1.1.0": {"1.1.1.1", "1.1.1.3"}, "1.1.1.3": {"1.1.1.0"}}
     assert system.graph("1.1.1.3").best_hop("1.1.2") == "1.1.1.0"
 
@@ -55,7 +55,7 @@ def test_a_full_cluster_sends_the_newcomer_through_its_gatekeeper_then_refuses(s
     new = system.join_node("1.1.1.1")  # both members full: 1.1.1.2 passes the request into cluster 1.1.2
     assert new == "1.1.2.0"
     system.wait_converged(30)
-    assert [l["peer"] for l in system.status(new)["links"]] == ["1.1.2.1"]
+    assert [link["peer"] for link in system.status(new)["links"]] == ["1.1.2.1"]
     with pytest.raises(ges.GesStateError, match="no member took the new node"):
         system.join_node("1.1.2.1")  # everyone is full and no gatekeeper is left to try
     assert len(system.addresses) == 4

@@ -33,7 +33,7 @@ def compare(sim: ges.Simulator, model: Model) -> None:
         g = sim.graph(addr)
         mg = model.graph(addr)
         assert g.edges() == mg.edge_tuples(), addr
-        rows = {lvl: sorted(name(u) for u, l in mg.level.items() if l == lvl) for lvl in range(model.n + 1)}
+        rows = {lvl: sorted(name(u) for u, lv in mg.level.items() if lv == lvl) for lvl in range(model.n + 1)}
         assert g.rows() == rows, addr
         for lvl_nodes in rows.values():
             for u in lvl_nodes:

@@ -8,7 +8,6 @@ import pytest
 
 import multihop as mh
 from multihop import ges
-from multihop.ges.address import unit_str
 from multihop.ges.delivery import check_unit_entries
 from multihop.ges.pubsub_scenarios import run_scenario
 

@@ -75,7 +75,7 @@ def test_churn_keeps_the_view_rule_and_the_order(order: str, tree: str, seed: in
     """Sends from several members while others join, leave and die."""
     net = SimNet(seed=seed, topology=TOPO)
     rng = random.Random(seed)
-    eps = group_of(net, 4, order, tree, seed_cores=seed % 8)
+    group_of(net, 4, order, tree, seed_cores=seed % 8)
     count = 0
     for _ in range(120):
         live = [e for e in net.members if e not in net.dead and "g" in net.members[e].groups()]

@@ -101,6 +101,7 @@ def test_auto_on_ring_and_direct_runtimes() -> None:
     with mh.Runtime.start(unique_name("ring"), cores=[0, 1, 2, 3], routing="ring") as rt:
         with rt.dispatcher(2) as srv:
             svc = srv.export("r")  # kept: a dropped Service withdraws its name
+            assert svc.name == "r"
             picked = {}
             for core in rt.cores:
                 with rt.dispatcher(core) as d:

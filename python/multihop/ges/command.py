@@ -59,7 +59,7 @@ def format_status(name: str, statuses: dict[str, dict[str, Any]]) -> str:
             continue
         levels = ", ".join(str(x) for x in st["gatekeeper_levels"]) or "none"
         out.append(f"broker {addr} (pid {st['pid']}, core {st['core']}): gatekeeper levels {levels}")
-        links = ", ".join(f"{l['peer']} (level {l['level']})" for l in st["links"]) or "none"
+        links = ", ".join(f"{link['peer']} (level {link['level']})" for link in st["links"]) or "none"
         out.append(f"  gateways: {links}")
         out.append(f"  connections ({len(st['edges'])} edges):")
         for a, b, lvl, w, n in st["edges"]:

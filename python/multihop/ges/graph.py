@@ -30,11 +30,14 @@ and the best hop to a unit is the neighbour of the vertex on that path:
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from multihop.ges.address import AddressError, contains, parse_unit, unit_id, unit_level, unit_str, ancestor
 from multihop.ges.connection import Connection
 from multihop.ges.costs import CostMatrix
+
+if TYPE_CHECKING:
+    from multihop.ges.routing_cache import RoutingCache
 
 __all__ = ["ConnectivityGraph", "Edge"]
 

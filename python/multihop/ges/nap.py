@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterable
 
-from multihop.ges.address import BLOCK_LIMIT, contains, unit_id, unit_level
+from multihop.ges.address import BLOCK_LIMIT, unit_id, unit_level
 from multihop.ges.messages import JoinReply, JoinRequest
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class NodeOrganization:
         core = self.core
         if req.target != core.code:
             if not self._forward(req, req.target):
-                self._reply(req, -1, -1, reason=f"no route inside the unit toward the member asked")
+                self._reply(req, -1, -1, reason="no route inside the unit toward the member asked")
             return
         if req.level == 0 and req.unit == ANY_NEIGHBOUR:
             self._into_neighbour(req)

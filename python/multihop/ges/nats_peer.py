@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
-import os
 import shutil
 import socket
 import subprocess

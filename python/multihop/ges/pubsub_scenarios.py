@@ -18,7 +18,7 @@ from typing import Any
 
 from multihop.ges.address import Address, unit_id
 from multihop.ges.delivery import DeliveryReport, History, check_delivery, check_unit_entries
-from multihop.ges.profile import chain_matches, make_chain
+from multihop.ges.profile import chain_matches
 from multihop.ges.scenarios import random_topology
 from multihop.ges.simulator import Simulator
 from multihop.ges.topology import Topology

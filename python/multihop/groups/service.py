@@ -41,7 +41,7 @@ from multihop.groups.errors import GroupError
 from multihop.groups.ids import multicast_id, node_id
 from multihop.groups.messages import (
     CreateGroup, CreateMulticast, Died, Flushed, Install, Join, JoinMulticast, Leave, LeaveMulticast, Prepare,
-    Reply, Request, StreamMark,
+    Reply, Request,
 )
 from multihop.groups.trees import parse_tree
 from multihop.groups.view import ORDERS, Endpoint, View

@@ -30,7 +30,6 @@ from multihop.idl.model import (
     STRING_NAMES,
     Arg,
     Array,
-    Builtin,
     DynArray,
     Enum,
     Field,

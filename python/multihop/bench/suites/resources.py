@@ -24,7 +24,6 @@ links the mode's table created.  It needs at least two cores.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 

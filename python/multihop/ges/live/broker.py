@@ -380,7 +380,7 @@ class LiveBroker:
             "core": self.core_no,
             "uptime": time.time() - self.started,
             "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
-            "links": [{"peer": name(l.peer), "level": l.level, "incarnation": l.incarnation, "cost": l.cost} for l in gpp.links.values()],
+            "links": [{"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()],
             "records": [
                 [c.origin, c.peer, c.level, c.incarnation, c.version, c.cost, c.dead, x] for c, x in gpp.table.values()
             ],
