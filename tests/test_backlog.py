@@ -72,7 +72,7 @@ def test_dropping_the_service_closes_its_backlog_and_frees_the_name(rt: mh.Runti
     with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
         svc = srv.export("withdrawn", backlog=4)
         queued = [cli.bind("withdrawn", transport=transport, timeout=5) for _ in range(3)]
-        until("three channels wait in the backlog", lambda s=svc: s.queued == 3)  # type: ignore[misc]
+        until("three channels wait in the backlog", lambda s=svc: s.queued == 3)
         del svc
         for ch in queued:
             with pytest.raises(mh.ChannelClosed):
