@@ -49,6 +49,8 @@ Dispatcher = _core.Dispatcher
 _META = "runtime.json"
 # Largest core id (real or virtual) a runtime may use.
 MAX_CORE = 65535
+#: seconds Runtime.stop waits for a monitor it had to SIGKILL to be gone
+KILLED_EXIT_WAIT = 30.0
 
 
 def _real_cpus() -> list[int]:
@@ -466,7 +468,12 @@ class Runtime:
                 if time.monotonic() > deadline:
                     if proc is not None:
                         proc.kill()  # our unreaped child: the pid cannot have been reused
-                        proc.wait(timeout=5)
+                        try:
+                            # A killed process exits once it gets a CPU to unwind on; a monitor polls
+                            # at idle priority, so on a saturated machine that can take seconds.
+                            proc.wait(timeout=KILLED_EXIT_WAIT)
+                        except subprocess.TimeoutExpired:
+                            pass  # it is dying; Popen reaps it later, and the lock keeps the directory until then
                     else:
                         _kill_verified(m["pid"], m.get("start_ticks"))
                     break
