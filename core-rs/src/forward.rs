@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
-use crate::idle_poll::{poll_cap, IdlePoll};
+use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
@@ -333,10 +333,16 @@ pub struct Forwarder {
     sampled_messages: AtomicU64,
     /// Times its starvation guard promoted it (status only).
     promotions: AtomicU64,
+    /// Whether the process's scheduling group is ours to manage (a monitor).
+    own_group: bool,
+    /// The poller's status handle, once the loop runs.
+    poll_status: Mutex<Option<PollStatus>>,
 }
 
 impl Forwarder {
-    pub fn new(bell: Arc<Doorbell>) -> Arc<Forwarder> {
+    /// A forwarder waking on `bell`; with `own_group` its polling manages the
+    /// process's scheduling group (`sched_group.rs`; monitors only).
+    pub fn new(bell: Arc<Doorbell>, own_group: bool) -> Arc<Forwarder> {
         Arc::new(Forwarder {
             fwd: Mutex::new(Fwd::new()),
             bell,
@@ -346,6 +352,8 @@ impl Forwarder {
             sampled_cpu_ns: AtomicU64::new(0),
             sampled_messages: AtomicU64::new(0),
             promotions: AtomicU64::new(0),
+            own_group,
+            poll_status: Mutex::new(None),
         })
     }
 
@@ -362,6 +370,8 @@ impl Forwarder {
         v["sampled_cpu_ns"] = json!(self.sampled_cpu_ns.load(Ordering::Relaxed));
         v["sampled_messages"] = json!(self.sampled_messages.load(Ordering::Relaxed));
         v["poll_promotions"] = json!(self.promotions.load(Ordering::Relaxed));
+        let poll = self.poll_status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        v["sched_group"] = poll.map_or(serde_json::Value::Null, |p| p.group());
         v
     }
 
@@ -378,7 +388,8 @@ impl Forwarder {
     /// The forwarding loop; returns when stopped.
     pub fn run(&self) {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
-        let mut poll = IdlePoll::start(poll_cap());
+        let mut poll = IdlePoll::start(poll_cap(), self.own_group);
+        *self.poll_status.lock().unwrap_or_else(|p| p.into_inner()) = Some(poll.status_handle());
         let mut steps: u64 = 0;
         // What reading the thread clock itself adds to a sample.
         let clock_cost = (0..64).map(|_| thread_cpu_ns().wrapping_neg().wrapping_add(thread_cpu_ns())).min().unwrap_or(0);
