@@ -98,14 +98,16 @@ def _takeover(runtime: str) -> None:
 
 
 def _saturation(runtime: str, quick: bool) -> None:
-    print("\n== saturation: one reliable source as fast as it can, 64 B news, 1 peer; plain broker in the same run ==")
+    print("\n== saturation: one reliable source as fast as it can, 64 B news, 1 peer; the plain broker and the GES path "
+          "(3 brokers of one cluster, 100 % matching) in the same run; ratios are against the plain broker ==")
     print(f"{'sinks':>5} {'path':<16} {'news/s':>10} {'deliveries/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>7}")
     for sinks in ((1, 10) if quick else (1, 10, 100)):
         secs = 1.5 if quick else 3.0
         d = measure.saturation(runtime, sinks, seconds=secs)
         b = measure.plain_saturation(runtime, sinks, seconds=secs)
-        for x in (d, b):
-            ratio = "" if x is b else f"{d.deliveries_per_s / b.deliveries_per_s:.3f}x"
+        g = measure.ges_saturation(sinks, count=5_000 if quick else 20_000)
+        for x in (d, g, b):
+            ratio = "" if x is b else f"{x.deliveries_per_s / b.deliveries_per_s:.3f}x"
             print(f"{sinks:>5} {x.path:<16} {x.news_per_s:>10,.0f} {x.deliveries_per_s:>13,.0f} "
                   f"{x.percentile(50) / 1e3:>8.2f} {x.percentile(99) / 1e3:>8.2f} {ratio:>7}")
 

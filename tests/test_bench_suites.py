@@ -153,9 +153,21 @@ def _check_dispatch(report: Path, plots: list[str]) -> None:
             assert int(r["messages"]) > 0
 
 
+def _check_ges(report: Path, plots: list[str]) -> None:
+    rows = _csv(report / "ges_latency.csv")
+    assert {(r["topology"], r["measuring"], int(r["hops"])) for r in rows} == {
+        ("fig14", "1.6.1.10", 9), ("fig20", "1.6.1.10", 4), ("fig20", "1.5.1.1", 2), ("fig20", "1.5.1.22", 1)}
+    for r in rows:
+        expected = int(r["published"]) * int(r["match"]) // 100
+        assert int(r["received"]) == expected and int(r["others_min"]) == expected, r  # every subscriber, every match
+        assert float(r["mean_ms"]) > 0
+    assert {"ges_latency_match100.png", "ges_latency_match10.png", "ges_throughput.png", "ges_latency_hops.png"} <= set(plots)
+
+
 CHECKS = {
     "channels": _check_channels, "hops": _check_hops, "routing": _check_routing, "window": _check_window,
     "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers, "dispatch": _check_dispatch,
+    "ges": _check_ges,
 }  # fmt: skip
 
 

@@ -51,6 +51,7 @@ CODES = {
     "MH_E_OS": -11,
     "MH_E_INTERNAL": -12,
     "MH_E_EXISTS": -13,
+    "MH_E_CAP": -14,
 }
 
 
@@ -193,6 +194,13 @@ def py_service(name: str, core: int, service: str, ready: Any, script: list[tupl
                     raise AssertionError("expected ChannelClosed")
             elif op == "sleep":
                 time.sleep(args[0])
+            elif op == "handles_back":  # (count,): each message's handles: append to them, send back
+                for _ in range(args[0]):
+                    data, hs = ch.recv_with_handles(timeout=30)
+                    for h in hs:
+                        os.lseek(h.fileno(), 0, os.SEEK_END)
+                        os.write(h.fileno(), b"+py")
+                    ch.send(b"back:" + data, handles=hs, give_away=True, timeout=30)
             elif op == "wait_event":  # (event,): the client says when
                 assert args[0].wait(30), "the client never set the event"
             else:

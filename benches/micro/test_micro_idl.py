@@ -13,14 +13,15 @@ import multihop.idl as idl
 SHIPPED = Path(__file__).resolve().parents[2] / "flounder-idl"
 echo = idl.load(SHIPPED / "echo.if")
 kv = idl.load(SHIPPED / "kvstore.if")
-ges = idl.load(SHIPPED / "ges_broker.if")
+# structs, enums and arrays of structs (the first draft of ges_broker.if, kept for the codec tests)
+composite = idl.load(Path(__file__).resolve().parents[2] / "tests" / "idl_data" / "composite_types.if")
 bench = idl.load(SHIPPED / "bench.if", [SHIPPED / "types.if"])
 
 CASES: dict[str, tuple[Any, str, dict[str, Any]]] = {
     "three scalars": (bench, "three", {"a": 1, "b": 2, "c": 3}),
     "ping 64 B": (echo, "ping", {"seq": 7, "data": b"d" * 64}),
     "kv put (string, bytes, bool)": (kv, "put_call", {"key": "some/key", "value": b"v" * 256, "overwrite": True}),
-    "ges event (structs, arrays)": (ges, "event", {
+    "event (structs, arrays)": (composite, "event", {
         "id": ((1, 2, 3, 4), 5, 6, 7), "lvl": 2, "visited": [(0, 0, i, 0) for i in range(8)],
         "topic": "news/sport", "body": b"b" * 512,
     }),

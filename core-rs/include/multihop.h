@@ -53,6 +53,11 @@ extern "C" {
 #define MH_E_OS -11        /* an operating-system call failed (the message names it) */
 #define MH_E_INTERNAL -12  /* a bug in the library (caught, reported, never propagated) */
 #define MH_E_EXISTS -13    /* a live runtime of that name exists */
+#define MH_E_CAP -14       /* handles refused (runtime-owned, not open, too many, no room at the
+                            * receiver, receiving end closed); mh_last_error says which and why */
+
+/* Most handles (file descriptors) one message carries. */
+#define MH_MAX_HANDLES 32
 
 /* ---- handles ------------------------------------------------------------------------------ */
 typedef struct mh_dispatcher mh_dispatcher; /* this process attached to one core's monitor */
@@ -110,6 +115,22 @@ int mh_recv(mh_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_
  * MH_E_CLOSED (the channel ended part-way). */
 int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, size_t count,
                   int64_t timeout_ms, size_t *sent);
+/* Send one message with `nfds` handles (file descriptors: a memfd, an eventfd, a pipe or socket
+ * end, a pidfd; at most MH_MAX_HANDLES). The handles travel out of band through the monitors and
+ * arrive with exactly this message, in channel order; the call returns once the receiver holds
+ * them and the message is written. A handle is duplicated (you keep your descriptor) unless bit i
+ * of `give_away_mask` is set: then fds[i] is closed once the send went (Flounder's give_away_cap).
+ * MH_E_CAP if one is refused (a runtime's own segment, doorbell or control socket; not open; too
+ * many; the receiver has no room): nothing was sent, the channel goes on, you keep every handle.
+ * timeout_ms < 0 waits without limit. nfds 0 is mh_send. */
+int mh_send_handles(mh_channel *ch, const void *data, size_t len, const int *fds, size_t nfds,
+                    uint64_t give_away_mask, int64_t timeout_ms);
+/* Receive one message as mh_recv does, and the handles sent with it into `fds` (`*nfds` of them;
+ * 0 for a message sent without); they are yours to close. `fds` must have room for
+ * MH_MAX_HANDLES entries (else MH_E_INVALID). mh_recv of a message that carries handles gives its
+ * bytes and closes its handles. */
+int mh_recv_handles(mh_channel *ch, void *buf, size_t cap, size_t *len, int *fds, size_t fds_cap,
+                    size_t *nfds, int64_t timeout_ms);
 /* Wait until every message sent so far has been consumed by the peer (multi-hop: its credits came
  * back; UMP: it read them): "accepted by mh_send" is not "delivered", this is. MH_E_TIMEOUT if
  * the timeout passed, MH_E_CLOSED if the channel ended first; `*unconsumed` (if not NULL) is set

@@ -38,6 +38,7 @@ pub const MH_E_MONITOR: c_int = -10;
 pub const MH_E_OS: c_int = -11;
 pub const MH_E_INTERNAL: c_int = -12;
 pub const MH_E_EXISTS: c_int = -13;
+pub const MH_E_CAP: c_int = -14;
 
 /// The one map from engine error kinds to C return codes.
 pub fn code_of(kind: ErrorKind) -> c_int {
@@ -56,6 +57,7 @@ pub fn code_of(kind: ErrorKind) -> c_int {
         // Waits are retried on a signal, so Interrupted only escapes from a
         // system call outside them: report it as the OS failure it is.
         ErrorKind::Os | ErrorKind::Interrupted => MH_E_OS,
+        ErrorKind::CapSend => MH_E_CAP,
     }
 }
 
@@ -76,6 +78,7 @@ fn describe(code: c_int) -> &'static CStr {
         MH_E_OS => c"operating-system call failed",
         MH_E_INTERNAL => c"internal error in libmultihop_core",
         MH_E_EXISTS => c"a live runtime of that name exists",
+        MH_E_CAP => c"handles refused (runtime-owned, not open, too many, or no room at the receiver)",
         _ => c"unknown error code",
     }
 }
@@ -420,6 +423,122 @@ pub unsafe extern "C" fn mh_recv(ch: *mut mh_channel, buf: *mut u8, cap: usize, 
                 return Err(Error::timeout(what));
             }
             wait_until(ch, Want::Readable, end, &what)?;
+        }
+    })
+}
+
+/// Most handles one message carries (`MH_MAX_HANDLES`).
+pub const MH_MAX_HANDLES: usize = crate::caps::MAX_HANDLES;
+
+/// # Safety
+/// `ch` NULL or a live channel handle; `data` NULL or `len` readable bytes;
+/// `fds` NULL (only if `nfds` is 0) or `nfds` readable descriptors.
+#[no_mangle]
+pub unsafe extern "C" fn mh_send_handles(
+    ch: *mut mh_channel,
+    data: *const u8,
+    len: usize,
+    fds: *const c_int,
+    nfds: usize,
+    give_away_mask: u64,
+    timeout_ms: i64,
+) -> c_int {
+    guard("mh_send_handles", || {
+        let ch = &handle("mh_send_handles", "ch", ch)?.ch;
+        let msg: &[u8] = match (data.is_null(), len) {
+            (_, 0) => &[],
+            (true, _) => return Err(null("mh_send_handles", "data (with len > 0)")),
+            (false, _) => std::slice::from_raw_parts(data, len),
+        };
+        let fds: &[c_int] = match (fds.is_null(), nfds) {
+            (_, 0) => &[],
+            (true, _) => return Err(null("mh_send_handles", "fds (with nfds > 0)")),
+            (false, n) if n > 64 => {
+                return Err(Error::cap_refused(crate::caps::reason::TOO_MANY, Some(MH_MAX_HANDLES), format!(
+                    "mh_send_handles: {n} handles on one message; at most {MH_MAX_HANDLES}"
+                )))
+            }
+            (false, n) => std::slice::from_raw_parts(fds, n),
+        };
+        if fds.is_empty() {
+            return ch.send_blocking(&[msg], (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
+        }
+        ch.send_with_handles(msg, fds, deadline(timeout_ms), &mut || Ok(()))?;
+        for (i, fd) in fds.iter().enumerate() {
+            if i < 64 && give_away_mask & (1 << i) != 0 {
+                libc::close(*fd); // given away: the send went
+            }
+        }
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `ch` NULL or a live channel handle; `buf` NULL or `cap` writable bytes;
+/// `len`, `nfds` NULL or writable; `fds` NULL or `fds_cap` writable entries.
+#[no_mangle]
+pub unsafe extern "C" fn mh_recv_handles(
+    ch: *mut mh_channel,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+    fds: *mut c_int,
+    fds_cap: usize,
+    nfds: *mut usize,
+    timeout_ms: i64,
+) -> c_int {
+    guard("mh_recv_handles", || {
+        let ch = &handle("mh_recv_handles", "ch", ch)?.ch;
+        let len = len.as_mut().ok_or_else(|| null("mh_recv_handles", "len"))?;
+        let nfds = nfds.as_mut().ok_or_else(|| null("mh_recv_handles", "nfds"))?;
+        *len = 0;
+        *nfds = 0;
+        if fds.is_null() || fds_cap < MH_MAX_HANDLES {
+            return Err(Error::invalid(format!(
+                "mh_recv_handles: fds must have room for MH_MAX_HANDLES ({MH_MAX_HANDLES}) descriptors, got {fds_cap}{}",
+                if fds.is_null() { " (NULL)" } else { "" }
+            )));
+        }
+        let dst: &mut [u8] = match (buf.is_null(), cap) {
+            (_, 0) => &mut [],
+            (true, _) => return Err(null("mh_recv_handles", "buf (with cap > 0)")),
+            (false, _) => std::slice::from_raw_parts_mut(buf, cap),
+        };
+        let out = std::slice::from_raw_parts_mut(fds, fds_cap);
+        let end = deadline(timeout_ms);
+        loop {
+            let mut too_large = false;
+            let mut got = Vec::new();
+            let r = ch.try_recv_with_handles(
+                |n, copy| {
+                    *len = n;
+                    if n > cap {
+                        too_large = true;
+                        return Err(Error::new(ErrorKind::MessageTooLarge, "too large"));
+                    }
+                    copy(&mut dst[..n]);
+                    Ok(())
+                },
+                &mut got,
+            );
+            if too_large {
+                return Err(Error::new(
+                    ErrorKind::MessageTooLarge,
+                    format!("mh_recv_handles: the message has {} bytes, the buffer {cap}; it stays in the channel", *len),
+                ));
+            }
+            if r?.is_some() {
+                *nfds = got.len();
+                for (slot, fd) in out.iter_mut().zip(got) {
+                    *slot = std::os::fd::IntoRawFd::into_raw_fd(fd); // the caller owns it now
+                }
+                return Ok(());
+            }
+            *len = 0;
+            if timeout_ms == 0 {
+                return Err(Error::timeout("mh_recv_handles: no message waiting"));
+            }
+            wait_until(ch, Want::Readable, end, &format!("mh_recv_handles: no message within {timeout_ms} ms"))?;
         }
     })
 }

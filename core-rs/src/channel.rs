@@ -44,6 +44,9 @@ pub const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
 pub const LIMIT_MAX_MESSAGE: usize = 64 << 20;
 /// Message kind of user data on a UMP ring.
 const KIND_DATA: u8 = 1;
+/// Message kind of user data that carries handles: a `caps::marker` prefix,
+/// then the payload.
+const KIND_HANDLES: u8 = 2;
 
 #[repr(C, align(128))]
 struct ChannelHeader {
@@ -150,6 +153,8 @@ pub struct UmpChannel {
     /// Blocking waits that parked; statistics only.
     parks: AtomicU64,
     on_close: Mutex<Option<CloseHook>>,
+    /// Handles: this end's inbox and route (ends made by a dispatcher).
+    caps: std::sync::OnceLock<Arc<crate::caps::CapEnd>>,
 }
 
 /// Bytes of a channel segment for a maximum message size.
@@ -244,7 +249,18 @@ impl UmpChannel {
             released: AtomicBool::new(false),
             parks: AtomicU64::new(0),
             on_close: Mutex::new(None),
+            caps: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Give this end its part in carrying handles (set once, by its dispatcher).
+    pub fn set_caps(&self, c: Arc<crate::caps::CapEnd>) {
+        let _ = self.caps.set(c);
+    }
+
+    /// This end's part in carrying handles, if it has one.
+    pub fn caps(&self) -> Option<&Arc<crate::caps::CapEnd>> {
+        self.caps.get()
     }
 
     pub fn info(&self) -> &ChannelInfo {
@@ -342,13 +358,27 @@ impl UmpChannel {
     /// Like `try_send` but without ringing the peer: the caller rings once
     /// after a batch (`ring_peer`). For relays that write many messages.
     pub fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
+        self.try_send_kind(KIND_DATA, parts, 0)
+    }
+
+    /// Send `data` as the message of handle group `mark` (a
+    /// `caps::marker` prefix) if there is room now, and ring the peer.
+    pub fn try_send_marked(&self, mark: &[u8], data: &[u8]) -> Result<()> {
+        self.try_send_kind(KIND_HANDLES, &[mark, data], mark.len())?;
+        self.peer_doorbell.ring();
+        Ok(())
+    }
+
+    /// One message of `kind` made of `parts`, of which the first `extra`
+    /// bytes are not the caller's (not counted against its maximum).
+    fn try_send_kind(&self, kind: u8, parts: &[&[u8]], extra: usize) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.check_len(len)?;
+        self.check_len(len - extra)?;
         if self.closed_here() || self.peer_gone(true) {
             return Err(self.closed_error());
         }
         let mut tx = lock(&self.tx);
-        if !tx.producer.try_send(KIND_DATA, parts) {
+        if !tx.producer.try_send(kind, parts) {
             tx.busy += 1;
             return Err(Error::new(ErrorKind::TxBusy, "ring full: the receiver has not caught up"));
         }
@@ -402,12 +432,31 @@ impl UmpChannel {
     /// Returns `ChannelClosed` only once the ring is drained.
     #[inline]
     pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
+        self.try_recv_into(make, None)
+    }
+
+    /// `try_recv_with` that also takes the message's handles into `handles`
+    /// (left empty for a message sent without).
+    pub fn try_recv_with_handles<T>(
+        &self,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: &mut Vec<std::os::fd::OwnedFd>,
+    ) -> Result<Option<T>> {
+        self.try_recv_into(make, Some(handles))
+    }
+
+    #[inline]
+    fn try_recv_into<T>(
+        &self,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: Option<&mut Vec<std::os::fd::OwnedFd>>,
+    ) -> Result<Option<T>> {
         if self.closed_here() {
             return Err(self.closed_error());
         }
         let mut rx = lock(&self.rx);
         match rx.consumer.peek()? {
-            Some(h) => Ok(Some(self.take(&mut rx, h, make)?)),
+            Some(h) => Ok(Some(self.take(&mut rx, h, make, handles)?)),
             None => {
                 if rx.consumer.publish() {
                     self.peer_doorbell.ring();
@@ -417,7 +466,7 @@ impl UmpChannel {
                     // The peer may have written just before it went: look once more.
                     let mut rx = lock(&self.rx);
                     if let Some(h) = rx.consumer.peek()? {
-                        return Ok(Some(self.take(&mut rx, h, make)?));
+                        return Ok(Some(self.take(&mut rx, h, make, handles)?));
                     }
                     return Err(self.closed_error());
                 }
@@ -427,7 +476,16 @@ impl UmpChannel {
     }
 
     #[inline]
-    fn take<T>(&self, rx: &mut RxState, h: Header, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<T> {
+    fn take<T>(
+        &self,
+        rx: &mut RxState,
+        h: Header,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: Option<&mut Vec<std::os::fd::OwnedFd>>,
+    ) -> Result<T> {
+        if h.kind != KIND_DATA {
+            return self.take_marked(rx, h, make, handles);
+        }
         let consumer = &rx.consumer;
         let v = make(h.len, &mut |dst: &mut [u8]| consumer.copy_out(h, dst))?;
         rx.received += 1;
@@ -440,6 +498,45 @@ impl UmpChannel {
             self.peer_doorbell.ring();
         }
         Ok(v)
+    }
+
+    /// Take a message that carries handles: its payload (prefix stripped)
+    /// goes to `make`, its group to `handles` (or is closed when the caller
+    /// takes no handles). A marker without its group is a protocol error
+    /// (the message is consumed, so the next one can be read).
+    #[cold]
+    fn take_marked<T>(
+        &self,
+        rx: &mut RxState,
+        h: Header,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: Option<&mut Vec<std::os::fd::OwnedFd>>,
+    ) -> Result<T> {
+        use crate::caps::marker::{decode, MARK_BYTES};
+        let mut buf = vec![0u8; h.len];
+        rx.consumer.copy_out(h, &mut buf);
+        let group = decode(&buf).and_then(|(seq, _)| match self.caps.get() {
+            Some(c) if c.inbox().has(seq) => Ok((seq, c.inbox().clone())),
+            _ => Err(Error::protocol(format!("a message of group {seq} arrived without its handles"))),
+        });
+        let v = match group {
+            Ok((seq, inbox)) => {
+                let v = make(h.len - MARK_BYTES, &mut |dst: &mut [u8]| dst.copy_from_slice(&buf[MARK_BYTES..]))?;
+                match handles {
+                    Some(out) => *out = inbox.take(seq).unwrap_or_default(),
+                    None => inbox.discard(seq),
+                }
+                Ok(v)
+            }
+            Err(e) => Err(e),
+        };
+        rx.received += 1;
+        rx.bytes += (h.len - MARK_BYTES.min(h.len)) as u64;
+        let advanced = rx.consumer.advance(h);
+        if rx.consumer.publish() || advanced {
+            self.peer_doorbell.ring();
+        }
+        v
     }
 
     /// Receive up to `max` messages that are there now, under one lock.
@@ -460,6 +557,25 @@ impl UmpChannel {
         let mut rang = false;
         while n < max {
             let Some(h) = rx.consumer.peek()? else { break };
+            if h.kind != KIND_DATA {
+                // Carries handles: the caller takes none, so they are closed
+                // (unless it leaves the message in the ring).
+                let mut go = true;
+                let r = self.take_marked(&mut rx, h, |len, copy| {
+                    go = each(len, copy)?;
+                    if go {
+                        Ok(())
+                    } else {
+                        Err(Error::new(ErrorKind::Interrupted, "left in the ring"))
+                    }
+                }, None);
+                if !go {
+                    break;
+                }
+                r?;
+                n += 1;
+                continue;
+            }
             let consumer = &rx.consumer;
             if !each(h.len, &mut |dst: &mut [u8]| consumer.copy_out(h, dst))? {
                 break;
@@ -552,6 +668,9 @@ impl UmpChannel {
         self.flags().closed[self.info.side.index()].store(1, Ordering::Release);
         self.peer_doorbell.ring();
         self.my_doorbell.ring(); // wake our own threads blocked on this channel
+        if let Some(c) = self.caps.get() {
+            c.close(); // handles waiting here can no longer be read: closed now
+        }
         self.release();
     }
 

@@ -12,7 +12,10 @@
 //! * monitor -> dispatcher: `Connect` (+ segment, doorbell), replies;
 //! * monitor -> initial monitor: `Register`, `Lookup`, `Unregister`;
 //! * monitor -> server's monitor: `Bind` (forwarded, same descriptors);
-//! * anyone -> monitor: `Status`, `Shutdown`.
+//! * anyone -> monitor: `Status`, `Shutdown`;
+//! * handles of a message (TN-006 2.7, `caps/`): `Cap` frames, dispatcher ->
+//!   its monitor -> (monitor to monitor, on `Relay` connections) -> the
+//!   receiver's dispatcher, and the verdict back the same way.
 //!
 //! A frame of any size crosses as one or more datagrams (see `sock.rs`).
 
@@ -32,6 +35,31 @@ pub enum Role {
     Dispatcher,
     Monitor,
     Tool,
+    /// A monitor's long-lived, one-way stream of `Cap` frames to a
+    /// neighbour (its hello's `core` is the sender's core).
+    Relay,
+}
+
+/// Which way a `Cap` frame travels.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CapStage {
+    /// The handles, towards the receiving end (descriptors: the handles).
+    Send,
+    /// The receiving end's verdict (or a monitor's refusal), towards the sender.
+    Reply,
+    /// The sender gave up after `Send`: the receiving end drops the group.
+    Cancel,
+}
+
+/// Why handles were refused: a reason code (`caps::reason`), the text, and
+/// the index of the handle at fault when one is.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CapRefusal {
+    pub reason: String,
+    pub message: String,
+    #[serde(default)]
+    pub index: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -162,6 +190,25 @@ pub enum Msg {
         limit: Option<u64>,
     },
     StatusReply { req: u64, status: serde_json::Value },
+    /// The handles of one message, out of band (see `caps/`). A UMP channel's
+    /// frames are routed by `chan` towards its `to_side` end (0 client, 1
+    /// server); a multi-hop channel's by `vci`, as its data is (each hop
+    /// rewrites it). `req` is the sending dispatcher's request id; `seq`
+    /// numbers the sending end's handle-carrying messages.
+    Cap {
+        stage: CapStage,
+        req: u64,
+        #[serde(default)]
+        chan: u64,
+        #[serde(default)]
+        to_side: u8,
+        #[serde(default)]
+        vci: u64,
+        seq: u64,
+        count: u32,
+        #[serde(default)]
+        refused: Option<CapRefusal>,
+    },
     /// A dispatcher withdraws one of its services (its handle was dropped).
     Unexport { req: u64, iref: u64 },
     Shutdown { req: u64 },
@@ -215,9 +262,20 @@ pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
 /// Receive one message of at most `limit` bytes (a monitor reading a peer's
 /// requests passes [`MAX_REQUEST`]); a longer one is a protocol error.
 pub fn recv_at_most(sock: &SeqSocket, limit: usize) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
-    match sock.recv_at_most(limit) {
+    match recv_keeping_truncated(sock, limit)? {
+        None => Ok(None),
+        Some((_, _, true)) => Err(Error::protocol("bad control frame: its descriptors were truncated")),
+        Some((msg, fds, false)) => Ok(Some((msg, fds))),
+    }
+}
+
+/// `recv_at_most`, but a frame that lost descriptors to a full descriptor
+/// table (MSG_CTRUNC) comes back with `true` and the descriptors it got,
+/// so a `Cap` frame can be refused ("no room") rather than lost.
+pub fn recv_keeping_truncated(sock: &SeqSocket, limit: usize) -> Result<Option<(Msg, Vec<OwnedFd>, bool)>> {
+    match sock.recv_keeping_truncated(limit) {
         Ok(None) => Ok(None),
-        Ok(Some((frame, fds))) => Ok(Some((Msg::decode(&frame)?, fds))),
+        Ok(Some((frame, fds, truncated))) => Ok(Some((Msg::decode(&frame)?, fds, truncated))),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
             Err(Error::timeout("no answer on the control socket in time (is the monitor stopped or overloaded?)"))
         }

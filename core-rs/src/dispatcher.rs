@@ -78,6 +78,8 @@ pub(crate) struct Inner {
     /// Takes connect requests into the services' backlogs (started with the
     /// first export).
     pub(crate) acceptor: OnceLock<Arc<Acceptor>>,
+    /// The inboxes of this dispatcher's channel ends (handles, `caps/`).
+    pub(crate) caps: crate::caps::DispatcherCaps,
 }
 
 /// A process attached to a core's monitor.
@@ -154,6 +156,7 @@ impl Dispatcher {
             detached: AtomicBool::new(false),
             link: OnceLock::new(),
             acceptor: OnceLock::new(),
+            caps: crate::caps::DispatcherCaps::default(),
         });
         let reader = Arc::downgrade(&inner);
         let reader_sock = inner.sock.try_clone().map_err(|e| Error::os("dup control socket", e))?;
@@ -236,12 +239,23 @@ impl Dispatcher {
         deadline: Instant,
         interrupt: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Reply> {
+        let raw: Vec<_> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        self.request_raw(make, &raw, deadline, interrupt)
+    }
+
+    /// `request` with borrowed descriptors (a message's handles).
+    pub(crate) fn request_raw(
+        &self,
+        make: impl FnOnce(u64) -> Msg,
+        raw: &[std::os::fd::RawFd],
+        deadline: Instant,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Reply> {
         self.check_alive()?;
         let req = self.inner.next_req.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         lock(&self.inner.waiters).insert(req, tx);
-        let raw: Vec<_> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
-        if let Err(e) = control::send(&self.inner.sock, &make(req), &raw) {
+        if let Err(e) = control::send(&self.inner.sock, &make(req), raw) {
             lock(&self.inner.waiters).remove(&req);
             return Err(e);
         }
@@ -317,6 +331,8 @@ impl Dispatcher {
         let seg = create_segment(max_message)?;
         let bell = process_doorbell()?;
         let chan = random_u64()?;
+        // Handles may come as soon as the service accepts: the inbox first.
+        let caps = crate::caps::CapEnd::reserve(self, crate::caps::InboxKey::Ump { chan, side: Side::Client as u8 });
         let fds = [dup_cloexec(seg.raw_fd())?, dup_cloexec(bell.segment().raw_fd())?];
         let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
         let answer = self.request(
@@ -353,7 +369,10 @@ impl Dispatcher {
             max_message,
             ring_slots: 0,
         };
-        UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)
+        let ch = UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)?;
+        caps.set_route(crate::caps::end::Route::Ump { chan, peer_side: Side::Server as u8 });
+        ch.set_caps(caps);
+        Ok(ch)
     }
 
     fn bind_multihop(
@@ -365,6 +384,7 @@ impl Dispatcher {
     ) -> Result<crate::mhchannel::MhChannel> {
         let link = self.link()?.clone();
         let pending = PendingMh::new(&link, opts.window)?;
+        let caps = crate::caps::CapEnd::reserve(self, crate::caps::InboxKey::Multihop { vci_in: pending.vci_in });
         let chan = random_u64()?;
         let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
         let (reply, _) = self.request(
@@ -397,7 +417,10 @@ impl Dispatcher {
             max_message: 0,
             ring_slots: 0,
         };
-        Ok(pending.complete(info, vci, DIR_TO_SERVER, hops, Some(self.inner.clone())))
+        let ch = pending.complete(info, vci, DIR_TO_SERVER, hops, Some(self.inner.clone()));
+        caps.set_route(crate::caps::end::Route::Multihop { vci_out: vci });
+        ch.set_caps(caps);
+        Ok(ch)
     }
 
     /// When `ch` closes (or learns it is over), tell the monitor.
@@ -446,10 +469,13 @@ impl Drop for Inner {
 /// so dropping the last handle (which shuts the socket down) ends it.
 fn read_loop(inner: std::sync::Weak<Inner>, sock: SeqSocket) {
     loop {
-        let got = control::recv(&sock);
+        let got = control::recv_keeping_truncated(&sock, crate::sock::MAX_FRAME);
         let Some(me) = inner.upgrade() else { return };
         match got {
-            Ok(Some((msg, fds))) => dispatch(&me, msg, fds),
+            // Only a message's handles may arrive short (the receiver refuses them).
+            Ok(Some((msg @ Msg::Cap { .. }, fds, truncated))) => dispatch_cap(&me, msg, fds, truncated),
+            Ok(Some((_, _, true))) => continue,
+            Ok(Some((msg, fds, false))) => dispatch(&me, msg, fds),
             Err(e) if e.kind == ErrorKind::Protocol => continue,
             Ok(None) | Err(_) => {
                 end(&me);
@@ -468,6 +494,18 @@ fn end(inner: &Inner) {
     if let Some(a) = inner.acceptor.get() {
         a.poke();
     }
+}
+
+/// A `Cap` frame: a reply goes to the request waiting for it, handles to
+/// their channel end (`caps/deliver.rs`).
+fn dispatch_cap(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>, truncated: bool) {
+    if let Msg::Cap { stage: control::CapStage::Reply, req, .. } = msg {
+        if let Some(tx) = lock(&inner.waiters).remove(&req) {
+            let _ = tx.send((msg, fds));
+        }
+        return;
+    }
+    crate::caps::deliver::on_frame(inner, msg, fds, truncated);
 }
 
 fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {

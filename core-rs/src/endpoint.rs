@@ -5,6 +5,8 @@
 //! virtual circuit (through the monitors).  Blocking helpers live here, once,
 //! over each transport's `try_*` and `wait`.
 
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::channel::{ChannelInfo, UmpChannel, Waited, Want};
@@ -189,6 +191,121 @@ impl Endpoint {
                 }
             }
         }
+    }
+
+    /// This end's part in carrying handles (every end a dispatcher made).
+    pub fn caps(&self) -> Option<&Arc<crate::caps::CapEnd>> {
+        both!(self, c => c.caps())
+    }
+
+    /// `try_recv_with` that also takes the message's handles into `handles`
+    /// (empty for a message sent without); the caller owns them.
+    pub fn try_recv_with_handles<T>(
+        &self,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: &mut Vec<OwnedFd>,
+    ) -> Result<Option<T>> {
+        both!(self, c => c.try_recv_with_handles(make, handles))
+    }
+
+    /// Send `data` with the handles `fds` (duplicated by the kernel as they
+    /// leave; the caller still owns its descriptors and closes the ones it
+    /// gives away once this returns Ok). Waits for room, then for the
+    /// receiving end to hold the handles (see `caps/end.rs`), then writes
+    /// the message; `interrupt` runs between waits. On any error nothing was
+    /// delivered and the channel goes on: `CapSend` (refused, with the
+    /// reason), `Timeout`, `ChannelClosed`, `MessageTooLarge`.
+    pub fn send_with_handles(
+        &self,
+        data: &[u8],
+        fds: &[RawFd],
+        deadline: Option<Instant>,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.send_handles(data, fds, deadline, interrupt, true)
+    }
+
+    /// Test hook: `send_with_handles` without this end's own check of the
+    /// handles, so the sending side's monitor alone decides (as it does for
+    /// a program that does not use this library's checks).
+    pub fn send_with_handles_unchecked(&self, data: &[u8], fds: &[RawFd], deadline: Option<Instant>) -> Result<()> {
+        self.send_handles(data, fds, deadline, &mut || Ok(()), false)
+    }
+
+    fn send_handles(
+        &self,
+        data: &[u8],
+        fds: &[RawFd],
+        deadline: Option<Instant>,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+        check_here: bool,
+    ) -> Result<()> {
+        use crate::caps::marker::{encode, MARK_BYTES};
+        let Some(caps) = self.caps().cloned() else {
+            return Err(Error::cap_refused(
+                crate::caps::reason::UNSUPPORTED,
+                None,
+                "this channel end was not made by a dispatcher: it has no monitor to carry handles",
+            ));
+        };
+        self.check_len(data.len())?;
+        if check_here {
+            if let Err((why, i, text)) = crate::caps::check::check_all(fds) {
+                return Err(Error::cap_refused(why, Some(i), text));
+            }
+        } else if fds.len() > crate::sock::MAX_FDS {
+            return Err(Error::invalid(format!("{} descriptors do not fit one control frame", fds.len())));
+        }
+        let _one = caps.one_sender();
+        let want = Want::Writable(data.len() + MARK_BYTES);
+        let wait_for_room = |interrupt: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+            self.note_busy();
+            match self.wait(want, deadline) {
+                Waited::TimedOut => Err(Error::timeout("send timed out: no room (ring full or credit window used up)")),
+                Waited::Slice | Waited::Interrupted => interrupt(),
+                Waited::Ready => Ok(()),
+            }
+        };
+        // Room first, so the handles never wait at the receiver for a message held up here.
+        loop {
+            if self.is_closed() {
+                return Err(Error::closed(format!("channel {:#x} to {:?} is closed; nothing was sent", self.info().id, self.info().service)));
+            }
+            let room = match self {
+                Endpoint::Ump(c) => c.want_room(data.len() + MARK_BYTES),
+                Endpoint::Multihop(c) => c.can_send_now(data.len() + MARK_BYTES),
+            };
+            if room {
+                break;
+            }
+            wait_for_room(interrupt)?;
+        }
+        let seq = caps.send_group(fds, deadline, &|| self.is_closed(), interrupt, check_here)?;
+        let mark = encode(seq, fds.len() as u32);
+        loop {
+            let r = match self {
+                Endpoint::Ump(c) => c.try_send_marked(&mark, data),
+                Endpoint::Multihop(c) => c.try_send_marked(&mark, data),
+            };
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind == ErrorKind::TxBusy => {
+                    if let Err(e) = wait_for_room(interrupt) {
+                        caps.cancel(seq);
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    caps.cancel(seq);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Handles waiting at this end for their messages, and the most it keeps.
+    pub fn handle_stats(&self) -> crate::caps::inbox::InboxStats {
+        self.caps().map(|c| c.inbox().stats()).unwrap_or_default()
     }
 
     /// Send, waiting while there is no room (ring or credit window).

@@ -39,6 +39,9 @@ pub enum ErrorKind {
     Os,
     /// A blocking call was interrupted by a signal the caller must handle.
     Interrupted,
+    /// Handles sent with a message were refused (TN-006 2.7's
+    /// `multihop_cap_reply`): the refusal's reason says why.
+    CapSend,
 }
 
 impl ErrorKind {
@@ -58,6 +61,7 @@ impl ErrorKind {
             ErrorKind::InvalidArgument => "MultihopError",
             ErrorKind::Os => "MonitorError",
             ErrorKind::Interrupted => "MultihopError",
+            ErrorKind::CapSend => "CapSendError",
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct Error {
     /// sent (`e.sent` in Python), or messages a flush found not consumed
     /// (`e.unconsumed`); see [`Progress`].
     pub progress: Option<Progress>,
+    /// For [`ErrorKind::CapSend`]: the reason code (`caps::reason`) and the
+    /// index of the handle at fault, if one is.
+    pub refusal: Option<(String, Option<usize>)>,
 }
 
 /// The count an error of a multi-message call carries.
@@ -84,7 +91,7 @@ pub enum Progress {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), progress: None }
+        Error { kind, message: message.into(), progress: None, refusal: None }
     }
 
     /// The same error, saying how far a multi-message call got.
@@ -96,6 +103,12 @@ impl Error {
     /// Wrap an OS error with what we were doing when it happened.
     pub fn os(context: impl fmt::Display, err: io::Error) -> Error {
         Error::new(ErrorKind::Os, format!("{context}: {err}"))
+    }
+
+    /// Handles refused for `reason` (a `caps::reason` code); `index` names
+    /// the handle at fault.
+    pub fn cap_refused(reason: &str, index: Option<usize>, message: impl Into<String>) -> Error {
+        Error { kind: ErrorKind::CapSend, message: message.into(), progress: None, refusal: Some((reason.to_string(), index)) }
     }
 
     pub fn closed(message: impl Into<String>) -> Error {

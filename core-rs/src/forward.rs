@@ -10,7 +10,9 @@
 //! credit window bounds what the queues can hold.
 //!
 //! An unknown VCI (a forged one, or a channel already torn down) is dropped
-//! and counted.  A TEARDOWN is forwarded, then the channel's entries here are
+//! and counted: a data frame under `dropped`, a teardown or credit frame
+//! under `late` (both ends closing at once send teardowns that cross, and
+//! the second finds the entries gone: that is not a lost message).  A TEARDOWN is forwarded, then the channel's entries here are
 //! removed.  A link whose peer dies takes every channel through it down: a
 //! TEARDOWN goes out on the other side of each.
 //!
@@ -74,6 +76,8 @@ pub struct Fwd {
     pub table: ForwardTable,
     pub forwarded: u64,
     pub dropped: u64,
+    /// Teardown and credit frames for a VCI with no entry (crossed teardowns).
+    pub late: u64,
     pub malformed: u64,
     /// Largest number of messages any link queue ever held.
     pub max_queue: usize,
@@ -81,7 +85,7 @@ pub struct Fwd {
 
 impl Fwd {
     fn new() -> Fwd {
-        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, malformed: 0, max_queue: 0 }
+        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0 }
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
@@ -97,6 +101,12 @@ impl Fwd {
 
     pub fn link_to(&self, peer: LinkPeer) -> Option<LinkId> {
         self.links.iter().position(|l| l.as_ref().is_some_and(|l| l.peer == peer)).map(|i| i as LinkId)
+    }
+
+    /// Who is at the other end of `link` (the handles of a message follow
+    /// its channel's entries to the same peer, over the control sockets).
+    pub fn peer_of(&self, link: LinkId) -> Option<LinkPeer> {
+        self.links.get(link as usize).and_then(|l| l.as_ref()).map(|l| l.peer)
     }
 
     pub fn monitor_links(&self) -> Vec<u32> {
@@ -142,7 +152,10 @@ impl Fwd {
             }
         };
         let Some(e) = self.table.lookup(link, h.vci).copied() else {
-            self.dropped += 1;
+            match h.kind {
+                Kind::Data => self.dropped += 1,
+                Kind::Teardown | Kind::Dummy => self.late += 1,
+            }
             return;
         };
         Header::rewrite_vci(msg, e.out_vci);
@@ -311,6 +324,7 @@ impl Fwd {
             "forwarding_entries": self.table.len(),
             "forwarded": self.forwarded,
             "dropped": self.dropped,
+            "late": self.late,
             "malformed": self.malformed,
             "max_queue": self.max_queue,
         })

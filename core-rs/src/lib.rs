@@ -5,6 +5,7 @@
 //! - [`shm`]: memfd segments
 //! - [`ring`]: the SPSC ring of cache-line slots (`sync`: its atomics, std's or loom's)
 //! - [`park`]: spin-then-futex waiting and doorbells
+//! - [`async_bell`]: this process's doorbell as a descriptor an event loop watches
 //! - [`peer`]: pidfd watch on the process at the other end
 //! - [`paths`]: runtime directories and socket names
 //! - [`liveness`]: the lock that says a runtime is live
@@ -26,13 +27,17 @@
 //! - [`monitor`]: the per-core monitor process (one concern per file under `monitor/`)
 //! - [`fixed_layout`]: wire layout of a Flounder message of scalars
 //! - [`transport_choice`]: what transport "auto" stands for (the C ABI's `mh_bind`)
+//! - [`caps`]: handles (descriptors) that travel with messages, through
+//!   the monitors (TN-006 2.7)
 //! - [`capi`]: the C ABI (`include/multihop.h`)
 //! - [`forgery`]: test hooks that attack a runtime as a hostile process would
 //! - `python` (feature `python`): the PyO3 module `multihop._core`, one
 //!   pyclass per file under `python/` (`fast_send`: generated stubs' native
 //!   send methods)
 
+pub mod async_bell;
 pub mod capi;
+pub mod caps;
 pub mod channel;
 pub mod control;
 pub mod dispatcher;

@@ -55,6 +55,8 @@ pub struct MhChannel {
     parks: AtomicU64,
     on_close: Mutex<Option<CloseHook>>,
     _keep: Option<KeepAlive>,
+    /// Handles: this end's inbox and route.
+    caps: std::sync::OnceLock<Arc<crate::caps::CapEnd>>,
 }
 
 /// A multi-hop channel end before its bind completes: it already receives.
@@ -93,6 +95,7 @@ impl PendingMh {
             parks: AtomicU64::new(0),
             on_close: Mutex::new(None),
             _keep: keep,
+            caps: std::sync::OnceLock::new(),
         }
     }
 
@@ -193,6 +196,26 @@ impl MhChannel {
         Header { vci: self.vci_out, dir: self.dir, kind, flags: 0, ack }.encode()
     }
 
+    /// Give this end its part in carrying handles (set once, by its dispatcher).
+    pub fn set_caps(&self, c: Arc<crate::caps::CapEnd>) {
+        let _ = self.caps.set(c);
+    }
+
+    /// This end's part in carrying handles, if it has one.
+    pub fn caps(&self) -> Option<&Arc<crate::caps::CapEnd>> {
+        self.caps.get()
+    }
+
+    /// Send `data` as the message of handle group `mark` (a `caps::marker`
+    /// prefix, flag HANDLES) if the window and the link have room now.
+    pub fn try_send_marked(&self, mark: &[u8], data: &[u8]) -> Result<()> {
+        let r = self.try_send_flags(&[mark, data], crate::wire::FLAG_HANDLES, mark.len());
+        if r.is_ok() {
+            self.link.ring().ring_peer();
+        }
+        r
+    }
+
     /// Send one message if the window and the link have room now.
     pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
         let r = self.try_send_quiet(parts);
@@ -215,8 +238,14 @@ impl MhChannel {
 
     /// `try_send` without waking the monitor (the caller rings once after a batch).
     fn try_send_quiet(&self, parts: &[&[u8]]) -> Result<()> {
+        self.try_send_flags(parts, 0, 0)
+    }
+
+    /// One DATA message with header `flags`, made of `parts` of which the
+    /// first `extra` bytes are not the caller's (not counted against its maximum).
+    fn try_send_flags(&self, parts: &[&[u8]], flags: u16, extra: usize) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.check_len(len)?;
+        self.check_len(len - extra)?;
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -239,7 +268,10 @@ impl MhChannel {
             }
         }
         let ack = st.credits.on_send();
-        let hdr = self.header(Kind::Data, ack);
+        let mut hdr = self.header(Kind::Data, ack);
+        if flags != 0 {
+            hdr[10..12].copy_from_slice(&flags.to_le_bytes());
+        }
         let sent = if len <= SMALL_SEND {
             // Header and payload in one buffer: the ring's one-part fast path.
             let mut small = [0u8; HEADER_BYTES + SMALL_SEND];
@@ -301,6 +333,9 @@ impl MhChannel {
     /// Take the queued message at the front (the caller has used it),
     /// acknowledging as flow control requires.
     fn take_front(&self, st: &mut MhState) {
+        if st.marks.front() == Some(&st.received) {
+            st.marks.pop_front();
+        }
         let Some(m) = st.queue.pop_front() else { return };
         st.received += 1;
         st.bytes_received += m.len() as u64;
@@ -319,6 +354,24 @@ impl MhChannel {
 
     /// Receive one message if one is there (see `UmpChannel::try_recv_with`).
     pub fn try_recv_with<T>(&self, make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>) -> Result<Option<T>> {
+        self.try_recv_into(make, None)
+    }
+
+    /// `try_recv_with` that also takes the message's handles into `handles`
+    /// (left empty for a message sent without).
+    pub fn try_recv_with_handles<T>(
+        &self,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: &mut Vec<std::os::fd::OwnedFd>,
+    ) -> Result<Option<T>> {
+        self.try_recv_into(make, Some(handles))
+    }
+
+    fn try_recv_into<T>(
+        &self,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: Option<&mut Vec<std::os::fd::OwnedFd>>,
+    ) -> Result<Option<T>> {
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -331,6 +384,9 @@ impl MhChannel {
             self.link.pump();
             st = lock(&self.shared.state);
         }
+        if st.marks.front() == Some(&st.received) && !st.queue.is_empty() {
+            return self.take_marked(&mut st, make, handles).map(Some);
+        }
         // Build the result from the queued message first and take it off
         // the queue only once that succeeded (the C ABI's "too large for
         // your buffer" keeps the message).
@@ -342,6 +398,40 @@ impl MhChannel {
         let made = make(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))?;
         self.take_front(&mut st);
         Ok(Some(made))
+    }
+
+    /// Take the front message, which carries handles: its payload (prefix
+    /// stripped) goes to `make`, its group to `handles` (or is closed when
+    /// the caller takes none). A marker without its group is a protocol
+    /// error (the message is consumed, so the next one can be read).
+    #[cold]
+    fn take_marked<T>(
+        &self,
+        st: &mut MhState,
+        make: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])) -> Result<T>,
+        handles: Option<&mut Vec<std::os::fd::OwnedFd>>,
+    ) -> Result<T> {
+        use crate::caps::marker::{decode, MARK_BYTES};
+        let m = st.queue.front().expect("a queued message");
+        let group = decode(m).and_then(|(seq, _)| match self.caps.get() {
+            Some(c) if c.inbox().has(seq) => Ok((seq, c.inbox().clone())),
+            _ => Err(Error::protocol(format!("a message of group {seq} arrived without its handles"))),
+        });
+        match group {
+            Ok((seq, inbox)) => {
+                let made = make(m.len() - MARK_BYTES, &mut |dst: &mut [u8]| dst.copy_from_slice(&m[MARK_BYTES..]))?;
+                match handles {
+                    Some(out) => *out = inbox.take(seq).unwrap_or_default(),
+                    None => inbox.discard(seq),
+                }
+                self.take_front(st);
+                Ok(made)
+            }
+            Err(e) => {
+                self.take_front(st);
+                Err(e)
+            }
+        }
     }
 
     /// Receive up to `max` queued messages (see `UmpChannel::try_recv_many`).
@@ -357,6 +447,25 @@ impl MhChannel {
         let mut st = lock(&self.shared.state);
         let mut n = 0;
         while n < max {
+            if st.marks.front() == Some(&st.received) && !st.queue.is_empty() {
+                // Carries handles: the caller takes none, so they are closed
+                // (unless it leaves the message queued).
+                let mut go = true;
+                let r = self.take_marked(&mut st, |len, copy| {
+                    go = each(len, copy)?;
+                    if go {
+                        Ok(())
+                    } else {
+                        Err(Error::new(ErrorKind::Interrupted, "left queued"))
+                    }
+                }, None);
+                if !go {
+                    break;
+                }
+                r?;
+                n += 1;
+                continue;
+            }
             let Some(m) = st.queue.front() else { break };
             if !each(m.len(), &mut |dst: &mut [u8]| dst.copy_from_slice(m))? {
                 break;
@@ -400,6 +509,17 @@ impl MhChannel {
             };
         }
         false
+    }
+
+    /// Whether a message of `len` bytes could go now (credit and link room).
+    pub fn can_send_now(&self, len: usize) -> bool {
+        if !lock(&self.shared.state).credits.can_send() {
+            self.link.pump();
+            if !lock(&self.shared.state).credits.can_send() {
+                return false;
+            }
+        }
+        self.link.ring().want_room(len + HEADER_BYTES)
     }
 
     fn writable_link(&self, want: Want) -> bool {
@@ -470,6 +590,9 @@ impl MhChannel {
         let hdr = self.header(Kind::Teardown, 0);
         let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
+        if let Some(c) = self.caps.get() {
+            c.close(); // handles waiting here can no longer be read: closed now
+        }
         if !self.released.swap(true, Ordering::Relaxed) {
             if let Some(f) = lock(&self.on_close).take() {
                 f(self.info.id, (!in_band).then_some(self.vci_out));

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use crate::channel::UmpChannel;
 use crate::error::{ErrorKind, Result};
 use crate::flow::Credits;
-use crate::wire::{Header, Kind, FLAG_ACK_NOW, HEADER_BYTES};
+use crate::wire::{Header, Kind, FLAG_ACK_NOW, FLAG_HANDLES, HEADER_BYTES};
 
 /// Largest message on a link: a full-size channel message and its header.
 pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
@@ -49,6 +49,9 @@ type VciMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<VciHasher>>;
 /// What the link's pump and a channel end share: its queue and credits.
 pub(crate) struct MhState {
     pub queue: VecDeque<Vec<u8>>,
+    /// Arrival numbers (`arrived` at the time) of the queued messages that
+    /// carry handles (their payload starts with a `caps::marker` prefix).
+    pub marks: VecDeque<u64>,
     pub credits: Credits,
     pub peer_closed: bool,
     /// Data messages sorted into the queue so far.
@@ -71,6 +74,7 @@ impl MhShared {
         MhShared {
             state: Mutex::new(MhState {
                 queue: VecDeque::new(),
+                marks: VecDeque::new(),
                 credits: Credits::new(window),
                 peer_closed: false,
                 arrived: 0,
@@ -231,6 +235,10 @@ impl Sorter<'_> {
         match h.kind {
             Kind::Data => {
                 buf.drain(..HEADER_BYTES);
+                if h.flags & FLAG_HANDLES != 0 {
+                    let at = st.arrived;
+                    st.marks.push_back(at);
+                }
                 st.queue.push_back(buf);
                 st.arrived += 1;
             }

@@ -92,6 +92,12 @@ impl Doorbell {
         false
     }
 
+    /// Bump the epoch and wake whoever waits, waiters counted or not (to
+    /// end a waiting thread of our own).
+    pub fn ring_always(&self) {
+        self.ring_slow();
+    }
+
     #[cold]
     fn ring_slow(&self) {
         let w = self.word();
@@ -99,6 +105,29 @@ impl Doorbell {
         // FUTEX_WAIT does not sleep.
         w.epoch.fetch_add(1, Ordering::SeqCst);
         futex_wake(&w.epoch);
+    }
+
+    /// Count the caller as a waiter that sleeps elsewhere (an event loop
+    /// watching [`crate::async_bell`]'s descriptor) and return the epoch to
+    /// wait on. As in `park`: after this, re-check what you wait for; every
+    /// ring from now on bumps the epoch and wakes the futex word. Undo with
+    /// [`Doorbell::disarm`].
+    pub fn arm(&self) -> u32 {
+        let w = self.word();
+        // Announce the waiter before the caller's last check; pairs with the fence in `ring`.
+        w.waiters.fetch_add(1, Ordering::SeqCst);
+        w.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Undo one [`Doorbell::arm`].
+    pub fn disarm(&self) {
+        // Pairs with `arm`; writers that still see the waiter only ring once more.
+        self.word().waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The futex word (its address, for a wait submitted elsewhere, e.g. io_uring).
+    pub fn epoch_word(&self) -> &AtomicU32 {
+        &self.word().epoch
     }
 
     /// Park the calling thread of the owning process for at most `slice`,

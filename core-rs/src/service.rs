@@ -298,6 +298,9 @@ fn set_up_multihop(disp: &Dispatcher, name: &str, p: PendingConnect) -> Result<E
             return Err(e);
         }
     };
+    // The client may send handles as soon as it has our answer: the inbox first.
+    let caps = crate::caps::CapEnd::reserve(disp, crate::caps::InboxKey::Multihop { vci_in: pending.vci_in });
+    caps.set_route(crate::caps::end::Route::Multihop { vci_out: p.vci });
     reply(disp, &p, true, "", None, pending.vci_in);
     let info = ChannelInfo {
         id: p.chan,
@@ -309,7 +312,9 @@ fn set_up_multihop(disp: &Dispatcher, name: &str, p: PendingConnect) -> Result<E
         max_message: 0,
         ring_slots: 0,
     };
-    Ok(Endpoint::Multihop(pending.complete(info, p.vci, DIR_TO_CLIENT, p.hops, Some(disp.inner.clone()))))
+    let ch = pending.complete(info, p.vci, DIR_TO_CLIENT, p.hops, Some(disp.inner.clone()));
+    ch.set_caps(caps);
+    Ok(Endpoint::Multihop(ch))
 }
 
 fn set_up_ump(disp: &Dispatcher, name: &str, mut p: PendingConnect) -> Result<UmpChannel> {
@@ -335,6 +340,10 @@ fn set_up_ump(disp: &Dispatcher, name: &str, mut p: PendingConnect) -> Result<Um
     })();
     match opened {
         Ok((ch, fd)) => {
+            // The client may send handles as soon as it has our answer: the inbox first.
+            let caps = crate::caps::CapEnd::reserve(disp, crate::caps::InboxKey::Ump { chan: p.chan, side: Side::Server as u8 });
+            caps.set_route(crate::caps::end::Route::Ump { chan: p.chan, peer_side: Side::Client as u8 });
+            ch.set_caps(caps);
             reply(disp, &p, true, "", Some(&fd), 0);
             Ok(ch)
         }

@@ -27,8 +27,12 @@ use crate::error::{Error, Result};
 pub const MAX_FRAME: usize = 64 << 20;
 /// Largest piece sent in one datagram (with its first byte).
 pub const PIECE: usize = 32 * 1024;
-/// Most descriptors one frame carries.
-pub const MAX_FDS: usize = 4;
+/// Most descriptors one frame carries (a message's handles travel in one
+/// frame: see `caps/`).
+pub const MAX_FDS: usize = 64;
+/// Control buffer of one datagram, in u64 words (keeps cmsg alignment):
+/// `CMSG_SPACE(MAX_FDS * 4)` is 16 + 256 bytes.
+const CBUF_WORDS: usize = 34;
 /// First byte of a piece that more of its frame follows.
 pub const PIECE_MORE: u8 = 0;
 /// First byte of a frame's last (or only) piece.
@@ -228,7 +232,7 @@ impl SeqSocket {
             libc::iovec { iov_base: &mark as *const u8 as *mut libc::c_void, iov_len: 1 },
             libc::iovec { iov_base: chunk.as_ptr() as *mut libc::c_void, iov_len: chunk.len() },
         ];
-        let mut cbuf = [0u64; 8]; // CMSG_SPACE(4 * 4) fits in 64 bytes, u64 keeps alignment
+        let mut cbuf = [0u64; CBUF_WORDS];
         // SAFETY: msghdr is plain old data; all zeroes is a valid value.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
@@ -269,19 +273,31 @@ impl SeqSocket {
     /// `recv` of a frame of at most `limit` bytes (a monitor reading
     /// requests, which are small, bounds what a peer can make it buffer).
     pub fn recv_at_most(&self, limit: usize) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+        match self.recv_keeping_truncated(limit)? {
+            None => Ok(None),
+            Some((_, _, true)) => Err(io::Error::new(io::ErrorKind::InvalidData, "control datagram's descriptors truncated")),
+            Some((frame, fds, false)) => Ok(Some((frame, fds))),
+        }
+    }
+
+    /// `recv_at_most`, but a frame whose descriptors the kernel could not
+    /// all install (MSG_CTRUNC: the receiving process's descriptor table is
+    /// full) is returned with the ones it got and `true`, so the receiver can
+    /// refuse what it carried instead of losing the frame.
+    pub fn recv_keeping_truncated(&self, limit: usize) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>, bool)>> {
         let limit = limit.min(MAX_FRAME);
         let mut frame = Vec::new();
         loop {
-            let Some((mark, fds)) = self.recv_piece(&mut frame)? else {
+            let Some((mark, fds, truncated)) = self.recv_piece(&mut frame)? else {
                 if frame.is_empty() {
                     return Ok(None);
                 }
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up in the middle of a control frame"));
             };
             match mark {
-                PIECE_LAST if frame.len() <= limit => return Ok(Some((frame, fds))),
+                PIECE_LAST if frame.len() <= limit => return Ok(Some((frame, fds, truncated))),
                 PIECE_LAST => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {limit} bytes"))),
-                PIECE_MORE if fds.is_empty() => {
+                PIECE_MORE if fds.is_empty() && !truncated => {
                     if frame.len() > limit {
                         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {limit} bytes")));
                     }
@@ -297,12 +313,13 @@ impl SeqSocket {
     }
 
     /// Receive one datagram, appending its body to `frame`: (first byte,
-    /// descriptors), or `None` on EOF.
-    fn recv_piece(&self, frame: &mut Vec<u8>) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
+    /// descriptors, whether descriptors were lost to MSG_CTRUNC), or `None`
+    /// on EOF.
+    fn recv_piece(&self, frame: &mut Vec<u8>) -> io::Result<Option<(u8, Vec<OwnedFd>, bool)>> {
         let start = frame.len();
         frame.resize(start + PIECE, 0);
         let mut iov = libc::iovec { iov_base: frame[start..].as_mut_ptr() as *mut libc::c_void, iov_len: PIECE };
-        let mut cbuf = [0u64; 8];
+        let mut cbuf = [0u64; CBUF_WORDS];
         // SAFETY: msghdr is plain old data; all zeroes is a valid value.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
@@ -339,11 +356,12 @@ impl SeqSocket {
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
         }
-        if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        if msg.msg_flags & libc::MSG_TRUNC != 0 {
             frame.truncate(start);
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "control datagram or its descriptors truncated"));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "control datagram truncated"));
         }
-        if n == 0 && fds.is_empty() {
+        let truncated = msg.msg_flags & libc::MSG_CTRUNC != 0;
+        if n == 0 && fds.is_empty() && !truncated {
             frame.truncate(start);
             return Ok(None);
         }
@@ -354,7 +372,7 @@ impl SeqSocket {
         let mark = frame[start];
         frame.copy_within(start + 1..start + n, start);
         frame.truncate(start + n - 1);
-        Ok(Some((mark, fds)))
+        Ok(Some((mark, fds, truncated)))
     }
 
     /// Shut both directions down (wakes a thread blocked in `recv`).

@@ -8,7 +8,9 @@
 //! 8   u8   dir     1: client -> server, 2: server -> client
 //! 9   u8   kind    DATA, DUMMY (ack only, takes no credit), TEARDOWN
 //! 10  u16  flags   ACK_NOW (1): the sender waits for its credits
-//!                  (a flush); ack as soon as what came before is consumed
+//!                  (a flush); ack as soon as what came before is consumed;
+//!                  HANDLES (2): a DATA message whose payload starts with a
+//!                  `caps::marker` prefix (its handles came out of band)
 //! 12  u32  ack     messages the sender consumed since its last ack
 //! ```
 //!
@@ -23,6 +25,8 @@ pub const DIR_TO_CLIENT: u8 = 2;
 
 /// Flag: ack as soon as every message before this one is consumed.
 pub const FLAG_ACK_NOW: u16 = 1;
+/// Flag: this DATA message carries handles (`caps/`); monitors ignore it.
+pub const FLAG_HANDLES: u16 = 2;
 
 /// What a multi-hop message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

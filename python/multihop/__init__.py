@@ -12,10 +12,11 @@ b'ping'
 
 from __future__ import annotations
 
-from multihop._core import Channel, Dispatcher, Service
+from multihop._core import MAX_HANDLES, Channel, Dispatcher, Handle, Service
 from multihop import idl  # noqa: F401  (mh.idl.parse, mh.idl.load)
 from multihop.errors import (
     BindError,
+    CapSendError,
     ChannelClosed,
     ExportError,
     IdlError,
@@ -36,11 +37,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BindError",
+    "CapSendError",
     "Channel",
     "ChannelClosed",
     "Dispatcher",
     "ExportError",
+    "Handle",
     "IdlError",
+    "MAX_HANDLES",
     "MessageTooLarge",
     "MonitorError",
     "MultihopError",

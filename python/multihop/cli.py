@@ -1,4 +1,5 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``.
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``,
+``groups``.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -112,6 +113,12 @@ def _cmd_stubgen(a: argparse.Namespace) -> int:
     return command.run(a)
 
 
+def _cmd_ges(a: argparse.Namespace) -> int:
+    from multihop.ges import command
+
+    return command.run(a)
+
+
 def _cmd_analyze(a: argparse.Namespace) -> int:
     from multihop.analysis.command import run_args
 
@@ -120,6 +127,12 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
 
 def _cmd_dispatch(a: argparse.Namespace) -> int:
     from multihop.dispatch import command
+
+    return command.run(a)
+
+
+def _cmd_groups(a: argparse.Namespace) -> int:
+    from multihop.groups import command
 
     return command.run(a)
 
@@ -196,6 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
     dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
     dispatch_command.add_arguments(dp)
     dp.set_defaults(func=_cmd_dispatch)
+
+    from multihop.ges import command as ges_command
+
+    gs = sub.add_parser("ges", help="GES broker hierarchy: up, status, graph, down", description=ges_command.DESCRIPTION)
+    ges_command.add_arguments(gs)
+    gs.set_defaults(func=_cmd_ges)
+
+    from multihop.groups import command as groups_command
+
+    gr = sub.add_parser("groups", help="group communication: machine models, trees, simulated shoot-down, calibration",
+                        description=groups_command.DESCRIPTION)
+    groups_command.add_arguments(gr)
+    gr.set_defaults(func=_cmd_groups)
     return p
 
 

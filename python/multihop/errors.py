@@ -23,6 +23,7 @@ __all__ = [
     "TxBusy",
     "Timeout",
     "MessageTooLarge",
+    "CapSendError",
     "ProtocolError",
     "RoutingError",
     "IdlError",
@@ -67,6 +68,22 @@ class Timeout(MultihopError, TimeoutError):
 
 class MessageTooLarge(MultihopError, ValueError):
     """A message is longer than the channel's maximum message size."""
+
+
+class CapSendError(MultihopError, OSError):
+    """Handles sent with a message were refused, and nothing was sent (TN-006 2.7's cap reply).
+
+    ``reason`` says why: ``"runtime_owned"`` (a ring segment, doorbell or
+    control socket of a runtime), ``"not_open"``, ``"too_many"`` (more than
+    ``multihop.MAX_HANDLES`` on one message), ``"no_room"`` (the receiver
+    keeps too many handles for messages it has not received, or its
+    descriptor table is full), ``"closed"`` (the receiving end is gone) or
+    ``"unsupported"``; ``index`` is the position of the handle at fault in
+    ``handles``, when one is.  The channel is left as it was.
+    """
+
+    reason: str = ""
+    index: int | None = None
 
 
 class ProtocolError(MultihopError, ValueError):

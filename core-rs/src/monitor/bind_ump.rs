@@ -42,6 +42,7 @@ impl Monitor {
                 Msg::Bound { chan, iref, service, server_pid, server_core, .. } => {
                     let entry = ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "client" };
                     self.record_channel(chan, conn, entry);
+                    self.caps.routes.add(chan, 0, conn, server_core, self.cfg.core);
                     Ok((Msg::Bound { req, chan, iref, service, server_pid, server_core, vci: 0, hops: 0 }, rfds))
                 }
                 other => Err(Error::protocol(format!("service monitor answered {}", other.op()))),
@@ -90,6 +91,7 @@ impl Monitor {
         let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
         match self.ask_dispatcher(disp, &service, chan, &transport, client_pid, make, &Self::raw(&fds), timeout_ms) {
             Ok((_, rfds, server_pid)) if rfds.len() == 1 => {
+                self.caps.routes.add(chan, 1, disp, client_core, self.cfg.core);
                 (Msg::Bound { req, chan, iref, service, server_pid, server_core: self.cfg.core, vci: 0, hops: 0 }, rfds)
             }
             Ok(_) => fail(Error::protocol(format!("service {service:?} accepted without its doorbell"))),

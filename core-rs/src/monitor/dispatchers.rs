@@ -17,8 +17,17 @@ impl Monitor {
     pub(super) fn serve_dispatcher(self: &Arc<Self>, conn: u64, pid: u32, sock: Arc<SeqSocket>) {
         lock(&self.dispatchers).insert(conn, DispatcherEntry { pid, sock: sock.clone(), channels: HashSet::new() });
         loop {
-            let (msg, fds) = match control::recv_at_most(&sock, control::MAX_REQUEST) {
-                Ok(Some(m)) => m,
+            let (msg, fds) = match control::recv_keeping_truncated(&sock, control::MAX_REQUEST) {
+                // A message's handles may arrive short (this process's table is full): refused, not lost.
+                Ok(Some((msg @ Msg::Cap { .. }, fds, truncated))) => {
+                    self.cap_from_dispatcher(conn, msg, fds, truncated);
+                    continue;
+                }
+                Ok(Some((_, _, true))) => {
+                    self.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Ok(Some((msg, fds, false))) => (msg, fds),
                 Ok(None) => break,
                 Err(e) if e.kind == ErrorKind::Protocol => {
                     self.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
@@ -118,6 +127,7 @@ impl Monitor {
             d.channels.remove(&chan);
         }
         lock(&self.channels).remove(&(disp, chan));
+        self.caps.routes.forget(disp, chan);
     }
 
     fn dispatcher_gone(&self, conn: u64) {
@@ -129,6 +139,7 @@ impl Monitor {
         }
         self.fwd.poke();
         let entry = lock(&self.dispatchers).remove(&conn);
+        self.caps.routes.forget_dispatcher(conn);
         self.unexport(conn, None);
         if let Some(d) = entry {
             let mut chans = lock(&self.channels);

@@ -31,11 +31,13 @@
 //! - [`links`]: monitor-to-monitor and dispatcher links (the data plane's rings);
 //! - [`binds`]: what every bind shares (resolve, ask the service, records);
 //! - [`bind_ump`], [`bind_multihop`]: the two transports' binds;
-//! - [`status`]: what `multihop status` shows.
+//! - [`status`]: what `multihop status` shows;
+//! - [`caps`]: handles passing through (TN-006 2.7).
 
 mod bind_multihop;
 mod bind_ump;
 mod binds;
+mod caps;
 mod dispatchers;
 mod lifecycle;
 mod links;
@@ -143,6 +145,8 @@ struct Monitor {
     table: Mutex<Option<Table>>,
     /// The runtime lock, held until the way out.
     lock: Mutex<Option<OwnedFd>>,
+    /// Handles passing through: UMP routes, relay connections (`caps.rs`).
+    caps: caps::MonitorCaps,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -184,6 +188,7 @@ pub fn run(mut cfg: MonitorConfig) -> Result<i32> {
         lifecycle::pin_to_cpu(cpu)?;
     }
     let signals = lifecycle::block_termination_signals();
+    caps::raise_descriptor_limit();
     let path = monitor_socket(&cfg.dir, cfg.core);
     let _ = std::fs::remove_file(&path);
     let listener = SeqListener::bind(&path)?;
@@ -211,6 +216,7 @@ pub fn run(mut cfg: MonitorConfig) -> Result<i32> {
         neighbours: Mutex::new(Vec::new()),
         table: Mutex::new(None),
         lock: Mutex::new(Some(lock_fd)),
+        caps: caps::MonitorCaps::default(),
         cfg,
     });
     if let Err(e) = mon.start_threads(signals, owner) {

@@ -45,8 +45,8 @@ impl Monitor {
         if let Err(e) = sock.set_send_timeout(Duration::from_secs(5)).and_then(|()| sock.set_recv_timeout(Some(HELLO_TIMEOUT))) {
             return log(self.cfg.core, e);
         }
-        let role = match control::recv_at_most(&sock, control::MAX_REQUEST) {
-            Ok(Some((Msg::Hello { role, .. }, _))) => role,
+        let (role, hello_core) = match control::recv_at_most(&sock, control::MAX_REQUEST) {
+            Ok(Some((Msg::Hello { role, core }, _))) => (role, core),
             Ok(Some((other, _))) => {
                 self.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let _ = control::send(&sock, &Msg::fail(0, &Error::protocol(format!("expected hello, got {other:?}"))), &[]);
@@ -63,7 +63,7 @@ impl Monitor {
                 return;
             }
         };
-        let idle = if role == Role::Dispatcher { None } else { Some(REQUEST_IDLE) };
+        let idle = if matches!(role, Role::Dispatcher | Role::Relay) { None } else { Some(REQUEST_IDLE) };
         if let Err(e) = sock.set_recv_timeout(idle) {
             return log(self.cfg.core, e);
         }
@@ -74,6 +74,7 @@ impl Monitor {
         match role {
             Role::Dispatcher => self.serve_dispatcher(conn, cred.pid, Arc::new(sock)),
             Role::Monitor | Role::Tool => self.serve_requests(sock, cred.pid),
+            Role::Relay => self.serve_relay(sock, hello_core),
         }
     }
 

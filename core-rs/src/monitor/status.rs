@@ -70,6 +70,7 @@ impl Monitor {
             "bad_frames": self.counters.bad_frames.load(Ordering::Relaxed),
             "refused_peers": self.counters.refused_peers.load(Ordering::Relaxed),
             "idle_hangups": self.counters.idle_hangups.load(Ordering::Relaxed),
+            "handles": self.caps_status(),
         })
     }
 }

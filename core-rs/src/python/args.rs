@@ -40,6 +40,12 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             return e;
         }
     }
+    if let Some((reason, index)) = &e.refusal {
+        let v = err.value(py);
+        if let Err(e) = v.setattr("reason", reason.as_str()).and_then(|()| v.setattr("index", *index)) {
+            return e;
+        }
+    }
     err
 }
 

@@ -71,11 +71,85 @@ impl Channel {
 impl Channel {
     /// Send one message (any bytes-like object), waiting while the ring is
     /// full. Raises Timeout, ChannelClosed, MessageTooLarge.
-    #[pyo3(signature = (data, timeout=None))]
-    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+    ///
+    /// ``handles``: descriptors to send with it (ints, ``Handle``s, objects
+    /// with ``fileno()``; at most 32). They travel out of band through the
+    /// monitors and arrive with exactly this message; the call returns once
+    /// the receiver holds them and the message is written. They are
+    /// duplicated (you keep yours) unless ``give_away`` (True, or one bool
+    /// per handle) says to move them: those are closed once the send went.
+    /// A refused handle raises CapSendError (``e.reason``, ``e.index``) and
+    /// nothing is sent.
+    #[pyo3(signature = (data, timeout=None, *, handles=None, give_away=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        handles: Option<&Bound<'_, PyAny>>,
+        give_away: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         super::args::check_timeout(timeout)?;
         let bytes = Bytes::get(data)?;
-        send_waiting(py, &self.ch, bytes.as_slice(), timeout)
+        match handles {
+            None => send_waiting(py, &self.ch, bytes.as_slice(), timeout),
+            Some(h) => {
+                let no = pyo3::types::PyBool::new(py, false).to_owned().into_any();
+                let out = super::handles::Outgoing::get(h, give_away.unwrap_or(&no))?;
+                if out.fds.is_empty() {
+                    return send_waiting(py, &self.ch, bytes.as_slice(), timeout);
+                }
+                super::handles::send(py, &self.ch, bytes.as_slice(), &out, deadline(timeout)?)
+            }
+        }
+    }
+
+    /// Receive one message and the handles sent with it, waiting up to
+    /// `timeout` seconds (None: forever): ``(bytes, [Handle, ...])`` (an
+    /// empty list for a message sent without). The handles are yours: each
+    /// ``Handle`` closes its descriptor when collected unless detached.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_with_handles<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        let until = deadline(timeout)?;
+        loop {
+            if let Some(t) = super::handles::try_recv(py, &self.ch)? {
+                return Ok(t);
+            }
+            if !wait(py, &self.ch, Want::Readable, until)? {
+                return Err(to_py(py, Error::timeout("recv timed out: no message arrived")));
+            }
+        }
+    }
+
+    /// ``(bytes, [Handle, ...])`` if a message is there, else None.
+    fn try_recv_with_handles<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyTuple>>> {
+        super::handles::try_recv(py, &self.ch)
+    }
+
+    /// Handles that arrived for messages not received yet.
+    #[getter]
+    fn pending_handles(&self) -> usize {
+        self.ch.handle_stats().pending
+    }
+
+    /// The most handles this end keeps for messages not received yet (default
+    /// 1024); a sender whose handles would not fit gets CapSendError
+    /// (reason "no_room").
+    #[getter]
+    fn get_handle_room(&self) -> usize {
+        self.ch.handle_stats().room
+    }
+
+    #[setter]
+    fn set_handle_room(&self, room: &Bound<'_, PyAny>) -> PyResult<()> {
+        let room = super::args::count(room, "handle_room", 0, 1 << 20)?;
+        match self.ch.caps() {
+            Some(c) => {
+                c.inbox().set_room(room);
+                Ok(())
+            }
+            None => Err(pyo3::exceptions::PyValueError::new_err("this channel end carries no handles")),
+        }
     }
 
     /// Send one message now or raise TxBusy.
@@ -281,6 +355,11 @@ impl Channel {
         d.set_item("window", s.window)?;
         d.set_item("in_flight", s.in_flight)?;
         d.set_item("queued", s.queued)?;
+        let h = self.ch.handle_stats();
+        d.set_item("handles_sent", self.ch.caps().map_or(0, |c| c.sent.load(std::sync::atomic::Ordering::Relaxed)))?;
+        d.set_item("handles_received", h.taken)?;
+        d.set_item("handles_discarded", h.discarded)?;
+        d.set_item("handles_pending", h.pending)?;
         d.set_item("transport", i.transport)?;
         d.set_item("service", &i.service)?;
         d.set_item("side", format!("{:?}", i.side).to_lowercase())?;
@@ -304,6 +383,14 @@ impl Channel {
     /// `fallback` unchanged.
     fn _fast_sender(&self, py: Python<'_>, layout: &FixedLayout, names: Vec<String>, fallback: Py<PyAny>) -> PyResult<Py<PyAny>> {
         super::fast_send::make(py, self.ch.clone(), layout.layout.clone(), &names, fallback)
+    }
+
+    /// Test hook: ``send(data, handles=fds)`` without this library's own check
+    /// of the handles, so the sending side's monitor alone decides (as for a
+    /// program that bypasses the library). Raises CapSendError when refused.
+    fn _send_handles_unchecked(&self, py: Python<'_>, data: &[u8], fds: Vec<i32>) -> PyResult<()> {
+        let until = Some(Instant::now() + std::time::Duration::from_secs(10));
+        py.detach(|| self.ch.send_with_handles_unchecked(data, &fds, until)).map_err(|e| to_py(py, e))
     }
 
     /// Test hook: (VCI received on, VCI sent with) on the link to this

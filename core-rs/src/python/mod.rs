@@ -10,7 +10,8 @@
 //! - [`args`]: argument checks and the error mapping;
 //! - [`wait`]: waiting on a channel with the GIL released;
 //! - [`channel`], [`service`], [`dispatcher`], [`fixed_layout`],
-//!   [`forged_link`]: the pyclasses;
+//!   [`forged_link`], [`handles`]: the pyclasses (`handles` also holds the
+//!   glue of sending and receiving handles);
 //! - [`functions`]: module functions (monitor process, tools, runtime lock);
 //! - [`fast_send`]: generated stubs' native send methods.
 
@@ -21,6 +22,7 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
+mod handles;
 mod service;
 mod wait;
 
@@ -33,9 +35,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dispatcher::Dispatcher>()?;
     m.add_class::<forged_link::ForgedMonitorLink>()?;
     m.add_class::<fixed_layout::FixedLayout>()?;
+    m.add_class::<handles::Handle>()?;
     functions::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;
+    m.add("MAX_HANDLES", crate::caps::MAX_HANDLES)?;
     Ok(())
 }

@@ -18,9 +18,10 @@ Tables (each also written as ``<name>.csv``; which suites each covers is in
 (:mod:`~multihop.analysis.baseline`), ``run_comparison``
 (:mod:`~multihop.analysis.compare`), ``core_pairs``
 (:mod:`~multihop.analysis.pairs`), ``resources``
-(:mod:`~multihop.analysis.resources`), ``machines`` (the runs' machine rows) and
-``findings`` (:mod:`~multihop.analysis.findings`: the headline figures of each
-suite with baseline and ratio, read off the other tables).
+(:mod:`~multihop.analysis.resources`), ``ges_latency`` (:mod:`~multihop.analysis.ges`, the GES
+testbed), ``machines`` (the runs' machine rows) and ``findings``
+(:mod:`~multihop.analysis.findings`: the headline figures of each suite with
+baseline and ratio, read off the other tables).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from multihop.analysis.compare import run_comparison
 from multihop.analysis.cost import cost_per_hop
 from multihop.analysis.findings import findings_table
 from multihop.analysis.frames import read_table
+from multihop.analysis.ges import ges_table
 from multihop.analysis.inputs import TraceFiles, find_traces
 from multihop.analysis.latency import PERCENTILE_ACCURACY, QUANTILES, case_stats, latency_tables
 from multihop.analysis.pairs import core_pairs
@@ -121,6 +123,10 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         if machine is not None:
             cols = [f.name for f in table_schema("machine")]
             tables["machines"] = to_table(machine.select(*cols), "machines", "Machines", ["started_at", "run_id"])
+
+        ges = ges_table(stats, cases)
+        if ges is not None:
+            tables[ges.name] = ges
 
         runs = _run_ids([f for f in (stats, cases, machine) if f is not None])
         per_case = summary(stats, cases)

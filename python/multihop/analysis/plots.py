@@ -400,4 +400,7 @@ def make_plots(tables: Mapping[str, Table], out_dir: str | Path) -> PlotSet:
     )  # fmt: skip
     _heatmaps(tables, out, result)
     _resources_plot(tables, out, result)
+    from multihop.analysis.ges import ges_plots
+
+    result.plots += [Plot(f, title, caption) for f, title, caption in ges_plots(dict(tables), out)]
     return result

@@ -41,6 +41,7 @@ TABLE_ORDER = (
     "baseline_ratios",
     "run_comparison",
     "core_pairs",
+    "ges_latency",
     "latency_cdf",
     "machines",
 )

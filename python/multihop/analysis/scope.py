@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BENCH_SUITES", "SCOPES", "covers", "in_scope", "scope_text"]
 
-BENCH_SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch")
+BENCH_SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch", "ges")
 """The suites of ``multihop bench`` (a test checks this against :data:`multihop.bench.suites.SUITES`)."""
 
 _ALL_BUT_RESOURCES = tuple(s for s in BENCH_SUITES if s != "resources")
@@ -35,6 +35,7 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "baseline_ratios": _ALL_BUT_RESOURCES,
     "run_comparison": _ALL_BUT_RESOURCES,
     "resources": ("resources",),
+    "ges_latency": ("ges",),
 }
 """Per table: the bench suites it covers (other suites' cases are always covered)."""
 

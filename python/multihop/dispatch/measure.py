@@ -12,7 +12,9 @@
   channels close; or SIGSTOP: only the heartbeats tell); the take-over time is
   from the kill to each orphaned sink's first news from its new peer.
 * :func:`saturation`: one source as fast as it can, k sinks: news/s, deliveries/s
-  and latency; :func:`plain_saturation`: the same over a plain broker.
+  and latency; :func:`plain_saturation`: the same over a plain broker;
+  :func:`ges_saturation`: the same over the GES path (a publisher and k
+  subscribers on the brokers of one cluster).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from multihop import dispatch
 from multihop.dispatch.ids import hex_id
 from multihop.dispatch.workload import CTX, Load, plain_broker, plain_publisher
 
-__all__ = ["Step", "MacroResult", "macro_sinks", "Takeover", "takeover", "Saturation", "saturation", "plain_saturation"]
+__all__ = ["Step", "MacroResult", "macro_sinks", "Takeover", "takeover", "Saturation", "saturation", "plain_saturation",
+           "ges_saturation"]
 
 PAPER_RATE = 65.0
 """News per second each peer processes in the paper's benchmark."""
@@ -260,3 +263,37 @@ def plain_saturation(runtime: str, sinks: int, *, size: int = 64, seconds: float
     finally:
         stop.set()
         load.close()
+
+
+def ges_saturation(sinks: int, *, size: int = 64, count: int = 20_000, cores: list[int] | None = None) -> Saturation:
+    """The GES path next to dispatch: one publisher as fast as it can, ``sinks`` subscribers, 100 % matching.
+
+    Three brokers of one cluster on their own runtime (``cores``, default 0
+    and 1): the publisher's (``1.1.1.1``), the measuring subscriber's
+    (``1.1.1.2``, whose latencies are the samples) and one holding the other
+    ``sinks - 1`` subscribers (``1.1.1.3``, in one process, at background
+    priority as in the GES testbed).  Deliveries per second are every
+    subscriber's events over the time from the first publish to the measuring
+    subscriber's last event.
+    """
+    import os
+
+    from multihop.ges import Topology
+    from multihop.ges.testbed import Testbed
+
+    topo = Topology(levels=3)
+    for k, addr in enumerate(("1.1.1.1", "1.1.1.2", "1.1.1.3")):
+        topo.add_broker(addr, core=k % 2)
+    topo.add_gateway("1.1.1.1", "1.1.1.2")
+    topo.add_gateway("1.1.1.1", "1.1.1.3")
+    name = f"ges-sat{sinks}-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
+    with Testbed(name, topo, publisher="1.1.1.1", measuring=("1.1.1.2",), per_broker=sinks - 1,
+                 cores=cores) as tb:
+        res = tb.run_case(100, size, 0.0, count)
+    send, recv = res.measured["1.1.1.2"]
+    deliveries = len(send) + sum(sum(v) for v in res.background.values())
+    samples = np.stack([send, recv], axis=1) if len(send) else np.zeros((0, 2), dtype=np.int64)
+    # From the first publish to the measuring subscriber's last event: brokers may still hold events when the
+    # publisher is done, so its own time would overstate the rate.
+    seconds = max(res.publish_seconds, (int(recv.max()) - int(send.min())) / 1e9 if len(send) else 0.0)
+    return Saturation("GES (3 brokers)", sinks, size, seconds, res.published, deliveries, samples)

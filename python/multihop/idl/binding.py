@@ -25,6 +25,15 @@ response, if it comes, stays on the channel for ``rx``).
 
 A binding is meant for one thread, like the channel under it: use one binding
 per thread, or a lock around it.
+
+Capabilities: in an interface that has them, ``cap`` and ``give_away_cap``
+arguments are OS handles (an int descriptor, a :class:`multihop.Handle`, or
+any object with ``fileno()``; None for none). They travel with their message
+(``Channel.send(..., handles=)``): a ``cap`` is duplicated, a
+``give_away_cap`` is closed here once sent. Received ones are
+:class:`multihop.Handle` objects, owned by the receiver (closed when
+collected unless detached). Such a binding receives with
+``channel.recv_with_handles``.
 """
 
 from __future__ import annotations
@@ -45,15 +54,26 @@ __all__ = ["Binding", "Rx"]
 class Rx:
     """The receive side of a binding: typed records in arrival order, and handlers."""
 
-    __slots__ = ("_binding", "_recv", "_try_recv", "_decode", "_backlog", "_handlers")
+    __slots__ = ("_binding", "_recv", "_try_recv", "_decode", "_backlog", "_handlers", "_caps")
 
     def __init__(self, binding: "Binding") -> None:
         self._binding = binding
-        self._recv = binding.channel.recv
-        self._try_recv = binding.channel.try_recv
+        self._caps = binding._mh_caps
+        if self._caps:
+            self._recv = binding.channel.recv_with_handles
+            self._try_recv = binding.channel.try_recv_with_handles
+        else:
+            self._recv = binding.channel.recv
+            self._try_recv = binding.channel.try_recv
         self._decode = binding._mh_decode
         self._backlog: deque[Record] = deque()
         self._handlers: dict[str, Callable[[Record], Any]] = {}
+
+    def _take(self, got: Any) -> Record:
+        """Decode what the channel gave: bytes, or (bytes, handles) for an interface with capabilities."""
+        if self._caps:
+            return self._decode(got[0], got[1])
+        return self._decode(got)
 
     def next(self, timeout: float | None = None) -> Record:
         """Receive and decode the next message (waits up to ``timeout`` seconds; None waits forever).
@@ -64,6 +84,8 @@ class Rx:
         """
         if self._backlog:
             return self._backlog.popleft()
+        if self._caps:
+            return self._take(self._recv(timeout))
         return self._decode(self._recv(timeout))
 
     def try_next(self) -> Record | None:
@@ -71,7 +93,7 @@ class Rx:
         if self._backlog:
             return self._backlog.popleft()
         data = self._try_recv()
-        return None if data is None else self._decode(data)
+        return None if data is None else self._take(data)
 
     def on(self, name: str, handler: Callable[[Record], Any]) -> None:
         """Call ``handler(record)`` for each message ``name`` that :meth:`Binding.dispatch` receives."""
@@ -99,6 +121,8 @@ class Binding:
     _mh_calls: ClassVar[dict[int, tuple[str, Callable[[Callable[..., Any], Record], bytes]]]] = {}
     _mh_Tx: ClassVar[type] = object
     _mh_Rpc: ClassVar[type] = object
+    #: Whether the interface has capabilities (its messages may carry handles).
+    _mh_caps: ClassVar[bool] = False
 
     def __init__(self, channel: Any, *, dispatcher: Any = None) -> None:
         """Wrap ``channel`` (anything with ``send``, ``recv`` and ``try_recv``).
@@ -183,7 +207,7 @@ class Binding:
             meth = getattr(handler, entry[0], None)
             if meth is None:
                 raise UnhandledMessage(self.INTERFACE, msg)
-            self.channel.send(entry[1](meth, msg), timeout)
+            self._mh_send(entry[1](meth, msg), timeout)
             return msg
         fn = self.rx._handlers.get(msg.name)
         if fn is not None:
@@ -195,15 +219,22 @@ class Binding:
         meth(*msg._values())
         return msg
 
-    def _mh_call(self, data: bytes, response_number: int, timeout: float | None) -> Record:
+    def _mh_send(self, data: Any, timeout: float | None) -> None:
+        """Send an encoded message: bytes, or (bytes, handles, give_away) from a message with capabilities."""
+        if type(data) is tuple:
+            self.channel.send(data[0], timeout, handles=data[1], give_away=data[2])
+        else:
+            self.channel.send(data, timeout)
+
+    def _mh_call(self, data: Any, response_number: int, timeout: float | None) -> Record:
         """Send an rpc call and wait for its response; other messages go to the backlog."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.channel.send(data, timeout)
-        recv = self.channel.recv
-        decode = self._mh_decode
+        self._mh_send(data, timeout)
+        recv = self.rx._recv
+        take = self.rx._take
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = decode(recv(left))
+            msg = take(recv(left))
             if msg.number == response_number:
                 return msg
             self.rx._backlog.append(msg)

@@ -17,8 +17,9 @@ The checker rejects, with the position of the offending name:
 
 Capabilities (``cap``, ``give_away_cap``) are valid anywhere a scalar is: as
 arguments, struct fields and array elements, as in Barrelfish's own files.
-They cannot travel over multihop channels, so :func:`check_generatable` (run
-by both back ends) refuses an interface that uses them, naming where.
+Both back ends generate them: each becomes an OS handle (a file descriptor)
+that travels with its message, out of band (``flounder-idl/WIRE.md``).
+:func:`check_generatable` (run by both back ends) refuses import files.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from multihop.idl.model import (
     String,
     Struct,
     Type,
-    cap_inside,
     has_fixed_layout,
     type_name,
 )
@@ -322,53 +322,8 @@ def check(decl: FileDecl, imports: list[FileDecl] | tuple[FileDecl, ...] = ()) -
     return Interface(iface.name, iface.description, decl.file, iface.pos, ordered, aliases, tuple(messages), tuple(rpcs))
 
 
-_NO_CAPS = "capabilities cannot travel over multihop channels"
-
-
-def _cap_text(holder: str, name: str, t: Type, path: str, cap: Builtin) -> str:
-    """Say where capability type ``cap`` sits in ``holder`` (called ``name``, of type ``t``).
-
-    ``path`` is as :func:`cap_inside` gives it; a field is named by its access
-    path from the holder, e.g. ``dst.cap`` or ``items[].frame``.
-    """
-    if path == "":
-        return f"{holder} has type {cap.name}"
-    if "." not in path:
-        return f"{holder} has type {type_name(t)}, an array of {cap.name}"
-    return f"{holder} (type {type_name(t)}) holds a {cap.name} in field '{name}{path}'"
-
-
 def check_generatable(iface: Interface, backend: str) -> None:
-    """Raise :class:`IdlCodegenError` if a back end cannot generate ``iface``.
-
-    Refused: an import file (no interface), and any capability (``cap``,
-    ``give_away_cap``: they cannot travel over multihop channels), whether an
-    argument, a struct field or an array element.  The error points at the
-    argument and names the message (or rpc), the argument and, inside a struct,
-    the field; a declared type that holds a capability but no message uses is
-    refused at its declaration, naming the field.
-    """
+    """Raise :class:`IdlCodegenError` if a back end cannot generate ``iface``: an import file
+    (no interface).  Capabilities are generated (they travel as handles)."""
     if iface.name is None:
         raise IdlCodegenError(iface.file, 1, 1, f"{backend} back end: this file declares no interface (it is an import file)")
-    rpc_of = {r.name: r for r in iface.rpcs}
-    for m in iface.messages:
-        for a in m.args:
-            found = cap_inside(a.type)
-            if found is None:
-                continue
-            where = f"rpc '{m.rpc}'" if m.rpc is not None and m.rpc in rpc_of else f"{m.kind} '{m.name}'"
-            what = _cap_text(f"argument '{a.name}'", a.name, a.type, *found)
-            raise IdlCodegenError(
-                a.pos.file, a.pos.line, a.pos.column, f"{backend} back end cannot generate {where}: {what}; {_NO_CAPS}"
-            )
-    for t in iface.types.values():
-        found = cap_inside(t)
-        if found is None:
-            continue
-        kind = "struct" if isinstance(t, Struct) else "array type"
-        pos = getattr(t, "pos", None) or iface.pos or Pos(iface.file, 1, 1)
-        path, cap = found
-        what = f"an array of {cap.name}" if "." not in path else f"it holds a {cap.name} in field '{t.name}{path}'"
-        raise IdlCodegenError(
-            pos.file, pos.line, pos.column, f"{backend} back end cannot generate {kind} '{t.name}': {what}; {_NO_CAPS}"
-        )

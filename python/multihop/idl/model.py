@@ -32,6 +32,8 @@ __all__ = [
     "is_fixed",
     "has_fixed_layout",
     "cap_inside",
+    "has_caps",
+    "CAP_WIRE",
     "type_name",
     "arg_text",
 ]
@@ -94,6 +96,10 @@ STRING_NAMES = frozenset({"String", "string"})
 
 #: Enums travel as this builtin (uint32, little-endian), whatever their number of values.
 ENUM_WIRE = BUILTINS["uint32"]
+
+#: Bytes a capability takes in a message: 1 if a handle travels with it (the next one in the
+#: message's handle list, out of band), 0 for none.  The handle itself never is in the bytes.
+CAP_WIRE = 1
 
 
 @dataclass(frozen=True)
@@ -176,9 +182,13 @@ def type_name(t: Type) -> str:
 
 
 def fixed_size(t: Type) -> int | None:
-    """Wire size in bytes of a fixed-size type; None for strings, dynamic arrays and caps."""
+    """Wire size in bytes of a fixed-size type; None for strings and dynamic arrays.
+
+    A capability is fixed-size: its presence byte (:data:`CAP_WIRE`); the handle travels beside
+    the message bytes.
+    """
     if isinstance(t, Builtin):
-        return None if t.kind == "cap" else t.size
+        return CAP_WIRE if t.kind == "cap" else t.size
     if isinstance(t, Enum):
         return ENUM_WIRE.size
     if isinstance(t, Struct):
@@ -205,7 +215,7 @@ def has_fixed_layout(t: Type) -> bool:
     or a struct / fixed array of those.  Strings and dynamic arrays have no fixed layout.
 
     Capabilities count as fixed here (Flounder puts them in structs, as Barrelfish's
-    ``omap_sdma.if`` does); they have no wire size, which is why the back ends refuse them.
+    ``omap_sdma.if`` does): one presence byte each on the wire, the handle out of band.
     """
     if isinstance(t, (Builtin, Enum)):
         return True
@@ -235,6 +245,11 @@ def cap_inside(t: Type) -> tuple[str, Builtin] | None:
         inner = cap_inside(t.element)
         return None if inner is None else ("[]" + inner[0], inner[1])
     return None
+
+
+def has_caps(t: Type) -> bool:
+    """True if a value of type ``t`` can carry handles (it is or holds a capability)."""
+    return cap_inside(t) is not None
 
 
 @dataclass(frozen=True)

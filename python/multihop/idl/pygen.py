@@ -18,6 +18,13 @@ The module defines (``X`` = message, ``R`` = rpc; names as in
 * ``results.R``: the namedtuple an rpc with several ``out`` arguments returns;
 * ``encode(name, **args) -> bytes`` and ``decode(data) -> record``;
 * ``<Name>Binding`` (also ``Binding``): see :mod:`multihop.idl.binding`.
+
+A message that carries capabilities (``cap``, ``give_away_cap``, also inside structs and
+arrays) is encoded and decoded by :func:`multihop.idl.wire.encode_caps` /
+:func:`~multihop.idl.wire.decode_caps` over its descriptors instead: its encoder returns
+``(bytes, handles, give_away)`` and its decoder takes the handles that came with the bytes.
+Its send method passes the handles to ``channel.send(..., handles=, give_away=)``; a binding of
+an interface with capabilities receives with ``channel.recv_with_handles``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from multihop.idl.model import (
     Type,
     arg_text,
     fixed_size,
+    has_caps,
     type_name,
 )
 from multihop.idl.names import py_arg, py_binding_class, py_name, py_type
@@ -86,6 +94,8 @@ def _desc(t: Type) -> tuple:
     if isinstance(t, Builtin):
         if t.kind in ("int", "uint"):
             return ("int", t.name, t.lo, t.hi)
+        if t.kind == "cap":
+            return ("cap", t.name == "give_away_cap")
         return (t.kind,)
     if isinstance(t, Enum):
         return ("enum", t.name, len(t.values))
@@ -229,6 +239,8 @@ class _Gen:
                     f"{pub}.__doc__ = {doc!r}",
                     f"_mhT_{t.name} = {pub}",
                 )
+            if has_caps(t):
+                continue  # only capability-carrying messages use it: no straight-line helpers
             # structs and named arrays: helpers for arrays of them
             flat = _Flat(self.counter)
             flat.add(t, "v")
@@ -300,6 +312,7 @@ class _Gen:
     def gen_message(self, m: Message) -> None:
         """The record class, descriptors, Struct, encoder and decoder of one message."""
         names = [py_arg(a.name) for a in m.args]
+        caps = any(has_caps(a.type) for a in m.args)
         rec = f"_mhR_{m.number}"
         sig = ", ".join(arg_text(a) for a in m.args)
         # record class
@@ -314,6 +327,18 @@ class _Gen:
         self.w(f"{rec}.__name__ = {rec}.__qualname__ = {py_name(m.name)!r}")
         # descriptors, struct, encoder
         self.w(f"_mhD_{m.number} = {tuple((n, _desc(a.type)) for n, a in zip(names, m.args))!r}")
+        if caps:
+            params = ", ".join(names)
+            self.w(
+                f"def _mhenc_{m.number}({params}):",
+                f'    """Encode {m.name}: (bytes, handles, give_away flags)."""',
+                f"    return _mh_encode_caps(_mh_IFACE, {m.name!r}, {m.number}, _mhD_{m.number}, ({params}{',' if len(names) == 1 else ''}))",
+                f"def _mhdec_{m.number}(_mhb, _mhh=()):",
+                f"    return _mh_decode_caps(INTERFACE, {m.name!r}, _mhD_{m.number}, _mhb, _mhh, _mhTYPES, _mhR_{m.number})",
+                "",
+            )
+            self._caps.add(m.number)
+            return
         stmts, result, fmt = self.encode_parts(m)
         self.w(f"_mhS_{m.number} = _mh_Struct({fmt!r})")
         fields = _fixed_fields(m)
@@ -425,6 +450,12 @@ class _Gen:
             sig = ", ".join(arg_text(a) for a in m.args)
             self.w(f"    def {py_name(m.name)}(self{''.join(', ' + n for n in names)}, *, timeout=None):")
             self.w(f'        """Send {m.name}({sig})."""')
+            if m.number in self._caps:
+                self.w(
+                    f"        _mhd, _mhh, _mhg = _mhenc_{m.number}({', '.join(names)})",
+                    "        self._mh_send(_mhd, timeout, handles=_mhh, give_away=_mhg)",
+                )
+                continue
             if not m.args:
                 self.w(f"        self._mh_send(_mhB_{m.number}, timeout)")
                 continue
@@ -525,6 +556,8 @@ class _Gen:
             "    explain as _mh_explain,",
             "    pack_array as _mh_pack_array,",
             "    unpack_array as _mh_unpack_array,",
+            "    encode_caps as _mh_encode_caps,",
+            "    decode_caps as _mh_decode_caps,",
             ")",
             "",
             "_mh_len = len  # generated functions with user-named parameters use these names only",
@@ -538,7 +571,10 @@ class _Gen:
             f"MESSAGE_NUMBERS = {{{', '.join(f'{m.name!r}: {m.number}' for m in iface.messages)}}}",
             "",
         )
+        self._caps: set[int] = set()
         self.gen_types()
+        named = [t for t in iface.types.values() if isinstance(t, (Enum, Struct))]
+        self.w("_mhTYPES = {" + ", ".join(f"{t.name!r}: _mhT_{t.name}" for t in named) + "}", "")
         for m in iface.messages:
             self.gen_message(m)
         self.w("class messages:", '    """The record classes of the messages, by name."""')
@@ -551,10 +587,21 @@ class _Gen:
         for m in iface.messages:
             table[m.number] = f"_mhdec_{m.number}"
         self.w("", f"_mhDEC = ({', '.join(table)},)")
+        tail = ["    return _mhf(data)"]
+        if self._caps:
+            self.w(f"_mhCAPS = frozenset({sorted(self._caps)!r})")
+            tail = [
+                "    if (data[0] | (data[1] << 8)) in _mhCAPS:",
+                "        return _mhf(data, handles)",
+                "    if handles:",
+                "        _mhn = {_v: _k for _k, _v in MESSAGE_NUMBERS.items()}[data[0] | (data[1] << 8)]",
+                "        raise _mh_DecodeError(INTERFACE, f'message {_mhn} carries no capabilities, but {len(handles)} handles came with it', data)",
+                "    return _mhf(data)",
+            ]
         self.w(
             "",
-            "def decode(data):",
-            '    """Decode one received message into its record; raises DecodeError if it does not decode."""',
+            "def decode(data, handles=()):",
+            '    """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""',
             "    if type(data) is not bytes:",
             "        data = bytes(data)",
             "    try:",
@@ -565,7 +612,7 @@ class _Gen:
             "        if len(data) < 2:",
             "            raise _mh_DecodeError(INTERFACE, f'message is {len(data)} bytes, shorter than its message number', data)",
             "        raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)",
-            "    return _mhf(data)",
+            *tail,
             "",
         )
         self.w("_mhENC = {" + ", ".join(f"{m.name!r}: _mhenc_{m.number}" for m in iface.messages) + "}")
@@ -592,6 +639,7 @@ class _Gen:
             f"    _mh_calls = {{{calls}}}",
             "    _mh_Tx = _mhTx",
             "    _mh_Rpc = _mhRpc",
+            f"    _mh_caps = {bool(self._caps)}",
             "",
             f"Binding = {self.cls}",
             "",
@@ -603,8 +651,8 @@ def generate_python(iface: Interface) -> str:
     """Generate the source of a Python binding module for ``iface``.
 
     Raises :class:`~multihop.idl.errors.IdlCodegenError` for interfaces the
-    back end cannot generate: capabilities, import-only models, and names
-    Python cannot take (see :mod:`multihop.idl.pycheck`).
+    back end cannot generate: import-only models, and names Python cannot
+    take (see :mod:`multihop.idl.pycheck`).
     """
     check_generatable(iface, "Python")
     check_python_names(iface)

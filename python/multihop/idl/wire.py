@@ -22,7 +22,15 @@ Type descriptors are small tuples written into the generated code:
 ``("array", desc, n, is_bytes)``           fixed array of exactly n elements
 ``("dyn", desc, maximum, is_bytes)``       dynamic array (maximum None: unbounded)
 ``("str", maximum)``                       string: str, at most maximum UTF-8 bytes, no NUL
+``("cap", give_away)``                     capability: a handle (int, ``Handle`` or object with
+                                           ``fileno()``) or None; ``give_away`` for give_away_cap
 =========================================  =======================================
+
+Messages that carry capabilities are encoded and decoded by :func:`encode_caps` and
+:func:`decode_caps`, which walk these descriptors (such a message costs a trip of its handles
+through the monitors anyway, so its codec need not be straight-line).  On the wire a capability
+is one byte, 1 when a handle travels with the message for it (the next one of the message's
+handle list, in the order the bytes are laid out), 0 for None.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ __all__ = [
     "unpack_array",
     "check_enums",
     "message_number",
+    "encode_caps",
+    "decode_caps",
 ]
 
 U16 = struct.Struct("<H")
@@ -145,6 +155,13 @@ def validate(desc: tuple[Any, ...], value: Any, path: str) -> None:
         if not is_bytes:
             for i, v in enumerate(value):
                 validate(edesc, v, f"{path}[{i}]")
+    elif tag == "cap":
+        if value is None:
+            return
+        if isinstance(value, bool) or not (isinstance(value, int) or hasattr(value, "fileno")):
+            _fail(path, f"expected a handle (an int descriptor, a Handle or an object with fileno()) or None, got {type(value).__name__}", TypeError)
+        if isinstance(value, int) and value < 0:
+            _fail(path, f"a descriptor is >= 0, got {value}")
     elif tag == "str":
         maximum = desc[1]
         if not isinstance(value, str):
@@ -219,3 +236,165 @@ def message_number(data: bytes) -> int:
     if len(data) < 2:
         raise DecodeError("?", f"message is {len(data)} bytes, shorter than its 2-byte message number", data)
     return int(data[0]) | (int(data[1]) << 8)
+
+
+def _is_dynamic(desc: tuple[Any, ...]) -> bool:
+    return desc[0] in ("dyn", "str")
+
+
+def _int_fmt(tname: str) -> str:
+    from multihop.idl.model import BUILTINS
+
+    return "<" + BUILTINS[tname].fmt
+
+
+def _put(desc: tuple[Any, ...], v: Any, out: bytearray, handles: list[Any], give: list[bool]) -> None:
+    tag = desc[0]
+    if tag == "int":
+        out += struct.pack(_int_fmt(desc[1]), v)
+    elif tag == "bool":
+        out.append(1 if v else 0)
+    elif tag == "char":
+        out += bytes(v)
+    elif tag == "enum":
+        out += struct.pack("<I", v)
+    elif tag == "struct":
+        for (_, fdesc), x in zip(desc[2], v):
+            _put(fdesc, x, out, handles, give)
+    elif tag in ("array", "dyn"):
+        if tag == "dyn":
+            out += U64.pack(len(v))
+        if desc[3]:
+            out += bytes(v)
+        else:
+            for x in v:
+                _put(desc[1], x, out, handles, give)
+    elif tag == "str":
+        b = v.encode()
+        out += U64.pack(len(b)) + b
+    elif tag == "cap":
+        if v is None:
+            out.append(0)
+        else:
+            out.append(1)
+            handles.append(v)
+            give.append(bool(desc[1]))
+    else:  # pragma: no cover - descriptors come from our own generator
+        raise AssertionError(f"unknown descriptor {desc!r}")
+
+
+def encode_caps(iface: str, message: str, number: int, descs: tuple[tuple[str, tuple[Any, ...]], ...], values: Sequence[Any]) -> tuple[bytes, list[Any], list[bool]]:
+    """Encode a message that carries capabilities: ``(bytes, handles, give_away flags)``.
+
+    Every argument is checked first (an error names it, as :func:`explain` does); the bytes
+    are laid out as for any message (fixed-size arguments, then dynamic ones), and each
+    capability adds its handle to the list in that order.
+    """
+    explain(iface, message, descs, values)
+    out = bytearray(U16.pack(number))
+    handles: list[Any] = []
+    give: list[bool] = []
+    later = []
+    for (_, desc), v in zip(descs, values):
+        if _is_dynamic(desc):
+            later.append((desc, v))
+        else:
+            _put(desc, v, out, handles, give)
+    for desc, v in later:
+        _put(desc, v, out, handles, give)
+    return bytes(out), handles, give
+
+
+class _Reader:
+    """Reads one capability-carrying message: bytes in order, handles in order."""
+
+    def __init__(self, data: bytes, handles: Sequence[Any], types: dict[str, Any]) -> None:
+        self.data, self.pos, self.handles, self.taken, self.types = data, 2, handles, 0, types
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise Bad(f"message is truncated ({len(self.data)} bytes)")
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def get(self, desc: tuple[Any, ...], path: str) -> Any:
+        tag = desc[0]
+        if tag == "int":
+            fmt = _int_fmt(desc[1])
+            return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        if tag == "bool":
+            return self.take(1) != b"\0"
+        if tag == "char":
+            return self.take(1)
+        if tag == "enum":
+            v = struct.unpack("<I", self.take(4))[0]
+            if v >= desc[2]:
+                raise Bad(f"argument '{path}': enum value {v} out of range")
+            return self.types[desc[1]](v)
+        if tag == "struct":
+            return self.types[desc[1]](*[self.get(fd, f"{path}.{f}") for f, fd in desc[2]])
+        if tag in ("array", "dyn"):
+            if tag == "dyn":
+                n = U64.unpack(self.take(8))[0]
+                if desc[2] is not None and n > desc[2]:
+                    raise Bad(f"argument '{path}' has {n} elements, more than its maximum {desc[2]}")
+                if n > len(self.data):
+                    raise Bad(f"argument '{path}' runs past the end of the message")
+            else:
+                n = desc[2]
+            if desc[3]:
+                return self.take(n)
+            return tuple(self.get(desc[1], f"{path}[{i}]") for i in range(n))
+        if tag == "str":
+            n = U64.unpack(self.take(8))[0]
+            if desc[1] is not None and n > desc[1]:
+                raise Bad(f"argument '{path}' has {n} bytes, more than its maximum {desc[1]}")
+            s = self.take(n).decode()
+            if "\0" in s:
+                raise Bad(f"string argument '{path}' contains a NUL byte")
+            return s
+        if tag == "cap":
+            flag = self.take(1)[0]
+            if flag > 1:
+                raise Bad(f"argument '{path}': capability byte {flag} is neither 0 nor 1")
+            if not flag:
+                return None
+            if self.taken >= len(self.handles):
+                raise Bad(f"argument '{path}': the message came with {len(self.handles)} handles, fewer than its capabilities")
+            h = self.handles[self.taken]
+            self.taken += 1
+            return h
+        raise AssertionError(f"unknown descriptor {desc!r}")  # pragma: no cover
+
+
+def decode_caps(
+    iface: str,
+    message: str,
+    descs: tuple[tuple[str, tuple[Any, ...]], ...],
+    data: bytes,
+    handles: Sequence[Any],
+    types: dict[str, Any],
+    record: Any,
+) -> Any:
+    """Decode a message that carries capabilities into ``record``, each capability taking the
+    next of ``handles`` (None for a 0 byte); DecodeError if the bytes or the number of handles
+    do not fit the message."""
+    r = _Reader(data, handles, types)
+    try:
+        vals: dict[str, Any] = {}
+        later = []
+        for name, desc in descs:
+            if _is_dynamic(desc):
+                later.append((name, desc))
+            else:
+                vals[name] = r.get(desc, name)
+        for name, desc in later:
+            vals[name] = r.get(desc, name)
+        if r.pos != len(data):
+            raise Bad(f"{len(data) - r.pos} bytes after the last argument")
+        if r.taken != len(handles):
+            raise Bad(f"the message came with {len(handles)} handles, more than its {r.taken} capabilities")
+        return record(*[vals[name] for name, _ in descs])
+    except DECODE_ERRORS as e:
+        raise decode_error(iface, message, data, e) from None

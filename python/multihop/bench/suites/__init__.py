@@ -6,8 +6,9 @@ Suites (one module each): ``channels`` (UMP versus multi-hop, sizes 0 B to
 ``window`` (throughput against the credit window), ``fanout`` (one sender, k
 receivers), ``resources`` (memory and CPU per channel and per monitor),
 ``peers`` (Pipe, Queue and ZeroMQ next to ours), ``dispatch`` (RE.VE.N.GE.
-news dispatching: saturation next to a plain broker, take-over, macro-sinks)
-and ``all`` (every one, in that order).  ``--quick`` makes each take seconds.
+news dispatching: saturation next to a plain broker, take-over, macro-sinks),
+``ges`` (the GES testbed of the routing paper, live) and ``all`` (every one, in
+that order).  ``--quick`` makes each take seconds.
 
 Every suite module has ``NAME``, ``check(options, attached)`` (raises
 :class:`~multihop.bench.suites.options.OptionError` naming the suite when the
@@ -28,7 +29,7 @@ from types import ModuleType
 
 import multihop as mh
 from multihop.bench.progress import Progress
-from multihop.bench.suites import channels, dispatch, fanout, hops, peers, resources, routing, window
+from multihop.bench.suites import channels, dispatch, fanout, ges, hops, peers, resources, routing, window
 from multihop.bench.suites.common import SuiteContext
 from multihop.bench.suites.options import BenchOptions, OptionError
 from multihop.bench.trace import TraceWriter
@@ -36,7 +37,7 @@ from multihop.bench.trace import TraceWriter
 __all__ = ["SUITES", "BenchOptions", "OptionError", "run"]
 
 _MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers,
-                                                       dispatch)}
+                                                       dispatch, ges)}
 
 SUITES = (*_MODULES, "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""

@@ -1,0 +1,111 @@
+"""Suite ``ges``: the GES testbed of the routing paper, live (section 4, figures 14-20).
+
+22 broker processes in the topology of figure 14 (the measuring subscriber 9
+broker hops from the publisher) with 100 subscribing clients (5 on every other
+broker; :mod:`multihop.ges.testbed`), then figure 20 (measuring subscribers 4,
+2 and 1 hops away).  Per case: a matching rate, an event size (payload bytes,
+the first 8 the send time) and a publish rate (0: as fast as the publisher
+goes); each measuring subscriber's received events are message rows
+(``kind = oneway``, latency = receive - send on one clock), and its totals a
+case row (messages received over the time from the first to the last one: the
+throughput at the client).  Typed columns: ``transport = ges``, ``size`` the
+event size, ``hops`` the brokers on the path (both ends counted, as the paper
+does), ``fanout`` the subscribing clients.  Parameters beyond them:
+``topology``, ``measuring``, ``match`` (%), ``rate`` (asked, events/s), and,
+measured, ``publish_rate`` and ``others_min`` (the fewest events any other
+subscriber got: every one gets every matching event).
+
+``--quick``: matching 100 and 10 %, sizes 50 and 500 B, rates 100/s and flat out;
+figure 20 at 10/s.  The full run sweeps 100/50/25/10 %, 30-500 B and 1/s up to
+flat out.  The suite starts its own runtime (cores ``--cores``, default 0-1),
+or runs on ``--attach``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import multihop as mh
+from multihop.bench.suites.common import SuiteContext
+from multihop.bench.suites.options import SHARED_CORES, BenchOptions
+from multihop.bench.trace import case_name
+from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed
+from multihop.ges.topology import Topology
+
+NAME = "ges"
+
+FIG14 = ("fig14", "paper_fig14.toml", ("1.6.1.10",))
+FIG20 = ("fig20", "paper_fig20.toml", ("1.6.1.10", "1.5.1.1", "1.5.1.22"))
+
+
+def _cases(quick: bool) -> tuple[list[tuple[int, int, float, int]], list[tuple[int, int, float, int]]]:
+    """(match %, size B, rate /s, events) for figure 14 and for figure 20."""
+    if quick:
+        fig14 = [(m, s, r, n) for m in (100, 10) for s in (50, 500) for r, n in ((100.0, 100), (0.0, 2000))]
+        return fig14, [(50, 50, 10.0, 20)]
+    rates = ((1.0, 5), (10.0, 30), (100.0, 300), (500.0, 1000), (1000.0, 2000), (2000.0, 4000), (0.0, 10000))
+    fig14 = [(m, s, r, n) for m in (100, 50, 25, 10) for s in (30, 50, 100, 250, 500) for r, n in rates]
+    fig20 = [(m, s, r, n) for m in (50, 10) for s in (50, 500) for r, n in rates[:5]]
+    return fig14, fig20
+
+
+def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
+    """Nothing to check: brokers spread over whatever cores the runtime has."""
+
+
+def steps(ctx: SuiteContext) -> int:
+    """Steps this suite reports."""
+    a, b = _cases(ctx.quick)
+    return len(a) + len(b)
+
+
+def hops_between(topo: Topology, a: str, b: str) -> int:
+    """Brokers on the shortest gateway path from ``a`` to ``b``, both counted (1 when a == b)."""
+    adj: dict[str, list[str]] = {str(x): [] for x in topo.brokers}
+    for g in topo.gateways.values():
+        adj[str(g.a)].append(str(g.b))
+        adj[str(g.b)].append(str(g.a))
+    dist = {a: 1}
+    frontier = [a]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            for y in adj[x]:
+                if y not in dist:
+                    dist[y] = dist[x] + 1
+                    nxt.append(y)
+        frontier = nxt
+    return dist.get(b, -1)
+
+
+def run(ctx: SuiteContext) -> None:
+    """Both topologies, every case."""
+    fig14, fig20 = _cases(ctx.quick)
+    for (label, file, measuring), cases in ((FIG14, fig14), (FIG20, fig20)):
+        topo = Topology.load(EXAMPLES / file)
+        name = ctx.attached.name if ctx.attached is not None else f"bench-ges-{label}-{__import__('os').getpid()}"
+        cores = list(ctx.options.cores or SHARED_CORES)
+        with Testbed(name, topo, measuring=measuring, cores=cores) as tb:
+            for match, size, rate, count in cases:
+                ctx.progress.step(f"{label}: {match} % matching, {size} B, " + (f"{rate:g}/s" if rate else "flat out"))
+                res = tb.run_case(match, size, rate, count)
+                _record(ctx, topo, label, tb, res)
+
+
+def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: CaseResult) -> None:
+    others = min((min(v) for v in res.background.values()), default=-1)
+    for measuring, (send, recv) in res.measured.items():
+        base: dict[str, Any] = {
+            "suite": NAME, "transport": "ges", "topology": label, "measuring": measuring,
+            "hops": hops_between(topo, tb.publisher_at, measuring), "size": res.size, "match": res.match,
+            "rate": res.rate, "fanout": tb.subscribers, "kind": "oneway",
+        }  # fmt: skip
+        name = case_name(base)
+        params = dict(base, publish_rate=round(res.publish_rate, 1), others_min=others, published=res.published)
+        if len(send):
+            ctx.writer.add_messages(name, params, send, recv, kind="oneway", seq=np.arange(len(send), dtype=np.int64), every=1, suite=NAME)
+        span = int(recv.max() - recv.min()) if len(recv) > 1 else 1
+        ctx.writer.add_case(name, params, messages=len(recv), duration_ns=max(span, 1), nbytes=len(recv) * res.size,
+                            kind="oneway", suite=NAME)

@@ -1,0 +1,209 @@
+"""One broker's protocol core: every GES machine of a broker behind one sans-IO interface.
+
+Inputs: :meth:`BrokerCore.link_up`, :meth:`link_down`, :meth:`receive` (a
+message from a neighbour broker), :meth:`client_attach`, :meth:`client_receive`,
+:meth:`client_detach` (a client's channel), and :meth:`fire` (a timer the
+driver set).  Outputs: :meth:`take_outbox` (messages per neighbour broker and
+per client) and :meth:`take_timers`.  The simulator and the live broker both
+drive this class; neither the class nor the machines inside it do I/O or read
+a clock.
+
+Machines: gateway propagation (:mod:`~multihop.ges.gpp`), node organization
+(:mod:`~multihop.ges.nap`), profile propagation (:mod:`~multihop.ges.ppp`),
+event routing (:mod:`~multihop.ges.erp`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multihop.ges.address import Address
+from multihop.ges.costs import CostMatrix
+from multihop.ges.gpp import GatewayPropagation
+from multihop.ges.graph import ConnectivityGraph
+from multihop.ges.messages import (
+    ActiveQuery,
+    ActiveReply,
+    Attach,
+    Connections,
+    Deliver,
+    EventAck,
+    Events,
+    JoinReply,
+    JoinRequest,
+    ProfileAck,
+    ProfileResync,
+    ProfileUpdate,
+    Publish,
+    Refused,
+    Subscribe,
+    Unsubscribe,
+)
+
+__all__ = ["BrokerCore", "ClientSession"]
+
+
+class ClientSession:
+    """A client attached to this broker: its id and incarnation."""
+
+    __slots__ = ("client", "incarnation")
+
+    def __init__(self, client: str, incarnation: int) -> None:
+        self.client = client
+        self.incarnation = incarnation
+
+
+class BrokerCore:
+    """The protocol state of broker ``address`` (see the module docstring)."""
+
+    def __init__(self, address: Address, costs: CostMatrix | None = None, thresholds: tuple[int, ...] = (8, 4)) -> None:
+        from multihop.ges.erp import EventRouting
+        from multihop.ges.nap import NodeOrganization
+        from multihop.ges.ppp import ProfilePropagation
+
+        self.address = address
+        self.code = address.code
+        self.levels = address.levels
+        self.costs = costs or CostMatrix(self.levels)
+        self.gpp = GatewayPropagation(self.code, self.levels, self.costs)
+        self.thresholds = tuple(thresholds)
+        self._out: dict[int, list[Any]] = {}
+        self._timers: list[tuple[float, Any]] = []
+        #: messages that did not fit the protocol (wrong kind, unknown peer): counted, dropped
+        self.refused = 0
+        self.nap = NodeOrganization(self)
+        self.ppp = ProfilePropagation(self)
+        self.erp = EventRouting(self)
+        #: client peer id (chosen by the driver) -> session
+        self.clients: dict[int, ClientSession] = {}
+
+    # ---- broker inputs ------------------------------------------------------------------------
+
+    def link_up(self, peer: int, incarnation: int = 0, cost: int = 0) -> None:
+        """A gateway to broker ``peer`` is up."""
+        self.gpp.link_up(peer, incarnation, cost)
+
+    def link_down(self, peer: int) -> None:
+        """The gateway to broker ``peer`` is lost."""
+        self.gpp.link_down(peer)
+        self._out.pop(peer, None)
+        self.erp.link_down(peer)
+
+    def receive(self, peer: int, msg: Any) -> None:
+        """A message from neighbour ``peer`` (or, for NAP, from a broker not yet joined)."""
+        t = type(msg)
+        if t is Events:
+            if peer in self.gpp.links:
+                self.erp.on_events(peer, msg)
+            else:
+                self.refused += 1
+        elif t is EventAck:
+            self.erp.on_ack(peer, msg)
+        elif t is Connections:
+            self.gpp.receive(peer, msg.records)
+        elif t is ProfileUpdate:
+            self.ppp.on_update(msg)
+        elif t is ProfileAck or t is ProfileResync:
+            self.ppp.on_control(msg)
+        elif t is JoinRequest:
+            self.nap.on_request(peer, msg)
+        elif t is JoinReply:
+            self.nap.on_reply(peer, msg)
+        else:
+            self.refused += 1
+
+    # ---- client inputs -------------------------------------------------------------------------
+
+    def client_attach(self, peer: int, msg: Attach) -> None:
+        """A client's channel opened with ``Attach`` (``peer`` is the driver's id for the channel)."""
+        self.clients[peer] = ClientSession(msg.client, msg.incarnation)
+
+    def client_detach(self, peer: int) -> None:
+        """A client's channel closed: its subscriptions go."""
+        if self.clients.pop(peer, None) is not None:
+            self.ppp.client_gone(peer)
+            self.erp.client_gone(peer)
+            self._out.pop(peer, None)
+
+    def client_receive(self, peer: int, msg: Any) -> None:
+        """A message from an attached client; bad requests are answered with :class:`Refused`."""
+        session = self.clients.get(peer)
+        if session is None:
+            self.refused += 1
+            return
+        t = type(msg)
+        try:
+            if t is Publish:
+                if msg.event.id.publisher != session.client or msg.event.id.incarnation != session.incarnation:
+                    raise ValueError(f"event id {msg.event.id} is not of this client ({session.client!r}, incarnation {session.incarnation})")
+                self.erp.publish(msg.event)
+            elif t is Subscribe:
+                self.ppp.subscribe(peer, msg.sub, msg.chain)
+            elif t is Unsubscribe:
+                try:
+                    self.ppp.unsubscribe(peer, msg.sub)
+                except KeyError:
+                    raise ValueError(f"no subscription {msg.sub}") from None
+            elif t is ActiveQuery:
+                try:
+                    level = self.ppp.active_level(peer, msg.sub)
+                except KeyError:
+                    level = -1
+                self.send(peer, ActiveReply(msg.sub, level))
+            else:
+                raise ValueError(f"a client cannot send {t.__name__}")
+        except (ValueError, TypeError) as e:
+            self.refused += 1
+            self.send(peer, Refused(t.__name__, str(e)))
+
+    def fire(self, name: Any) -> None:
+        """A timer set through :meth:`take_timers` fired."""
+        self.erp.fire(name)
+
+    def set_timer(self, delay: float, name: Any) -> None:
+        """Ask the driver for a timer (used by the machines): :meth:`fire` gets ``name`` after ``delay`` seconds."""
+        self._timers.append((delay, name))
+
+    def send(self, peer: int, msg: Any) -> None:
+        """Queue ``msg`` for neighbour or client ``peer`` (used by the machines)."""
+        self._out.setdefault(peer, []).append(msg)
+
+    # ---- outputs -------------------------------------------------------------------------------
+
+    def take_outbox(self) -> dict[int, list[Any]]:
+        """Messages to send, per neighbour or client, in order; empties the outbox.
+
+        Per neighbour: connection records (one batch) first, then profile and join
+        messages, then event copies and acknowledgements.  Per client: replies, then
+        one :class:`Deliver` with its events in order.
+        """
+        self.ppp.flush()
+        out: dict[int, list[Any]] = {}
+        for peer, records in self.gpp.take_outbox().items():
+            out[peer] = [Connections(tuple(records))]
+        for peer, msgs in self._out.items():
+            out.setdefault(peer, []).extend(msgs)
+        self._out = {}
+        for peer, msgs in self.erp.take().items():
+            out.setdefault(peer, []).extend(msgs)
+        if self.erp.deliveries:
+            for peer, evs in self.erp.deliveries.items():
+                if peer in self.clients:
+                    out.setdefault(peer, []).append(Deliver(tuple(evs)))
+            self.erp.deliveries = {}
+        return out
+
+    def take_timers(self) -> list[tuple[float, Any]]:
+        """Timers to set: ``(delay in seconds, name)``; the driver calls :meth:`fire` with the name."""
+        t, self._timers = self._timers, []
+        return t
+
+    # ---- views -------------------------------------------------------------------------------------
+
+    def graph(self) -> ConnectivityGraph:
+        """This broker's :class:`~multihop.ges.graph.ConnectivityGraph`."""
+        return self.gpp.graph()
+
+    def gatekeeper_levels(self) -> set[int]:
+        """Levels of this broker's live gateways."""
+        return self.gpp.gatekeeper_levels()

@@ -1,0 +1,310 @@
+"""The event routing protocol (ERP, routing paper 3.4-3.5) of one broker, sans-IO.
+
+The broker of the publishing client delivers to its own interested clients and
+starts the event **up**: at each level ``l`` (1 .. N + 1) the event must reach
+a decider of the publisher's level-``l`` unit ``U`` (a gatekeeper: see
+:mod:`multihop.ges.ppp`), found inside the publisher's level-``l - 1`` unit, so
+the climb never leaves the unit the event is already in.  That decider computes
+from its profile graph the children of ``U`` with an interested client, leaves
+out the child the event came up from (marked reached), and sends the event
+**down** into each; then the climb goes on at level ``l + 1``.  An event sent
+down into unit ``T`` arrives at a broker of ``T`` through a gateway of level
+``>= level(T)``, which makes that broker a decider of ``T``: it computes the
+interested children of ``T`` and sends the event into each, recursively, until
+the brokers with interested clients deliver to them.  So an event enters a unit
+only when a client inside is interested, or as transit on the best path to one.
+
+Copies travel along best hops from the routing cache; copies of one event
+going the same way are merged (their targets listed together); the routing
+information (``reached``) is stripped of the levels below each gateway crossed.
+A broker acknowledges the copies it handled on each gateway (lazily: with its
+next copies back, after ``ACK_EVERY`` copies, or after ``ACK_DELAY``); when a gateway
+is lost, the copies sent over it and not acknowledged are routed again, before
+any newer event, over the alternate route (3.7, figure 12b); the duplicate
+filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
+that has passed ``TTL`` brokers is dropped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from multihop.ges.address import contains, unit_id, unit_level
+from multihop.ges.dedup import DuplicateFilter
+from multihop.ges.event import EventData, names_and_values
+from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
+
+if TYPE_CHECKING:
+    from multihop.ges.broker import BrokerCore
+
+__all__ = ["EventRouting", "TTL"]
+
+#: most brokers a copy may pass (legs are loop-free; this is the safety net)
+TTL = 255
+#: acknowledge a gateway at once when this many copies wait for it ...
+ACK_EVERY = 64
+#: ... else at the latest after this many seconds
+ACK_DELAY = 0.1
+ACK_TIMER = "erp-ack"
+_DELIVER = 0
+
+
+class EventRouting:
+    """ERP state of one broker (see the module docstring)."""
+
+    def __init__(self, core: "BrokerCore") -> None:
+        self.core = core
+        self.code = core.code
+        self.levels = core.levels
+        self.dedup = DuplicateFilter()
+        self._seq: dict[int, int] = {}  # peer -> next link sequence number
+        self.unacked: dict[int, dict[int, EventCopy]] = {}  # peer -> seq -> copy
+        self._recv: dict[int, int] = {}  # peer -> highest sequence handled
+        #: peer -> copies handled since the last ack to it
+        self._ack_due: dict[int, int] = {}
+        self._ack_timer = False
+        self._out: dict[int, list[EventCopy]] = {}
+        #: client peer -> events to deliver
+        self.deliveries: dict[int, list[EventData]] = {}
+        self.counters = {
+            "published": 0, "delivered": 0, "copies_in": 0, "copies_out": 0, "decisions": 0,
+            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0,
+        }
+
+    # ---- inputs ----------------------------------------------------------------------------------
+
+    def publish(self, ev: EventData) -> None:
+        """A local client published ``ev``: deliver here, then climb."""
+        if not self.dedup.accept(ev.id, _DELIVER):
+            self.counters["duplicates"] += 1  # a client resent it
+            return
+        self.counters["published"] += 1
+        self._deliver(ev)
+        me = self.code
+        self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
+
+    def on_events(self, peer: int, msg: Events) -> None:
+        """Copies from neighbour ``peer``."""
+        seq = msg.first_seq
+        last = self._recv.get(peer, -1)
+        for copy in msg.copies:
+            if seq > last:
+                last = seq
+                self.counters["copies_in"] += 1
+                self._handle(copy)
+            seq += 1
+        self._recv[peer] = last
+        if peer not in self._ack_due:
+            self._ack_due[peer] = 0
+            if not self._ack_timer:
+                self._ack_timer = True
+                self.core.set_timer(ACK_DELAY, ACK_TIMER)
+        self._ack_due[peer] += len(msg.copies)
+
+    def on_ack(self, peer: int, msg: EventAck) -> None:
+        """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
+        box = self.unacked.get(peer)
+        if box:
+            for s in [s for s in box if s <= msg.upto]:
+                del box[s]
+
+    def link_down(self, peer: int) -> None:
+        """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
+        pending = self.unacked.pop(peer, {})
+        self._out.pop(peer, None)
+        self._seq.pop(peer, None)
+        self._recv.pop(peer, None)
+        self._ack_due.pop(peer, None)
+        for s in sorted(pending):
+            self.counters["rerouted"] += 1
+            self._route_again(pending[s])
+
+    def client_gone(self, peer: int) -> None:
+        """A client detached."""
+        self.deliveries.pop(peer, None)
+
+    # ---- handling ------------------------------------------------------------------------------
+
+    def _handle(self, copy: EventCopy) -> None:
+        if copy.mode == UP:
+            self._up(copy)
+            return
+        transit: dict[int, list[int]] = {}
+        decided: dict[int, list[int]] = {}
+        me = self.code
+        for t in copy.targets:
+            if contains(t, me):
+                self._down(t, copy, decided)
+            else:
+                self._toward(t, transit, copy.left)
+        # transit targets keep their leg (the units already left); targets decided here start a new one
+        self._send_down(copy, transit, copy.left)
+        self._send_down(copy, decided, ())
+
+    def _route_again(self, copy: EventCopy) -> None:
+        """A copy that was on its way out of here: choose its hop(s) again (a new leg)."""
+        if copy.mode == UP:
+            self._up(copy._replace(left=()))
+            return
+        fwd: dict[int, list[int]] = {}
+        for t in copy.targets:
+            self._toward(t, fwd, ())
+        self._send_down(copy, fwd, ())
+
+    def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
+        hop = self.core.gpp.hop_to(target, avoid)
+        if hop is None:
+            self.counters["unroutable"] += 1
+            return
+        fwd.setdefault(hop, []).append(target)
+
+    def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:
+        """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
+        ev = copy.event
+        if t == self.code:
+            if self.dedup.accept(ev.id, _DELIVER):
+                self._deliver(ev)
+            else:
+                self.counters["duplicates"] += 1
+            return
+        lvl = unit_level(t)
+        if not self.dedup.accept(ev.id, -lvl):
+            self.counters["duplicates"] += 1
+            return
+        names, values = names_and_values(ev)
+        dests = self.core.ppp.interested(lvl, names, values)
+        if dests is None:
+            # not a decider of t (a gateway changed meanwhile): hand the copy for t to the nearest one
+            self.counters["not_decider"] += 1
+            self.dedup.last.pop((ev.id.publisher, ev.id.incarnation, -lvl), None)
+            d = self._nearest(self.core.ppp.deciders()[lvl])
+            hop = None if d is None else self.core.gpp.hop_to(d)
+            if hop is None:
+                self.counters["unroutable"] += 1
+            else:
+                fwd.setdefault(hop, []).append(t)
+            return
+        self.counters["decisions"] += 1
+        me = self.code
+        reached = copy.reached
+        for c in dests:
+            if c in reached:
+                continue
+            if contains(c, me):  # type: ignore[arg-type]
+                self._down(c, copy, fwd)  # type: ignore[arg-type]
+            else:
+                self._toward(c, fwd, ())  # type: ignore[arg-type]
+
+    def _up(self, copy: EventCopy) -> None:
+        """Climb: decide at each level this broker decides; hand the rest to the nearest decider."""
+        ev, origin = copy.event, copy.origin
+        n1 = self.levels + 1
+        lvl = copy.level
+        ppp = self.core.ppp
+        fwd: dict[int, list[int]] = {}
+        reached = copy.reached
+        deciders = ppp.deciders()  # also brings ppp.decided up to date
+        while lvl <= n1:
+            if lvl in ppp.decided:
+                if not self.dedup.accept(ev.id, lvl):
+                    self.counters["duplicates"] += 1
+                    break
+                dests = ppp.interested(lvl, *names_and_values(ev)) or set()
+                came_from = unit_id(origin, lvl - 1, self.levels)
+                self.counters["decisions"] += 1
+                reached = reached + (came_from,)
+                for c in dests:
+                    if c not in reached:
+                        self._toward(c, fwd, ())  # type: ignore[arg-type]
+                lvl += 1
+                continue
+            if lvl == copy.level and copy.targets:
+                d: int | None = copy.targets[0]  # on its way to the decider chosen for this level: keep the leg
+                left = copy.left
+            else:
+                # a decider of the publisher's level-lvl unit inside its level-(lvl-1) unit (where this broker is)
+                ds = {x for x in deciders[lvl] if ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1}
+                d = self._nearest(ds)
+                left = ()
+            if d is not None:
+                hop = self.core.gpp.hop_to(d, left)
+                if hop is None:
+                    self.counters["unroutable"] += 1
+                else:
+                    self._send(hop, copy._replace(level=lvl, targets=(d,), reached=reached, left=left))
+            break
+        if fwd:
+            self._send_down(copy._replace(reached=reached), fwd, ())
+
+    def _nearest(self, candidates: set[int]) -> int | None:
+        best = None
+        cost_to = self.core.gpp.cost_to
+        for d in candidates:
+            if d == self.code:
+                continue
+            c = cost_to(d)
+            if c == float("inf"):
+                continue
+            key = (c, d)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[1]
+
+    def _deliver(self, ev: EventData) -> None:
+        names, values = names_and_values(ev)
+        for client in self.core.ppp.local.match(names, values):
+            self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
+            self.counters["delivered"] += 1
+
+    # ---- output -----------------------------------------------------------------------------------
+
+    def _send_down(self, copy: EventCopy, fwd: dict[int, list[int]], left: tuple[int, ...]) -> None:
+        for hop, targets in fwd.items():
+            self._send(hop, EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left))
+
+    def _send(self, peer: int, copy: EventCopy) -> None:
+        link = self.core.gpp.links.get(peer)
+        if link is None:
+            self.counters["unroutable"] += 1
+            return
+        if copy.hops >= TTL:
+            self.counters["ttl"] += 1
+            return
+        # strip what only made sense below this gateway's level; note the unit being left
+        gpp = self.core.gpp
+        p = link.level
+        reached = copy.reached if p == 0 else tuple(u for u in copy.reached if unit_level(u) >= p)
+        out = copy._replace(reached=reached, left=gpp.leaving(peer, copy.left), hops=copy.hops + 1)
+        seq = self._seq.get(peer, 0)
+        self._seq[peer] = seq + 1
+        self.unacked.setdefault(peer, {})[seq] = out
+        self._out.setdefault(peer, []).append(out)
+        self.counters["copies_out"] += 1
+
+    def fire(self, name: object) -> None:
+        """The ack timer fired: acknowledge every gateway that has copies to acknowledge."""
+        if name == ACK_TIMER:
+            self._ack_timer = False
+            for peer in self._ack_due:
+                self._ack_due[peer] = ACK_EVERY  # due now
+
+    def take(self) -> dict[int, list]:
+        """Per neighbour: an Events batch (numbered) and/or an EventAck; per client: the events to deliver.
+
+        Acks are lazy: a gateway is acknowledged with the next copies sent back over
+        it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
+        so a quiet stream costs its sender no extra wake-up per event.
+        """
+        out: dict[int, list] = {}
+        for peer, copies in self._out.items():
+            first = self._seq[peer] - len(copies)
+            out.setdefault(peer, []).append(Events(first, tuple(copies)))
+        due = self._ack_due
+        if due:
+            links = self.core.gpp.links
+            for peer in [p for p, n in due.items() if n >= ACK_EVERY or p in self._out]:
+                if peer in links:
+                    out.setdefault(peer, []).append(EventAck(self._recv[peer]))
+                del due[peer]
+        self._out = {}
+        return out

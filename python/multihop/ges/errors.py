@@ -1,0 +1,27 @@
+"""Errors of the GES hierarchy, part of the one :class:`~multihop.errors.MultihopError` tree.
+
+Each also subclasses the standard error a caller would already catch:
+``except ValueError`` catches a malformed address or topology file.
+"""
+
+from __future__ import annotations
+
+from multihop.errors import MultihopError
+
+__all__ = ["GesError", "AddressError", "TopologyError", "GesStateError"]
+
+
+class GesError(MultihopError):
+    """Base class of every GES error."""
+
+
+class AddressError(GesError, ValueError):
+    """A malformed address, unit or level (a part beyond the block limit, the wrong number of parts, ...)."""
+
+
+class TopologyError(GesError, ValueError):
+    """A topology (or topology file) that cannot be used; the message names the line or the broker."""
+
+
+class GesStateError(GesError, RuntimeError):
+    """An operation that does not fit the current state (an unknown broker, a gateway that is not up, ...)."""

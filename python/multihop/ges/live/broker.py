@@ -1,0 +1,472 @@
+"""A live GES broker: one dispatcher process whose loop feeds channel messages to a :class:`BrokerCore`.
+
+``python -m multihop.ges.live.broker --runtime RT --config FILE --address A``
+(started by :class:`~multihop.ges.live.system.LiveSystem`).  The broker
+exports ``ges/<system>/<address>`` on its core and, for every gateway of the
+topology where it has the lower address, binds a multi-hop channel to the
+peer's service; the first message on every channel is ``hello``.
+
+The loop blocks in ``Dispatcher.poll`` on its channels and never sleeps:
+an acceptor thread (``Service.accept``) and a dialer thread (``bind``, retried
+until the peer has exported its service) hand new channels to it through a
+queue and wake it through a UMP channel to itself.  So the broker accepts in
+its own process whether or not ``bind`` returns before ``accept``, and two
+brokers binding to each other never wait on each other.  Each round the
+loop drains every ready channel (``recv_batch``), hands the messages to the
+core, then writes the core's outbox (one batch per neighbour).  A send that
+finds the peer's credit window full stays queued, and only then does the
+loop poll with a 1 ms timeout until the window opens.  A closed channel
+(the peer closed it or died) is a lost gateway: ``BrokerCore.link_down``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import multihop as mh
+from multihop.ges.address import Address
+from multihop.ges.broker import BrokerCore
+from multihop.ges.live import wire
+from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL
+from multihop.ges.messages import Attach, Deliver, Refused
+from multihop.ges.topology import Topology
+
+__all__ = ["LiveBroker", "main"]
+
+WINDOW = 64  #: credit window of gateway channels
+BIND_RETRY = 0.02  #: seconds between binds to a peer that has not exported its service yet
+
+
+class _Peer:
+    """One channel of this broker and what is known about the other end."""
+
+    __slots__ = ("ch", "kind", "code", "out", "client", "incarnation")
+
+    def __init__(self, ch: Any, kind: int = 0, code: int = -1) -> None:
+        self.ch = ch
+        self.kind = kind  # 0 until hello
+        self.code = code  # a neighbour's broker code, or a client's peer id (negative)
+        self.out: deque[bytes] = deque()
+        self.client: str | None = None  # a client's id, once attached
+        self.incarnation = 0
+
+
+class LiveBroker:
+    """The driver of one broker process (see the module docstring)."""
+
+    def __init__(self, runtime: mh.Runtime, system: str, topology: Topology, address: Address, core: int) -> None:
+        self.runtime = runtime
+        self.system = system
+        self.topology = topology
+        self.address = address
+        self.core_no = core
+        self.core = BrokerCore(address, thresholds=topology.thresholds)
+        self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
+        self.name = wire.service_name(system, str(address))
+        self.svc = self.d.export(self.name)
+        self.wake_svc = self.d.export(self.name + "/wake")
+        self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.peers: dict[int, _Peer] = {}  # id(channel) -> peer
+        self.by_code: dict[int, _Peer] = {}  # neighbour broker code (or client peer id) -> its channel
+        self._next_client = -1
+        #: brokers allowed to open a gateway to this one -> the incarnation they will announce
+        self.expected: dict[int, int] = {gw.a.code: 0 for gw in topology.gateways.values() if gw.b == address}
+        #: the brokers of the system (gateways to others are refused)
+        self.known = {str(a) for a in topology.brokers}
+        self.stopping = False
+        self.started = time.time()
+        #: rounds of the loop and the time spent working in them (not waiting in poll)
+        self.counters = {"messages_in": 0, "messages_out": 0, "busy": 0, "refused": 0, "closed": 0, "rounds": 0, "busy_ns": 0}
+        self._wake_srv: Any = None
+        self._ready = threading.Event()
+        threading.Thread(target=self._acceptor, name="ges-acceptor", daemon=True).start()
+        self.wake = self.d.bind(self.name + "/wake", transport="ump", timeout=10.0)
+        self._ready.wait(10.0)
+        for gw in topology.gateways.values():
+            if gw.a == address:
+                self.dial(gw.b.code, 0, gw.cost)
+
+    # ---- threads that hand channels to the loop --------------------------------------
+
+    def _acceptor(self) -> None:
+        try:
+            self._wake_srv = self.wake_svc.accept(timeout=10.0)
+            self._ready.set()
+            while not self.stopping:
+                ch = self.svc.accept(timeout=None)
+                self._hand("accepted", ch)
+        except Exception as e:  # the monitor is gone, or we are stopping
+            self._hand("acceptor-stopped", repr(e))
+
+    def _hand(self, what: str, item: Any) -> None:
+        self.inbox.put((what, item))
+        try:
+            self._wake_srv.try_send(b"!")
+        except Exception:
+            pass  # already woken (ring full) or stopping
+
+    def dial(self, peer: int, incarnation: int, cost: int) -> None:
+        """Bind a gateway channel to broker ``peer`` in the background (retried until its service exists)."""
+
+        def run() -> None:
+            name = wire.service_name(self.system, str(Address.from_code(peer, self.address.levels)))
+            deadline = time.monotonic() + 60.0
+            while not self.stopping:
+                try:
+                    ch = self.d.bind(name, transport="multihop", window=WINDOW, timeout=10.0, max_message=wire.MAX_MESSAGE)
+                except mh.BindError:
+                    if time.monotonic() > deadline:
+                        self._hand("dial-failed", (peer, f"no service {name!r} within 60 s"))
+                        return
+                    time.sleep(BIND_RETRY)  # the peer has not exported yet (start-up only)
+                    continue
+                except Exception as e:
+                    self._hand("dial-failed", (peer, repr(e)))
+                    return
+                ch.send(wire.stub.encode("hello", kind=KIND_BROKER, address=self.address.code, incarnation=incarnation, cost=cost, system=self.system), timeout=10.0)
+                self._hand("dialed", (ch, peer, incarnation, cost))
+                return
+
+        threading.Thread(target=run, name=f"ges-dial-{peer}", daemon=True).start()
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until told to stop (or the runtime goes away)."""
+        poll = self.d.poll
+        timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
+        counters = self.counters
+        while not self.stopping:
+            pending = any(p.out for p in self.peers.values())
+            timeout = 0.001 if pending else None
+            if timers:
+                wait = max(0.0, min(t for t, _ in timers) - time.monotonic())
+                timeout = wait if timeout is None else min(timeout, wait)
+            ready = poll(timeout)
+            t_busy = time.perf_counter_ns()
+            for ch in ready:
+                if ch is self.wake:
+                    self._drain_wake()
+                    continue
+                peer = self.peers.get(id(ch))
+                if peer is None:
+                    continue
+                self._drain(peer)
+            if timers:
+                now = time.monotonic()
+                for due, name in [t for t in timers if t[0] <= now]:
+                    timers.remove((due, name))
+                    self.core.fire(name)
+            self._flush()
+            for delay, name in self.core.take_timers():
+                timers.append((time.monotonic() + delay, name))
+            counters["rounds"] += 1
+            counters["busy_ns"] += time.perf_counter_ns() - t_busy
+        self._close_all()
+
+    def _drain_wake(self) -> None:
+        try:
+            self.wake.recv_batch(1024, timeout=0)
+        except mh.MultihopError:
+            pass
+        while True:
+            try:
+                what, item = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if what == "accepted":
+                self.peers[id(item)] = _Peer(item)
+            elif what == "dialed":
+                ch, code, inc, cost = item
+                self._link_up(_Peer(ch), code, inc, cost)
+            elif what == "acceptor-stopped":
+                if not self.d.attached:
+                    self.stopping = True
+            elif what == "dial-failed":
+                self.counters["refused"] += 1
+                print(f"broker {self.address}: gateway to {Address.from_code(item[0], self.address.levels)} failed: {item[1]}", file=sys.stderr)
+
+    def _link_up(self, peer: _Peer, code: int, incarnation: int, cost: int) -> None:
+        if code in self.by_code or code == self.address.code:
+            self.counters["refused"] += 1
+            self._lost(peer)
+            return
+        peer.kind, peer.code = KIND_BROKER, code
+        self.peers[id(peer.ch)] = peer
+        self.by_code[code] = peer
+        self.core.link_up(code, incarnation, cost)
+
+    def _lost(self, peer: _Peer) -> None:
+        self.peers.pop(id(peer.ch), None)
+        if peer.kind == KIND_BROKER and self.by_code.get(peer.code) is peer:
+            del self.by_code[peer.code]
+            self.core.link_down(peer.code)
+        elif peer.kind == KIND_CLIENT and self.by_code.get(peer.code) is peer:
+            del self.by_code[peer.code]
+            self.core.client_detach(peer.code)
+        self.counters["closed"] += 1
+        try:
+            peer.ch.close()
+        except Exception:
+            pass
+
+    def _drain(self, peer: _Peer) -> None:
+        try:
+            batch = peer.ch.recv_batch(256, timeout=0)
+        except mh.ChannelClosed:
+            self._lost(peer)
+            return
+        core = self.core
+        for data in batch:
+            if id(peer.ch) not in self.peers:
+                return  # refused and closed by an earlier message of this batch
+            self.counters["messages_in"] += 1
+            if peer.kind == KIND_CLIENT:
+                self._from_client(peer, data)
+                continue
+            try:
+                rec = wire.decode(data)
+                msg = wire.decode_protocol(rec) if peer.kind == KIND_BROKER else None
+            except mh.ProtocolError:
+                self.counters["refused"] += 1
+                if peer.kind == 0:
+                    self._lost(peer)  # a channel that does not start with a hello is closed
+                continue
+            if peer.kind == KIND_BROKER:
+                if msg is not None:
+                    core.receive(peer.code, msg)
+                elif rec.name == "shutdown":
+                    self.stopping = True
+                else:
+                    self.counters["refused"] += 1
+            elif peer.kind == KIND_CONTROL:
+                self._control(peer, rec)
+            elif peer.kind == 0:
+                self._hello(peer, rec)
+            else:
+                self.counters["refused"] += 1
+
+    def _hello(self, peer: _Peer, rec: Any) -> None:
+        if rec.name != "hello" or rec.system != self.system:
+            self.counters["refused"] += 1
+            self._lost(peer)
+            return
+        if rec.kind == KIND_BROKER:
+            if self.expected.get(rec.address) != rec.incarnation:
+                # a gateway this broker was not told about (a forged or confused neighbour): refused
+                self.counters["refused"] += 1
+                self._lost(peer)
+                return
+            del self.expected[rec.address]
+            self._link_up(peer, rec.address, rec.incarnation, rec.cost)
+        elif rec.kind == KIND_CONTROL:
+            peer.kind = KIND_CONTROL
+        elif rec.kind == KIND_CLIENT:
+            peer.kind = KIND_CLIENT
+            peer.code = self._next_client
+            self._next_client -= 1
+            self.by_code[peer.code] = peer
+        else:
+            self.counters["refused"] += 1
+            self._lost(peer)
+
+    # ---- clients --------------------------------------------------------------------------
+
+    def _from_client(self, peer: _Peer, data: bytes) -> None:
+        """A message of a client's channel (``ges_client.if``); bad ones are refused, the client told why."""
+        core = self.core
+        try:
+            rec = wire.client_stub.decode(data)
+        except mh.ProtocolError as e:
+            self.counters["refused"] += 1
+            peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
+            return
+        if peer.client is None:
+            if rec.name != "attach":
+                self.counters["refused"] += 1
+                self._lost(peer)  # a client must say who it is first
+                return
+            peer.client, peer.incarnation = rec.client, rec.incarnation
+            core.client_attach(peer.code, Attach(rec.client, rec.incarnation))
+            return
+        try:
+            msg = wire.decode_from_client(rec, peer.client, peer.incarnation)
+        except ValueError as e:
+            self.counters["refused"] += 1
+            peer.out.extend(wire.encode_for_client(Refused(rec.name, str(e))))
+            return
+        core.client_receive(peer.code, msg)
+
+    # ---- control --------------------------------------------------------------------------
+
+    def _control(self, peer: _Peer, rec: Any) -> None:
+        enc = wire.stub.encode
+        if rec.name == "status_call":
+            peer.out.append(enc("status_response", json=json.dumps(self.status())))
+        elif rec.name == "gateway_call":
+            result, error = self._gateway(rec.peer, rec.op, rec.incarnation, rec.cost)
+            peer.out.append(enc("gateway_response", result=result, error=error))
+        elif rec.name == "shutdown":
+            self.stopping = True
+        else:
+            self.counters["refused"] += 1
+
+    def _gateway(self, code: int, op: int, incarnation: int, cost: int) -> tuple[int, str]:
+        levels = self.address.levels
+        try:
+            other = Address.from_code(code, levels)
+        except mh.MultihopError as e:
+            return 1, f"bad peer address: {e}"
+        if str(other) not in self.known and op in (1, 3):
+            return 1, f"{other} is not a broker of this system"
+        if other == self.address:
+            return 1, "a gateway joins two different brokers"
+        if op in (1, 3):
+            if code in self.by_code:
+                return 1, f"there is already a gateway to {other}"
+            if op == 1:
+                self.dial(code, incarnation, cost)
+            else:
+                self.expected[code] = incarnation
+            return 0, ""
+        p = self.by_code.get(code)
+        if p is None:
+            return 1, f"there is no gateway to {other}"
+        if op == 0:
+            self._lost(p)
+            return 0, ""
+        if op == 2:
+            self.core.gpp.set_cost(code, cost)
+            return 0, ""
+        return 1, f"op must be 0 (down), 1 (up), 2 (cost) or 3 (expect), got {op}"
+
+    def status(self) -> dict[str, Any]:
+        """This broker's state for ``multihop ges status``."""
+        gpp = self.core.gpp
+        levels = self.address.levels
+        g = self.core.graph()
+        name = lambda c: str(Address.from_code(c, levels))  # noqa: E731
+        cache = {g.name(u): [cost, None if hop is None else g.name(hop)] for u, (cost, hop) in g.cache.table().items()}
+        return {
+            "address": str(self.address),
+            "pid": os.getpid(),
+            "core": self.core_no,
+            "uptime": time.time() - self.started,
+            "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
+            "links": [{"peer": name(l.peer), "level": l.level, "incarnation": l.incarnation, "cost": l.cost} for l in gpp.links.values()],
+            "records": [
+                [c.origin, c.peer, c.level, c.incarnation, c.version, c.cost, c.dead, x] for c, x in gpp.table.values()
+            ],
+            "edges": g.edges(),
+            "routing_cache": cache,
+            "unit_partitioned": sorted(g.unit_partitioned()),
+            "system_partitioned": sorted(g.system_partitioned()),
+            "counters": {**self.counters, "records_received": gpp.received, "records_accepted": gpp.accepted, "records_malformed": gpp.malformed, "refused": self.counters["refused"] + self.core.refused},
+            "clients": len(self.core.clients),
+            "subscriptions": len(self.core.ppp.subs),
+            "decided_levels": sorted(self.core.ppp.decided),
+            "profiles_held": {str(lvl): g.profiles for lvl, g in self.core.ppp.graphs.items()},
+            "events": dict(self.core.erp.counters),
+            "profile_propagation": dict(self.core.ppp.counters),
+        }
+
+    # ---- output ------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write the core's outbox: neighbour brokers first (the events' onward path), then clients."""
+        encoded: dict[tuple[int, ...], list[bytes]] = {}
+        outbox = self.core.take_outbox()
+        for code, msgs in outbox.items():
+            if code >= 0:
+                peer = self.by_code.get(code)
+                if peer is not None:
+                    for m in msgs:
+                        peer.out.extend(wire.encode(m))
+                    self._write(peer)
+        for code, msgs in outbox.items():
+            if code < 0:
+                peer = self.by_code.get(code)
+                if peer is None:
+                    continue
+                for m in msgs:
+                    if type(m) is Deliver:  # clients that get the same events get the same bytes
+                        key = tuple(map(id, m.events))
+                        enc = encoded.get(key)
+                        if enc is None:
+                            enc = encoded[key] = wire.encode_for_client(m)
+                        peer.out.extend(enc)
+                    else:
+                        peer.out.extend(wire.encode_for_client(m))
+        for peer in list(self.peers.values()):
+            if peer.out:
+                self._write(peer)
+
+    def _write(self, peer: _Peer) -> None:
+        out = peer.out
+        try:
+            while out:
+                peer.ch.try_send(out[0])
+                out.popleft()
+                self.counters["messages_out"] += 1
+        except mh.TxBusy:
+            self.counters["busy"] += 1  # the peer's credit window is full: retried next round
+        except mh.ChannelClosed:
+            self._lost(peer)
+
+    def _close_all(self) -> None:
+        for p in list(self.peers.values()):
+            try:
+                p.ch.close()
+            except Exception:
+                pass
+        try:
+            self.d.detach()
+        except Exception:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of a broker process."""
+    ap = argparse.ArgumentParser(prog="python -m multihop.ges.live.broker")
+    ap.add_argument("--runtime", required=True)
+    ap.add_argument("--config", required=True, help="the system's ges.json")
+    ap.add_argument("--address", required=True)
+    a = ap.parse_args(argv)
+    cfg = json.loads(Path(a.config).read_text())
+    topo = Topology.loads(cfg["topology"], a.config)
+    addr = Address(a.address, topo.levels)
+    core = int(cfg["brokers"][str(addr)]["core"])
+    rt = mh.Runtime.attach(a.runtime)
+    try:
+        broker = LiveBroker(rt, cfg["system"], topo, addr, core)
+        # the loop makes few reference cycles: collect seldom, and never scan what start-up built
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
+        print(f"broker {addr} up on core {core}, pid {os.getpid()}", file=sys.stderr, flush=True)
+        prof = os.environ.get("MULTIHOP_GES_PROFILE")  # a directory: profile each broker's loop there
+        if prof:
+            import cProfile
+
+            cProfile.runctx("broker.run()", globals(), {"broker": broker}, str(Path(prof) / f"broker-{addr}.prof"))
+        else:
+            broker.run()
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""A live GES system: broker processes on a runtime (``multihop ges up|status|down``).
+
+:meth:`LiveSystem.up` starts one broker process per broker of a topology on
+runtime ``name`` (started, detached or owned, when it is not running yet),
+writes the system's description to ``ges.json`` in the runtime's directory,
+and waits until every broker's connectivity graph is the one the simulator
+gives for the same topology.  The same object changes the running system
+(:meth:`add_gateway`, :meth:`remove_gateway`, :meth:`kill`) and replays each
+change on its shadow :class:`~multihop.ges.simulator.Simulator`, so
+:meth:`wait_converged` knows what every graph must become.
+:meth:`LiveSystem.attach` finds a system started by another process (for
+``status`` and ``down``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import multihop as mh
+from multihop.ges.address import Address, AddressLike
+from multihop.ges.connection import Connection
+from multihop.ges.costs import CostMatrix
+from multihop.ges.errors import GesStateError, TopologyError
+from multihop.ges.graph import ConnectivityGraph
+from multihop.ges.live.control import COST, DOWN, EXPECT, UP, Control
+from multihop.ges.simulator import Simulator
+from multihop.ges.topology import Topology
+
+__all__ = ["LiveSystem", "CONFIG", "signature"]
+
+CONFIG = "ges.json"
+
+
+def signature(g: ConnectivityGraph) -> tuple[Any, ...]:
+    """What two graphs must share to be "the same": edges, rows, own units, partition sets."""
+    return (g.edges(), g.rows(), sorted(g.name(u) for u in g.own), sorted(g.unit_partitioned()), sorted(g.system_partitioned()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class LiveSystem:
+    """A running GES system (see the module docstring)."""
+
+    def __init__(self, runtime: mh.Runtime, config: dict[str, Any], owned: mh.Runtime | None, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.name = runtime.name
+        self.topology = Topology.loads(config["topology"], CONFIG)
+        self._owned_runtime = owned
+        self._procs = procs
+        self._dispatcher: Any = None
+        self._controls: dict[str, Control] = {}
+        self._incarnations: dict[tuple[str, str], int] = dict(
+            (tuple(k.split("|")), v) for k, v in config.get("incarnations", {}).items()  # type: ignore[misc]
+        )
+        self.shadow: Simulator | None = None
+
+    # ---- start ------------------------------------------------------------------------
+
+    @classmethod
+    def up(
+        cls,
+        topology: Topology,
+        name: str,
+        *,
+        cores: list[int] | None = None,
+        detached: bool = False,
+        timeout: float = 60.0,
+        seed: int = 0,
+    ) -> "LiveSystem":
+        """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
+
+        The runtime is attached if it runs, else started on ``cores`` (default:
+        the cores the topology names, else 0 and 1), detached if ``detached``
+        (as ``multihop ges up`` does; it is then stopped by :meth:`down`).
+        Brokers without a core are spread round-robin over the runtime's
+        cores.  Raises GesStateError if a system already runs on the runtime,
+        or if the brokers do not converge within ``timeout`` seconds (the
+        message names the brokers that differ).
+        """
+        if not isinstance(topology, Topology):
+            raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
+        if not topology.brokers:
+            raise TopologyError("the topology has no brokers")
+        owned = None
+        try:
+            rt = mh.Runtime.attach(name)
+            if (rt.dir / CONFIG).exists():
+                raise GesStateError(f"a GES system already runs on runtime {name!r} (stop it with multihop ges down {name})")
+        except mh.RuntimeNotFound:
+            want = sorted({b.core for b in topology.brokers.values() if b.core is not None})
+            rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached)
+        try:
+            return cls._start(rt, owned, topology, detached, timeout, seed)
+        except BaseException:
+            if owned is not None:
+                owned.stop()
+            raise
+
+    @classmethod
+    def _start(cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int) -> "LiveSystem":
+        rcores = rt.cores
+        brokers: dict[str, Any] = {}
+        for i, b in enumerate(sorted(topology.brokers.values(), key=lambda b: b.address)):
+            core = b.core if b.core is not None else rcores[i % len(rcores)]
+            if core not in rcores:
+                raise TopologyError(f"broker {b.address}: core {core} is not a core of runtime {rt.name!r} (its cores are {rcores})")
+            brokers[str(b.address)] = {"core": core, "log": str(rt.dir / f"ges-{b.address}.log")}
+        config = {
+            "system": rt.name,
+            "topology": topology.to_toml(),
+            "brokers": brokers,
+            "runtime_started": owned is not None,
+            "detached": detached,
+        }
+        path = rt.dir / CONFIG
+        path.write_text(json.dumps(config, indent=2))
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        system = cls(rt, config, owned if not detached else None, procs)
+        try:
+            for addr in brokers:
+                system._spawn(addr)
+            system._save()
+            system.shadow = Simulator(topology, seed=seed)
+            system.shadow.run_until_quiet()
+            system.wait_converged(timeout)
+        except BaseException:
+            system.down(timeout=5.0)
+            raise
+        return system
+
+    def _spawn(self, addr: str) -> None:
+        info = self.config["brokers"][addr]
+        cmd = [sys.executable, "-m", "multihop.ges.live.broker", "--runtime", self.name, "--config", str(self.runtime.dir / CONFIG), "--address", addr]
+        session = {"start_new_session": True} if self.config["detached"] else {"process_group": 0}
+        with open(info["log"], "ab") as log:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **session)
+        self._procs[addr] = p
+        info["pid"] = p.pid
+
+    def _save(self) -> None:
+        self.config["topology"] = self.topology.to_toml()
+        self.config["incarnations"] = {f"{a}|{b}": v for (a, b), v in self._incarnations.items()}
+        tmp = self.runtime.dir / (CONFIG + ".tmp")
+        tmp.write_text(json.dumps(self.config, indent=2))
+        os.replace(tmp, self.runtime.dir / CONFIG)
+
+    @classmethod
+    def attach(cls, name: str) -> "LiveSystem":
+        """The GES system running on runtime ``name`` (RuntimeNotFound / GesStateError if there is none)."""
+        rt = mh.Runtime.attach(name)
+        path = rt.dir / CONFIG
+        if not path.exists():
+            raise GesStateError(f"no GES system runs on runtime {name!r} (start one with multihop ges up TOPOLOGY --name {name})")
+        return cls(rt, json.loads(path.read_text()), None, {})
+
+    # ---- talking to brokers -------------------------------------------------------------
+
+    @property
+    def addresses(self) -> list[str]:
+        """The running brokers' addresses, sorted."""
+        return sorted(self.config["brokers"], key=lambda a: Address(a))
+
+    def pid(self, address: AddressLike) -> int:
+        """The process id of a broker."""
+        return int(self.config["brokers"][str(Address(address))]["pid"])
+
+    def control(self, address: AddressLike, timeout: float = 10.0) -> Control:
+        """The (cached) control channel to a broker."""
+        a = str(Address(address, self.topology.levels))
+        if a not in self.config["brokers"]:
+            raise GesStateError(f"no broker {a} in GES system {self.name!r}")
+        c = self._controls.get(a)
+        if c is None:
+            if self._dispatcher is None:
+                self._dispatcher = self.runtime.dispatcher(self.runtime.cores[0])
+            c = self._controls[a] = Control(self._dispatcher, self.config["system"], a, timeout)
+        return c
+
+    def status(self, address: AddressLike, timeout: float = 10.0) -> dict[str, Any]:
+        """One broker's state (links, records, edges, routing cache, partitions, counters)."""
+        return self.control(address, timeout).status(timeout)
+
+    def graph(self, address: AddressLike, timeout: float = 10.0) -> ConnectivityGraph:
+        """The connectivity graph of a live broker, rebuilt here from the records it reports."""
+        st = self.status(address, timeout)
+        addr = Address(address, self.topology.levels)
+        recs = [(Connection.create(o, p, lvl, inc, cost, ver, dead), x) for o, p, lvl, inc, ver, cost, dead, x in st["records"]]
+        return ConnectivityGraph(addr.code, self.topology.levels, CostMatrix(self.topology.levels), recs)
+
+    def differences(self) -> list[str]:
+        """Brokers whose live graph differs from the shadow simulator's (empty when converged)."""
+        assert self.shadow is not None
+        out = []
+        for a in self.addresses:
+            try:
+                live = signature(self.graph(a))
+            except mh.MultihopError as e:
+                out.append(f"{a} (unreachable: {e})")
+                continue
+            if live != signature(self.shadow.graph(a)):
+                out.append(a)
+        return out
+
+    def wait_converged(self, timeout: float = 30.0) -> float:
+        """Wait until every live graph equals the shadow simulator's; returns the seconds it took."""
+        if self.shadow is None:
+            raise GesStateError("this LiveSystem was attached, not started here: it has no shadow simulation to compare with")
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        while True:
+            self._check_alive()
+            try:
+                diff = self.differences()
+            except mh.BindError:
+                diff = ["(some broker is not up yet)"]
+            if not diff:
+                return time.monotonic() - t0
+            if time.monotonic() > deadline:
+                raise GesStateError(f"live brokers did not converge within {timeout} s; differing: {', '.join(diff[:10])}")
+            time.sleep(0.05)  # the tool waits; the brokers never poll
+
+    def _check_alive(self) -> None:
+        for a, p in self._procs.items():
+            if p.poll() is not None and a in self.config["brokers"]:
+                log = Path(self.config["brokers"][a]["log"]).read_text(errors="replace")[-2000:]
+                raise GesStateError(f"broker {a} exited with {p.returncode}:\n{log}")
+
+    # ---- changes ---------------------------------------------------------------------------
+
+    def add_gateway(self, a: AddressLike, b: AddressLike, cost: int = 0) -> None:
+        """Bring up a new gateway between two running brokers (replayed on the shadow simulator)."""
+        gw = self.topology.add_gateway(a, b, cost)
+        key = (str(gw.a), str(gw.b))
+        inc = self._incarnations.get(key, 0) + 1  # incarnation 0 was the topology's own
+        self._incarnations[key] = inc
+        try:
+            self.control(gw.b).gateway(str(gw.a), EXPECT, inc)
+            self.control(gw.a).gateway(str(gw.b), UP, inc, gw.cost)
+        except BaseException:
+            self.topology.remove_gateway(gw.a, gw.b)
+            raise
+        if self.shadow is not None:
+            self.shadow.add_gateway(gw.a, gw.b, gw.cost)
+            self.shadow.run_until_quiet()
+        self._save()
+
+    def remove_gateway(self, a: AddressLike, b: AddressLike) -> None:
+        """Close a gateway (its two ends see it lost)."""
+        gw = self.topology.remove_gateway(a, b)
+        self.control(gw.a).gateway(str(gw.b), DOWN)
+        if self.shadow is not None:
+            self.shadow.remove_gateway(gw.a, gw.b)
+            self.shadow.run_until_quiet()
+        self._save()
+
+    def set_cost(self, a: AddressLike, b: AddressLike, cost: int) -> None:
+        """Change a gateway's extra cost at both ends."""
+        self.control(a).gateway(str(Address(b)), COST, cost=cost)
+        self.control(b).gateway(str(Address(a)), COST, cost=cost)
+        if self.shadow is not None:
+            self.shadow.set_cost(a, b, cost)
+            self.shadow.run_until_quiet()
+
+    def kill(self, address: AddressLike) -> None:
+        """SIGKILL a broker: its neighbours see their gateways to it lost."""
+        a = str(Address(address, self.topology.levels))
+        pid = self.pid(a)
+        c = self._controls.pop(a, None)
+        os.kill(pid, signal.SIGKILL)
+        p = self._procs.pop(a, None)
+        if p is not None:
+            p.wait(10)
+        if c is not None:
+            try:
+                c.close()
+            except mh.MultihopError:
+                pass
+        del self.config["brokers"][a]
+        self.topology.remove_broker(a)
+        if self.shadow is not None:
+            self.shadow.kill_broker(a)
+            self.shadow.run_until_quiet()
+        self._save()
+
+    # ---- stop -----------------------------------------------------------------------------------
+
+    def down(self, timeout: float = 10.0) -> None:
+        """Stop every broker (then the runtime, if :meth:`up` started it). Idempotent; never hangs."""
+        pids = {a: info.get("pid") for a, info in self.config.get("brokers", {}).items()}
+        for a in list(pids):
+            try:
+                self.control(a, timeout=2.0).shutdown()
+            except Exception:
+                pass
+        for c in self._controls.values():
+            try:
+                c.close()
+            except Exception:
+                pass
+        self._controls.clear()
+        deadline = time.monotonic() + timeout
+        for a, pid in pids.items():
+            if pid is None:
+                continue
+            p = self._procs.get(a)
+            while (p.poll() is None) if p is not None else _alive(pid):
+                if time.monotonic() > deadline:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    if p is not None:
+                        p.wait(5)
+                    break
+                time.sleep(0.01)
+        if self._dispatcher is not None:
+            try:
+                self._dispatcher.detach()
+            except Exception:
+                pass
+            self._dispatcher = None
+        try:
+            (self.runtime.dir / CONFIG).unlink()
+        except FileNotFoundError:
+            pass
+        if self.config.get("runtime_started"):
+            if self._owned_runtime is not None:
+                self._owned_runtime.stop()
+            else:
+                try:
+                    mh.Runtime.attach(self.name).stop()
+                except mh.RuntimeNotFound:
+                    pass
+
+    def __enter__(self) -> "LiveSystem":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()

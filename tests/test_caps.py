@@ -1,0 +1,353 @@
+"""Handles (file descriptors) over channels: issue 16 §1, TN-006 2.7.
+
+Real runtimes, real monitors, real processes: handles travel out of band through the monitors'
+control sockets and must arrive with exactly their message, in order; refusals must name their
+reason and leave the channel working; nothing may leak in any monitor.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Iterator
+
+import psutil
+import pytest
+
+import caps_procs
+import multihop as mh
+from conftest import unique_name
+from procs import CTX
+
+
+def fd_count(pid: int) -> int:
+    """Open descriptors of process `pid` (/proc/<pid>/fd)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def held_by(pid: int, kind: str) -> int:
+    """How many of process `pid`'s descriptors are `kind` (their /proc link contains it)."""
+    n = 0
+    for f in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += kind in os.readlink(f"/proc/{pid}/fd/{f}")
+        except OSError:
+            pass
+    return n
+
+
+def memfd(text: bytes) -> int:
+    fd = os.memfd_create("test-data")
+    os.write(fd, text)
+    return fd
+
+
+def read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 1 << 16)
+
+
+def is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def own_fds(kind: str) -> list[int]:
+    """This process's descriptors whose /proc link contains `kind` (listing /proc opens one more)."""
+    out = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            if kind in os.readlink(f"/proc/self/fd/{f}"):
+                out.append(int(f))
+        except OSError:
+            pass
+    return out
+
+
+def monitor_pids(rt: mh.Runtime) -> list[int]:
+    return [m["pid"] for m in rt.status(limit=0)["monitors"] if "pid" in m]
+
+
+@pytest.fixture
+def ring3() -> Iterator[mh.Runtime]:
+    """Three cores in a ring: 0 -> 1 -> 2, so a channel from core 0 to core 2 crosses 3 monitors."""
+    r = mh.Runtime.start(unique_name("caps"), cores=[0, 1, 2], routing="ring")
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+def pair(rt: mh.Runtime, transport: str, cli_core: int = 0, srv_core: int = 1, name: str = "caps") -> tuple:
+    srv = rt.dispatcher(core=srv_core)
+    svc = srv.export(name)
+    cli = rt.dispatcher(core=cli_core)
+    ch = cli.bind(name, transport=transport, timeout=10)
+    peer = svc.accept(timeout=10)
+    return ch, peer, (srv, svc, cli)
+
+
+def test_memfd_written_by_one_process_is_read_by_another_through_three_monitors(ring3: mh.Runtime) -> None:
+    srv = ring3.dispatcher(core=2)
+    svc = srv.export("pages")
+    out = CTX.Queue()
+    p = CTX.Process(target=caps_procs.memfd_writer, args=(ring3.name, 0, "pages", b"written in core 0", out))
+    p.start()
+    try:
+        ch = svc.accept(timeout=20)
+        data, handles = ch.recv_with_handles(timeout=20)
+        assert data == b"here is a page" and len(handles) == 1
+        assert out.get(timeout=20) == ("gave", False)  # give_away closed the writer's copy
+        with handles[0] as h:
+            m = mmap.mmap(h.fileno(), 4096)  # the same pages, shared with the writer
+            assert m[:17] == b"written in core 0"
+            m[4096 - 16 : 4096 - 7] = b"read by 2"
+            ch.send(b"answered")
+            assert out.get(timeout=20) == ("done", 3, b"read by 2")
+            m.close()
+        assert h.closed
+    finally:
+        p.join(20)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_cap_is_duplicated_and_give_away_closes_the_senders_copy(rt: mh.Runtime, transport: str) -> None:
+    ch, peer, _keep = pair(rt, transport)
+    fd = memfd(b"kept")
+    ch.send(b"dup", handles=[fd])
+    assert is_open(fd)  # a cap: the sender keeps its descriptor
+    data, [h] = peer.recv_with_handles(timeout=10)
+    assert data == b"dup" and read_all(h.fileno()) == b"kept" and h.fileno() != fd
+    # A received Handle sent back, given away, is closed; an int given away is closed too.
+    a, b = socket.socketpair()
+    ch.send(b"mixed", handles=[fd, a], give_away=[True, True])
+    assert not is_open(fd) and a.fileno() == -1  # the socket object itself was closed
+    peer.send(b"back", handles=[h], give_away=True)
+    assert h.closed
+    data, hs = peer.recv_with_handles(timeout=10)
+    assert data == b"mixed" and len(hs) == 2
+    hs[1].detach() and None  # take the socket end over as a plain descriptor
+    back, [h2] = ch.recv_with_handles(timeout=10)
+    assert back == b"back" and read_all(h2.fileno()) == b"kept"
+    b.close()
+    st = ch.stats()
+    assert st["handles_sent"] == 3 and st["handles_received"] == 1
+    assert peer.try_recv_with_handles() is None
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Runtime, transport: str) -> None:
+    ch, peer, _keep = pair(rt, transport)
+    good = memfd(b"good")
+
+    def still_works(tag: bytes) -> None:
+        ch.send(tag)
+        assert peer.recv_with_handles(timeout=10) == (tag, [])
+
+    # A runtime-owned handle: this process's own ring segments and control sockets, checked here
+    # first and, bypassing that, by the sending side's monitor.
+    owned = own_fds("multihop:")
+    assert owned
+    with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
+        ch.send(b"x", handles=[good, owned[0]])
+    assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
+    with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
+        ch._send_handles_unchecked(b"x", [good, owned[0]])
+    assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
+    ctl = own_fds("socket:")
+    with pytest.raises(mh.CapSendError) as e:
+        ch._send_handles_unchecked(b"x", ctl)
+    assert e.value.reason == "runtime_owned" and "control socket" in str(e.value)
+    still_works(b"after runtime-owned")
+    # A closed handle, and too many.
+    dead = memfd(b"")
+    os.close(dead)
+    with pytest.raises(mh.CapSendError, match="is not open") as e:
+        ch.send(b"x", handles=[good, good, dead])
+    assert (e.value.reason, e.value.index) == ("not_open", 2)
+    with pytest.raises(mh.CapSendError, match="at most 32") as e:
+        ch.send(b"x", handles=[good] * (mh.MAX_HANDLES + 1))
+    assert e.value.reason == "too_many"
+    with pytest.raises(mh.CapSendError) as e:
+        ch._send_handles_unchecked(b"x", [good] * (mh.MAX_HANDLES + 1))
+    assert e.value.reason == "too_many"
+    assert isinstance(e.value, OSError)
+    still_works(b"after closed and too many")
+    # A receiver with no room: it keeps at most 2 handles for messages it has not read.
+    peer.handle_room = 2
+    ch.send(b"one", handles=[good, good])
+    with pytest.raises(mh.CapSendError, match="no room") as e:
+        ch.send(b"two", handles=[good])
+    assert e.value.reason == "no_room"
+    assert peer.pending_handles == 2
+    data, hs = peer.recv_with_handles(timeout=10)
+    assert data == b"one" and [read_all(h.fileno()) for h in hs] == [b"good", b"good"]
+    ch.send(b"two", handles=[good])  # room again
+    assert peer.recv_with_handles(timeout=10)[0] == b"two"
+    still_works(b"after no room")
+    assert is_open(good)  # refused sends never take the sender's handles
+    status = rt.status(limit=0)["monitors"]
+    assert sum(m["handles"]["refused"] for m in status) >= 3  # the unchecked ones were refused by a monitor
+    os.close(good)
+
+
+def test_receiver_with_a_full_descriptor_table_refuses(rt: mh.Runtime) -> None:
+    ready, limited, out = CTX.Event(), CTX.Event(), CTX.Queue()
+    p = CTX.Process(target=caps_procs.starved_receiver, args=(rt.name, 1, "starved", ready, limited, out))
+    p.start()
+    try:
+        assert ready.wait(20)
+        cli = rt.dispatcher(core=0)
+        ch = cli.bind("starved", transport="multihop", timeout=10)
+        assert limited.wait(20)  # the receiver accepted and lowered its limit
+        fd = memfd(b"z")
+        with pytest.raises(mh.CapSendError, match="descriptor table is full") as e:
+            ch.send(b"too many for it", handles=[fd] * mh.MAX_HANDLES)
+        assert e.value.reason == "no_room"
+        ch.send(b"plain")
+        assert out.get(timeout=20) == (b"plain", 0)
+        ch.send(b"after", handles=[fd])
+        assert out.get(timeout=20) == (b"after", 1)
+        os.close(fd)
+    finally:
+        p.join(20)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+
+
+def test_receiver_killed_with_handles_in_flight_leaks_nothing_in_any_monitor(ring3: mh.Runtime) -> None:
+    cli = ring3.dispatcher(core=0)
+    # Warm the monitors' relay connections up with another channel first (they are kept).
+    warm_srv = ring3.dispatcher(core=2)
+    warm_svc = warm_srv.export("warm")
+    w = cli.bind("warm", transport="multihop", timeout=10)
+    fd = memfd(b"in flight")
+    w.send(b"w", handles=[fd])
+    warm_peer = warm_svc.accept(timeout=10)
+    assert warm_peer.recv_with_handles(timeout=10)[0] == b"w"
+    mons = monitor_pids(ring3)
+    assert len(mons) == 3
+    baseline = {pid: fd_count(pid) for pid in mons}
+    ready = CTX.Event()
+    p = CTX.Process(target=caps_procs.hoarder, args=(ring3.name, 2, "victim", ready))
+    p.start()
+    sent, errors = [0], []
+    try:
+        assert ready.wait(20)
+        # A window wide enough that the flood never waits for credit: when the receiver dies, one
+        # group is on its way through the monitors and dozens sit in its inbox.
+        ch = cli.bind("victim", transport="multihop", timeout=10, window=4096)
+
+        def flood() -> None:
+            try:
+                for _ in range(10_000):
+                    ch.send(b"h", handles=[fd, fd, fd], timeout=10)
+                    sent[0] += 1
+            except (mh.ChannelClosed, mh.CapSendError, mh.Timeout) as e:
+                errors.append(e)
+
+        t = threading.Thread(target=flood)
+        t.start()
+        deadline = time.monotonic() + 20
+        while sent[0] < 30 and time.monotonic() < deadline and t.is_alive():
+            time.sleep(0.01)
+        assert sent[0] >= 30, "the flood did not get going"
+        os.kill(p.pid, signal.SIGKILL)  # with handles held by it and on their way to it
+        t.join(30)
+        assert not t.is_alive() and errors, "the sender did not learn the receiver died"
+        ch.close()
+    finally:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    # Every monitor is back to (at most) where it was: no handle, socket or segment of the dead one
+    # kept, and not one descriptor of the handles' memfd anywhere in a monitor. (At most: the
+    # baseline may include the end of a status connection the monitor had not closed yet.)
+    def settled() -> bool:
+        return all(fd_count(pid) <= baseline[pid] and not held_by(pid, "memfd:test-data") for pid in mons)
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not settled():
+        time.sleep(0.05)
+    assert {pid: held_by(pid, "memfd:test-data") for pid in mons} == {pid: 0 for pid in mons}
+    assert all(fd_count(pid) <= baseline[pid] for pid in mons), ({pid: fd_count(pid) for pid in mons}, baseline)
+    w.send(b"alive", handles=[fd])  # and the runtime still carries handles
+    assert warm_peer.recv_with_handles(timeout=10)[0] == b"alive"
+    os.close(fd)
+
+
+@pytest.mark.parametrize(("transport", "n"), [("multihop", 100_000), ("ump", 20_000)])
+def test_messages_with_interleaved_handles_keep_their_order(rt: mh.Runtime, transport: str, n: int) -> None:
+    srv = rt.dispatcher(core=1)
+    svc = srv.export("ordered")
+    every = 50
+    p = CTX.Process(target=caps_procs.ordered_sender, args=(rt.name, 0, "ordered", transport, n, every))
+    p.start()
+    try:
+        ch = svc.accept(timeout=20)
+        for i in range(n):
+            data, hs = ch.recv_with_handles(timeout=30)
+            assert data == i.to_bytes(8, "little"), f"message {i} out of order: {data!r}"
+            want = 0 if i % every else (2 if (i // every) % 3 == 0 else 1)
+            assert len(hs) == want, f"message {i} came with {len(hs)} handles, not {want}"
+            for j, h in enumerate(hs):
+                assert read_all(h.fileno()) == data + bytes([j])
+                h.close()
+        assert ch.pending_handles == 0
+        with pytest.raises(mh.ChannelClosed):
+            ch.recv_with_handles(timeout=30)
+    finally:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_plain_receives_close_handles_and_a_closed_end_releases_what_it_held(rt: mh.Runtime, transport: str) -> None:
+    ch, peer, _keep = pair(rt, transport)
+    fd = memfd(b"x")
+    before = fd_count(os.getpid())
+    ch.send(b"a", handles=[fd])
+    ch.send(b"b", handles=[fd, fd])
+    assert peer.recv(timeout=10) == b"a"  # the message without its handles: they are closed
+    assert peer.recv_batch(4, timeout=10) == [b"b"]
+    st = peer.stats()
+    assert (st["handles_discarded"], st["handles_pending"]) == (3, 0)
+    for _ in range(5):
+        ch.send(b"c", handles=[fd])
+    deadline = time.monotonic() + 10
+    while peer.pending_handles < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert peer.pending_handles == 5 and fd_count(os.getpid()) == before + 5
+    peer.close()  # torn down with handles waiting: they are closed at once
+    assert fd_count(os.getpid()) == before
+    with pytest.raises((mh.CapSendError, mh.ChannelClosed)) as e:
+        ch.send(b"late", handles=[fd], timeout=5)  # refused ("closed"), or the close is seen first
+    assert isinstance(e.value, mh.ChannelClosed) or e.value.reason == "closed"
+    os.close(fd)
+
+
+def test_handle_objects(tmp_path) -> None:
+    f = os.open(tmp_path / "f", os.O_CREAT | os.O_RDWR)
+    h = mh.Handle(f)
+    assert int(h) == f and h.fileno() == f and os.fstat(h).st_size == 0 and "f" in repr(h)
+    assert h.detach() == f and h.closed
+    with pytest.raises(ValueError):
+        h.fileno()
+    with mh.Handle(f) as h2:
+        pass
+    assert h2.closed and not is_open(f)
+    with pytest.raises(ValueError, match="not open"):
+        mh.Handle(f)

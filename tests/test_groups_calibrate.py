@@ -1,0 +1,126 @@
+"""Calibration on a live runtime (real shared memory, real monitors, spawned agents), the measured
+shoot-down, and the ``multihop groups`` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import pytest
+from conftest import unique_name
+
+import multihop as mh
+from multihop.groups import GroupError, ModelError, flat, load_model, simulate
+from multihop.groups.calibrate import STORED_NAME, calibrate, stored_model
+from multihop.groups.live import measure_shootdown
+from multihop.groups.simulate import Workload
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this test process; monitors and multiprocessing's
+    resource tracker (started once, lives as long as this process) left out."""
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+            if p.status() != psutil.STATUS_ZOMBIE and "multihop.monitor" not in cmd and "resource_tracker" not in cmd:
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture
+def rt4() -> Iterator[mh.Runtime]:
+    """Four virtual cores on this machine's CPUs (two sockets declared)."""
+    runtime = mh.Runtime.start(unique_name("cal"), cores=[0, 1, 2, 3], topology=mh.Topology([[0, 1], [2, 3]]))
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+
+
+def test_calibrating_two_cores_stores_a_model_that_predicts_the_measured_shootdown(rt: mh.Runtime, tmp_path: Path) -> None:
+    before = children()
+    lines: list[str] = []
+    model = calibrate(rt, rounds=100, bursts=5, burst=32, progress=lines.append)
+    assert children() == before  # every agent gone
+    assert len(lines) == 2 and "0 -> 1" in lines[0]
+    assert model.cores == (0, 1) and model.cpu_of == {0: rt.cpu_of(0), 1: rt.cpu_of(1)}
+    for a, b in ((0, 1), (1, 0)):
+        assert model.cost("send", a, b) > 0 and model.cost("recv", a, b) > 0 and model.cost("latency", a, b) >= 0
+    assert (rt.dir / STORED_NAME).is_file() and stored_model(rt) == model
+    again = calibrate(rt, rounds=50, bursts=3, burst=16, out=tmp_path / "here.toml")
+    assert load_model(tmp_path / "here.toml") == again
+    # the measured shoot-down and the prediction exist and are positive (how close they are is the
+    # benchmark's business, on a machine shared with other work)
+    live = measure_shootdown(rt, 0, [1], rounds=100)
+    assert children() == before
+    assert 0 < live.p10 <= live.median <= live.p90
+    assert simulate(model, flat(0, [1]), Workload("direct")).shootdown > 0
+
+
+def test_virtual_cores_get_a_switch_cost_and_unmeasured_pairs_are_filled(rt4: mh.Runtime) -> None:
+    model = calibrate(rt4, pairs="from", rounds=60, bursts=3, burst=16)
+    assert model.topology == rt4.topology
+    assert model.cpu_of == {c: rt4.cpu_of(c) for c in rt4.cores}
+    shared = [(a, b) for a in rt4.cores for b in rt4.cores if a < b and rt4.cpu_of(a) == rt4.cpu_of(b)]
+    if shared:  # more cores than CPUs: handing a CPU over is measured as the switch
+        assert model.switch > 0
+        assert all(model.cost("latency", a, b) == 0 for a, b in shared)
+    assert model.cost("send", 2, 3) > 0 and model.cost("recv", 3, 2) > 0  # filled from the measured pairs
+    live = measure_shootdown(rt4, 0, [1, 2, 3], rounds=40, warmup=5)
+    assert live.median > 0 and live.members == (1, 2, 3)
+
+
+def test_calibrating_over_multihop_channels_goes_through_the_monitors(rt4: mh.Runtime) -> None:
+    before = sum(m["data"]["forwarded"] for m in rt4.status()["monitors"])
+    model = calibrate(rt4, [0, 2], rounds=40, bursts=3, burst=16, transport="multihop")
+    assert sum(m["data"]["forwarded"] for m in rt4.status()["monitors"]) - before >= 2 * (40 + 3 * 16)
+    assert "over multihop channels" in model.description
+    assert model.cost("send", 0, 2) > 0 and model.rtt(0, 2) > 0
+
+
+def test_bad_calibration_requests_are_refused_and_the_runtime_keeps_running(rt: mh.Runtime) -> None:
+    before = children()
+    with pytest.raises(ModelError, match="two or more distinct cores"):
+        calibrate(rt, [0])
+    with pytest.raises(ModelError, match=r"cores \[7\] are not in runtime"):
+        calibrate(rt, [0, 7])
+    with pytest.raises(ModelError, match="pairs is 'all' or 'from'"):
+        calibrate(rt, pairs="some")
+    with pytest.raises(ModelError, match="transport is 'ump' or 'multihop'"):
+        calibrate(rt, transport="pigeon")
+    with pytest.raises(ModelError, match="source core 5"):
+        calibrate(rt, pairs="from", source=5)
+    with pytest.raises(GroupError, match="distinct member cores"):
+        measure_shootdown(rt, 0, [])
+    with pytest.raises(GroupError, match="core 9 is not in runtime"):
+        measure_shootdown(rt, 0, [9])
+    assert rt.alive and children() == before and stored_model(rt) is None
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_groups_command() -> None:
+    out = cli("groups", "models")
+    assert out.returncode == 0 and "4x8: 4 sockets x 8 cores" in out.stdout
+    out = cli("groups", "simulate", "--model", "2x8")
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: float(line.split()[1].replace(",", "")) for line in out.stdout.splitlines()[2:]}
+    assert set(rows) == {"flat", "radix:2", "radix:4", "radix:8", "numa", "machine"}
+    assert rows["machine"] <= min(rows.values())
+    out = cli("groups", "tree", "numa", "--model", "4x8", "--cores", "0-3,8,16,24", "--root", "0")
+    assert out.returncode == 0 and out.stdout.splitlines()[:4] == ["0", "  16", "  8", "  24"]
+    for args, problem in ((("tree", "star", "--model", "2x8"), "unknown tree mode 'star'"),
+                          (("simulate", "--model", "9x9"), "no model file '9x9'"),
+                          (("simulate", "--model", "2x8", "--cores", "0-40"), "core 16 is not in model"),
+                          (("calibrate", "no-such-runtime"), "no runtime named 'no-such-runtime'")):
+        out = cli("groups", *args)
+        assert out.returncode == 1 and problem in out.stderr, out.stderr
+    assert "groups" in cli("--help").stdout
