@@ -5,9 +5,14 @@
 //! routing tables.  One thread drains every inbound ring in batches: a
 //! multi-hop message's VCI is looked up in the forwarding table, rewritten,
 //! and the message goes out on the entry's link.  When that link's ring is
-//! full, or messages already wait for it, the message joins that link's FIFO
-//! queue, so order is kept per channel direction (as Barrelfish does).  The
-//! credit window bounds what the queues can hold.
+//! full, or messages already wait for it, the message joins that link's
+//! queue (`link_queue.rs`): one FIFO per channel direction, so order is kept
+//! per channel (as Barrelfish does), served by deficit round robin over the
+//! channels, so a flooding channel cannot hold another's messages back
+//! (issue 16 §2).  The forwarder keeps a monitor link's ring short
+//! ([`LINK_FAIR_SLOTS`]): what waits is ordered fairly here, not first come
+//! first served in the ring.  The credit window bounds what the queues can
+//! hold.
 //!
 //! An unknown VCI (a forged one, or a channel already torn down) is dropped
 //! and counted: a data frame under `dropped`, a teardown or credit frame
@@ -20,7 +25,6 @@
 //! made by the control threads (over the control sockets) and only touch the
 //! table under the same lock, between forwarding rounds.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -29,6 +33,7 @@ use serde_json::json;
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
 use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
+use crate::link_queue::LinkQueue;
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
@@ -43,6 +48,14 @@ fn thread_cpu_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Ring slots a monitor fills at most on a link to another monitor before
+/// the rest waits in its fair queue: 16 KiB, 128 messages of 64 bytes (a
+/// window-64 stream of small messages never waits). A message that arrives
+/// behind a flood waits for at most this much in the ring plus one turn of
+/// each other channel in the queue. Links to dispatchers are not limited:
+/// their channels all belong to one process.
+pub const LINK_FAIR_SLOTS: usize = 256;
 
 /// Passes over the inbound rings in one step before waking readers.
 const DRAIN_PASSES: usize = 4;
@@ -63,8 +76,7 @@ pub enum LinkPeer {
 struct LinkSlot {
     ch: Arc<UmpChannel>,
     peer: LinkPeer,
-    queue: VecDeque<Vec<u8>>,
-    max_queue: usize,
+    queue: LinkQueue,
     forwarded_out: u64,
     /// Messages written this round whose reader has not been rung yet.
     unrung: bool,
@@ -89,7 +101,10 @@ impl Fwd {
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
-        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: VecDeque::new(), max_queue: 0, forwarded_out: 0, unrung: false };
+        if matches!(peer, LinkPeer::Monitor(_)) {
+            ch.limit_fill(LINK_FAIR_SLOTS);
+        }
+        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: LinkQueue::default(), forwarded_out: 0, unrung: false };
         if let Some(i) = self.links.iter().position(|l| l.is_none()) {
             self.links[i] = Some(slot);
             i as LinkId
@@ -120,8 +135,9 @@ impl Fwd {
             .collect()
     }
 
-    /// Queue a message for `out` or send it now if nothing waits before it.
-    fn send_or_queue(&mut self, out: LinkId, msg: &[u8]) -> bool {
+    /// Queue a message of the channel `vci` names on `out`, or send it now
+    /// if nothing waits for that link.
+    fn send_or_queue(&mut self, out: LinkId, vci: u64, msg: &[u8]) -> bool {
         let Some(Some(slot)) = self.links.get_mut(out as usize) else {
             return false;
         };
@@ -136,8 +152,7 @@ impl Fwd {
                 Err(_) => return false, // dead link: torn down when its turn comes
             }
         }
-        slot.queue.push_back(msg.to_vec());
-        slot.max_queue = slot.max_queue.max(slot.queue.len());
+        slot.queue.push(vci, msg);
         self.max_queue = self.max_queue.max(slot.queue.len());
         true
     }
@@ -159,7 +174,7 @@ impl Fwd {
             return;
         };
         Header::rewrite_vci(msg, e.out_vci);
-        if self.send_or_queue(e.out_link, msg) {
+        if self.send_or_queue(e.out_link, e.out_vci, msg) {
             self.forwarded += 1;
         }
         if h.kind == Kind::Teardown {
@@ -207,7 +222,7 @@ impl Fwd {
     pub fn remove_link(&mut self, link: LinkId) {
         for ((l, v), e) in self.table.entries_on(link) {
             let hdr = teardown_frame(e.out_vci);
-            self.send_or_queue(e.out_link, &hdr);
+            self.send_or_queue(e.out_link, e.out_vci, &hdr);
             self.table.remove_pair(l, v);
         }
         // Left now: halves of binds still in flight that lead into `link`.
@@ -225,11 +240,12 @@ impl Fwd {
     /// channel was torn down on this side).
     pub fn send_teardown(&mut self, link: LinkId, vci: u64) {
         let hdr = teardown_frame(vci);
-        self.send_or_queue(link, &hdr);
+        self.send_or_queue(link, vci, &hdr);
         self.ring_unrung();
     }
 
-    /// Move queued messages onto their rings while they fit.
+    /// Move queued messages onto their rings while they fit, in the fair
+    /// order of each link's queue.
     fn flush(&mut self) -> usize {
         let mut n = 0;
         for slot in self.links.iter_mut().flatten() {
@@ -237,7 +253,7 @@ impl Fwd {
                 if slot.ch.try_send_quiet(&[m]).is_err() {
                     break;
                 }
-                slot.queue.pop_front();
+                slot.queue.pop();
                 slot.forwarded_out += 1;
                 slot.unrung = true;
                 n += 1;
@@ -316,7 +332,9 @@ impl Fwd {
                     LinkPeer::Monitor(c) => ("monitor", c as u64),
                     LinkPeer::Dispatcher(d) => ("dispatcher", d),
                 };
-                json!({"id": i, "kind": kind, "peer": peer, "queued": l.queue.len(), "max_queued": l.max_queue, "forwarded_out": l.forwarded_out})
+                json!({"id": i, "kind": kind, "peer": peer, "queued": l.queue.len(), "max_queued": l.queue.max_len(),
+                    "queued_channels": l.queue.channels(), "max_overtaken": l.queue.max_overtaken(),
+                    "quantum": l.queue.quantum(), "forwarded_out": l.forwarded_out})
             })
             .collect();
         json!({

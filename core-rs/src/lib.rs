@@ -22,6 +22,7 @@
 //! - [`vci`]: a monitor's forwarding table
 //! - [`forward`]: a monitor's data plane (links, forwarding loop)
 //! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
+//! - [`link_queue`]: what waits for a monitor's outgoing link, served fairly over channels (deficit round robin)
 //! - [`sched_group`]: a monitor's scheduling group (its own session, kept light)
 //! - [`group_weight`]: when that group needs its fair share back (a state machine)
 //! - [`monitor`]: the per-core monitor process (one concern per file under `monitor/`)
@@ -49,6 +50,7 @@ pub mod forgery;
 pub mod forward;
 pub mod group_weight;
 pub mod idle_poll;
+pub mod link_queue;
 pub mod liveness;
 pub mod mhchannel;
 pub mod mhlink;
