@@ -96,8 +96,12 @@ def _check_routing(report: Path, plots: list[str]) -> None:
 
 
 def _check_window(report: Path, plots: list[str]) -> None:
-    rows = _csv(report / "throughput_by_window.csv")
+    rows = [r for r in _csv(report / "throughput_by_window.csv") if r["kind"] == "oneway"]
     assert sorted(int(r["window"]) for r in rows) == [1, 4, 16, 64]
+    # Fair link sharing: a ping-pong alone, next to a flood, and next to a flood on unfair link queues.
+    loads = {c.split("load=")[1].split(",")[0] for c in (r["case"] for r in _csv(report / "latency.csv")) if "load=" in c}
+    assert loads == {"alone", "flood", "flood-unfair"}
+    assert any(p.startswith("latency_cdf_") and "_window" in p for p in plots)
     assert all(float(r["throughput_msgs"]) > 0 for r in rows)
     assert "throughput_vs_window.png" in plots
 

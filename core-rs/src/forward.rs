@@ -33,7 +33,7 @@ use serde_json::json;
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
 use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
-use crate::link_queue::LinkQueue;
+use crate::link_queue::{LinkQueue, QUANTUM};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
@@ -56,6 +56,14 @@ fn thread_cpu_ns() -> u64 {
 /// each other channel in the queue. Links to dispatchers are not limited:
 /// their channels all belong to one process.
 pub const LINK_FAIR_SLOTS: usize = 256;
+
+/// The deficit round robin quantum of this monitor's link queues: the
+/// environment's `MULTIHOP_LINK_QUANTUM` (bytes; for benchmarks that compare
+/// against an unfair queue: a quantum of a gigabyte serves each channel's
+/// whole backlog in turn), else `link_queue::QUANTUM`.
+fn link_quantum() -> usize {
+    std::env::var("MULTIHOP_LINK_QUANTUM").ok().and_then(|v| v.parse().ok()).filter(|&q| q > 0).unwrap_or(QUANTUM)
+}
 
 /// Passes over the inbound rings in one step before waking readers.
 const DRAIN_PASSES: usize = 4;
@@ -93,18 +101,20 @@ pub struct Fwd {
     pub malformed: u64,
     /// Largest number of messages any link queue ever held.
     pub max_queue: usize,
+    /// Bytes per turn in the link queues.
+    quantum: usize,
 }
 
 impl Fwd {
     fn new() -> Fwd {
-        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0 }
+        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0, quantum: link_quantum() }
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
         if matches!(peer, LinkPeer::Monitor(_)) {
             ch.limit_fill(LINK_FAIR_SLOTS);
         }
-        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: LinkQueue::default(), forwarded_out: 0, unrung: false };
+        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: LinkQueue::new(self.quantum), forwarded_out: 0, unrung: false };
         if let Some(i) = self.links.iter().position(|l| l.is_none()) {
             self.links[i] = Some(slot);
             i as LinkId
