@@ -58,14 +58,21 @@ def _check_plots(report_dir: Path) -> list[str]:
 
 
 def _check_channels(report: Path, plots: list[str]) -> None:
-    rows = _csv(report / "latency.csv")
+    every = _csv(report / "latency.csv")
+    rows = [r for r in every if "@" not in r["transport"]]
     assert {(r["transport"], int(r["size"])) for r in rows} == {
         (t, s) for t in ("ump", "multihop") for s in (0, 64, 4096, 65536)
     }
     assert {int(r["hops"]) for r in rows if r["transport"] == "ump"} == {0}
     assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
     oneway = [r for r in _csv(report / "throughput.csv") if r["kind"] == "oneway"]
-    assert len(oneway) == 8 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    assert len(oneway) == 8 + 2 * 4 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    # Every process layout, multi-hop next to Pipe started the same way, round trips and streams.
+    from multihop.bench.layouts import LAYOUTS
+
+    want = {f"{t}@{lay.name}" for t in ("multihop", "pipe") for lay in LAYOUTS}
+    assert {r["transport"] for r in every if "@" in r["transport"]} == want
+    assert {r["transport"] for r in oneway if "@" in r["transport"]} == want
     assert "throughput_vs_size.png" in plots
 
 

@@ -36,9 +36,9 @@ pub const STARVED_PERIODS: u32 = 2;
 /// A period shorter than this says nothing (the guard woke early).
 const MIN_PERIOD_NS: u64 = 500_000;
 /// First wait at the fair share before probing light again.
-pub const FIRST_PROBE_AFTER_NS: u64 = 4_000_000_000;
+pub const FIRST_PROBE_AFTER_NS: u64 = 500_000_000;
 /// Longest wait between probes.
-pub const MAX_PROBE_AFTER_NS: u64 = 64_000_000_000;
+pub const MAX_PROBE_AFTER_NS: u64 = 8_000_000_000;
 /// A probe that sees no starvation for this long succeeded.
 pub const PROBE_WINDOW_NS: u64 = 1_000_000_000;
 

@@ -5,7 +5,8 @@ place in the process tree (session, process group, parent) the caller chose.
 It reports on the file descriptor ``--report`` (inherited): ``pid N`` first
 (a daemon is not its starter's child), ``ready`` once a
 server has exported (or, for a pipe, once it is listening), then one JSON line
-with the client's figure. Workloads: ``rtt`` (median round trip, us),
+with the client's figure (and, for ``rtt``, each timed round trip's
+``send_ns`` / ``recv_ns`` on CLOCK_MONOTONIC, the first tenth left out). Workloads: ``rtt`` (median round trip, us),
 ``stream`` (one-way, one ``send`` per message, msg/s) and ``batch`` (one-way,
 ``send_batch`` of 16, msg/s). Transports: ``multihop``, ``ump`` and ``pipe``
 (a ``multiprocessing`` connection over an inherited socket pair, the
@@ -33,16 +34,22 @@ def _report(fd: int, line: str) -> None:
     os.write(fd, (line + "\n").encode())
 
 
+_SAMPLES: dict[str, list[int]] = {}
+
+
 def _rtt(send: Callable[[bytes], Any], recv: Callable[[], bytes], n: int, size: int) -> float:
     msg = b"x" * size
-    times = np.empty(n, dtype=np.int64)
-    clock = time.perf_counter_ns
+    t_send = np.empty(n, dtype=np.int64)
+    t_recv = np.empty(n, dtype=np.int64)
+    clock = time.monotonic_ns  # system-wide: the bench records these times as a trace
     for i in range(n):
-        t0 = clock()
+        t_send[i] = clock()
         send(msg)
         recv()
-        times[i] = clock() - t0
-    return float(np.median(times[n // 10:])) / 1000.0  # the first tenth warms up
+        t_recv[i] = clock()
+    warm = n // 10  # the first tenth warms up
+    _SAMPLES["send_ns"], _SAMPLES["recv_ns"] = t_send[warm:].tolist(), t_recv[warm:].tolist()
+    return float(np.median(t_recv[warm:] - t_send[warm:])) / 1000.0
 
 
 def _client(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes],
@@ -89,7 +96,7 @@ def _run_pipe(a: argparse.Namespace) -> None:
     else:
         value = _client(a, conn.send_bytes, conn.recv_bytes, None)
         conn.send_bytes(b"bye")
-        _report(a.report, json.dumps({"value": value}))
+        _report(a.report, json.dumps({"value": value, **_SAMPLES}))
     conn.close()
 
 
@@ -109,7 +116,7 @@ def _run_channel(a: argparse.Namespace) -> None:
             with d.bind(a.service, transport=a.transport, window=a.window, timeout=60) as ch:
                 value = _client(a, ch.send, lambda: ch.recv(timeout=60),
                                 lambda m: ch.send_batch(m, timeout=60))
-            _report(a.report, json.dumps({"value": value}))
+            _report(a.report, json.dumps({"value": value, **_SAMPLES}))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -36,10 +36,11 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import multihop as mh
 
-__all__ = ["LAYOUTS", "Layout", "LayoutRun", "layout"]
+__all__ = ["LAYOUTS", "Layout", "LayoutFigures", "LayoutRun", "layout", "measure"]
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,11 @@ class LayoutRun:
         Round trips in microseconds (median), streams in messages per second.
         Raises MonitorError when an end fails or does not finish within `timeout`.
         """
+        return float(self.case_result(transport, work, n, size, window, timeout)["value"])
+
+    def case_result(self, transport: str, work: str, n: int, size: int = 64, window: int = 16,
+                    timeout: float = 300.0) -> dict[str, Any]:
+        """Like :meth:`case`, the client's whole report: ``value``, and for ``rtt`` ``send_ns`` / ``recv_ns``."""
         self._seq += 1
         service = f"layout-{self._seq}"
         common = ["--transport", transport, "--work", work, "--n", str(n), "--size", str(size), "--window", str(window)]
@@ -199,7 +205,7 @@ class LayoutRun:
             result = json.loads(client.line(deadline))
             if "error" in result:
                 raise mh.MonitorError(f"layout {self.layout.name}: {transport} {work} client failed: {result['error']}")
-            return float(result["value"])
+            return dict(result)
         finally:
             if pair is not None:
                 for s in pair:
@@ -233,3 +239,34 @@ def running(name: str, cores: tuple[int, int] = (0, 1)) -> Iterator[LayoutRun]:
     """`LayoutRun` of the layout called `name` for the block."""
     with LayoutRun(layout(name), cores) as run:
         yield run
+
+
+@dataclass(frozen=True)
+class LayoutFigures:
+    """One layout's figures, with Pipe between ends started the same way in the same run."""
+
+    layout: str
+    rtt_us: float
+    pipe_rtt_us: float
+    stream: float
+    pipe_stream: float
+    batch: float
+
+    def line(self) -> str:
+        """One printed row: ours, Pipe's and the ratios (goals: round trip <= 0.5x Pipe, stream >= 5x)."""
+        return (f"  {self.layout:<16} rtt {self.rtt_us:7.1f} us ({self.rtt_us / self.pipe_rtt_us:5.2f}x Pipe {self.pipe_rtt_us:6.1f})"
+                f"   one-way w16 {self.stream:11,.0f} msg/s ({self.stream / self.pipe_stream:5.2f}x Pipe {self.pipe_stream:9,.0f})"
+                f"   batches of 16 {self.batch:11,.0f} msg/s ({self.batch / self.pipe_stream:5.2f}x)")
+
+
+def measure(name: str, n_rtt: int, n_stream: int, repeat: int = 1) -> LayoutFigures:
+    """Median figures of layout `name`: multi-hop round trip, stream and batches against Pipe's, `repeat` runs."""
+    import statistics
+
+    with running(name) as run:
+        def med(transport: str, work: str, n: int) -> float:
+            return statistics.median(run.case(transport, work, n) for _ in range(repeat))
+
+        return LayoutFigures(name, med("multihop", "rtt", n_rtt), med("pipe", "rtt", n_rtt),
+                             med("multihop", "stream", n_stream), med("pipe", "stream", n_stream),
+                             med("multihop", "batch", n_stream))
