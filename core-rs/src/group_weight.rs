@@ -52,19 +52,12 @@ pub struct WeightPolicy {
     probe_after: u64,
     /// True while a probe (light after fair) has not yet survived its window.
     probing: bool,
-    /// Whether the forwarder should stop polling: set by a starved period
-    /// at the fair share, cleared by [`CALM_PERIODS`] calm ones in a row.
-    contended: bool,
-    calm: u32,
 }
-
-/// Consecutive periods without starvation (not polling) that end contention.
-pub const CALM_PERIODS: u32 = 8;
 
 impl WeightPolicy {
     /// Start light at time `now`.
     pub fn new(now: u64) -> WeightPolicy {
-        WeightPolicy { wanted: Weight::Light, streak: 0, since: now, probe_after: FIRST_PROBE_AFTER_NS, probing: false, contended: false, calm: 0 }
+        WeightPolicy { wanted: Weight::Light, streak: 0, since: now, probe_after: FIRST_PROBE_AFTER_NS, probing: false }
     }
 
     /// The weight wanted now.
@@ -79,11 +72,6 @@ impl WeightPolicy {
     pub fn observe(&mut self, now: u64, elapsed: u64, waited: u64, polling: bool) -> Weight {
         let starved = !polling && elapsed >= MIN_PERIOD_NS && waited.saturating_mul(4) >= elapsed.saturating_mul(3);
         self.streak = if starved { self.streak + 1 } else { 0 };
-        if starved {
-            self.calm = 0;
-        } else if !polling && elapsed >= MIN_PERIOD_NS {
-            self.calm += 1;
-        }
         let held = now.saturating_sub(self.since);
         match self.wanted {
             Weight::Light => {
@@ -104,26 +92,13 @@ impl WeightPolicy {
                 }
             }
         }
-        self.contended = match self.wanted {
-            Weight::Light => false,
-            Weight::Fair => (self.contended || starved) && self.calm < CALM_PERIODS,
-        };
         self.wanted
-    }
-
-    /// Whether the forwarder should not poll now: its group is at its fair
-    /// share because something on its CPU starved it, and that has not been
-    /// calm since (polling would only take turns from that something). Once
-    /// calm, polling resumes at the fair share until the probe goes light.
-    pub fn contended(&self) -> bool {
-        self.contended
     }
 
     fn set(&mut self, w: Weight, now: u64) {
         self.wanted = w;
         self.since = now;
         self.streak = 0;
-        self.calm = 0;
     }
 
     /// How long the next fair spell lasts before a probe (for status).
@@ -181,25 +156,6 @@ mod tests {
         // This probe survives its window: the wait resets.
         assert_eq!(feed(&mut p, &mut now, (PROBE_WINDOW_NS / MS) as u32, false, false), Weight::Light);
         assert_eq!(p.probe_after_ns(), FIRST_PROBE_AFTER_NS);
-    }
-
-    #[test]
-    fn polling_stops_while_contended_and_resumes_once_calm() {
-        let mut now = 0;
-        let mut p = WeightPolicy::new(now);
-        assert!(!p.contended());
-        assert_eq!(feed(&mut p, &mut now, STARVED_PERIODS, true, false), Weight::Fair);
-        assert!(p.contended(), "starved into the fair share: no polling");
-        feed(&mut p, &mut now, CALM_PERIODS - 1, false, false);
-        assert!(p.contended());
-        feed(&mut p, &mut now, 1, true, false); // starved again: the count restarts
-        feed(&mut p, &mut now, CALM_PERIODS - 1, false, false);
-        assert!(p.contended());
-        feed(&mut p, &mut now, 1, false, false);
-        assert!(!p.contended(), "calm for CALM_PERIODS: polling resumes at the fair share");
-        assert_eq!(p.wanted(), Weight::Fair);
-        feed(&mut p, &mut now, 1, true, false);
-        assert!(p.contended(), "starved again while fair");
     }
 
     #[test]

@@ -34,12 +34,9 @@
 //! process leads a session of its own, kept light (`sched_group.rs`), and
 //! the guard also feeds `group_weight.rs` with how long the forwarder waited
 //! to run: when something on the CPU that does not block (a compute job)
-//! starves it, the group gets its fair share back until a later probe finds
-//! the CPU free again. Meanwhile the forwarder does not poll while that
-//! starvation lasts (polling would only take turns from the job), and polls
-//! again once a few periods were calm (`WeightPolicy::contended`): staying
-//! parked until the probe made every message of a ping-pong wait for a
-//! wake-up, 13 -> 50 us a round trip, for seconds after a flood. The guard itself
+//! starves it, the group gets its fair share back and the forwarder stops
+//! polling (the CPU is not idle then, so polling would only take turns from
+//! that job) until a later probe finds the CPU free again. The guard itself
 //! may run on any CPU, so what starves the forwarder does not starve its
 //! guard too.
 
@@ -47,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::group_weight::WeightPolicy;
+use crate::group_weight::{Weight, WeightPolicy};
 use crate::peer::coarse_now_ns;
 use crate::sched_group::SchedGroup;
 
@@ -85,10 +82,10 @@ struct Shared {
     /// The scheduling group's status (written by the guard on a change,
     /// read by status requests).
     group_status: Mutex<serde_json::Value>,
-    /// True while something on the CPU starves the forwarder at its group's
-    /// fair share (`group_weight.rs`): polling would only take turns from
-    /// it. Written by the guard, read by the poller (Relaxed: a hint, acted
-    /// on at the next budget).
+    /// True while the group is at its fair share because something on the
+    /// CPU starved the forwarder: polling would then only take turns from
+    /// that something. Written by the guard, read by the poller (Relaxed: a
+    /// hint, acted on at the next budget).
     contended: AtomicBool,
     stop: AtomicBool,
     /// The guard sleeps on this while the forwarder is inactive.
@@ -126,8 +123,8 @@ impl IdlePoll {
             last_work_ns: AtomicU64::new(coarse_now_ns()),
             promotions: AtomicU64::new(0),
             idle_entries: AtomicU64::new(0),
-            contended: AtomicBool::new(false),
             group_status: Mutex::new(group.as_ref().map_or(serde_json::Value::Null, SchedGroup::status)),
+            contended: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
         });
@@ -289,10 +286,10 @@ impl GroupKeeper {
             let elapsed = (now - t0).as_nanos() as u64;
             let at = (now - self.epoch).as_nanos() as u64;
             let wanted = self.policy.observe(at, elapsed, waited.saturating_sub(w0), polling);
-            s.contended.store(self.policy.contended(), Ordering::Relaxed);
             if self.group.weight() != Some(wanted) {
                 // Refused (the kernel's rate limit): tried again next period.
                 self.group.set(wanted);
+                s.contended.store(self.group.weight() == Some(Weight::Fair), Ordering::Relaxed);
                 *s.group_status.lock().unwrap_or_else(|p| p.into_inner()) = self.group.status();
             }
         }
