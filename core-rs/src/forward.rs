@@ -35,7 +35,7 @@ use crate::error::ErrorKind;
 use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
 use crate::link_queue::{LinkQueue, QUANTUM};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
-use crate::vci::{ForwardTable, LinkId};
+use crate::vci::{Entry, ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
 /// One step in this many has its thread CPU time measured (a system call).
@@ -169,6 +169,14 @@ impl Fwd {
 
     /// Forward one message that arrived on `link`.
     fn handle(&mut self, link: LinkId, msg: &mut [u8]) {
+        self.handle_in_run(link, msg, &mut None);
+    }
+
+    /// Forward one message of a run read from `link` in one go, under one
+    /// hold of the lock: `last` keeps the entry of the previous message's
+    /// VCI, so a batch of one channel is looked up once (a TEARDOWN, the
+    /// only change to the table made here, forgets it).
+    fn handle_in_run(&mut self, link: LinkId, msg: &mut [u8], last: &mut Option<(u64, Entry)>) {
         let h = match Header::decode(msg) {
             Ok(h) => h,
             Err(_) => {
@@ -176,12 +184,19 @@ impl Fwd {
                 return;
             }
         };
-        let Some(e) = self.table.lookup(link, h.vci).copied() else {
-            match h.kind {
-                Kind::Data => self.dropped += 1,
-                Kind::Teardown | Kind::Dummy => self.late += 1,
+        let e = match *last {
+            Some((vci, e)) if vci == h.vci => e,
+            _ => {
+                let Some(e) = self.table.lookup(link, h.vci).copied() else {
+                    match h.kind {
+                        Kind::Data => self.dropped += 1,
+                        Kind::Teardown | Kind::Dummy => self.late += 1,
+                    }
+                    return;
+                };
+                *last = Some((h.vci, e));
+                e
             }
-            return;
         };
         Header::rewrite_vci(msg, e.out_vci);
         if self.send_or_queue(e.out_link, e.out_vci, msg) {
@@ -189,6 +204,7 @@ impl Fwd {
         }
         if h.kind == Kind::Teardown {
             self.table.remove_pair(link, h.vci);
+            *last = None;
         }
     }
 
@@ -297,10 +313,11 @@ impl Fwd {
         for i in 0..self.links.len() {
             let Some(slot) = &self.links[i] else { continue };
             let ch = slot.ch.clone();
+            let mut last = None;
             let got = ch.try_recv_many(64, &mut |len, copy| {
                 scratch.resize(len, 0);
                 copy(scratch);
-                self.handle(i as LinkId, scratch);
+                self.handle_in_run(i as LinkId, scratch, &mut last);
                 Ok(true)
             });
             match got {
