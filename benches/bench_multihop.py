@@ -173,11 +173,11 @@ def main() -> None:
         print(row("monitor CPU per message (live, with idle polling)", cpu_ns, "ns"))
         mh_mon, mh_me = channel_memory(rt, "multihop", 500)
         ump_mon, ump_me = channel_memory(rt, "ump", 100)
-    print("process layouts (issue 17 §1; real cores: client core 0, service core 1; Pipe between ends started alike):")
+    print("process layouts (issue 17 §1; real cores: client core 0, service core 1; Pipe between ends started alike):", flush=True)
     lays = [layouts.measure(lay.name, max(n_rtt // 4, 1000), max(n_stream // 4, 5000), rep) for lay in layouts.LAYOUTS]
     for f in lays:
-        print(f.line())
-        print("hops (ring mode, 8 virtual cores on this machine's CPUs)")
+        print(f.line(), flush=True)
+        print("hops (ring mode, 8 virtual cores on this machine's CPUs)", flush=True)
     with mh.Runtime.start(f"bench-hops-{pid}", cores=list(range(8)), routing="ring") as rt:
         for hops, dst in ((1, 0), (2, 1), (4, 3), (8, 7)):
             b = peers.PeerBench(rt, 0, dst, transport="multihop", window=16)
