@@ -66,13 +66,12 @@ def _check_channels(report: Path, plots: list[str]) -> None:
     assert {int(r["hops"]) for r in rows if r["transport"] == "ump"} == {0}
     assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
     oneway = [r for r in _csv(report / "throughput.csv") if r["kind"] == "oneway"]
-    assert len(oneway) == 8 + 2 * 4 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
-    # Every process layout, multi-hop next to Pipe started the same way, round trips and streams.
+    assert len(oneway) == 8 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    # Every process layout, multi-hop next to Pipe started the same way (--quick: round trips only).
     from multihop.bench.layouts import LAYOUTS
 
     want = {f"{t}@{lay.name}" for t in ("multihop", "pipe") for lay in LAYOUTS}
     assert {r["transport"] for r in every if "@" in r["transport"]} == want
-    assert {r["transport"] for r in oneway if "@" in r["transport"]} == want
     assert "throughput_vs_size.png" in plots
 
 
