@@ -6,6 +6,9 @@ Run: .venv/bin/python benches/bench_multihop.py [--scale 1.0] [--repeat 3]
   round trip and one-way 64 B throughput, multi-hop against UMP and Pipe,
   per message and in batches of 16 (``send_batch`` / ``recv_records``);
 - credit windows 1, 4, 16, 64;
+- every process layout (``multihop.bench.layouts``: ends in the starter's session,
+  in sessions of their own, a detached runtime, daemons as cron starts them):
+  round trip and one-way window 16 against Pipe between ends started the same way;
 - ring mode on 8 virtual cores: 1, 2, 4 and 8 monitors on the path;
 - the monitors' own forwarding cost in the live runtime: their CPU time over
   the messages they forwarded during a stream (the Rust bench
@@ -39,7 +42,7 @@ import psutil
 
 import multihop as mh
 from multihop import rts
-from multihop.bench import peers
+from multihop.bench import layouts, peers
 
 
 def med(f: Callable[[], float], repeat: int) -> float:
@@ -170,7 +173,11 @@ def main() -> None:
         print(row("monitor CPU per message (live, with idle polling)", cpu_ns, "ns"))
         mh_mon, mh_me = channel_memory(rt, "multihop", 500)
         ump_mon, ump_me = channel_memory(rt, "ump", 100)
-    print("hops (ring mode, 8 virtual cores on this machine's CPUs)")
+    print("process layouts (issue 17 §1; real cores: client core 0, service core 1; Pipe between ends started alike):", flush=True)
+    lays = [layouts.measure(lay.name, max(n_rtt // 4, 1000), max(n_stream // 4, 5000), rep) for lay in layouts.LAYOUTS]
+    for f in lays:
+        print(f.line(), flush=True)
+        print("hops (ring mode, 8 virtual cores on this machine's CPUs)", flush=True)
     with mh.Runtime.start(f"bench-hops-{pid}", cores=list(range(8)), routing="ring") as rt:
         for hops, dst in ((1, 0), (2, 1), (4, 3), (8, 7)):
             b = peers.PeerBench(rt, 0, dst, transport="multihop", window=16)
@@ -189,6 +196,10 @@ def main() -> None:
     print(f"  round trip no slower than Pipe: {pipe_rtt / mh_rtt:.2f}x Pipe -> {'met' if mh_rtt <= pipe_rtt else 'NOT met'}")
     best = max(mh_stream, mh_batched)
     print(f"  one-way window 16 >= 5x Pipe: {mh_stream / pipe_stream:.2f}x per message, {mh_batched / pipe_stream:.2f}x batched -> {'met' if best >= 5 * pipe_stream else 'NOT met'}")
+    worst_rtt = max(f.rtt_us / f.pipe_rtt_us for f in lays)
+    worst_stream = min(f.stream / f.pipe_stream for f in lays)
+    print(f"  every layout: round trip <= 0.5x Pipe: worst {worst_rtt:.2f}x -> {'met' if worst_rtt <= 0.5 else 'NOT met'};"
+          f" one-way window 16 >= 5x Pipe: worst {worst_stream:.2f}x -> {'met' if worst_stream >= 5 else 'NOT met'}")
     print(f"  forwarding step <= 100 ns per message (live, CPU time): {fwd_ns:.0f} ns -> {'met' if fwd_ns <= 100 else 'NOT met'}"
           " (the bare step: cargo bench -p multihop-core --bench pingpong)")
 

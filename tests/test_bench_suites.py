@@ -58,7 +58,8 @@ def _check_plots(report_dir: Path) -> list[str]:
 
 
 def _check_channels(report: Path, plots: list[str]) -> None:
-    rows = _csv(report / "latency.csv")
+    every = _csv(report / "latency.csv")
+    rows = [r for r in every if "@" not in r["transport"]]
     assert {(r["transport"], int(r["size"])) for r in rows} == {
         (t, s) for t in ("ump", "multihop") for s in (0, 64, 4096, 65536)
     }
@@ -66,6 +67,11 @@ def _check_channels(report: Path, plots: list[str]) -> None:
     assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
     oneway = [r for r in _csv(report / "throughput.csv") if r["kind"] == "oneway"]
     assert len(oneway) == 8 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    # Every process layout, multi-hop next to Pipe started the same way (--quick: round trips only).
+    from multihop.bench.layouts import LAYOUTS
+
+    want = {f"{t}@{lay.name}" for t in ("multihop", "pipe") for lay in LAYOUTS}
+    assert {r["transport"] for r in every if "@" in r["transport"]} == want
     assert "throughput_vs_size.png" in plots
 
 
@@ -96,8 +102,12 @@ def _check_routing(report: Path, plots: list[str]) -> None:
 
 
 def _check_window(report: Path, plots: list[str]) -> None:
-    rows = _csv(report / "throughput_by_window.csv")
+    rows = [r for r in _csv(report / "throughput_by_window.csv") if r["kind"] == "oneway"]
     assert sorted(int(r["window"]) for r in rows) == [1, 4, 16, 64]
+    # Fair link sharing: a ping-pong alone, next to a flood, and next to a flood on unfair link queues.
+    loads = {c.split("load=")[1].split(",")[0] for c in (r["case"] for r in _csv(report / "latency.csv")) if "load=" in c}
+    assert loads == {"alone", "flood", "flood-unfair"}
+    assert any(p.startswith("latency_cdf_") and "_window" in p for p in plots)
     assert all(float(r["throughput_msgs"]) > 0 for r in rows)
     assert "throughput_vs_window.png" in plots
 

@@ -387,6 +387,14 @@ impl UmpChannel {
         Ok(())
     }
 
+    /// Write small messages only while fewer than `slots` ring slots are
+    /// unconsumed (this end only; see `ring::Producer::limit_fill`). A
+    /// monitor keeps its links' rings short this way, so the order it
+    /// chooses for what waits (`link_queue.rs`) is the order that counts.
+    pub fn limit_fill(&self, slots: usize) {
+        lock(&self.tx).producer.limit_fill(slots);
+    }
+
     /// Wake the peer if it is parked (after `try_send_quiet`); true if it was.
     pub fn ring_peer(&self) -> bool {
         self.peer_doorbell.ring()

@@ -5,9 +5,14 @@
 //! routing tables.  One thread drains every inbound ring in batches: a
 //! multi-hop message's VCI is looked up in the forwarding table, rewritten,
 //! and the message goes out on the entry's link.  When that link's ring is
-//! full, or messages already wait for it, the message joins that link's FIFO
-//! queue, so order is kept per channel direction (as Barrelfish does).  The
-//! credit window bounds what the queues can hold.
+//! full, or messages already wait for it, the message joins that link's
+//! queue (`link_queue.rs`): one FIFO per channel direction, so order is kept
+//! per channel (as Barrelfish does), served by deficit round robin over the
+//! channels, so a flooding channel cannot hold another's messages back
+//! (issue 16 §2).  The forwarder keeps a monitor link's ring short
+//! ([`LINK_FAIR_SLOTS`]): what waits is ordered fairly here, not first come
+//! first served in the ring.  The credit window bounds what the queues can
+//! hold.
 //!
 //! An unknown VCI (a forged one, or a channel already torn down) is dropped
 //! and counted: a data frame under `dropped`, a teardown or credit frame
@@ -20,7 +25,6 @@
 //! made by the control threads (over the control sockets) and only touch the
 //! table under the same lock, between forwarding rounds.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,9 +32,10 @@ use serde_json::json;
 
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
-use crate::idle_poll::{poll_cap, IdlePoll};
+use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
+use crate::link_queue::{LinkQueue, QUANTUM};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
-use crate::vci::{ForwardTable, LinkId};
+use crate::vci::{Entry, ForwardTable, LinkId};
 use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
 /// One step in this many has its thread CPU time measured (a system call).
@@ -42,6 +47,22 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: a valid out pointer; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Ring slots a monitor fills at most on a link to another monitor before
+/// the rest waits in its fair queue: 16 KiB, 128 messages of 64 bytes (a
+/// window-64 stream of small messages never waits). A message that arrives
+/// behind a flood waits for at most this much in the ring plus one turn of
+/// each other channel in the queue. Links to dispatchers are not limited:
+/// their channels all belong to one process.
+pub const LINK_FAIR_SLOTS: usize = 256;
+
+/// The deficit round robin quantum of this monitor's link queues: the
+/// environment's `MULTIHOP_LINK_QUANTUM` (bytes; for benchmarks that compare
+/// against an unfair queue: a quantum of a gigabyte serves each channel's
+/// whole backlog in turn), else `link_queue::QUANTUM`.
+fn link_quantum() -> usize {
+    std::env::var("MULTIHOP_LINK_QUANTUM").ok().and_then(|v| v.parse().ok()).filter(|&q| q > 0).unwrap_or(QUANTUM)
 }
 
 /// Passes over the inbound rings in one step before waking readers.
@@ -63,8 +84,7 @@ pub enum LinkPeer {
 struct LinkSlot {
     ch: Arc<UmpChannel>,
     peer: LinkPeer,
-    queue: VecDeque<Vec<u8>>,
-    max_queue: usize,
+    queue: LinkQueue,
     forwarded_out: u64,
     /// Messages written this round whose reader has not been rung yet.
     unrung: bool,
@@ -81,15 +101,20 @@ pub struct Fwd {
     pub malformed: u64,
     /// Largest number of messages any link queue ever held.
     pub max_queue: usize,
+    /// Bytes per turn in the link queues.
+    quantum: usize,
 }
 
 impl Fwd {
     fn new() -> Fwd {
-        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0 }
+        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0, quantum: link_quantum() }
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
-        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: VecDeque::new(), max_queue: 0, forwarded_out: 0, unrung: false };
+        if matches!(peer, LinkPeer::Monitor(_)) {
+            ch.limit_fill(LINK_FAIR_SLOTS);
+        }
+        let slot = LinkSlot { ch: Arc::new(ch), peer, queue: LinkQueue::new(self.quantum), forwarded_out: 0, unrung: false };
         if let Some(i) = self.links.iter().position(|l| l.is_none()) {
             self.links[i] = Some(slot);
             i as LinkId
@@ -120,8 +145,9 @@ impl Fwd {
             .collect()
     }
 
-    /// Queue a message for `out` or send it now if nothing waits before it.
-    fn send_or_queue(&mut self, out: LinkId, msg: &[u8]) -> bool {
+    /// Queue a message of the channel `vci` names on `out`, or send it now
+    /// if nothing waits for that link.
+    fn send_or_queue(&mut self, out: LinkId, vci: u64, msg: &[u8]) -> bool {
         let Some(Some(slot)) = self.links.get_mut(out as usize) else {
             return false;
         };
@@ -136,14 +162,21 @@ impl Fwd {
                 Err(_) => return false, // dead link: torn down when its turn comes
             }
         }
-        slot.queue.push_back(msg.to_vec());
-        slot.max_queue = slot.max_queue.max(slot.queue.len());
+        slot.queue.push(vci, msg);
         self.max_queue = self.max_queue.max(slot.queue.len());
         true
     }
 
     /// Forward one message that arrived on `link`.
     fn handle(&mut self, link: LinkId, msg: &mut [u8]) {
+        self.handle_in_run(link, msg, &mut None);
+    }
+
+    /// Forward one message of a run read from `link` in one go, under one
+    /// hold of the lock: `last` keeps the entry of the previous message's
+    /// VCI, so a batch of one channel is looked up once (a TEARDOWN, the
+    /// only change to the table made here, forgets it).
+    fn handle_in_run(&mut self, link: LinkId, msg: &mut [u8], last: &mut Option<(u64, Entry)>) {
         let h = match Header::decode(msg) {
             Ok(h) => h,
             Err(_) => {
@@ -151,19 +184,27 @@ impl Fwd {
                 return;
             }
         };
-        let Some(e) = self.table.lookup(link, h.vci).copied() else {
-            match h.kind {
-                Kind::Data => self.dropped += 1,
-                Kind::Teardown | Kind::Dummy => self.late += 1,
+        let e = match *last {
+            Some((vci, e)) if vci == h.vci => e,
+            _ => {
+                let Some(e) = self.table.lookup(link, h.vci).copied() else {
+                    match h.kind {
+                        Kind::Data => self.dropped += 1,
+                        Kind::Teardown | Kind::Dummy => self.late += 1,
+                    }
+                    return;
+                };
+                *last = Some((h.vci, e));
+                e
             }
-            return;
         };
         Header::rewrite_vci(msg, e.out_vci);
-        if self.send_or_queue(e.out_link, msg) {
+        if self.send_or_queue(e.out_link, e.out_vci, msg) {
             self.forwarded += 1;
         }
         if h.kind == Kind::Teardown {
             self.table.remove_pair(link, h.vci);
+            *last = None;
         }
     }
 
@@ -207,7 +248,7 @@ impl Fwd {
     pub fn remove_link(&mut self, link: LinkId) {
         for ((l, v), e) in self.table.entries_on(link) {
             let hdr = teardown_frame(e.out_vci);
-            self.send_or_queue(e.out_link, &hdr);
+            self.send_or_queue(e.out_link, e.out_vci, &hdr);
             self.table.remove_pair(l, v);
         }
         // Left now: halves of binds still in flight that lead into `link`.
@@ -225,11 +266,12 @@ impl Fwd {
     /// channel was torn down on this side).
     pub fn send_teardown(&mut self, link: LinkId, vci: u64) {
         let hdr = teardown_frame(vci);
-        self.send_or_queue(link, &hdr);
+        self.send_or_queue(link, vci, &hdr);
         self.ring_unrung();
     }
 
-    /// Move queued messages onto their rings while they fit.
+    /// Move queued messages onto their rings while they fit, in the fair
+    /// order of each link's queue.
     fn flush(&mut self) -> usize {
         let mut n = 0;
         for slot in self.links.iter_mut().flatten() {
@@ -237,7 +279,7 @@ impl Fwd {
                 if slot.ch.try_send_quiet(&[m]).is_err() {
                     break;
                 }
-                slot.queue.pop_front();
+                slot.queue.pop();
                 slot.forwarded_out += 1;
                 slot.unrung = true;
                 n += 1;
@@ -271,10 +313,11 @@ impl Fwd {
         for i in 0..self.links.len() {
             let Some(slot) = &self.links[i] else { continue };
             let ch = slot.ch.clone();
+            let mut last = None;
             let got = ch.try_recv_many(64, &mut |len, copy| {
                 scratch.resize(len, 0);
                 copy(scratch);
-                self.handle(i as LinkId, scratch);
+                self.handle_in_run(i as LinkId, scratch, &mut last);
                 Ok(true)
             });
             match got {
@@ -316,7 +359,9 @@ impl Fwd {
                     LinkPeer::Monitor(c) => ("monitor", c as u64),
                     LinkPeer::Dispatcher(d) => ("dispatcher", d),
                 };
-                json!({"id": i, "kind": kind, "peer": peer, "queued": l.queue.len(), "max_queued": l.max_queue, "forwarded_out": l.forwarded_out})
+                json!({"id": i, "kind": kind, "peer": peer, "queued": l.queue.len(), "max_queued": l.queue.max_len(),
+                    "queued_channels": l.queue.channels(), "max_overtaken": l.queue.max_overtaken(),
+                    "quantum": l.queue.quantum(), "forwarded_out": l.forwarded_out})
             })
             .collect();
         json!({
@@ -347,10 +392,16 @@ pub struct Forwarder {
     sampled_messages: AtomicU64,
     /// Times its starvation guard promoted it (status only).
     promotions: AtomicU64,
+    /// Whether the process's scheduling group is ours to manage (a monitor).
+    own_group: bool,
+    /// The poller's status handle, once the loop runs.
+    poll_status: Mutex<Option<PollStatus>>,
 }
 
 impl Forwarder {
-    pub fn new(bell: Arc<Doorbell>) -> Arc<Forwarder> {
+    /// A forwarder waking on `bell`; with `own_group` its polling manages the
+    /// process's scheduling group (`sched_group.rs`; monitors only).
+    pub fn new(bell: Arc<Doorbell>, own_group: bool) -> Arc<Forwarder> {
         Arc::new(Forwarder {
             fwd: Mutex::new(Fwd::new()),
             bell,
@@ -360,6 +411,8 @@ impl Forwarder {
             sampled_cpu_ns: AtomicU64::new(0),
             sampled_messages: AtomicU64::new(0),
             promotions: AtomicU64::new(0),
+            own_group,
+            poll_status: Mutex::new(None),
         })
     }
 
@@ -376,6 +429,8 @@ impl Forwarder {
         v["sampled_cpu_ns"] = json!(self.sampled_cpu_ns.load(Ordering::Relaxed));
         v["sampled_messages"] = json!(self.sampled_messages.load(Ordering::Relaxed));
         v["poll_promotions"] = json!(self.promotions.load(Ordering::Relaxed));
+        let poll = self.poll_status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        v["sched_group"] = poll.map_or(serde_json::Value::Null, |p| p.group());
         v
     }
 
@@ -392,7 +447,8 @@ impl Forwarder {
     /// The forwarding loop; returns when stopped.
     pub fn run(&self) {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
-        let mut poll = IdlePoll::start(poll_cap());
+        let mut poll = IdlePoll::start(poll_cap(), self.own_group);
+        *self.poll_status.lock().unwrap_or_else(|p| p.into_inner()) = Some(poll.status_handle());
         let mut steps: u64 = 0;
         // What reading the thread clock itself adds to a sample.
         let clock_cost = (0..64).map(|_| thread_cpu_ns().wrapping_neg().wrapping_add(thread_cpu_ns())).min().unwrap_or(0);

@@ -28,12 +28,25 @@
 //! not moved, the guard moves it back to `SCHED_OTHER` (a fair share), so it
 //! finishes its step and parks. With no work for `GUARD_ACTIVE` the guard
 //! sleeps until work comes back.
+//!
+//! Scheduling group: `SCHED_IDLE` gives way only within the poller's own
+//! scheduling group (its session, under autogroup). So the forwarder's
+//! process leads a session of its own, kept light (`sched_group.rs`), and
+//! the guard also feeds `group_weight.rs` with how long the forwarder waited
+//! to run: when something on the CPU that does not block (a compute job)
+//! starves it, the group gets its fair share back and the forwarder stops
+//! polling (the CPU is not idle then, so polling would only take turns from
+//! that job) until a later probe finds the CPU free again. The guard itself
+//! may run on any CPU, so what starves the forwarder does not starve its
+//! guard too.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::group_weight::{Weight, WeightPolicy};
 use crate::peer::coarse_now_ns;
+use crate::sched_group::SchedGroup;
 
 /// Default cap of the poll budget, in microseconds.
 pub const DEFAULT_POLL_US: u64 = 200;
@@ -63,6 +76,17 @@ struct Shared {
     last_work_ns: AtomicU64,
     /// Times the guard had to promote a starved poller (for status).
     promotions: AtomicU64,
+    /// Bumped by the poller each time it enters the idle-priority phase;
+    /// read by the guard to tell waiting by design from starvation.
+    idle_entries: AtomicU64,
+    /// The scheduling group's status (written by the guard on a change,
+    /// read by status requests).
+    group_status: Mutex<serde_json::Value>,
+    /// True while the group is at its fair share because something on the
+    /// CPU starved the forwarder: polling would then only take turns from
+    /// that something. Written by the guard, read by the poller (Relaxed: a
+    /// hint, acted on at the next budget).
+    contended: AtomicBool,
     stop: AtomicBool,
     /// The guard sleeps on this while the forwarder is inactive.
     wake: (Mutex<bool>, Condvar),
@@ -86,20 +110,27 @@ fn set_policy(tid: i32, idle: bool) {
 
 impl IdlePoll {
     /// Set up polling for the calling thread with budget cap `cap` (zero: never
-    /// poll, and no guard thread).
-    pub fn start(cap: Duration) -> IdlePoll {
+    /// poll, and no guard thread). With `own_group`, the process's scheduling
+    /// group is made light and managed by the guard (a monitor; never a
+    /// process that does not lead its own session, see `sched_group.rs`).
+    pub fn start(cap: Duration, own_group: bool) -> IdlePoll {
+        let group = (own_group && !cap.is_zero()).then(SchedGroup::join);
         let shared = Arc::new(Shared {
+            // SAFETY: gettid takes no arguments and cannot fail.
             tid: AtomicI32::new(unsafe { libc::gettid() }),
             at_idle: AtomicBool::new(false),
             heartbeat: AtomicU64::new(0),
             last_work_ns: AtomicU64::new(coarse_now_ns()),
             promotions: AtomicU64::new(0),
+            idle_entries: AtomicU64::new(0),
+            group_status: Mutex::new(group.as_ref().map_or(serde_json::Value::Null, SchedGroup::status)),
+            contended: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
         });
         if !cap.is_zero() {
             let g = shared.clone();
-            std::thread::Builder::new().name("poll-guard".into()).spawn(move || guard(&g)).ok();
+            std::thread::Builder::new().name("poll-guard".into()).spawn(move || guard(&g, group)).ok();
         }
         IdlePoll { cap, shared, gap_ewma_ns: cap.as_nanos() as u64 / 2, last_work: Instant::now(), beats: 0 }
     }
@@ -132,7 +163,7 @@ impl IdlePoll {
     /// priority only uses cycles nobody else wants.
     pub fn budget(&self) -> Duration {
         let cap_ns = self.cap.as_nanos() as u64;
-        if cap_ns == 0 || self.gap_ewma_ns > cap_ns {
+        if cap_ns == 0 || self.gap_ewma_ns > cap_ns || self.shared.contended.load(Ordering::Relaxed) {
             return Duration::ZERO;
         }
         self.cap
@@ -141,6 +172,7 @@ impl IdlePoll {
     /// Enter the poll phase: run at idle priority.
     pub fn begin(&mut self) {
         if !self.shared.at_idle.load(Ordering::Relaxed) {
+            self.shared.idle_entries.fetch_add(1, Ordering::Relaxed);
             self.shared.at_idle.store(true, Ordering::Relaxed);
             set_policy(0, true);
         }
@@ -165,7 +197,25 @@ impl IdlePoll {
 
     /// Times the guard promoted a starved poller.
     pub fn promotions(&self) -> u64 {
-        self.shared.promotions.load(Ordering::Relaxed)
+        // Pairs with the guard's SeqCst increment before it changes the policy.
+        self.shared.promotions.load(Ordering::SeqCst)
+    }
+
+    /// A handle for status requests on other threads.
+    pub fn status_handle(&self) -> PollStatus {
+        PollStatus(self.shared.clone())
+    }
+}
+
+/// What other threads may read of a poller.
+#[derive(Clone)]
+pub struct PollStatus(Arc<Shared>);
+
+impl PollStatus {
+    /// The scheduling group's placement, weight and changes (`null` when
+    /// this process does not manage one).
+    pub fn group(&self) -> serde_json::Value {
+        self.0.group_status.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -178,11 +228,90 @@ impl Drop for IdlePoll {
     }
 }
 
-fn guard(s: &Shared) {
+/// Let the calling thread run on any CPU (the guard: a neighbour that
+/// starves the forwarder on its CPU must not starve the guard too).
+fn unpin_self() {
+    // SAFETY: cpu_set_t is plain old data; all ones asks for every CPU and
+    // the kernel keeps the ones this thread may use.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// The kernel's count of nanoseconds thread `tid` of this process spent
+/// runnable but not running (`run_delay`, second field of its schedstat).
+struct RunDelay(Option<std::fs::File>);
+
+impl RunDelay {
+    fn open(tid: i32) -> RunDelay {
+        RunDelay(std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok())
+    }
+
+    fn read(&mut self) -> Option<u64> {
+        use std::io::{Read, Seek};
+        let f = self.0.as_mut()?;
+        let mut buf = [0u8; 96];
+        f.rewind().ok()?;
+        let n = f.read(&mut buf).ok()?;
+        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+/// The guard's view of the forwarder's scheduling group.
+struct GroupKeeper {
+    group: SchedGroup,
+    policy: WeightPolicy,
+    delay: RunDelay,
+    /// (time, run_delay, idle entries) at the previous observation.
+    prev: Option<(Instant, u64, u64)>,
+    epoch: Instant,
+}
+
+impl GroupKeeper {
+    fn new(group: SchedGroup, tid: i32) -> GroupKeeper {
+        GroupKeeper { group, policy: WeightPolicy::new(0), delay: RunDelay::open(tid), prev: None, epoch: Instant::now() }
+    }
+
+    /// One guard period while the forwarder is active.
+    fn observe(&mut self, s: &Shared) {
+        let Some(waited) = self.delay.read() else { return };
+        let now = Instant::now();
+        let entries = s.idle_entries.load(Ordering::Relaxed);
+        if let Some((t0, w0, e0)) = self.prev {
+            let polling = entries != e0 || s.at_idle.load(Ordering::Relaxed);
+            let elapsed = (now - t0).as_nanos() as u64;
+            let at = (now - self.epoch).as_nanos() as u64;
+            let wanted = self.policy.observe(at, elapsed, waited.saturating_sub(w0), polling);
+            if self.group.weight() != Some(wanted) {
+                // Refused (the kernel's rate limit): tried again next period.
+                self.group.set(wanted);
+                s.contended.store(self.group.weight() == Some(Weight::Fair), Ordering::Relaxed);
+                *s.group_status.lock().unwrap_or_else(|p| p.into_inner()) = self.group.status();
+            }
+        }
+        self.prev = Some((now, waited, entries));
+    }
+
+    /// The forwarder went quiet: the next period starts afresh.
+    fn pause(&mut self) {
+        self.prev = None;
+    }
+}
+
+fn guard(s: &Shared, group: Option<SchedGroup>) {
+    unpin_self();
+    let mut keeper = group.map(|g| GroupKeeper::new(g, s.tid.load(Ordering::Relaxed)));
     let mut last_beat = s.heartbeat.load(Ordering::Relaxed);
     while !s.stop.load(Ordering::Relaxed) {
         let quiet = coarse_now_ns().saturating_sub(s.last_work_ns.load(Ordering::Relaxed)) >= GUARD_ACTIVE_NS;
         if quiet && !s.at_idle.load(Ordering::Relaxed) {
+            if let Some(k) = keeper.as_mut() {
+                k.pause();
+            }
             let (flag, cv) = &s.wake;
             let mut woken = flag.lock().unwrap_or_else(|p| p.into_inner());
             if !*woken {
@@ -194,10 +323,15 @@ fn guard(s: &Shared) {
         std::thread::sleep(GUARD_PERIOD);
         let beat = s.heartbeat.load(Ordering::Relaxed);
         if beat == last_beat && s.at_idle.swap(false, Ordering::Relaxed) {
+            // Counted first: whoever sees the new policy sees the count too
+            // (SeqCst; pairs with the load in `promotions`).
+            s.promotions.fetch_add(1, Ordering::SeqCst);
             set_policy(s.tid.load(Ordering::Relaxed), false);
-            s.promotions.fetch_add(1, Ordering::Relaxed);
         }
         last_beat = beat;
+        if let Some(k) = keeper.as_mut() {
+            k.observe(s);
+        }
     }
 }
 
@@ -220,7 +354,7 @@ mod tests {
 
     #[test]
     fn budget_is_the_cap_while_traffic_flows_and_zero_when_sparse() {
-        let mut p = IdlePoll::start(Duration::from_micros(200));
+        let mut p = IdlePoll::start(Duration::from_micros(200), false);
         for _ in 0..64 {
             p.on_work(); // back-to-back steps: tiny gaps
         }
@@ -230,7 +364,7 @@ mod tests {
             p.on_work();
         }
         assert_eq!(p.budget(), Duration::ZERO);
-        assert_eq!(IdlePoll::start(Duration::ZERO).budget(), Duration::ZERO);
+        assert_eq!(IdlePoll::start(Duration::ZERO, false).budget(), Duration::ZERO);
     }
 
     #[test]
@@ -248,10 +382,13 @@ mod tests {
         });
         let poller = std::thread::spawn(move || {
             pin(cpu);
-            let mut p = IdlePoll::start(Duration::from_micros(200));
+            let mut p = IdlePoll::start(Duration::from_micros(200), false);
             p.on_work();
             p.begin();
-            assert_eq!(policy(), libc::SCHED_IDLE);
+            // Under heavy load the guard may promote us before we look: then
+            // it has counted it (it counts before it changes the policy).
+            let was_idle = policy() == libc::SCHED_IDLE;
+            assert!(was_idle || p.promotions() >= 1, "begin() did not move the poller to SCHED_IDLE");
             // Poll (beating) until the guard moves us back to normal priority.
             let t0 = Instant::now();
             while policy() == libc::SCHED_IDLE && t0.elapsed() < Duration::from_secs(20) {

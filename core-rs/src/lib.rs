@@ -22,6 +22,9 @@
 //! - [`vci`]: a monitor's forwarding table
 //! - [`forward`]: a monitor's data plane (links, forwarding loop)
 //! - [`idle_poll`]: how a monitor's forwarder polls at idle priority
+//! - [`link_queue`]: what waits for a monitor's outgoing link, served fairly over channels (deficit round robin)
+//! - [`sched_group`]: a monitor's scheduling group (its own session, kept light)
+//! - [`group_weight`]: when that group needs its fair share back (a state machine)
 //! - [`monitor`]: the per-core monitor process (one concern per file under `monitor/`)
 //! - [`fixed_layout`]: wire layout of a Flounder message of scalars
 //! - [`transport_choice`]: what transport "auto" stands for (the C ABI's `mh_bind`)
@@ -45,7 +48,9 @@ pub mod fixed_layout;
 pub mod flow;
 pub mod forgery;
 pub mod forward;
+pub mod group_weight;
 pub mod idle_poll;
+pub mod link_queue;
 pub mod liveness;
 pub mod mhchannel;
 pub mod mhlink;
@@ -54,6 +59,7 @@ pub mod park;
 pub mod paths;
 pub mod peer;
 pub mod ring;
+pub mod sched_group;
 pub mod service;
 pub mod shm;
 pub mod sock;

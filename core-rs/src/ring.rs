@@ -245,6 +245,14 @@ impl Producer {
         self.geo.nslots * SLOT_PAYLOAD
     }
 
+    /// Lower this producer's soft capacity to `slots` (never raised, at
+    /// least one): it then writes small messages only while fewer slots are
+    /// unconsumed. Local to this end; a message larger than that still goes
+    /// into an empty ring.
+    pub fn limit_fill(&mut self, slots: usize) {
+        self.geo.soft_slots = self.geo.soft_slots.min(slots.max(1));
+    }
+
     #[inline]
     fn fits(&self, k: u64) -> bool {
         let used = self.wpos - self.cached_read;
@@ -617,6 +625,24 @@ mod tests {
         assert!(p.want_drained());
         assert_eq!(p.unconsumed_messages(), 0);
         assert!(p.try_send(1, &[&[1u8; 10]]));
+    }
+
+    #[test]
+    fn limit_fill_lowers_the_producers_soft_capacity_only() {
+        let r = HeapRing::new(RingGeometry::new(256, 64).unwrap());
+        let (mut p, mut c) = r.ends(usize::MAX);
+        p.limit_fill(1000); // never raised above the ring's own
+        p.limit_fill(8);
+        let mut n = 0;
+        while p.try_send(1, &[&[0u8; 8]]) {
+            n += 1;
+        }
+        assert_eq!(n, 8);
+        let mut out = Vec::new();
+        assert!(c.try_recv(&mut out).unwrap().is_some());
+        c.publish();
+        assert!(p.try_send(1, &[&[0u8; 8]]), "a consumed slot makes room again");
+        assert!(!p.try_send(1, &[&[0u8; 8]]));
     }
 
     #[test]

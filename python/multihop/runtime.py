@@ -277,13 +277,13 @@ class Runtime:
         ]
         if not detached:
             cmd += ["--owner-pid", str(os.getpid())]
-        # An owned runtime's monitors get their own process group (Ctrl-C at
-        # the terminal goes to the program, which stops them in order) but stay
-        # in its session: with autogroup scheduling a session is a scheduling
-        # group, and a monitor polling at SCHED_IDLE yields the CPU only to
-        # threads of its own group. A detached runtime is a daemon: its own
-        # session, so it outlives the terminal.
-        session = {"start_new_session": True} if detached else {"process_group": 0}
+        # Every monitor leads a session of its own (owned and detached alike):
+        # with autogroup scheduling a session is a scheduling group, and the
+        # monitor keeps its own group light (sched_group.rs) so its polling
+        # gives way to every process on its CPU, whoever started them. Ctrl-C
+        # at the terminal goes to the program, which stops an owned runtime's
+        # monitors in order; a detached runtime outlives the terminal.
+        session = {"start_new_session": True}
         with os.fdopen(_private_file(self.dir / f"mon-{core}.log"), "wb") as log:
             self._procs[core] = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, pass_fds=(lock_fd,), **session

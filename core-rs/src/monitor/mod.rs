@@ -210,7 +210,7 @@ pub fn run(mut cfg: MonitorConfig) -> Result<i32> {
         counters: Counters::default(),
         stopping: AtomicBool::new(false),
         listener,
-        fwd: Forwarder::new(process_doorbell()?),
+        fwd: Forwarder::new(process_doorbell()?, true),
         bell: process_doorbell()?,
         row: Mutex::new(BTreeMap::new()),
         neighbours: Mutex::new(Vec::new()),

@@ -1,11 +1,25 @@
-"""Suite ``window``: multi-hop one-way throughput against the credit window."""
+"""Suite ``window``: multi-hop one-way throughput against the credit window, and fair link sharing.
+
+Besides one stream per window size, the suite measures a 64-byte ping-pong
+over the monitor link between the first two cores alone and next to a flood
+on the same link (issue 16 §2, :mod:`multihop.bench.link_share`): round-trip
+cases with ``load`` ``alone`` and ``flood`` (fair link queues), and, unless
+the runtime is attached, ``flood-unfair`` on a runtime of its own whose
+monitors serve each channel's whole backlog in turn (the baseline). Their
+latency CDFs share the suite's plot in ``multihop analyze``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 import multihop as mh
 from multihop import rts
-from multihop.bench import peers
+from multihop.bench import link_share, peers
 from multihop.bench.suites.common import SuiteContext, record_totals
+from multihop.bench.trace import case_name
 from multihop.bench.suites.options import BenchOptions
 
 NAME = "window"
@@ -18,7 +32,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(WINDOWS)
+    return len(WINDOWS) + (2 if ctx.attached is not None else 3)
 
 
 def run(ctx: SuiteContext) -> None:
@@ -35,3 +49,51 @@ def run(ctx: SuiteContext) -> None:
         params = {"suite": NAME, "transport": "multihop", "routing": rt.routing, "size": 64, "src_core": src,
                   "dst_core": dst, "window": w, "hops": hops}
         record_totals(ctx, params, "oneway", n, int(n / rate * 1e9))
+    _fairness(ctx, rt, src, dst, hops)
+
+
+@contextlib.contextmanager
+def _unfair_runtime(cores: list[int], routing: str) -> Iterator[mh.Runtime]:
+    """A runtime whose monitors serve each channel's whole backlog in turn (their environment says so)."""
+    old = os.environ.get("MULTIHOP_LINK_QUANTUM")
+    os.environ["MULTIHOP_LINK_QUANTUM"] = str(link_share.UNFAIR_QUANTUM)
+    try:
+        rt = mh.Runtime.start(f"bench-unfair-{os.getpid()}", cores=cores, routing=routing)
+    finally:
+        if old is None:
+            del os.environ["MULTIHOP_LINK_QUANTUM"]
+        else:
+            os.environ["MULTIHOP_LINK_QUANTUM"] = old
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+def _fairness(ctx: SuiteContext, rt: mh.Runtime, src: int, dst: int, hops: int) -> None:
+    """Ping-pong alone and next to a flood on the same monitor link (fair queues, then the unfair baseline)."""
+    n = 1000 if ctx.quick else 5000
+    params = {"suite": NAME, "transport": "multihop", "routing": rt.routing, "size": 64, "src_core": src,
+              "dst_core": dst, "window": 16, "hops": hops, "flood_window": link_share.FLOOD_WINDOW}
+
+    def record(runtime: mh.Runtime, load: str, flooded: bool) -> None:
+        ctx.progress.step(f"ping-pong, {load}")
+        with contextlib.ExitStack() as stack:
+            if flooded:
+                stack.enter_context(link_share.flooding(runtime, src, dst))
+            run = link_share.ping_pong(runtime, src, dst, n, every=ctx.every)
+        _record_run(ctx, dict(params, load=load), run, n)
+
+    record(rt, "alone", False)
+    record(rt, "flood", True)
+    if ctx.attached is None:
+        with _unfair_runtime(list(rt.cores), rt.routing) as unfair:
+            record(unfair, "flood-unfair", True)
+
+
+def _record_run(ctx: SuiteContext, params: dict[str, object], run: link_share.RttRun, n: int) -> None:
+    p = dict(params, kind="rtt")
+    name = case_name(p)
+    duration = int(run.recv_ns[-1] - run.send_ns[0]) if len(run.seq) else 1
+    ctx.writer.add_messages(name, p, run.send_ns, run.recv_ns, kind="rtt", seq=run.seq, every=1, suite=NAME)
+    ctx.writer.add_case(name, p, messages=n, duration_ns=max(duration, 1), nbytes=2 * n * 64, kind="rtt", suite=NAME)

@@ -1,0 +1,80 @@
+"""Fair sharing of a monitor link (issue 16 §2): a ping-pong's round trip alone and next to a flood.
+
+    .venv/bin/python benches/bench_fairness.py [--n 3000] [--runs 3] [--window 1024]
+
+Prints, for a runtime with fair link queues (deficit round robin, the
+default) and one whose monitors serve each channel's whole backlog in turn
+(``MULTIHOP_LINK_QUANTUM`` of a gigabyte: the unfair baseline, same run), the
+ping-pong's median round trip alone and next to a flood over the same monitor
+link, their ratio (goal: at most 2x), the flood's rate, and what the upstream
+monitor's link saw (most messages queued, most messages of other channels
+that went out ahead of a waiting message). Medians over ``--runs`` runs.
+Real cores: two CPUs, one per monitor; every process pinned to its core's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+import multihop as mh  # noqa: E402
+from multihop.bench import link_share  # noqa: E402
+
+
+def _link(rt: mh.Runtime, core: int, peer: int) -> dict:
+    for m in rt.status(limit=0)["monitors"]:
+        if m.get("core") == core:
+            return next(l for l in m["data"]["links"] if l["kind"] == "monitor" and l["peer"] == peer)
+    raise mh.MonitorError(f"monitor {core} did not answer")
+
+
+def measure(quantum: int | None, n: int, runs: int, window: int) -> dict[str, float]:
+    """Median round trips (us) alone and flooded, the flood's rate, and the link's counters."""
+    old = os.environ.get("MULTIHOP_LINK_QUANTUM")
+    if quantum is not None:
+        os.environ["MULTIHOP_LINK_QUANTUM"] = str(quantum)
+    try:
+        rt = mh.Runtime.start(f"bench-fair-{os.getpid()}-{quantum or 0}", cores=[0, 1])
+    finally:
+        if quantum is not None:
+            if old is None:
+                del os.environ["MULTIHOP_LINK_QUANTUM"]
+            else:
+                os.environ["MULTIHOP_LINK_QUANTUM"] = old
+    try:
+        alone, flooded, rates = [], [], []
+        for _ in range(runs):
+            alone.append(link_share.ping_pong(rt, 0, 1, n).median_us)
+            with link_share.flooding(rt, 0, 1, window=window) as flood:
+                flooded.append(link_share.ping_pong(rt, 0, 1, n).median_us)
+            rates.append(flood.rate)
+        link = _link(rt, 0, 1)
+    finally:
+        rt.stop()
+    return {"alone": statistics.median(alone), "flooded": statistics.median(flooded),
+            "rate": statistics.median(rates), "max_queued": link["max_queued"], "max_overtaken": link["max_overtaken"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=3000, help="round trips per run")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--window", type=int, default=link_share.FLOOD_WINDOW, help="the flood's credit window")
+    a = ap.parse_args()
+    print(f"ping-pong 64 B over a monitor link, alone and next to a flood (window {a.window}, 64 B, batches of 16); "
+          f"real cores (2 CPUs), medians of {a.runs} runs of {a.n}")
+    print(f"{'link queues':<22}{'alone us':>10}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}{'max queued':>12}{'max ahead':>11}")
+    for label, quantum in (("fair (DRR, default)", None), ("unfair (whole backlog)", link_share.UNFAIR_QUANTUM)):
+        r = measure(quantum, a.n, a.runs, a.window)
+        print(f"{label:<22}{r['alone']:>10.1f}{r['flooded']:>12.1f}{r['flooded'] / r['alone']:>7.2f}x"
+              f"{r['rate']:>13,.0f}{r['max_queued']:>12}{r['max_overtaken']:>11}")
+    print("goal: flooded / alone <= 2x with fair queues")
+
+
+if __name__ == "__main__":
+    main()
