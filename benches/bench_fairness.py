@@ -29,7 +29,7 @@ from multihop.bench import link_share  # noqa: E402
 def _link(rt: mh.Runtime, core: int, peer: int) -> dict:
     for m in rt.status(limit=0)["monitors"]:
         if m.get("core") == core:
-            return next(l for l in m["data"]["links"] if l["kind"] == "monitor" and l["peer"] == peer)
+            return next(link for link in m["data"]["links"] if link["kind"] == "monitor" and link["peer"] == peer)
     raise mh.MonitorError(f"monitor {core} did not answer")
 
 
