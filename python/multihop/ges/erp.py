@@ -23,6 +23,17 @@ is lost, the copies sent over it and not acknowledged are routed again, before
 any newer event, over the alternate route (3.7, figure 12b); the duplicate
 filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
 that has passed ``TTL`` brokers is dropped.
+
+**Durable mode** (a system with storage brokers, :mod:`multihop.ges.durability`):
+a copy is acknowledged to the previous hop only once everything made of it is
+safe: every copy it produced was acknowledged by its next hop and every entry
+it produced is in the batch the broker commits before it sends acknowledgements
+(GES service paper 9.1.1: an ACK only after the next hop has the event, all the
+way to the stores, so a hop never forgets an event another hop still needs).  A
+copy with no route (its next broker is down, a gateway is lost without an
+alternate) is *parked* and routed again when the graph changes (9.3.1), instead of
+being dropped.  Storage brokers originate the events published in their cluster
+(:meth:`EventRouting.originate`), and learn when every next hop has them.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ ACK_EVERY = 64
 ACK_DELAY = 0.1
 ACK_TIMER = "erp-ack"
 _DELIVER = 0
+_PARK = None  # the "hop" of targets with no route (durable mode parks them)
 
 
 class EventRouting:
@@ -66,9 +78,19 @@ class EventRouting:
         self._out: dict[int, list[EventCopy]] = {}
         #: client peer -> events to deliver
         self.deliveries: dict[int, list[EventData]] = {}
+        #: durable mode (set by the broker): acknowledgements wait for the next hops, unroutable copies park
+        self.durable = False
+        self._cause: object = None  # what the copies being made now are owed to
+        self._open: dict[object, int] = {}  # cause -> copies/entries it still waits for
+        self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
+        self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
+        self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
+        #: copies with no route now: (cause, copy), routed again when the graph changes
+        self.parked: list[tuple[object, EventCopy]] = []
+        self._parked_at = -1
         self.counters = {
             "published": 0, "delivered": 0, "copies_in": 0, "copies_out": 0, "decisions": 0,
-            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0,
+            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0, "parked": 0,
         }
 
     # ---- inputs ----------------------------------------------------------------------------------
@@ -83,15 +105,39 @@ class EventRouting:
         me = self.code
         self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
 
+    def originate(self, ev: EventData, cause: object) -> None:
+        """Durable mode: this storage broker routes ``ev`` (stored in its cluster) as its origin.
+
+        ``cause`` is told to the store (:meth:`StoreRole.route_done`) once every next hop acknowledged.
+        """
+        self.counters["published"] += 1
+        self.dedup.accept(ev.id, _DELIVER)
+        me = self.code
+        self._cause = cause
+        self._open[cause] = self._open.get(cause, 0) + 1
+        self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
+        self._cause = None
+        self._release(cause)
+
     def on_events(self, peer: int, msg: Events) -> None:
         """Copies from neighbour ``peer``."""
         seq = msg.first_seq
         last = self._recv.get(peer, -1)
+        durable = self.durable
         for copy in msg.copies:
             if seq > last:
                 last = seq
                 self.counters["copies_in"] += 1
-                self._handle(copy)
+                if durable:
+                    cause = ("in", peer, self._epoch.get(peer, 0), seq)
+                    self._inq.setdefault(peer, {})[seq] = None
+                    self._open[cause] = 1
+                    self._cause = cause
+                    self._handle(copy)
+                    self._cause = None
+                    self._release(cause)
+                else:
+                    self._handle(copy)
             seq += 1
         self._recv[peer] = last
         if peer not in self._ack_due:
@@ -105,8 +151,54 @@ class EventRouting:
         """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
         box = self.unacked.get(peer)
         if box:
+            deps = self._deps.get(peer)
             for s in [s for s in box if s <= msg.upto]:
                 del box[s]
+                if deps:
+                    cause = deps.pop(s, None)
+                    if cause is not None:
+                        self._release(cause)
+
+    def _release(self, cause: object) -> None:
+        """One thing ``cause`` waited for is safe; when nothing is left, the cause is done."""
+        n = self._open[cause] - 1
+        if n:
+            self._open[cause] = n
+            return
+        del self._open[cause]
+        if cause[0] == "in":  # type: ignore[index]
+            _, peer, epoch, seq = cause  # type: ignore[misc]
+            if self._epoch.get(peer, 0) != epoch:
+                return  # that gateway is gone: its sender routes the copy again itself
+            q = self._inq.get(peer)
+            if q is not None:
+                q.pop(seq, None)
+            if peer not in self._ack_due:
+                self._ack_due[peer] = 0
+            if not self._ack_timer:
+                self._ack_timer = True
+                self.core.set_timer(ACK_DELAY, ACK_TIMER)
+        else:
+            st = self.core.durability.store
+            if st is not None:
+                st.route_done(cause[1])  # type: ignore[index]
+
+    def _safe_upto(self, peer: int) -> int:
+        q = self._inq.get(peer)
+        if q:
+            return next(iter(q)) - 1
+        return self._recv[peer]
+
+    def retry_parked(self) -> None:
+        """Route the parked copies again (the graph changed)."""
+        self._parked_at = self.core.gpp.version
+        parked, self.parked = self.parked, []
+        for cause, copy in parked:
+            self._cause = cause
+            self._route_again(copy)
+            self._cause = None
+            if cause is not None:
+                self._release(cause)
 
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
@@ -115,9 +207,18 @@ class EventRouting:
         self._seq.pop(peer, None)
         self._recv.pop(peer, None)
         self._ack_due.pop(peer, None)
+        deps = self._deps.pop(peer, {})
+        if self.durable:
+            self._epoch[peer] = self._epoch.get(peer, 0) + 1
+            self._inq.pop(peer, None)
         for s in sorted(pending):
             self.counters["rerouted"] += 1
+            cause = deps.get(s)
+            self._cause = cause
             self._route_again(pending[s])
+            self._cause = None
+            if cause is not None:
+                self._release(cause)
 
     def client_gone(self, peer: int) -> None:
         """A client detached."""
@@ -154,9 +255,19 @@ class EventRouting:
     def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
         hop = self.core.gpp.hop_to(target, avoid)
         if hop is None:
+            if self.durable:
+                fwd.setdefault(_PARK, []).append(target)  # type: ignore[arg-type]
+                return
             self.counters["unroutable"] += 1
             return
         fwd.setdefault(hop, []).append(target)
+
+    def _park(self, copy: EventCopy) -> None:
+        self.counters["parked"] += 1
+        cause = self._cause
+        if cause is not None:
+            self._open[cause] = self._open.get(cause, 0) + 1
+        self.parked.append((cause, copy))
 
     def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:
         """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
@@ -228,7 +339,9 @@ class EventRouting:
                 left = ()
             if d is not None:
                 hop = self.core.gpp.hop_to(d, left)
-                if hop is None:
+                if hop is None and self.durable:
+                    self._park(copy._replace(level=lvl, targets=(d,), reached=reached, left=()))
+                elif hop is None:
                     self.counters["unroutable"] += 1
                 else:
                     self._send(hop, copy._replace(level=lvl, targets=(d,), reached=reached, left=left))
@@ -252,6 +365,13 @@ class EventRouting:
 
     def _deliver(self, ev: EventData) -> None:
         names, values = names_and_values(ev)
+        if self.durable:  # the only local subscribers are a storage broker's homed clients: store for them
+            st = self.core.durability.store
+            if st is not None:
+                matched = self.core.ppp.local.match(names, values)
+                if matched:
+                    st.on_match(ev, matched)  # type: ignore[arg-type]
+            return
         for client in self.core.ppp.local.match(names, values):
             self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
             self.counters["delivered"] += 1
@@ -260,11 +380,18 @@ class EventRouting:
 
     def _send_down(self, copy: EventCopy, fwd: dict[int, list[int]], left: tuple[int, ...]) -> None:
         for hop, targets in fwd.items():
-            self._send(hop, EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left))
+            c = EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left)
+            if hop is _PARK:
+                self._park(c._replace(left=()))
+            else:
+                self._send(hop, c)
 
     def _send(self, peer: int, copy: EventCopy) -> None:
         link = self.core.gpp.links.get(peer)
         if link is None:
+            if self.durable:
+                self._park(copy)
+                return
             self.counters["unroutable"] += 1
             return
         if copy.hops >= TTL:
@@ -278,6 +405,10 @@ class EventRouting:
         seq = self._seq.get(peer, 0)
         self._seq[peer] = seq + 1
         self.unacked.setdefault(peer, {})[seq] = out
+        cause = self._cause
+        if cause is not None:
+            self._deps.setdefault(peer, {})[seq] = cause
+            self._open[cause] += 1
         self._out.setdefault(peer, []).append(out)
         self.counters["copies_out"] += 1
 
@@ -295,6 +426,8 @@ class EventRouting:
         it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
         so a quiet stream costs its sender no extra wake-up per event.
         """
+        if self.parked and self._parked_at != self.core.gpp.version:
+            self.retry_parked()
         out: dict[int, list] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)
@@ -302,9 +435,10 @@ class EventRouting:
         due = self._ack_due
         if due:
             links = self.core.gpp.links
+            durable = self.durable
             for peer in [p for p, n in due.items() if n >= ACK_EVERY or p in self._out]:
                 if peer in links:
-                    out.setdefault(peer, []).append(EventAck(self._recv[peer]))
+                    out.setdefault(peer, []).append(EventAck(self._safe_upto(peer) if durable else self._recv[peer]))
                 del due[peer]
         self._out = {}
         return out
