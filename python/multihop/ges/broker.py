@@ -101,8 +101,10 @@ class BrokerCore:
         self.durability = Durability(self, storage_brokers or {}, storage)
         if self.durable:
             self.erp.durable = True
-            self.ppp.version = epoch << 32  # deciders take a restarted broker's snapshot as newer
-            self.durability.start()
+            # deciders take a restarted broker's snapshot as newer; a storage broker always sends one (even empty),
+            # so a restarted decider knows when it has every profile
+            self.ppp.version = (epoch << 32) + (storage is not None)
+            self.durability.start(epoch)
 
     # ---- broker inputs ------------------------------------------------------------------------
 
@@ -249,9 +251,9 @@ class BrokerCore:
         messages, then event copies and acknowledgements.  Per client: replies, then
         one :class:`Deliver` with its events in order.
         """
+        self.durability.flush()
         st = self.durability.store
         if st is not None:
-            st.flush()
             st.storage.commit()  # before any ack or "stored" this batch allows leaves
         self.ppp.flush()
         out: dict[int, list[Any]] = {}

@@ -24,8 +24,8 @@ checks it (an unknown client id, or a position the store never gave that
 client, is refused), clears what the client has, and sends the rest, then the
 live entries, from the same queue: no gap, no duplicate.
 
-**Publishing.**  A client's broker passes each event to its own cluster's
-storage broker, which stores it (bit 0 plus its homed clients' bits), answers
+**Publishing.**  A client's broker passes each event to the client's home
+storage broker (the store of the cluster it first attached in), which stores it (bit 0 plus its homed clients' bits), answers
 "stored" (the client's local queue releases the event then) and routes it
 from there.  A copy is acknowledged to the previous hop only when every copy
 made of it was acknowledged by the next hops and every local entry it made is
@@ -43,10 +43,11 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from multihop.ges.address import Address, unit_id
+from multihop.ges.address import Address, contains, unit_id
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import (
     ActiveReply,
+    ProfileResync,
     DurableAttach,
     DurableDeliver,
     Refused,
@@ -70,7 +71,7 @@ from multihop.ges.storage import Storage, StoredClient, event_size
 if TYPE_CHECKING:
     from multihop.ges.broker import BrokerCore
 
-__all__ = ["Durability", "StoreRole", "order_key", "ROUTE_BIT", "WINDOW", "RTO", "RETRY", "VIRTUAL_BASE"]
+__all__ = ["Durability", "StoreRole", "order_key", "ROUTE_BIT", "WINDOW", "RTO", "RETRY", "RETRY_MAX_TICKS", "VIRTUAL_BASE"]
 
 #: bit 0 of an entry: the gateways' far ends still have to acknowledge it
 ROUTE_BIT = 1
@@ -80,10 +81,10 @@ WINDOW = 4096
 RTO = 0.2
 #: ... and given up (suspended until the client acks or resumes) after this many tries
 RTO_TRIES = 8
-#: a relayed request (register, subscribe, publish) is sent again after this many seconds, doubling ...
+#: a relayed request (register, subscribe, publish) is sent again after this many seconds, the wait
+#: doubling up to RETRY_MAX_TICKS times this, until it is answered or its client detaches
 RETRY = 0.2
-#: ... up to this many times
-RETRY_TRIES = 10
+RETRY_MAX_TICKS = 16
 #: the profile peer ids of homed clients (the store subscribes for them): VIRTUAL_BASE - slot
 VIRTUAL_BASE = -(1 << 50)
 
@@ -136,7 +137,7 @@ class StoreRole:
             for sub, chain in c.subs.items():
                 ppp.subscribe(VIRTUAL_BASE - c.slot, sub, chain)
         erp = self.core.erp
-        for e, (ev, bits) in self.entries.items():
+        for e, (ev, bits) in list(self.entries.items()):
             if bits & ROUTE_BIT:
                 erp.originate(ev, ("entry", e))
         for name, c in self.clients.items():
@@ -473,12 +474,48 @@ class Durability:
         #: relayed requests waiting for their answer: key -> [dst, body, tries]
         self.pending: dict[tuple, list[Any]] = {}
         self._retry_timer = False
+        self._restarted = False
+        self._resync_at = -1
         self.counters = {"relayed": 0, "relay_dropped": 0, "retries": 0}
 
-    def start(self) -> None:
-        """Called once the broker is set up (a store reloads its state)."""
+    def start(self, epoch: int) -> None:
+        """Called once the broker is set up (a store reloads its state).
+
+        A restarted broker (``epoch`` > 0) lost the profiles it decided with; the only
+        brokers with subscriptions are the storage brokers, so it asks each of them for a
+        snapshot (:class:`~multihop.ges.messages.ProfileResync`) until one arrives.
+        """
+        self._restarted = epoch > 0
         if self.store is not None:
             self.store.start()
+
+    def missing_profiles(self, level: int) -> set[int]:
+        """A restarted broker: the storage brokers inside its level-``level`` unit whose profile it has not got yet
+        (it parks the events it would decide there until they came)."""
+        if not self._restarted:
+            return set()
+        me = self.core.code
+        unit = unit_id(me, level, self.core.levels)
+        origins = self.core.ppp.origins
+        return {s for s in self.storage_brokers.values() if s != me and s not in origins and contains(unit, s)}
+
+    def flush(self) -> None:
+        """Before the outbox is taken: the store's sessions, and the snapshots a restarted broker still lacks."""
+        if self.store is not None:
+            self.store.flush()
+        if self._restarted:
+            ppp = self.core.ppp
+            ppp.deciders()  # brings ppp.decided up to date
+            missing: set[int] = set()
+            for lvl in ppp.decided:
+                missing |= self.missing_profiles(lvl)
+            if not missing and self.core.gpp.links:  # (no link yet: it decides nothing yet either)
+                self._restarted = False
+                self.core.erp.retry_parked()
+            elif self.core.gpp.version != self._resync_at:
+                self._resync_at = self.core.gpp.version
+                for s in sorted(missing):
+                    ppp._route(s, ProfileResync(s, self.core.code))
 
     # ---- relaying -----------------------------------------------------------------------------
 
@@ -506,7 +543,7 @@ class Durability:
             self._forward(msg)
 
     def _request(self, key: tuple, dst: int, body: Any) -> None:
-        self.pending[key] = [dst, body, 0]
+        self.pending[key] = [dst, body, 1, 1]  # destination, message, ticks to wait, the next wait
         self.relay(dst, body)
         self._arm()
 
@@ -594,8 +631,8 @@ class Durability:
             return
         if self._by_name.get(a.client) == peer:
             del self._by_name[a.client]
-        for k in [k for k in self.pending if k[0] != "pub" and k[1] == a.client]:
-            del self.pending[k]
+        for k in [k for k, v in self.pending.items() if getattr(v[1], "client", None) == a.client]:
+            del self.pending[k]  # the client sends its unstored events again when it resumes
         self.relay(a.home, SDetach(a.client, a.incarnation))
 
     def subscribe(self, peer: int, sub: int, chain: Any) -> None:
@@ -604,11 +641,14 @@ class Durability:
         self._request(("sub", a.client, sub), a.home, SSubscribe(a.client, sub, chain))
 
     def publish(self, peer: int, ev: EventData) -> None:
-        """An attached client published: to this cluster's storage broker until it is stored."""
+        """An attached client published: to its home storage broker, again until it is stored.
+
+        The home, not this cluster's store: one store stores and routes all of a
+        publisher's events, so a roaming publisher's events (and the ones it sends
+        again after a failure) are stored once and leave in its order.
+        """
         a = self.attached[peer]
-        if self.my_store < 0:
-            raise ValueError(f"broker {self.core.address}'s cluster has no storage broker")
-        self._request(("pub", ev.id), self.my_store, SPublish(a.client, ev))
+        self._request(("pub", ev.id), a.home, SPublish(a.client, ev))
 
     def ack(self, peer: int, upto: int, nak: bool) -> None:
         """The client acknowledged (or asked again)."""
@@ -627,13 +667,13 @@ class Durability:
                 self.store.fire(name[1], name[2], name[3])
             return
         self._retry_timer = False
-        for key, v in list(self.pending.items()):
-            v[2] += 1
-            if v[2] > RETRY_TRIES:
-                del self.pending[key]  # the client resends on its next resume
-                continue
-            self.counters["retries"] += 1
-            self.relay(v[0], v[1])
+        for v in self.pending.values():
+            v[2] -= 1
+            if v[2] <= 0:
+                v[3] = min(2 * v[3], RETRY_MAX_TICKS)
+                v[2] = v[3]
+                self.counters["retries"] += 1
+                self.relay(v[0], v[1])
         self._arm()
 
     def status(self) -> dict[str, Any]:

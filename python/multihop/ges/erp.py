@@ -84,6 +84,7 @@ class EventRouting:
         self._open: dict[object, int] = {}  # cause -> copies/entries it still waits for
         self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
         self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
+        self._done: dict[int, list[int]] = {}  # peer -> seqs that became safe since the last ack
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
@@ -152,7 +153,8 @@ class EventRouting:
         box = self.unacked.get(peer)
         if box:
             deps = self._deps.get(peer)
-            for s in [s for s in box if s <= msg.upto]:
+            also = msg.also
+            for s in [s for s in box if s <= msg.upto or (also and s in also)]:
                 del box[s]
                 if deps:
                     cause = deps.pop(s, None)
@@ -173,6 +175,7 @@ class EventRouting:
             q = self._inq.get(peer)
             if q is not None:
                 q.pop(seq, None)
+            self._done.setdefault(peer, []).append(seq)
             if peer not in self._ack_due:
                 self._ack_due[peer] = 0
             if not self._ack_timer:
@@ -211,6 +214,7 @@ class EventRouting:
         if self.durable:
             self._epoch[peer] = self._epoch.get(peer, 0) + 1
             self._inq.pop(peer, None)
+            self._done.pop(peer, None)
         for s in sorted(pending):
             self.counters["rerouted"] += 1
             cause = deps.get(s)
@@ -247,10 +251,7 @@ class EventRouting:
         if copy.mode == UP:
             self._up(copy._replace(left=()))
             return
-        fwd: dict[int, list[int]] = {}
-        for t in copy.targets:
-            self._toward(t, fwd, ())
-        self._send_down(copy, fwd, ())
+        self._handle(copy._replace(left=()))
 
     def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
         hop = self.core.gpp.hop_to(target, avoid)
@@ -279,6 +280,9 @@ class EventRouting:
                 self.counters["duplicates"] += 1
             return
         lvl = unit_level(t)
+        if self.durable and self.core.durability.missing_profiles(lvl):
+            fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]  # restarted: no profiles to decide with yet
+            return
         if not self.dedup.accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
             return
@@ -290,7 +294,9 @@ class EventRouting:
             self.dedup.last.pop((ev.id.publisher, ev.id.incarnation, -lvl), None)
             d = self._nearest(self.core.ppp.deciders()[lvl])
             hop = None if d is None else self.core.gpp.hop_to(d)
-            if hop is None:
+            if hop is None and self.durable:
+                fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]
+            elif hop is None:
                 self.counters["unroutable"] += 1
             else:
                 fwd.setdefault(hop, []).append(t)
@@ -317,6 +323,9 @@ class EventRouting:
         deciders = ppp.deciders()  # also brings ppp.decided up to date
         while lvl <= n1:
             if lvl in ppp.decided:
+                if self.durable and self.core.durability.missing_profiles(lvl):
+                    self._park(copy._replace(level=lvl, targets=(), reached=reached, left=()))
+                    break
                 if not self.dedup.accept(ev.id, lvl):
                     self.counters["duplicates"] += 1
                     break
@@ -337,7 +346,10 @@ class EventRouting:
                 ds = {x for x in deciders[lvl] if ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1}
                 d = self._nearest(ds)
                 left = ()
-            if d is not None:
+            if d is None and self.durable and self._had_deciders(lvl):
+                # no decider reachable now (one is down, a gateway is lost): wait for the graph to change
+                self._park(copy._replace(level=lvl, targets=(), reached=reached, left=()))
+            elif d is not None:
                 hop = self.core.gpp.hop_to(d, left)
                 if hop is None and self.durable:
                     self._park(copy._replace(level=lvl, targets=(d,), reached=reached, left=()))
@@ -348,6 +360,13 @@ class EventRouting:
             break
         if fwd:
             self._send_down(copy._replace(reached=reached), fwd, ())
+
+    def _had_deciders(self, lvl: int) -> bool:
+        """Whether the publisher's level-``lvl`` unit has (or had: lost gateways count) a decider inside this
+        broker's level-(lvl-1) unit (this broker too, if its gateway of that level is lost): then the climb
+        must go on once one is reachable."""
+        known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
+        return any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known)
 
     def _nearest(self, candidates: set[int]) -> int | None:
         best = None
@@ -438,7 +457,12 @@ class EventRouting:
             durable = self.durable
             for peer in [p for p, n in due.items() if n >= ACK_EVERY or p in self._out]:
                 if peer in links:
-                    out.setdefault(peer, []).append(EventAck(self._safe_upto(peer) if durable else self._recv[peer]))
+                    if durable:
+                        upto = self._safe_upto(peer)
+                        also = tuple(s for s in self._done.pop(peer, ()) if s > upto)
+                        out.setdefault(peer, []).append(EventAck(upto, also))
+                    else:
+                        out.setdefault(peer, []).append(EventAck(self._recv[peer]))
                 del due[peer]
         self._out = {}
         return out

@@ -123,9 +123,15 @@ class Events(NamedTuple):
 
 
 class EventAck(NamedTuple):
-    """ERP: every copy numbered up to ``upto`` on this gateway was handled (the sender may forget them)."""
+    """ERP: every copy numbered up to ``upto`` on this gateway was handled (the sender may forget them).
+
+    ``also`` (durable mode): copies after ``upto`` that are safe too (a selective
+    acknowledgement: an older copy still waiting for its next hops must not hold
+    back the acknowledgement of newer ones, which could wait for this very gateway).
+    """
 
     upto: int
+    also: tuple[int, ...] = ()
 
 
 # client <-> broker
