@@ -213,7 +213,7 @@ class BrokerCore:
             if i.publisher != session.client or i.incarnation > session.incarnation:
                 raise ValueError(f"event id {i} is not of this client ({session.client!r}, incarnation <= {session.incarnation})")
             validate_event(msg.event)
-            d.publish(peer, msg.event)
+            d.publish(peer, msg.event, msg.prev)
         elif t is DurableAck:
             d.ack(peer, msg.upto, False)
         elif t is DurableNak:

@@ -48,7 +48,8 @@ class DurableState:
         self.home = -1
         self.previous = -1
         self.last: dict[str, EventId] = {}
-        self.queue: dict[EventId, EventData] = {}
+        self.queue: dict[EventId, tuple[EventData, EventId | None]] = {}  #: event id -> (event, the one before)
+        self.last_published: EventId | None = None
         self.subs: dict[int, Any] = {}
         self.next_sub = 1
 
@@ -95,7 +96,7 @@ class ClientCore:
             self.outbox = [DurableAttach(self.client, self.incarnation, durable.home, durable.previous, last, resume)]
             durable.previous = broker
             # events not yet stored go out again, before anything new (their ids are of their incarnation)
-            self.outbox.extend(Publish(ev) for ev in durable.queue.values())
+            self.outbox.extend(Publish(ev, prev) for ev, prev in durable.queue.values())
         #: every event delivered so far, in order
         self.received: list[Event] = []
         #: subscription -> last active level the broker reported
@@ -132,10 +133,13 @@ class ClientCore:
         eid = EventId(self.client, self.timestamp, self.sequence, self.incarnation)
         ev = make_event(eid, content, payload)  # checks before the sequence is used
         self.sequence += 1
+        prev = None
         if d is not None:
-            d.queue[eid] = ev
+            prev = d.last_published
+            d.queue[eid] = (ev, prev)
+            d.last_published = eid
         if self.connected:
-            self.outbox.append(Publish(ev))
+            self.outbox.append(Publish(ev, prev))
         return eid
 
     def ask_active(self, sub: int) -> None:

@@ -126,9 +126,12 @@ class StoreRole:
         self.by_slot: dict[int, str] = {c.slot: name for name, c in st.clients.items()}
         self.streams = st.streams
         self.sessions: dict[str, _Session] = {}
+        #: per publisher: the entries being routed now (one batch), and the ones stored after them
+        self.inflight: dict[str, set[int]] = {}
+        self.waiting: dict[str, list[int]] = {}
         self._dirty: set[str] = set()  # sessions with new entries to send
         self.bytes = sum(event_size(v[0]) for v in self.entries.values())
-        self.counters = {"stored": 0, "duplicates": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
+        self.counters = {"stored": 0, "duplicates": 0, "early": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
 
     def start(self) -> None:
         """After a (re)start: subscribe for the homed clients, route again what is not acknowledged, resume sessions."""
@@ -136,10 +139,11 @@ class StoreRole:
         for name, c in self.clients.items():
             for sub, chain in c.subs.items():
                 ppp.subscribe(VIRTUAL_BASE - c.slot, sub, chain)
-        erp = self.core.erp
         for e, (ev, bits) in list(self.entries.items()):
             if bits & ROUTE_BIT:
-                erp.originate(ev, ("entry", e))
+                self.waiting.setdefault(ev.id.publisher, []).append(e)
+        for pub in list(self.waiting):
+            self._launch(pub)
         for name, c in self.clients.items():
             if c.broker >= 0:
                 self._open_session(name, c.broker, c.incarnation)
@@ -188,14 +192,33 @@ class StoreRole:
         if bits:
             self._put(ev, bits)
 
-    def publish(self, src: int, client: str, ev: EventData) -> None:
-        """A client of broker ``src`` published ``ev`` in this cluster: store, answer "stored", route."""
-        if self._stream_new(ev):
+    def _last_of(self, publisher: str) -> tuple[int, int, int] | None:
+        best = None
+        for (pub, inc), (ts, seq) in self.streams.items():
+            if pub == publisher and (best is None or (inc, ts, seq) > best):
+                best = (inc, ts, seq)
+        return best
+
+    def publish(self, src: int, client: str, ev: EventData, prev: EventId | None) -> None:
+        """A client of broker ``src`` published ``ev`` after ``prev``: store, answer "stored", route.
+
+        Events are stored in the publisher's order: one whose predecessor is not stored
+        yet (a retry overtook it) is ignored, and its broker sends it again later.
+        """
+        last = self._last_of(ev.id.publisher)
+        if prev is not None and (last is None or order_key(prev) > last):
+            self.counters["early"] += 1
+            return
+        if last is not None and order_key(ev.id) <= last:
+            self.counters["duplicates"] += 1
+        elif self._stream_new(ev):
             bits = ROUTE_BIT
             for p in self.core.ppp.local.match(*names_and_values(ev)):
                 bits |= 1 << (VIRTUAL_BASE - p)  # type: ignore[operator]
             e = self._put(ev, bits)
-            self.core.erp.originate(ev, ("entry", e))
+            self.waiting.setdefault(ev.id.publisher, []).append(e)
+            if not self.inflight.get(ev.id.publisher):
+                self._launch(ev.id.publisher)
         self.core.durability.relay(src, SStored(client, ev.id))
 
     def flush(self) -> None:
@@ -206,9 +229,31 @@ class StoreRole:
                 self._pump(name, s)
         self._dirty.clear()
 
+    def _launch(self, pub: str) -> None:
+        """Route the publisher's waiting entries, as one batch, in order."""
+        batch = self.waiting.pop(pub, [])
+        if not batch:
+            return
+        self.inflight[pub] = set(batch)
+        erp = self.core.erp
+        for e in batch:
+            erp.originate(self.entries[e][0], ("entry", e))
+
     def route_done(self, entry: int) -> None:
-        """Every next hop acknowledged the copies of ``entry``: clear bit 0."""
+        """Every next hop acknowledged the copies of ``entry``: clear bit 0; when the publisher's batch is
+        done, route the next one (so a publisher's events reach every store in its order: a newer
+        event never overtakes an older one that took a detour around a failure)."""
+        v = self.entries.get(entry)
+        if v is None:
+            return
+        pub = v[0].id.publisher
         self._clear(entry, ROUTE_BIT)
+        fl = self.inflight.get(pub)
+        if fl is not None:
+            fl.discard(entry)
+            if not fl:
+                del self.inflight[pub]
+                self._launch(pub)
 
     def _clear(self, entry: int, bit: int) -> None:
         v = self.entries.get(entry)
@@ -486,8 +531,14 @@ class Durability:
         snapshot (:class:`~multihop.ges.messages.ProfileResync`) until one arrives.
         """
         self._restarted = epoch > 0
+        self._arm()  # a restarted broker asks for profiles again every RETRY until it has them
         if self.store is not None:
             self.store.start()
+
+    @property
+    def restarting(self) -> bool:
+        """A restarted broker that has not got its profiles back yet: it parks every event copy."""
+        return self._restarted
 
     def missing_profiles(self, level: int) -> set[int]:
         """A restarted broker: the storage brokers inside its level-``level`` unit whose profile it has not got yet
@@ -548,7 +599,7 @@ class Durability:
         self._arm()
 
     def _arm(self) -> None:
-        if self.pending and not self._retry_timer:
+        if (self.pending or self._restarted) and not self._retry_timer:
             self._retry_timer = True
             self.core.set_timer(RETRY, ("dur-retry",))
 
@@ -569,7 +620,7 @@ class Durability:
                 st.subscribe(src, body)
         elif t is SPublish:
             if st is not None:
-                st.publish(src, body.client, body.event)
+                st.publish(src, body.client, body.event, body.prev)
         elif t is SAck:
             if st is not None:
                 st.ack(body)
@@ -640,7 +691,7 @@ class Durability:
         a = self.attached[peer]
         self._request(("sub", a.client, sub), a.home, SSubscribe(a.client, sub, chain))
 
-    def publish(self, peer: int, ev: EventData) -> None:
+    def publish(self, peer: int, ev: EventData, prev: EventId | None) -> None:
         """An attached client published: to its home storage broker, again until it is stored.
 
         The home, not this cluster's store: one store stores and routes all of a
@@ -648,7 +699,7 @@ class Durability:
         again after a failure) are stored once and leave in its order.
         """
         a = self.attached[peer]
-        self._request(("pub", ev.id), a.home, SPublish(a.client, ev))
+        self._request(("pub", ev.id), a.home, SPublish(a.client, ev, prev))
 
     def ack(self, peer: int, upto: int, nak: bool) -> None:
         """The client acknowledged (or asked again)."""
@@ -674,6 +725,8 @@ class Durability:
                 v[2] = v[3]
                 self.counters["retries"] += 1
                 self.relay(v[0], v[1])
+        if self._restarted:
+            self._resync_at = -1  # ask again at the next flush (a request may have found no route)
         self._arm()
 
     def status(self) -> dict[str, Any]:

@@ -116,7 +116,11 @@ class EventRouting:
         me = self.code
         self._cause = cause
         self._open[cause] = self._open.get(cause, 0) + 1
-        self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
+        copy = EventCopy(ev, me, UP, 1, (), (me,), 0)
+        if self.core.durability.restarting:
+            self._park(copy)  # its graph and profiles are not back yet
+        else:
+            self._up(copy)
         self._cause = None
         self._release(cause)
 
@@ -134,7 +138,10 @@ class EventRouting:
                     self._inq.setdefault(peer, {})[seq] = None
                     self._open[cause] = 1
                     self._cause = cause
-                    self._handle(copy)
+                    if self.core.durability.restarting:
+                        self._park(copy)
+                    else:
+                        self._handle(copy)
                     self._cause = None
                     self._release(cause)
                 else:
@@ -176,11 +183,7 @@ class EventRouting:
             if q is not None:
                 q.pop(seq, None)
             self._done.setdefault(peer, []).append(seq)
-            if peer not in self._ack_due:
-                self._ack_due[peer] = 0
-            if not self._ack_timer:
-                self._ack_timer = True
-                self.core.set_timer(ACK_DELAY, ACK_TIMER)
+            self._ack_due[peer] = ACK_EVERY  # at once: the origin waits for it before routing the next batch
         else:
             st = self.core.durability.store
             if st is not None:
@@ -194,6 +197,8 @@ class EventRouting:
 
     def retry_parked(self) -> None:
         """Route the parked copies again (the graph changed)."""
+        if self.core.durability.restarting:
+            return
         self._parked_at = self.core.gpp.version
         parked, self.parked = self.parked, []
         for cause, copy in parked:

@@ -222,7 +222,10 @@ class GatewayPropagation:
     def leaving(self, peer: int, left: tuple[int, ...]) -> tuple[int, ...]:
         """Routing information for a message crossing the gateway to ``peer``: drop what only made sense
         below that gateway's level, and add the unit being left."""
-        p = self.links[peer].level
+        link = self.links.get(peer)
+        if link is None:  # a hop of a stale route (the gateway just went): the message is dropped anyway
+            return left
+        p = link.level
         if p == 0:
             return left
         kept = tuple(u for u in left if unit_level(u) >= p)

@@ -158,9 +158,10 @@ class Unsubscribe(NamedTuple):
 
 
 class Publish(NamedTuple):
-    """Client: publish an event."""
+    """Client: publish an event (durable clients: ``prev`` is the event they published before, if any)."""
 
     event: EventData
+    prev: "EventId | None" = None
 
 
 class ActiveQuery(NamedTuple):
@@ -299,10 +300,11 @@ class SSubAck(NamedTuple):
 
 
 class SPublish(NamedTuple):
-    """Attaching broker -> its cluster's store: a client published ``event``."""
+    """Attaching broker -> the client's home store: a client published ``event`` after ``prev``."""
 
     client: str
     event: EventData
+    prev: EventId | None
 
 
 class SStored(NamedTuple):
