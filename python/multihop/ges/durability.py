@@ -97,7 +97,7 @@ def order_key(eid: EventId) -> tuple[int, int, int]:
 class _Session:
     """A homed client's delivery session (in memory: a restart starts a new one)."""
 
-    __slots__ = ("broker", "incarnation", "queue", "sent", "prev", "active", "idle", "timer", "replay", "delivered")
+    __slots__ = ("broker", "incarnation", "queue", "sent", "prev", "active", "idle", "timer", "replay", "delivered", "suspended")
 
     def __init__(self, broker: int, incarnation: int) -> None:
         self.broker = broker
@@ -110,6 +110,7 @@ class _Session:
         self.timer = False
         self.replay = 0  # entries pending when the session started
         self.delivered = 0  # entries acknowledged in this session
+        self.suspended = False  # RTO gave up (no route to its broker?): woken when the graph changes
 
 
 class StoreRole:
@@ -130,6 +131,7 @@ class StoreRole:
         self.inflight: dict[str, set[int]] = {}
         self.waiting: dict[str, list[int]] = {}
         self._dirty: set[str] = set()  # sessions with new entries to send
+        self._graph_at = -1
         self.bytes = sum(event_size(v[0]) for v in self.entries.values())
         self.counters = {"stored": 0, "duplicates": 0, "early": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
 
@@ -223,6 +225,13 @@ class StoreRole:
 
     def flush(self) -> None:
         """Send the sessions' new entries (one batch per session; called before the outbox is taken)."""
+        v = self.core.gpp.version
+        if v != self._graph_at:
+            self._graph_at = v
+            for name, s in self.sessions.items():
+                if s.suspended:  # a route to its broker may be back
+                    s.suspended, s.active, s.idle = False, True, 0
+                    self._dirty.add(name)
         for name in self._dirty:
             s = self.sessions.get(name)
             if s is not None:
@@ -399,7 +408,7 @@ class StoreRole:
                 self._clear(e, bit)
         if progressed:
             s.idle = 0
-        s.active = True
+        s.active, s.suspended = True, False
         if msg.nak:
             self.counters["resent"] += s.sent
             s.sent = 0
@@ -446,7 +455,8 @@ class StoreRole:
         if s.delivered == delivered:
             s.idle += 1
             if s.idle >= RTO_TRIES:
-                s.active = False  # the client is gone; its ack or resume wakes the session
+                s.active = False  # its ack or resume, or a change of the graph, wakes the session
+                s.suspended = True
                 s.sent = 0
                 s.prev = -1
                 return
@@ -645,8 +655,8 @@ class Durability:
                 a.welcomed = True
                 self.core.send(peer, Welcome(a.home, body.replay))  # type: ignore[arg-type]
             else:
-                self.core.send(peer, Refused("DurableAttach", body.reason))  # type: ignore[arg-type]
                 self.core.client_detach(peer)  # type: ignore[arg-type]
+                self.core.send(peer, Refused("DurableAttach", body.reason))  # type: ignore[arg-type]  # after: detach drops the outbox
         elif t is SSubAck:
             self.pending.pop(("sub", body.client, body.sub), None)
         elif t is SStored:

@@ -371,7 +371,12 @@ class EventRouting:
         broker's level-(lvl-1) unit (this broker too, if its gateway of that level is lost): then the climb
         must go on once one is reachable."""
         known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
-        return any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known)
+        if any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known):
+            return True
+        # a restarted broker may not know the lost gateways yet; the storage brokers (one per cluster,
+        # configuration) tell whether the level-lvl unit has other clusters than this level-(lvl-1) unit's
+        mine, below = unit_id(self.code, lvl, self.levels), unit_id(self.code, lvl - 1, self.levels)
+        return any(contains(mine, s) and not contains(below, s) for s in self.core.durability.storage_brokers.values())
 
     def _nearest(self, candidates: set[int]) -> int | None:
         best = None
