@@ -77,10 +77,11 @@ __all__ = ["Durability", "StoreRole", "order_key", "ROUTE_BIT", "WINDOW", "RTO",
 ROUTE_BIT = 1
 #: entries in flight to one client session (sent, not acknowledged)
 WINDOW = 4096
-#: an unacknowledged session is sent again after this many seconds ...
+#: an unacknowledged session is sent again after this many seconds, the wait doubling up to RTO_MAX ...
 RTO = 0.2
-#: ... and given up (suspended until the client acks or resumes) after this many tries
-RTO_TRIES = 8
+RTO_MAX = 3.2
+#: ... and given up (suspended until the client acks or resumes, or the graph changes) after this many tries
+RTO_TRIES = 20
 #: a relayed request (register, subscribe, publish) is sent again after this many seconds, the wait
 #: doubling up to RETRY_MAX_TICKS times this, until it is answered or its client detaches
 RETRY = 0.2
@@ -296,6 +297,12 @@ class StoreRole:
         """A durable client (re)connects at broker ``src``."""
         name = msg.client
         c = self.clients.get(name)
+        if c is not None and msg.incarnation <= c.incarnation:
+            s = self.sessions.get(name)
+            if msg.incarnation == c.incarnation and c.broker == src and s is not None:
+                # the same request again (its broker retried before the answer came): answer again, change nothing
+                self.core.durability.relay(src, SWelcome(name, msg.incarnation, s.replay))
+            return  # (an older incarnation's request that arrived late: nobody waits for it)
         if msg.resume:
             reason = self._check_resume(name, c, msg.last)
             if reason:
@@ -442,7 +449,7 @@ class StoreRole:
                 self.core.durability.relay(s.broker, SDeliver(name, s.incarnation, first_prev, tuple(out)))
         if s.sent and not s.timer:
             s.timer = True
-            self.core.set_timer(RTO, ("dur-rto", name, s.incarnation, s.delivered))
+            self.core.set_timer(min(RTO * (1 << s.idle), RTO_MAX), ("dur-rto", name, s.incarnation, s.delivered))
 
     def fire(self, name: str, incarnation: int, delivered: int) -> None:
         """The RTO of a session fired: no ack since, so send from the last acknowledged entry again."""

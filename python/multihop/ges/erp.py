@@ -85,6 +85,12 @@ class EventRouting:
         self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
         self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
         self._done: dict[int, list[int]] = {}  # peer -> seqs that became safe since the last ack
+        # a copy dropped as a duplicate must not be acknowledged before the copy it duplicates is safe
+        # (else the previous hop forgets it while the original waits here, parked, and newer events overtake it)
+        self._dup_hit = False
+        self._ev_cause: dict[object, object] = {}  # event id -> open cause that handled it here first
+        self._cause_ev: dict[object, object] = {}  # the reverse
+        self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
@@ -117,12 +123,27 @@ class EventRouting:
         self._cause = cause
         self._open[cause] = self._open.get(cause, 0) + 1
         copy = EventCopy(ev, me, UP, 1, (), (me,), 0)
+        self._dup_hit = False
         if self.core.durability.restarting:
             self._park(copy)  # its graph and profiles are not back yet
         else:
             self._up(copy)
         self._cause = None
+        self._hold(cause, ev.id)
         self._release(cause)
+
+    def _hold(self, cause: object, eid: object) -> None:
+        """After handling a copy: remember the cause that waits for this event here, or make a pure
+        duplicate wait for it."""
+        if self._open[cause] > 1:
+            if eid not in self._ev_cause:
+                self._ev_cause[eid] = cause
+                self._cause_ev[cause] = eid
+        elif self._dup_hit:
+            older = self._ev_cause.get(eid)
+            if older is not None and older in self._open:
+                self._open[cause] += 1
+                self._listeners.setdefault(older, []).append(cause)
 
     def on_events(self, peer: int, msg: Events) -> None:
         """Copies from neighbour ``peer``."""
@@ -138,11 +159,13 @@ class EventRouting:
                     self._inq.setdefault(peer, {})[seq] = None
                     self._open[cause] = 1
                     self._cause = cause
+                    self._dup_hit = False
                     if self.core.durability.restarting:
                         self._park(copy)
                     else:
                         self._handle(copy)
                     self._cause = None
+                    self._hold(cause, copy.event.id)
                     self._release(cause)
                 else:
                     self._handle(copy)
@@ -175,6 +198,11 @@ class EventRouting:
             self._open[cause] = n
             return
         del self._open[cause]
+        eid = self._cause_ev.pop(cause, None)
+        if eid is not None:
+            del self._ev_cause[eid]
+        for waiting in self._listeners.pop(cause, ()):
+            self._release(waiting)
         if cause[0] == "in":  # type: ignore[index]
             _, peer, epoch, seq = cause  # type: ignore[misc]
             if self._epoch.get(peer, 0) != epoch:
@@ -283,6 +311,7 @@ class EventRouting:
                 self._deliver(ev)
             else:
                 self.counters["duplicates"] += 1
+                self._dup_hit = True
             return
         lvl = unit_level(t)
         if self.durable and self.core.durability.missing_profiles(lvl):
@@ -290,6 +319,7 @@ class EventRouting:
             return
         if not self.dedup.accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
+            self._dup_hit = True
             return
         names, values = names_and_values(ev)
         dests = self.core.ppp.interested(lvl, names, values)
@@ -333,6 +363,7 @@ class EventRouting:
                     break
                 if not self.dedup.accept(ev.id, lvl):
                     self.counters["duplicates"] += 1
+                    self._dup_hit = True
                     break
                 dests = ppp.interested(lvl, *names_and_values(ev)) or set()
                 came_from = unit_id(origin, lvl - 1, self.levels)
@@ -373,10 +404,11 @@ class EventRouting:
         known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
         if any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known):
             return True
-        # a restarted broker may not know the lost gateways yet; the storage brokers (one per cluster,
-        # configuration) tell whether the level-lvl unit has other clusters than this level-(lvl-1) unit's
-        mine, below = unit_id(self.code, lvl, self.levels), unit_id(self.code, lvl - 1, self.levels)
-        return any(contains(mine, s) and not contains(below, s) for s in self.core.durability.storage_brokers.values())
+        # a restarted broker may not know the gateways yet; the storage brokers (one per cluster, from the
+        # configuration) tell whether there are clusters outside this level-(lvl-1) unit: if so, some level
+        # from lvl up has deciders in a connected system, and the climb must not stop here
+        below = unit_id(self.code, lvl - 1, self.levels)
+        return any(not contains(below, s) for s in self.core.durability.storage_brokers.values())
 
     def _nearest(self, candidates: set[int]) -> int | None:
         best = None
