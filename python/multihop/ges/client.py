@@ -155,8 +155,13 @@ class ClientCore:
             self._durable_deliver(msg)
         elif t is Stored:
             q = self.durable.queue  # type: ignore[union-attr]
-            for i in msg.ids:
-                q.pop(i, None)
+            for i in msg.ids:  # stored in publishing order: every event up to i is stored
+                if i in q:
+                    while q:
+                        first = next(iter(q))
+                        del q[first]
+                        if first == i:
+                            break
         elif t is Welcome:
             self.welcomed = True
             self.durable.home = msg.home  # type: ignore[union-attr]

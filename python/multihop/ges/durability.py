@@ -71,7 +71,7 @@ from multihop.ges.storage import Storage, StoredClient, event_size
 if TYPE_CHECKING:
     from multihop.ges.broker import BrokerCore
 
-__all__ = ["Durability", "StoreRole", "order_key", "ROUTE_BIT", "WINDOW", "RTO", "RETRY", "RETRY_MAX_TICKS", "VIRTUAL_BASE"]
+__all__ = ["Durability", "StoreRole", "order_key", "storage_brokers_of", "ROUTE_BIT", "WINDOW", "RTO", "RETRY", "RETRY_MAX_TICKS", "VIRTUAL_BASE"]
 
 #: bit 0 of an entry: the gateways' far ends still have to acknowledge it
 ROUTE_BIT = 1
@@ -93,6 +93,15 @@ VIRTUAL_BASE = -(1 << 50)
 def order_key(eid: EventId) -> tuple[int, int, int]:
     """The order of a publisher's events across its incarnations: (incarnation, timestamp, sequence)."""
     return (eid.incarnation, eid.timestamp, eid.sequence)
+
+
+def storage_brokers_of(topology: Any) -> dict[int, int]:
+    """The storage broker of each cluster of a topology: its lowest address (the documented rule)."""
+    out: dict[int, int] = {}
+    levels = topology.levels
+    for a in sorted(topology.brokers):
+        out.setdefault(unit_id(a.code, 1, levels), a.code)
+    return out
 
 
 class _Session:
@@ -132,6 +141,7 @@ class StoreRole:
         self.inflight: dict[str, set[int]] = {}
         self.waiting: dict[str, list[int]] = {}
         self._dirty: set[str] = set()  # sessions with new entries to send
+        self._stored_to: dict[tuple[int, str], EventId] = {}  # (broker, client) -> its last event stored
         self._graph_at = -1
         self.bytes = sum(event_size(v[0]) for v in self.entries.values())
         self.counters = {"stored": 0, "duplicates": 0, "early": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
@@ -222,7 +232,8 @@ class StoreRole:
             self.waiting.setdefault(ev.id.publisher, []).append(e)
             if not self.inflight.get(ev.id.publisher):
                 self._launch(ev.id.publisher)
-        self.core.durability.relay(src, SStored(client, ev.id))
+        # one "stored" per round: the publisher's events are stored in its order, so it covers the earlier ones
+        self._stored_to[(src, client)] = ev.id
 
     def flush(self) -> None:
         """Send the sessions' new entries (one batch per session; called before the outbox is taken)."""
@@ -238,6 +249,10 @@ class StoreRole:
             if s is not None:
                 self._pump(name, s)
         self._dirty.clear()
+        if self._stored_to:
+            for (src, client), eid in self._stored_to.items():
+                self.core.durability.relay(src, SStored(client, eid))
+            self._stored_to = {}
 
     def _launch(self, pub: str) -> None:
         """Route the publisher's waiting entries, as one batch, in order."""
@@ -667,7 +682,10 @@ class Durability:
         elif t is SSubAck:
             self.pending.pop(("sub", body.client, body.sub), None)
         elif t is SStored:
-            self.pending.pop(("pub", body.event), None)
+            # everything up to body.event is stored (in the publisher's order): stop retrying those
+            key = order_key(body.event)
+            for k in [k for k in self.pending if k[0] == "pub" and k[1].publisher == body.client and order_key(k[1]) <= key]:
+                del self.pending[k]
             peer = self._by_name.get(body.client)
             if peer is not None:
                 self.core.send(peer, Stored((body.event,)))

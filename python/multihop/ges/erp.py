@@ -91,6 +91,7 @@ class EventRouting:
         self._ev_cause: dict[object, object] = {}  # event id -> open cause that handled it here first
         self._cause_ev: dict[object, object] = {}  # the reverse
         self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
+        self._parked_n: dict[object, int] = {}  # cause -> its copies parked here
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
@@ -140,8 +141,10 @@ class EventRouting:
                 self._ev_cause[eid] = cause
                 self._cause_ev[cause] = eid
         elif self._dup_hit:
+            # only while the older copy is parked here: it has gone nowhere yet, so its chain cannot wait
+            # for this duplicate (a copy of its own that came back), and the wait cannot close a cycle
             older = self._ev_cause.get(eid)
-            if older is not None and older in self._open:
+            if older is not None and older in self._open and self._parked_n.get(older, 0):
                 self._open[cause] += 1
                 self._listeners.setdefault(older, []).append(cause)
 
@@ -230,6 +233,9 @@ class EventRouting:
         self._parked_at = self.core.gpp.version
         parked, self.parked = self.parked, []
         for cause, copy in parked:
+            n = self._parked_n.pop(cause, 0) - 1
+            if n > 0:
+                self._parked_n[cause] = n
             self._cause = cause
             self._route_again(copy)
             self._cause = None
@@ -301,6 +307,7 @@ class EventRouting:
         cause = self._cause
         if cause is not None:
             self._open[cause] = self._open.get(cause, 0) + 1
+            self._parked_n[cause] = self._parked_n.get(cause, 0) + 1
         self.parked.append((cause, copy))
 
     def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:

@@ -36,6 +36,7 @@ from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import Connections
 from multihop.ges.client import ClientCore, DurableState, check_client_id
 from multihop.ges.messages import Attach, DurableAttach, Events
+from multihop.ges.durability import storage_brokers_of
 from multihop.ges.storage import MemoryStorage
 from multihop.ges.nap import Joiner
 from multihop.ges.reliable import ReliableReceiver, ReliableSender
@@ -130,9 +131,7 @@ class Simulator:
         self.crashed: set[int] = set()
         self._last_client: dict[str, SimClient] = {}
         if durable:
-            sb: dict[int, int] = {}
-            for a in sorted(self.topology.brokers):
-                sb.setdefault(unit_id(a.code, 1, self.levels), a.code)
+            sb = storage_brokers_of(self.topology)
             self.storage_brokers = sb
             self.stores = {code: MemoryStorage(f"memory:{Address.from_code(code, self.levels)}") for code in sb.values()}
         for b in self.topology.brokers.values():
