@@ -442,6 +442,9 @@ class StoreRole:
         s = self.sessions.get(msg.client)
         if s is not None and s.incarnation == msg.incarnation:
             s.active = False
+            c = self.clients[msg.client]
+            c.broker = -1  # a restart does not send to it: it is away until it resumes
+            self._save_client(msg.client)
 
     def _pump(self, name: str, s: _Session) -> None:
         if not s.active:

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import multihop as mh
 from multihop.ges.address import Address
-from multihop.ges.client import ClientCore, DurableState, check_client_id
+from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id
 from multihop.ges.event import Event, EventId
 from multihop.ges.errors import GesStateError, ResumeRefused
 from multihop.ges.live import durable_wire, wire
@@ -42,26 +42,29 @@ _STATES: dict[tuple[str, str], DurableState] = {}
 
 
 def connect(runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False) -> "LiveClient":
+            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
+            last_received: Mapping[str, EventId] | None = None) -> "LiveClient":
     """Attach a client to broker ``broker_address`` of the GES system on runtime ``runtime_name``.
 
     ``core``: the runtime core of the client's dispatcher (default: its broker's).
     ``dispatcher``: attach through this process's dispatcher instead of a new one
     (several clients of one process can then wait together in ``Dispatcher.poll``).
     ``resume`` (durable systems): reconnect with the state the client's previous
-    connection in this process left, and get the events it missed.
+    connection in this process left, and get the events it missed; ``last_received``
+    replaces the last event per publisher it presents (to test refusals).
     Raises RuntimeNotFound, GesStateError (no GES system there, or no such broker),
     BindError / Timeout if the broker does not answer, ResumeRefused if a resume is refused.
     """
     return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout,
-                      dispatcher=dispatcher, resume=resume)
+                      dispatcher=dispatcher, resume=resume, last_received=last_received)
 
 
 class LiveClient:
     """A client of a live GES system (see the module docstring)."""
 
     def __init__(self, runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False) -> None:
+                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
+                 last_received: Mapping[str, EventId] | None = None) -> None:
         rt = mh.Runtime.attach(runtime_name)
         path = rt.dir / CONFIG
         if not path.exists():
@@ -81,6 +84,8 @@ class LiveClient:
             state = _STATES.get(key) if resume else None
             if state is None:
                 state = DurableState()
+            if last_received is not None:
+                state.last = dict(last_received)
             _STATES[key] = state
             self.core = ClientCore(client_id, inc, time.time_ns() // 1000, state, resume, Address(addr).code)
         else:
@@ -183,6 +188,11 @@ class LiveClient:
         A durable client keeps it in its local queue until its home storage broker stored
         it; while disconnected it only queues it (at most ``QUEUE_MAX``, then GesStateError).
         """
+        d = self.core.durable
+        if d is not None and not self._closed and len(d.queue) >= 1024 and len(d.queue) % 256 == 0:
+            self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
+            if len(d.queue) >= QUEUE_MAX:
+                self.wait_stored(10.0)  # connected and full: wait for the store rather than refuse
         eid = self.core.publish(content, payload, time.time_ns() // 1000)
         if not self._closed:
             self._flush()
