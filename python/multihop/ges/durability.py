@@ -142,6 +142,14 @@ class StoreRole:
         self.waiting: dict[str, list[int]] = {}
         self._dirty: set[str] = set()  # sessions with new entries to send
         self._stored_to: dict[tuple[int, str], EventId] = {}  # (broker, client) -> its last event stored
+        self._dirty_streams: set[tuple[str, int]] = set()  # streams whose last event changed this round
+        self._dirty_progress: dict[tuple[str, str], EventId] = {}  # (client, publisher) -> last acknowledged
+        #: per publisher, its last event stored (order key), over its incarnations
+        self._pub_last: dict[str, tuple[int, int, int]] = {}
+        for (pub, inc), (ts, seq) in self.streams.items():
+            k = (inc, ts, seq)
+            if pub not in self._pub_last or k > self._pub_last[pub]:
+                self._pub_last[pub] = k
         self._graph_at = -1
         self.bytes = sum(event_size(v[0]) for v in self.entries.values())
         self.counters = {"stored": 0, "duplicates": 0, "early": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
@@ -172,7 +180,11 @@ class StoreRole:
             self.counters["duplicates"] += 1
             return False
         self.streams[key] = order
-        self.storage.put_stream(i.publisher, i.incarnation, order)
+        self._dirty_streams.add(key)  # written once per round (flush)
+        k = (i.incarnation, i.timestamp, i.sequence)
+        last = self._pub_last.get(i.publisher)
+        if last is None or k > last:
+            self._pub_last[i.publisher] = k
         return True
 
     def _put(self, ev: EventData, bits: int) -> int:
@@ -206,11 +218,7 @@ class StoreRole:
             self._put(ev, bits)
 
     def _last_of(self, publisher: str) -> tuple[int, int, int] | None:
-        best = None
-        for (pub, inc), (ts, seq) in self.streams.items():
-            if pub == publisher and (best is None or (inc, ts, seq) > best):
-                best = (inc, ts, seq)
-        return best
+        return self._pub_last.get(publisher)
 
     def publish(self, src: int, client: str, ev: EventData, prev: EventId | None) -> None:
         """A client of broker ``src`` published ``ev`` after ``prev``: store, answer "stored", route.
@@ -253,6 +261,12 @@ class StoreRole:
             for (src, client), eid in self._stored_to.items():
                 self.core.durability.relay(src, SStored(client, eid))
             self._stored_to = {}
+        for key in self._dirty_streams:
+            self.storage.put_stream(key[0], key[1], self.streams[key])
+        self._dirty_streams.clear()
+        for (client, pub), i in self._dirty_progress.items():
+            self.storage.put_progress(client, pub, i)
+        self._dirty_progress.clear()
 
     def _launch(self, pub: str) -> None:
         """Route the publisher's waiting entries, as one batch, in order."""
@@ -426,7 +440,7 @@ class StoreRole:
             if v is not None:
                 i = v[0].id
                 c.progress[i.publisher] = i
-                self.storage.put_progress(msg.client, i.publisher, i)
+                self._dirty_progress[(msg.client, i.publisher)] = i  # written once per round (flush)
                 self._clear(e, bit)
         if progressed:
             s.idle = 0

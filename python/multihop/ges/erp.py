@@ -92,6 +92,7 @@ class EventRouting:
         self._cause_ev: dict[object, object] = {}  # the reverse
         self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
         self._parked_n: dict[object, int] = {}  # cause -> its copies parked here
+        self._had_at: tuple[int, dict[int, bool]] = (-1, {})  # graph version -> level -> _had_deciders
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
@@ -408,6 +409,15 @@ class EventRouting:
         """Whether the publisher's level-``lvl`` unit has (or had: lost gateways count) a decider inside this
         broker's level-(lvl-1) unit (this broker too, if its gateway of that level is lost): then the climb
         must go on once one is reachable."""
+        v = self.core.gpp.version
+        if self._had_at[0] != v:
+            self._had_at = (v, {})
+        hit = self._had_at[1].get(lvl)
+        if hit is None:
+            hit = self._had_at[1][lvl] = self._had_deciders_now(lvl)
+        return hit
+
+    def _had_deciders_now(self, lvl: int) -> bool:
         known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
         if any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known):
             return True

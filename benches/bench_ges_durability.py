@@ -1,0 +1,206 @@
+"""GES durability: persistent publish throughput and latency, replay rate, and the random fault scenarios at scale.
+
+Usage::
+
+    .venv/bin/python benches/bench_ges_durability.py [--events 100000] [--batches 1,100,1000]
+        [--replay 100000] [--synchronous FULL] [--scenarios 1000] [--quick]
+
+**Persistent publish.**  One storage broker's protocol core (:class:`BrokerCore` with
+:class:`SqliteStorage`, WAL, ``synchronous`` FULL by default) takes a client's 100-byte
+events through the whole durable path: the client's ``Publish`` is relayed to its home
+store, which checks the publisher's order, stores the event with the bit vector of the
+clients homed there whose profile matches (one durable subscriber, away, so every event
+stays stored), routes it, and answers "stored"; the broker commits once per round
+(``take_outbox``), as the live broker does once per loop.  A round takes ``B`` events
+(``--batches``): events stored *and acknowledged* per second, and the latency of a round
+(publish to "stored", the commit included).  Same run, same path: the same core on the
+in-memory store (:class:`MemoryStorage`), and the floor: SQLite's own rate for inserting
+the same rows (``executemany`` + commit per batch, same file settings).  Ratios are printed.
+
+**Replay.**  A client that missed ``--replay`` events resumes: the store sends them in
+windows, the client acknowledges each delivery, the store garbage collects (deletes) them;
+events replayed per second until the store is empty, on SQLite and in memory.
+
+**Scenarios.**  ``--scenarios N`` runs the Jepsen-style random fault scenarios of the test
+(``tests/test_ges_durability.py`` runs 300) for seeds 0..N-1 and prints how many failed.
+
+Goals (issue 13): persistent publish >= 50,000 events/s with batched commits, replay >=
+200,000 events/s.  Single process, in-process cores: no channels, no broker processes
+(the live tests cover those).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from multihop.ges.address import Address, unit_id
+from multihop.ges.broker import BrokerCore
+from multihop.ges.event import EventId, make_event
+from multihop.ges.messages import DurableAck, DurableAttach, DurableDeliver, Publish, Stored, Subscribe
+from multihop.ges.profile import make_chain
+from multihop.ges.storage import MemoryStorage
+from multihop.ges.storage_sqlite import SqliteStorage
+
+ME = Address("1.1.1", 2)
+PUB, SUB = -101, -102
+PAYLOAD = b"p" * 100
+
+
+def _core(storage: Any) -> BrokerCore:
+    core = BrokerCore(ME, storage_brokers={unit_id(ME.code, 1, 2): ME.code}, storage=storage)
+    core.client_attach(SUB, DurableAttach("sub", 1, -1, -1, (), False))
+    core.client_receive(SUB, Subscribe(1, make_chain([("n", "*")])))
+    core.take_outbox()
+    core.client_detach(SUB)  # away: everything published stays stored for it
+    core.client_attach(PUB, DurableAttach("pub", 1, -1, -1, (), False))
+    core.take_outbox()
+    return core
+
+
+def publish_run(storage: Any, n: int, batch: int) -> tuple[float, list[float]]:
+    """Events stored and acknowledged per second, and each round's latency (s)."""
+    core = _core(storage)
+    evs = [make_event(EventId("pub", 1, i, 1), {"n": i}, PAYLOAD) for i in range(n)]
+    lat = []
+    acked = 0
+    prev = None
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        r0 = time.perf_counter()
+        for ev in evs[start : start + batch]:
+            core.client_receive(PUB, Publish(ev, prev))
+            prev = ev.id
+        out = core.take_outbox()
+        lat.append(time.perf_counter() - r0)
+        for m in out.get(PUB, ()):
+            if type(m) is Stored:
+                acked = m.ids[-1].sequence + 1
+    dt = time.perf_counter() - t0
+    if acked != n:
+        raise SystemExit(f"only {acked} of {n} events acknowledged")
+    st = core.durability.store
+    assert st is not None and len(st.entries) == n, "every event must stay stored for the away subscriber"
+    return n / dt, lat
+
+
+def replay_run(storage: Any, n: int) -> float:
+    """A subscriber that missed ``n`` events resumes: events replayed (and collected) per second."""
+    core = _core(storage)
+    prev = None
+    for start in range(0, n, 5000):
+        for i in range(start, min(n, start + 5000)):
+            ev = make_event(EventId("pub", 1, i, 1), {"n": i}, PAYLOAD)
+            core.client_receive(PUB, Publish(ev, prev))
+            prev = ev.id
+        core.take_outbox()
+    st = core.durability.store
+    assert st is not None and len(st.entries) == n
+    got = 0
+    t0 = time.perf_counter()
+    core.client_attach(SUB, DurableAttach("sub", 2, ME.code, ME.code, (), True))
+    for _ in range(10 * n):  # bounded: each round delivers a window
+        out = core.take_outbox().get(SUB, ())
+        last = None
+        for m in out:
+            if type(m) is DurableDeliver:
+                got += len(m.entries)
+                last = m.entries[-1][0]
+        if last is not None:
+            core.client_receive(SUB, DurableAck(last))
+        elif not st.entries:
+            break
+    core.take_outbox()  # the last commit
+    dt = time.perf_counter() - t0
+    if got != n or st.entries:
+        raise SystemExit(f"replay: got {got} of {n}, {len(st.entries)} left stored")
+    return n / dt
+
+
+def sqlite_floor(path: Path, n: int, batch: int, synchronous: str) -> float:
+    """SQLite inserting the same rows (100 B payloads) in transactions of ``batch``: rows per second."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    db.execute("CREATE TABLE events (entry INTEGER PRIMARY KEY, publisher TEXT, ts INTEGER, seq INTEGER, inc INTEGER, "
+               "signature TEXT, vals TEXT, payload BLOB, bits BLOB)")
+    rows = [(i + 1, "pub", 1, i, 1, "n:int", f"i{i}", PAYLOAD, b"\x03") for i in range(n)]
+    t0 = time.perf_counter()
+    for s in range(0, n, batch):
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows[s : s + batch])
+        db.execute("COMMIT")
+    dt = time.perf_counter() - t0
+    db.close()
+    return n / dt
+
+
+def scenarios(n: int) -> int:
+    from multihop.ges.durable_scenarios import run_durable_scenario
+
+    bad = 0
+    t0 = time.perf_counter()
+    totals: dict[str, int] = {}
+    replayed = events = 0
+    for seed in range(n):
+        r = run_durable_scenario(seed)
+        events += r.events
+        replayed += r.report.replayed
+        for k, v in r.faults.items():
+            totals[k] = totals.get(k, 0) + v
+        if not r.ok:
+            bad += 1
+            print(f"  seed {seed}: {r.report.summary()}; left in storage {r.left_in_storage}, in queues {r.left_in_queues}")
+    print(f"scenarios: {n} seeds in {time.perf_counter() - t0:.1f} s, {events} events, {replayed} replayed deliveries, faults {totals}: "
+          f"{bad} failed")
+    return bad
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--batches", default="1,100,1000")
+    ap.add_argument("--replay", type=int, default=100_000)
+    ap.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
+    ap.add_argument("--scenarios", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="10,000 events, replay 10,000, batches 100,1000")
+    a = ap.parse_args()
+    if a.quick:
+        a.events, a.replay, a.batches = 10_000, 10_000, "100,1000"
+    batches = [int(x) for x in a.batches.split(",")]
+    load = os.getloadavg()[0]
+    print(f"GES durability bench: {a.events} events of 100 B, SQLite {sqlite3.sqlite_version} WAL synchronous={a.synchronous}, load {load:.2f}")
+    with tempfile.TemporaryDirectory(prefix="ges-dur-") as tmp:
+        d = Path(tmp)
+        print(f"{'batch':>6} {'sqlite ev/s':>12} {'memory ev/s':>12} {'raw insert/s':>13} {'vs memory':>10} {'vs raw':>7} {'round p50':>10} {'round p99':>10}")
+        for b in batches:
+            n = a.events if b > 1 else min(a.events, 5000)
+            f = d / f"pub-{b}.db"
+            ours, lat = publish_run(SqliteStorage(f, str(ME), a.synchronous), n, b)
+            mem, _ = publish_run(MemoryStorage(), n, b)
+            raw = sqlite_floor(d / f"raw-{b}.db", n, b, a.synchronous)
+            lat.sort()
+            p50 = statistics.median(lat)
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+            print(f"{b:>6} {ours:>12,.0f} {mem:>12,.0f} {raw:>13,.0f} {ours / mem:>9.2f}x {ours / raw:>6.2f}x {p50 * 1e3:>8.2f}ms {p99 * 1e3:>8.2f}ms")
+        big = max(batches)
+        ours, _ = publish_run(SqliteStorage(d / "goal.db", str(ME), a.synchronous), a.events, big)
+        print(f"persistent publish, batches of {big}: {ours:,.0f} events/s (goal 50,000: {'met' if ours >= 50_000 else 'MISSED'})")
+        rep = replay_run(SqliteStorage(d / "replay.db", str(ME), a.synchronous), a.replay)
+        rep_mem = replay_run(MemoryStorage(), a.replay)
+        print(f"replay of {a.replay} missed events: {rep:,.0f} events/s on SQLite, {rep_mem:,.0f} in memory ({rep / rep_mem:.2f}x); "
+              f"goal 200,000: {'met' if rep >= 200_000 else 'MISSED'}")
+    if a.scenarios:
+        return 1 if scenarios(a.scenarios) else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
