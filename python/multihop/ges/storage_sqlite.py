@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from typing import Any
 
 from multihop.ges.errors import StorageError
 from multihop.ges.event import EventData, EventId
@@ -77,7 +78,7 @@ class SqliteStorage:
         except StorageError:
             self.db.close()
             raise
-        self._puts: list[tuple] = []
+        self._puts: dict[int, list[Any]] = {}  # entry -> row, inserted at commit
         self._bits: dict[int, int] = {}
         self._other: list[tuple[str, tuple]] = []
         #: commits so far
@@ -139,10 +140,22 @@ class SqliteStorage:
     def put(self, entry: int, event: EventData, bits: int) -> None:
         """Store a new entry (in the open batch)."""
         i = event.id
-        self._puts.append((entry, i.publisher, i.timestamp, i.sequence, i.incarnation, event.signature, event.values, event.payload, _bits_blob(bits)))
+        self._puts[entry] = [entry, i.publisher, i.timestamp, i.sequence, i.incarnation, event.signature, event.values, event.payload, bits]
 
     def set_bits(self, entry: int, bits: int) -> None:
-        """Change an entry's bits; 0 deletes it (in the open batch)."""
+        """Change an entry's bits; 0 deletes it (in the open batch).
+
+        An entry put in the same batch is changed before it is written (and never written
+        if its vector is already zero): an event stored and acknowledged within one round
+        costs no write at all.
+        """
+        row = self._puts.get(entry)
+        if row is not None:
+            if bits:
+                row[8] = bits
+            else:
+                del self._puts[entry]
+            return
         self._bits[entry] = bits
 
     def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int) -> None:
@@ -166,7 +179,8 @@ class SqliteStorage:
         db.execute("BEGIN")
         try:
             if self._puts:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self._puts)
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()])
             if self._bits:
                 gone = [(e,) for e, b in self._bits.items() if not b]
                 kept = [(_bits_blob(b), e) for e, b in self._bits.items() if b]
@@ -180,7 +194,7 @@ class SqliteStorage:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self._puts, self._bits, self._other = [], {}, []
+        self._puts, self._bits, self._other = {}, {}, []
         self.commits += 1
 
     def close(self) -> None:
