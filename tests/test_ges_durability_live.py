@@ -229,3 +229,29 @@ def test_a_corrupt_storage_file_is_refused_at_start_naming_it() -> None:
         assert bad.read_bytes().startswith(b"this is not")  # left as it was
     finally:
         rt.stop()
+
+
+def test_cli_crash_and_restart(system: LiveSystem) -> None:
+    name = system.name
+
+    def cli(*args: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "multihop.cli", "ges", *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    old = system.pid("1.2.2")
+    assert "killed" in cli("crash", name, "1.2.2")
+    assert not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE
+    assert "restarted on its storage file" in cli("restart", name, "1.2.2")
+    fresh = LiveSystem.attach(name)
+    assert fresh.pid("1.2.2") != old and psutil.pid_exists(fresh.pid("1.2.2"))
+    sub = ges.connect(name, "1.2.2", "after-cli")  # the restarted broker serves clients again
+    sid = sub.subscribe(ALL)
+    pub = ges.connect(name, "1.1.1", "pub-after-cli")
+    try:
+        _active(sub, sid)
+        pub.publish({"n": 7})
+        assert _receive(sub, 1, []) == [7]
+    finally:
+        _leave(sub)
+        pub.close()
