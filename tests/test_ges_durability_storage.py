@@ -143,3 +143,21 @@ def test_another_brokers_store_and_another_schema_are_refused(tmp_path: Path) ->
     db.close()
     with pytest.raises(StorageError, match="schema version 99"):
         SqliteStorage(path, "1.1.1.1")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_collection_deletes_exactly_the_zero_vectors(tmp_path: Path, kind: str) -> None:
+    st = _stores(tmp_path)[kind]()
+    for i in range(1, 21):
+        st.put(i, _ev("p", i), 0b10)
+    st.commit()
+    gone = [2, 3, 4, 7, 9, 10, 11, 20]  # runs and singles around entries that stay
+    for e in gone:
+        st.set_bits(e, 0)
+    st.set_bits(5, 0b110)
+    st.put(21, _ev("p", 21), 1)
+    st.set_bits(21, 0)  # stored and collected within one batch: never written
+    st.commit()
+    got = st.load().entries
+    assert sorted(got) == sorted(set(range(1, 21)) - set(gone))
+    assert got[5][1] == 0b110

@@ -182,10 +182,15 @@ class SqliteStorage:
                 db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()])
             if self._bits:
-                gone = [(e,) for e, b in self._bits.items() if not b]
+                gone = sorted(e for e, b in self._bits.items() if not b)
                 kept = [(_bits_blob(b), e) for e, b in self._bits.items() if b]
-                if gone:
-                    db.executemany("DELETE FROM events WHERE entry = ?", gone)
+                if gone:  # runs of consecutive entries go in one range delete each (a replay collects runs)
+                    runs, lo = [], gone[0]
+                    for x, y in zip(gone, gone[1:] + [None]):
+                        if y != x + 1:
+                            runs.append((lo, x))
+                            lo = y
+                    db.executemany("DELETE FROM events WHERE entry BETWEEN ? AND ?", runs)
                 if kept:
                     db.executemany("UPDATE events SET bits = ? WHERE entry = ?", kept)
             for sql, args in self._other:
