@@ -22,7 +22,7 @@ windows, the client acknowledges each delivery, the store garbage collects (dele
 events replayed per second until the store is empty, on SQLite and in memory.
 
 **Scenarios.**  ``--scenarios N`` runs the Jepsen-style random fault scenarios of the test
-(``tests/test_ges_durability.py`` runs 300) for seeds 0..N-1 and prints how many failed.
+(``tests/test_ges_durability.py`` runs 200) for seeds 0..N-1 and prints how many failed.
 
 Goals (issue 13): persistent publish >= 50,000 events/s with batched commits, replay >=
 200,000 events/s.  Single process, in-process cores: no channels, no broker processes

@@ -240,13 +240,13 @@ def test_checker_counts_replayed_and_lost_while_disconnected() -> None:
 
 
 def test_random_fault_scenarios_exactly_once_in_order_and_storage_empties() -> None:
-    """300 seeded scenarios (benches/bench_ges_durability.py --scenarios 1000 runs more): random disconnects,
+    """200 seeded scenarios (benches/bench_ges_durability.py --scenarios 1000 runs 1,000): random disconnects,
     roams, broker crashes and restarts, gateway losses that heal, lossy links; every subscriber gets every
     matching event exactly once, in each publisher's order across incarnations; storage ends empty."""
     totals: dict[str, int] = {}
     replayed = 0
     bad = []
-    for seed in range(300):
+    for seed in range(200):
         r = run_durable_scenario(seed)
         for k, v in r.faults.items():
             totals[k] = totals.get(k, 0) + v
@@ -256,4 +256,4 @@ def test_random_fault_scenarios_exactly_once_in_order_and_storage_empties() -> N
     assert not bad, bad[:3]
     # the scenarios did exercise every fault
     assert min(totals.values()) > 50, totals
-    assert replayed > 500
+    assert replayed > 300
