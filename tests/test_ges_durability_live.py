@@ -75,13 +75,14 @@ def _quiet_stores(system: LiveSystem, limit: float = 15.0) -> dict[str, int]:
         time.sleep(0.05)  # the test waits for acknowledgements to come back
 
 
-@pytest.mark.parametrize("victim", ["1.1.2", "1.1.1"], ids=["subscribers-broker", "its-storage-broker"])
-def test_kill_the_broker_the_subscriber_gets_exactly_1_to_n(system: LiveSystem, victim: str) -> None:
+@pytest.mark.parametrize("victim,roam", [("1.1.2", False), ("1.1.2", True), ("1.1.1", False)],
+                         ids=["subscribers-broker", "subscribers-broker-roam", "its-storage-broker"])
+def test_kill_the_broker_the_subscriber_gets_exactly_1_to_n(system: LiveSystem, victim: str, roam: bool) -> None:
     name = system.name
-    cid = f"kill-{victim}"
+    cid = f"kill-{victim}-{roam}"
     sub = ges.connect(name, "1.1.2", cid)
     sid = sub.subscribe(ALL)
-    pub = ges.connect(name, "1.2.2", f"pub-{victim}")
+    pub = ges.connect(name, "1.2.2", f"pub-{victim}-{roam}")
     try:
         _active(sub, sid)
         n, got = 3000, []
@@ -95,8 +96,11 @@ def test_kill_the_broker_the_subscriber_gets_exactly_1_to_n(system: LiveSystem, 
                 assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
                 if victim == "1.1.2":
                     sub.disconnect()  # its broker is gone
+                if roam:  # to the fallback broker of its cluster while its own is down
+                    assert system.fallback_broker(victim) == "1.1.3"
+                    sub = ges.connect(name, system.fallback_broker(victim), cid, resume=True)
                 system.restart(victim)
-                if victim == "1.1.2":
+                if victim == "1.1.2" and not roam:
                     sub = ges.connect(name, "1.1.2", cid, resume=True)  # back at the restarted broker
         assert _receive(sub, n, got) == list(range(1, n + 1))
         pub.wait_stored()

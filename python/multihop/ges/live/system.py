@@ -383,6 +383,18 @@ class LiveSystem:
         """Durable systems: a storage broker's SQLite file."""
         return Path(self.config["storage_dir"]) / f"ges-{Address(address, self.topology.levels)}.db"
 
+    def fallback_broker(self, address: AddressLike) -> str:
+        """Where the clients of a failed broker roam (the simulator's rule): the next running broker of its
+        cluster in address order, wrapping around."""
+        addr = Address(address, self.topology.levels)
+        levels = self.topology.levels
+        running = [Address(a, levels) for a, info in self.config["brokers"].items() if info.get("pid") and _alive(info["pid"])]
+        members = sorted(a for a in running if a.unit_id(1) == addr.unit_id(1) and a != addr)
+        if not members:
+            raise GesStateError(f"no running broker left in the cluster of {addr}")
+        after = [a for a in members if a > addr]
+        return str((after or members)[0])
+
     def crash(self, address: AddressLike) -> None:
         """Durable systems: SIGKILL a broker and keep it in the system, to :meth:`restart` it on its storage file.
 
