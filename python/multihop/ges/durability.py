@@ -570,6 +570,7 @@ class Durability:
         self._retry_timer = False
         self._restarted = False
         self._resync_at = -1
+        self._resync_tries = 0
         self.counters = {"relayed": 0, "relay_dropped": 0, "retries": 0}
 
     def start(self, epoch: int) -> None:
@@ -648,7 +649,7 @@ class Durability:
         self._arm()
 
     def _arm(self) -> None:
-        if (self.pending or self._restarted) and not self._retry_timer:
+        if (self.pending or (self._restarted and self._resync_tries < RETRY_MAX_TICKS * 4)) and not self._retry_timer:
             self._retry_timer = True
             self.core.set_timer(RETRY, ("dur-retry",))
 
@@ -777,7 +778,8 @@ class Durability:
                 v[2] = v[3]
                 self.counters["retries"] += 1
                 self.relay(v[0], v[1])
-        if self._restarted:
+        if self._restarted and self._resync_tries < RETRY_MAX_TICKS * 4:
+            self._resync_tries += 1  # (then only graph changes make it ask again: a store may be down for good)
             self._resync_at = -1  # ask again at the next flush (a request may have found no route)
         self._arm()
 
