@@ -43,11 +43,13 @@ class DurableResult:
     left_in_storage: int
     left_in_queues: int
     faults: dict[str, int] = field(default_factory=dict)
+    #: subscriptions that did not become active in the whole system before the faults began (must be 0)
+    inactive: int = 0
 
     @property
     def ok(self) -> bool:
         """Every subscriber got every matching event once, in order, and the stores are empty."""
-        return self.report.ok and self.left_in_storage == 0 and self.left_in_queues == 0
+        return self.report.ok and self.left_in_storage == 0 and self.left_in_queues == 0 and self.inactive == 0
 
 
 def _profile(rng: random.Random) -> list[tuple[str, Any]]:
@@ -111,11 +113,14 @@ def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = N
     for cid in pubs:
         d.connect(cid, rng.choice(addrs), False)
     sim.run_until_quiet()
+    inactive = 0
     for cid in subs:
         c = d.current[cid]
         for sid in list(hist.subs[cid]):
             if c.active_level(sid, timeout=5.0) == levels + 1:
                 hist.active(cid, sid, sim.now)
+            else:
+                inactive += 1
     faults = {"disconnects": 0, "resumes": 0, "roams": 0, "crashes": 0, "restarts": 0, "gateways_lost": 0, "gateways_healed": 0}
     lost_gws: list[tuple[Address, Address, int]] = []
     events = 0
@@ -210,4 +215,4 @@ def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = N
     left = sum(len(core.durability.store.entries) for core in sim.brokers.values() if core.durability.store is not None)
     left_committed = sum(st.stored_events for st in sim.stores.values())
     queued = sum(d.current[cid].queued for cid in pubs)
-    return DurableResult(seed, len(sim.brokers), report, events, max(left, left_committed), queued, faults)
+    return DurableResult(seed, len(sim.brokers), report, events, max(left, left_committed), queued, faults, inactive)
