@@ -259,3 +259,27 @@ def test_cli_crash_and_restart(system: LiveSystem) -> None:
     finally:
         _leave(sub)
         pub.close()
+
+
+def test_events_published_while_disconnected_go_out_on_resume(system: LiveSystem) -> None:
+    name = system.name
+    sub = ges.connect(name, "1.2.1", "queue-sub")
+    sid = sub.subscribe(ALL)
+    pub = ges.connect(name, "1.1.2", "queue-pub")
+    try:
+        _active(sub, sid)
+        pub.publish({"n": 1})
+        pub.wait_stored()
+        pub.disconnect()
+        queued = [pub.publish({"n": i}) for i in range(2, 52)]  # into the local queue only
+        assert pub.queued == 50
+        assert _receive(sub, 2, [], limit=1.0) == [1]  # nothing of the queue went out
+        pub = ges.connect(name, "1.1.3", "queue-pub", resume=True)  # another broker of its cluster
+        after = pub.publish({"n": 52})
+        pub.wait_stored()
+        assert after.incarnation > queued[0].incarnation
+        got = _receive(sub, 52, [1])
+        assert got == list(range(1, 53))
+    finally:
+        _leave(sub)
+        pub.close()
