@@ -571,6 +571,10 @@ class Durability:
         self._restarted = False
         self._resync_at = -1
         self._resync_tries = 0
+        self._pub_out: dict[tuple[int, str], list[Any]] = {}  # (home, client) -> [prev, events] of this round
+        #: per client, its publications not yet confirmed stored, in order: [{id: (home, event, prev)}, progress,
+        #: ticks to wait, next wait]; sent again together when its store said nothing for a while
+        self._pubs: dict[str, list[Any]] = {}
         self.counters = {"relayed": 0, "relay_dropped": 0, "retries": 0}
 
     def start(self, epoch: int) -> None:
@@ -601,7 +605,12 @@ class Durability:
         return {s for s in self.storage_brokers.values() if s != me and s not in origins and contains(unit, s)}
 
     def flush(self) -> None:
-        """Before the outbox is taken: the store's sessions, and the snapshots a restarted broker still lacks."""
+        """Before the outbox is taken: the round's publications, the store's sessions, and the snapshots a
+        restarted broker still lacks."""
+        if self._pub_out:
+            out, self._pub_out = self._pub_out, {}
+            for (home, client), (prev, evs) in out.items():
+                self.relay(home, SPublish(client, tuple(evs), prev))
         if self.store is not None:
             self.store.flush()
         if self._restarted:
@@ -649,7 +658,7 @@ class Durability:
         self._arm()
 
     def _arm(self) -> None:
-        if (self.pending or (self._restarted and self._resync_tries < RETRY_MAX_TICKS * 4)) and not self._retry_timer:
+        if (self.pending or self._pubs or (self._restarted and self._resync_tries < RETRY_MAX_TICKS * 4)) and not self._retry_timer:
             self._retry_timer = True
             self.core.set_timer(RETRY, ("dur-retry",))
 
@@ -657,6 +666,18 @@ class Durability:
         """A gateway came up: send the waiting requests again now."""
         for v in list(self.pending.values()):
             self.relay(v[0], v[1])
+        for client in list(self._pubs):
+            self._resend_pubs(client)
+
+    def _resend_pubs(self, client: str) -> None:
+        """Send a client's unconfirmed publications again, in order, as one relay."""
+        q = self._pubs[client][0]
+        if not q:
+            return
+        first = next(iter(q.values()))
+        home, prev = first[0], first[2]
+        self.counters["retries"] += 1
+        self.relay(home, SPublish(client, tuple(v[1] for v in q.values()), prev))
 
     def on_body(self, src: int, body: Any) -> None:
         """A durability message for this broker from broker ``src``."""
@@ -670,7 +691,10 @@ class Durability:
                 st.subscribe(src, body)
         elif t is SPublish:
             if st is not None:
-                st.publish(src, body.client, body.event, body.prev)
+                prev = body.prev
+                for ev in body.events:
+                    st.publish(src, body.client, ev, prev)
+                    prev = ev.id
         elif t is SAck:
             if st is not None:
                 st.ack(body)
@@ -702,8 +726,17 @@ class Durability:
         elif t is SStored:
             # everything up to body.event is stored (in the publisher's order): stop retrying those
             key = order_key(body.event)
-            for k in [k for k in self.pending if k[0] == "pub" and k[1].publisher == body.client and order_key(k[1]) <= key]:
-                del self.pending[k]
+            p = self._pubs.get(body.client)
+            if p is not None:
+                q = p[0]
+                while q:
+                    first = next(iter(q))
+                    if order_key(first) > key:
+                        break
+                    del q[first]
+                p[1], p[2], p[3] = True, 1, 1  # progress: the store answers, no retry due
+                if not q:
+                    del self._pubs[body.client]
             peer = self._by_name.get(body.client)
             if peer is not None:
                 self.core.send(peer, Stored((body.event,)))
@@ -736,7 +769,8 @@ class Durability:
         if self._by_name.get(a.client) == peer:
             del self._by_name[a.client]
         for k in [k for k, v in self.pending.items() if getattr(v[1], "client", None) == a.client]:
-            del self.pending[k]  # the client sends its unstored events again when it resumes
+            del self.pending[k]
+        self._pubs.pop(a.client, None)  # the client sends its unstored events again when it resumes
         self.relay(a.home, SDetach(a.client, a.incarnation))
 
     def subscribe(self, peer: int, sub: int, chain: Any) -> None:
@@ -752,7 +786,17 @@ class Durability:
         again after a failure) are stored once and leave in its order.
         """
         a = self.attached[peer]
-        self._request(("pub", ev.id), a.home, SPublish(a.client, ev, prev))
+        p = self._pubs.get(a.client)
+        if p is None:
+            p = self._pubs[a.client] = [{}, False, 1, 1]  # unconfirmed, progress since the last tick, ticks, next wait
+        p[0][ev.id] = (a.home, ev, prev)
+        # sent at the end of the round, with the client's other events of the round (one relay)
+        out = self._pub_out.get((a.home, a.client))
+        if out is None:
+            self._pub_out[(a.home, a.client)] = [prev, [ev]]
+        else:
+            out[1].append(ev)
+        self._arm()
 
     def ack(self, peer: int, upto: int, nak: bool) -> None:
         """The client acknowledged (or asked again)."""
@@ -778,6 +822,15 @@ class Durability:
                 v[2] = v[3]
                 self.counters["retries"] += 1
                 self.relay(v[0], v[1])
+        for client, p in self._pubs.items():
+            if p[1]:  # its store confirmed something since the last tick: it is busy, not gone
+                p[1] = False
+                continue
+            p[2] -= 1
+            if p[2] <= 0:
+                p[3] = min(2 * p[3], RETRY_MAX_TICKS)
+                p[2] = p[3]
+                self._resend_pubs(client)
         if self._restarted and self._resync_tries < RETRY_MAX_TICKS * 4:
             self._resync_tries += 1  # (then only graph changes make it ask again: a store may be down for good)
             self._resync_at = -1  # ask again at the next flush (a request may have found no route)
@@ -788,7 +841,7 @@ class Durability:
         out: dict[str, Any] = {
             "attached": {a.client: {"incarnation": a.incarnation, "home": str(Address.from_code(a.home, self.core.levels)) if a.home >= 0 else None}
                          for a in self.attached.values()},
-            "waiting_requests": len(self.pending),
+            "waiting_requests": len(self.pending) + sum(len(p[0]) for p in self._pubs.values()),
         }
         if self.store is not None:
             out["store"] = self.store.status()

@@ -300,10 +300,10 @@ class SSubAck(NamedTuple):
 
 
 class SPublish(NamedTuple):
-    """Attaching broker -> the client's home store: a client published ``event`` after ``prev``."""
+    """Attaching broker -> the client's home store: a client published ``events`` (in order), the first after ``prev``."""
 
     client: str
-    event: EventData
+    events: tuple[EventData, ...]
     prev: EventId | None
 
 

@@ -86,7 +86,8 @@ class LiveBroker:
         if self.durable:
             sb = storage_brokers_of(topology)
             if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
-                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address))  # type: ignore[arg-type]
+                sync = os.environ.get("MULTIHOP_GES_SYNCHRONOUS", "FULL")  # docs/ges.md: why FULL
+                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)  # type: ignore[arg-type]
             self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
         else:
             self.core = BrokerCore(address, thresholds=topology.thresholds)

@@ -114,6 +114,12 @@ def encode_relay(msg: Relay) -> list[bytes]:
             if part:
                 prev = part[-1][0]
         return out
+    if t is SPublish:
+        out, prev = [], body.prev
+        for part in _cuts(tuple((0, ev) for ev in body.events)):
+            out += _one(msg, body._replace(prev=prev, events=tuple(ev for _, ev in part)))
+            prev = part[-1][1].id
+        return out
     return _one(msg, body)
 
 
@@ -131,7 +137,7 @@ def _one(msg: Relay, body: Any) -> list[bytes]:
     elif t is SSubAck:
         a = body.sub
     elif t is SPublish:
-        items = [(0, body.event)] + ([(1, body.prev)] if body.prev is not None else [])
+        items = [(0, ev) for ev in body.events] + ([(1, body.prev)] if body.prev is not None else [])
     elif t is SStored:
         items = [(0, body.event)]
     elif t is SDeliver:
@@ -168,10 +174,13 @@ def decode_relay(rec: Any) -> Relay:
         elif t is SSubAck:
             body = SSubAck(c, a)
         elif t is SPublish:
-            if not items:
-                raise ValueError("no event")
-            validate_event(items[0][1])
-            body = SPublish(c, items[0][1], items[1][1].id if len(items) > 1 else None)
+            evs = tuple(ev for e, ev in items if e == 0)
+            prevs = [ev.id for e, ev in items if e == 1]
+            if not evs or len(prevs) > 1:
+                raise ValueError("no event, or two previous ones")
+            for ev in evs:
+                validate_event(ev)
+            body = SPublish(c, evs, prevs[0] if prevs else None)
         elif t is SStored:
             body = SStored(c, items[0][1].id)
         elif t is SDeliver:
