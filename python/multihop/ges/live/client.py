@@ -189,8 +189,9 @@ class LiveClient:
         it; while disconnected it only queues it (at most ``QUEUE_MAX``, then GesStateError).
         """
         d = self.core.durable
-        if d is not None and not self._closed and len(d.queue) >= 1024 and len(d.queue) % 256 == 0:
-            self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
+        if d is not None and not self._closed and len(d.queue) >= 1024:
+            if len(d.queue) % 256 == 0 or len(d.queue) >= QUEUE_MAX:
+                self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
             if len(d.queue) >= QUEUE_MAX:
                 self.wait_stored(10.0)  # connected and full: wait for the store rather than refuse
         eid = self.core.publish(content, payload, time.time_ns() // 1000)
