@@ -361,10 +361,10 @@ def _resources_plot(tables: Mapping[str, Table], out: Path, result: PlotSet) -> 
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_title("memory" if k == 0 else "CPU", fontsize="medium")
     handles, labels = fig.axes[0].get_legend_handles_labels()
-    rows = (len(series) + 2) // 3
+    legend_rows = (len(series) + 2) // 3
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(series)), fontsize="small")
     fig.suptitle("Memory and CPU per monitor, per channel and per idle monitor", fontsize="medium")
-    fig.tight_layout(rect=(0, 0.05 + 0.05 * rows, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 + 0.05 * legend_rows, 1, 1))
     fig.savefig(out / "resources.png", format="png")
     result.plots.append(Plot("resources.png", "Memory and CPU", "RSS and CPU seconds of each measured component, "
                              "per routing mode (see resources.csv for what each counts)."))
