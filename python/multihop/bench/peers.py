@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 import psutil
@@ -44,6 +44,8 @@ _CTX = mp.get_context("spawn")
 
 PEERS = ("pipe", "queue", "zmq")
 """Peer mechanisms the benchmarks can compare against (``zmq`` needs pyzmq)."""
+
+T = TypeVar("T")
 
 Send = Callable[[bytes], Any]
 Recv = Callable[[], bytes]
@@ -234,21 +236,27 @@ class PeerBench:
         self.client_cpu = runtime.cpu_of(client_core)
         self.server_cpu = runtime.cpu_of(server_core) if len(cpus) > 1 else None
 
-    def channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], float]) -> float:
+    def channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], T]) -> T:
         """Run `body(channel)` against a spawned server doing `work` over our transport; its result."""
         ready = _CTX.Event()
         with spawned(_serve_channel, self.rt.name, self.server_core, self.server_cpu, work, n, size, ready):
             if not ready.wait(30):
                 raise mh.MonitorError("benchmark server did not start")
             old = os.sched_getaffinity(0)
-            with self.rt.dispatcher(self.client_core, pin=True) as d:
+            # try/finally rather than `with`: the extension's __exit__ is typed `-> bool` (may swallow the
+            # exception, so mypy saw a way to fall off the end); it never does, and this says so
+            d = self.rt.dispatcher(self.client_core, pin=True)
+            try:
+                ch = d.bind(f"bench-{work}", transport=self.transport, timeout=30, window=self.window)
                 try:
-                    with d.bind(f"bench-{work}", transport=self.transport, timeout=30, window=self.window) as ch:
-                        return body(ch)
+                    return body(ch)
                 finally:
-                    os.sched_setaffinity(0, old)
+                    ch.close()
+            finally:
+                os.sched_setaffinity(0, old)
+                d.detach()
 
-    def peer_case(self, peer: str, work: str, n: int, body: Callable[[Send, Recv], float]) -> float:
+    def peer_case(self, peer: str, work: str, n: int, body: Callable[[Send, Recv], T]) -> T:
         """Run `body(send, recv)` against a spawned server doing `work` over `peer`; its result.
 
         Raises:
@@ -261,6 +269,9 @@ class PeerBench:
         zctx = sock = None
         pipes: list[Any] = []
         queues: list[Any] = []
+        send: Send
+        recv: Recv
+        endpoint: object  # what the server process opens: its Pipe end, the two queues, or the ZeroMQ address
         if peer == "pipe":
             mine, theirs = _CTX.Pipe()
             pipes = [mine, theirs]
@@ -295,6 +306,7 @@ class PeerBench:
                 end.close()
             if sock is not None:
                 sock.close(linger=0)
+            if zctx is not None:
                 zctx.term()
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
