@@ -323,17 +323,6 @@ def test_typed_stub_names_every_field_of_the_generated_records() -> None:
         assert values == [(e.name, e.value) for e in enum]
 
 
-def test_typed_stub_refuses_what_it_does_not_cover() -> None:
-    """An interface with an rpc gets an error naming the rpc and its place (not a wrong stub)."""
-    from multihop.idl import parse
-    from multihop.idl.errors import IdlCodegenError
-    from multihop.idl.pyi import generate_pyi
-
-    iface = parse('interface calc "c" {\n    rpc add(in uint32 a, in uint32 b, out uint32 sum);\n};\n')
-    with pytest.raises(IdlCodegenError, match=r":2:\d+: pyi back end: rpc 'add'"):
-        generate_pyi(iface)
-
-
 def test_every_message_round_trips_through_the_stubs() -> None:
     a, b = new_id(), new_id()
     recs = [

@@ -276,9 +276,12 @@ class _mhTx:
     def status_reply(self, peer: _mhT_nid, json: str, *, timeout: float | None = None) -> None: ...
     def shutdown(self, grace_ms: int, *, timeout: float | None = None) -> None: ...
 
-class results: ...
+class results:
+    """The named tuples returned by rpcs with several out arguments."""
+    pass
 
 class _mhRpc:
+    """Rpc client side: one method per rpc; returns the out values."""
     def __init__(self, binding: _mh_Binding) -> None: ...
 
 class DispatchBinding(_mh_Binding):

@@ -7,6 +7,10 @@ definition of every message; the drivers turn records into bytes with
 that is not one of these messages).  ``dispatch_if.py`` is generated:
 regenerate it with ``multihop stubgen flounder-idl/dispatch.if --lang python
 -o python/multihop/dispatch/dispatch_if.py`` (a test checks it is current).
+Type checkers read its typed stub ``dispatch_if.pyi`` instead (each message's
+record class with its typed fields): regenerate it with ``python -m
+multihop.idl.pyi flounder-idl/dispatch.if -o
+python/multihop/dispatch/dispatch_if.pyi`` (a test checks it is current too).
 """
 
 from __future__ import annotations

@@ -23,16 +23,19 @@ other arrays                   ``Sequence[element]``
 ``String``                     ``str``
 =============================  ===========================================
 
-Interfaces with rpcs or capabilities are refused (:class:`IdlCodegenError`
-naming the first one): nothing that needs a stub has them yet.
+An rpc's client method returns its out value (None without one, the
+``results.NAME`` named tuple with several); its two halves are messages
+(``NAME_call``, ``NAME_response``) like the others.  Interfaces with
+capabilities are refused (:class:`IdlCodegenError` naming the first one).
 
-Regenerate a stub with ``python -m multihop.idl.pyi IFACE.if -o MODULE.pyi``.
+Regenerate a stub with ``python -m multihop.idl.pyi IFACE.if [-I IMPORT.if ...] -o MODULE.pyi``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from multihop.idl.checker import check_generatable
 from multihop.idl.errors import IdlCodegenError
@@ -43,10 +46,8 @@ __all__ = ["generate_pyi", "main"]
 
 
 def _check(iface: Interface) -> None:
-    """Refuse what the stub back end does not cover (rpcs, capabilities), naming where it is."""
+    """Refuse what the stub back end does not cover (capabilities), naming where it is."""
     check_generatable(iface, "pyi")
-    for r in iface.rpcs:
-        raise IdlCodegenError(iface.file, r.pos.line, r.pos.column, f"pyi back end: rpc {r.name!r}: rpcs are not supported yet")
     for m in iface.messages:
         for a in m.args:
             if has_caps(a.type):
@@ -79,6 +80,16 @@ def _py(t: Type) -> str:
     return "str"
 
 
+def _tuple_field(name: str, t: Type) -> str:
+    """A named tuple's field; one named like a tuple method (``count``, ``index``) shadows it, as the
+    runtime ``namedtuple`` does, which a type checker reports as an incompatible override."""
+    shadows = "  # type: ignore[assignment]  # the field shadows tuple's method, as at run time" if name in _TUPLE_NAMES else ""
+    return f"    {name}: {_py(t)}{shadows}"
+
+
+_TUPLE_NAMES = frozenset(n for n in dir(tuple) if not n.startswith("_"))
+
+
 def _params(m: Message) -> str:
     return "".join(f", {py_arg(a.name)}: {_py(a.type)}" for a in m.args)
 
@@ -86,7 +97,7 @@ def _params(m: Message) -> str:
 def generate_pyi(iface: Interface) -> str:
     """The text of the typed stub of the Python binding module of ``iface``.
 
-    Raises :class:`~multihop.idl.errors.IdlCodegenError` for an import file, an rpc or a capability.
+    Raises :class:`~multihop.idl.errors.IdlCodegenError` for an import file or a capability.
     """
     _check(iface)
     assert iface.name is not None  # check_generatable refuses import files
@@ -115,7 +126,7 @@ def generate_pyi(iface: Interface) -> str:
             out += [f"_mhT_{t.name}: TypeAlias = {pub}", ""]
         elif isinstance(t, Struct):
             out.append(f"class {pub}(NamedTuple):")
-            out.extend(f"    {py_name(f.name)}: {_py(f.type)}" for f in t.fields)
+            out.extend(_tuple_field(py_name(f.name), f.type) for f in t.fields)
             out += [f"_mhT_{t.name}: TypeAlias = {pub}", ""]
     out += ["class messages:", '    """The record classes of the messages, by name."""']
     for m in iface.messages:
@@ -135,12 +146,21 @@ def generate_pyi(iface: Interface) -> str:
     ]
     for m in iface.messages:
         out.append(f"    def {py_name(m.name)}(self{_params(m)}, *, timeout: float | None = None) -> None: ...")
+    multi = [r for r in iface.rpcs if len(r.out_args) > 1]
+    for r in multi:
+        out += ["", f"class _mhO_{r.name}(NamedTuple):"]
+        out.extend(_tuple_field(py_arg(a.name), a.type) for a in r.out_args)
+    out += ["", "class results:", '    """The named tuples returned by rpcs with several out arguments."""']
+    out.extend(f"    {py_name(r.name)}: TypeAlias = _mhO_{r.name}" for r in multi)
+    if not multi:
+        out.append("    pass")
+    out += ["", "class _mhRpc:", '    """Rpc client side: one method per rpc; returns the out values."""',
+            "    def __init__(self, binding: _mh_Binding) -> None: ..."]
+    for r in iface.rpcs:
+        ins = "".join(f", {py_arg(a.name)}: {_py(a.type)}" for a in r.in_args)
+        ret = "None" if not r.out_args else _py(r.out_args[0].type) if len(r.out_args) == 1 else f"_mhO_{r.name}"
+        out.append(f"    def {py_name(r.name)}(self{ins}, *, timeout: float | None = None) -> {ret}: ...")
     out += [
-        "",
-        "class results: ...",
-        "",
-        "class _mhRpc:",
-        "    def __init__(self, binding: _mh_Binding) -> None: ...",
         "",
         f"class {cls}(_mh_Binding):",
         "    tx: _mhTx",
@@ -161,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m multihop.idl.pyi", description=__doc__.splitlines()[0])
     ap.add_argument("interface", help="the Flounder interface file (.if)")
+    ap.add_argument("--import", "-I", dest="imports", action="append", default=[], metavar="IMPORT.if",
+                    help="an import file whose types the interface uses (repeat for several)")
     ap.add_argument("-o", "--output", help="where to write the stub (default: stdout)")
     args = ap.parse_args(argv)
     try:
-        text = generate_pyi(parse(args.interface))
+        text = generate_pyi(parse(Path(args.interface), [Path(i) for i in args.imports]))
     except (IdlError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
