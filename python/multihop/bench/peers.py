@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import multiprocessing as mp
 from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 import os
 import shutil
 import signal
@@ -33,12 +34,17 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias, TypeVar
 
 import numpy as np
 import psutil
 
 import multihop as mh
+
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 
 _CTX = mp.get_context("spawn")
 
@@ -47,7 +53,7 @@ PEERS = ("pipe", "queue", "zmq")
 
 T = TypeVar("T")
 
-Send = Callable[[bytes], Any]
+Send = Callable[[bytes], object]  # what it returns is not used
 Recv = Callable[[], bytes]
 _DONE = b"done"
 
@@ -94,7 +100,7 @@ def _work(send: Send, recv: Recv, work: str, n: int) -> None:
 # ---- server side (runs in the spawned process) ------------------------------
 
 
-def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, size: int, ready: Any) -> None:
+def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, size: int, ready: Event) -> None:
     _pin(cpu)
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
@@ -119,12 +125,18 @@ def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, siz
             pass
 
 
-def _serve_peer(peer: str, endpoint: Any, cpu: int | None, work: str, n: int) -> None:
+Endpoint: TypeAlias = "Connection[Any, Any] | tuple[Queue[bytes], Queue[bytes]] | str"
+"""What a peer server opens: its end of the Pipe, the (to client, from client) queues, or the ZeroMQ address."""
+
+
+def _serve_peer(peer: str, endpoint: Endpoint, cpu: int | None, work: str, n: int) -> None:
     _pin(cpu)
     if peer == "pipe":
+        assert isinstance(endpoint, Connection), endpoint
         endpoint.send_bytes(b"ready")
         _work(endpoint.send_bytes, endpoint.recv_bytes, work, n)
     elif peer == "queue":
+        assert isinstance(endpoint, tuple), endpoint
         to_client, from_client = endpoint
         to_client.put(b"ready")
         _work(to_client.put, from_client.get, work, n)
@@ -134,6 +146,7 @@ def _serve_peer(peer: str, endpoint: Any, cpu: int | None, work: str, n: int) ->
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PAIR)
         sock.setsockopt(zmq.RCVTIMEO, 60_000)
+        assert isinstance(endpoint, str), endpoint
         try:
             sock.bind(endpoint)
             sock.send(b"ready")
@@ -168,7 +181,7 @@ def _stream_loop(send: Send, recv_done: Recv, n: int, size: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _close_queues(queues: list[Any]) -> None:
+def _close_queues(queues: list[Queue[bytes]]) -> None:
     """Close multiprocessing queues so that interpreter exit never waits on them.
 
     A queue's feeder thread flushes what was put into it when the process
@@ -193,7 +206,7 @@ def _ignoring_sigint(target: Callable[..., None], *args: Any) -> None:
 
 
 @contextlib.contextmanager
-def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Iterator[Any]:
+def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Iterator[SpawnProcess]:
     """Run `target(*args)` in a spawned process (Ctrl-C ignored there) for the block.
 
     The process is joined (killed after `grace` seconds) when the block ends
@@ -267,11 +280,11 @@ class PeerBench:
         tmp = None
         old = os.sched_getaffinity(0)
         zctx = sock = None
-        pipes: list[Any] = []
-        queues: list[Any] = []
+        pipes: list[Connection[Any, Any]] = []
+        queues: list[Queue[bytes]] = []
         send: Send
         recv: Recv
-        endpoint: object  # what the server process opens: its Pipe end, the two queues, or the ZeroMQ address
+        endpoint: Endpoint
         if peer == "pipe":
             mine, theirs = _CTX.Pipe()
             pipes = [mine, theirs]
