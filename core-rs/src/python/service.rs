@@ -110,6 +110,26 @@ impl Service {
         }
     }
 
+    /// Take the next connection from the backlog if one is there, else
+    /// None (never waits). Raises the ``on_connect`` error kept for the
+    /// next accept, and MonitorError when the monitor is gone.
+    fn try_accept(&self, py: Python<'_>) -> PyResult<Option<Py<Channel>>> {
+        if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
+        match self.svc.try_accept().map_err(|e| to_py(py, e))? {
+            Some(ch) => self.owner.bind(py).get().adopt(py, Channel::new(ch)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// ``await svc.accept_async(timeout=None)``: ``accept`` without
+    /// blocking the event loop (``multihop.aio.accept``).
+    #[pyo3(signature = (timeout=None))]
+    fn accept_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        super::channel::aio(slf.py())?.getattr("accept")?.call1((slf, timeout))
+    }
+
     fn __repr__(&self) -> String {
         format!("<Service {:?} iref={:#x} backlog={}>", self.svc.name, self.svc.iref, self.svc.backlog())
     }
