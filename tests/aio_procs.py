@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import multihop as mh
@@ -15,7 +16,8 @@ def many_peer(name: str, core: int, service: str, k: int, bound: Any, go: Any, r
     the number of correct echoes (or the error) in ``result``."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
-        chans = [d.bind(service, transport="ump" if i % 2 == 0 else "multihop", timeout=30) for i in range(k)]
+        with ThreadPoolExecutor(16) as pool:  # binds in parallel: each is a few control-plane hops
+            chans = list(pool.map(lambda i: d.bind(service, transport="ump" if i % 2 == 0 else "multihop", timeout=60), range(k)))
         bound.set()
         if not go.wait(60):
             result.put("no go")

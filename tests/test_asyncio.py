@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import pytest
 
@@ -67,7 +67,7 @@ def test_thousand_channels_served_by_one_loop(rt: mh.Runtime) -> None:
     bound, go, result = procs.CTX.Event(), procs.CTX.Event(), procs.CTX.Queue()
 
     async def main(d: mh.Dispatcher) -> None:
-        svc = d.export(service, backlog=64)
+        svc = d.export(service, backlog=256)
         with procs.child(aio_procs.many_peer, rt.name, 1, service, k, bound, go, result) as p:
             chans = [await svc.accept_async(timeout=60) for _ in range(k)]
             assert sorted({c.transport for c in chans}) == ["multihop", "ump"]

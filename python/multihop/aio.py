@@ -56,6 +56,7 @@ awaited from one loop at a time, as it may be used from one thread at a time.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import functools
 import math
 import numbers
@@ -64,6 +65,11 @@ from typing import Any
 
 from multihop import _core
 from multihop.errors import ChannelClosed, Timeout, TxBusy
+
+# `recv_async` / `send_async` return a `_core.AsyncCall`: it tries once when the
+# awaiting task first runs it, then waits in `recv` / `send` below.  To asyncio
+# it is a coroutine (create_task, wait_for, gather take it).
+collections.abc.Coroutine.register(_core.AsyncCall)
 
 __all__ = ["recv", "send", "accept", "bind", "wait_readable", "wait_writable", "Messages", "bell_of"]
 

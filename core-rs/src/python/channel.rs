@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::args::{count, deadline, to_py, MAX_BATCH};
+use super::async_call::{AsyncCall, Op};
 use super::fixed_layout::FixedLayout;
 use super::wait::{send_waiting, wait, Bytes};
 use crate::channel::Want;
@@ -37,7 +38,7 @@ impl Channel {
         Channel { ch: Arc::new(ch) }
     }
 
-    fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    pub(crate) fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let mut err = None;
         let got = self.ch.try_recv_with(|len, copy| {
             PyBytes::new_with(py, len, |buf| {
@@ -191,17 +192,23 @@ impl Channel {
 
     /// ``await ch.recv_async(timeout=None)``: receive one message without
     /// blocking the event loop (``multihop.aio.recv``). A cancelled receive
-    /// takes nothing off the channel.
+    /// takes nothing off the channel; one that finds a message at once
+    /// returns without a turn of the loop (``AsyncCall``).
     #[pyo3(signature = (timeout=None))]
-    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
-        aio(slf.py())?.getattr("recv")?.call1((slf, timeout))
+    fn recv_async(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+        super::args::check_timeout(timeout)?;
+        aio(slf.py())?; // registers AsyncCall as a coroutine
+        Ok(AsyncCall::new(slf.clone().unbind(), Op::Recv, timeout))
     }
 
     /// ``await ch.send_async(data, timeout=None)``: send one message, waiting
-    /// for credit or ring room without blocking the event loop (``multihop.aio.send``).
+    /// for credit or ring room without blocking the event loop
+    /// (``multihop.aio.send``). Nothing is sent before the awaiting task runs it.
     #[pyo3(signature = (data, timeout=None))]
-    fn send_async<'py>(slf: &Bound<'py, Self>, data: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
-        aio(slf.py())?.getattr("send")?.call1((slf, data, timeout))
+    fn send_async(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+        super::args::check_timeout(timeout)?;
+        aio(slf.py())?;
+        Ok(AsyncCall::new(slf.clone().unbind(), Op::Send(data.clone().unbind()), timeout))
     }
 
     /// ``async for msg in ch``: messages until the peer closes the channel
