@@ -361,3 +361,24 @@ asyncio.run(asyncio.wait_for(main(), 30))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "bridge"
+
+
+def test_accept_async_raises_what_on_connect_raised(rt: mh.Runtime) -> None:
+    """The on_connect callback runs on the acceptor thread; its exception refuses the client and
+    wakes the task in accept_async, which raises it."""
+    service = unique_name("refuse")
+    result = procs.CTX.Queue()
+
+    def on_connect(info: dict[str, object]) -> bool:
+        raise RuntimeError(f"not today, pid {info['client_pid']}")
+
+    async def main(d: mh.Dispatcher) -> None:
+        svc = d.export(service, on_connect=on_connect)
+        with procs.child(aio_procs.binder, rt.name, 1, service, ["ump"], result) as p:
+            with pytest.raises(RuntimeError, match=f"not today, pid {p.pid}"):
+                await svc.accept_async(timeout=30)
+            assert "BindError" in result.get(timeout=30)
+            p.join(30)
+
+    with rt.dispatcher(0) as d:
+        run(main(d))

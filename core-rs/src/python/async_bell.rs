@@ -39,7 +39,7 @@ impl Watched {
     fn ready(&self, strict: bool) -> bool {
         match self {
             Watched::Channel(ep, want) => ep.is_ready(*want) || (strict && ep.is_closed()),
-            Watched::Service(s) => s.get().svc.acceptable(),
+            Watched::Service(s) => s.get().acceptable(),
             Watched::Bind(b) => b.get().poll(),
         }
     }

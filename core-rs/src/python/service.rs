@@ -44,10 +44,21 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
             verdict.map_err(|e| {
                 let reason = format!("the service's on_connect callback raised: {e}");
                 *errors.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                // An `accept_async` waiting on the doorbell raises it now.
+                if let Ok(bell) = crate::dispatcher::process_doorbell() {
+                    bell.ring();
+                }
                 reason
             })
         })
     })
+}
+
+impl Service {
+    /// Whether ``try_accept`` would return or raise now (async waiters look with it).
+    pub(crate) fn acceptable(&self) -> bool {
+        self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).is_some() || self.svc.acceptable()
+    }
 }
 
 #[pymethods]
