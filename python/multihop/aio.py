@@ -291,7 +291,7 @@ class Messages:
 
     async def __anext__(self) -> bytes:
         try:
-            return await recv(self._ch)
+            return await self._ch.recv_async()
         except ChannelClosed:
             if self._ch.close_cause in _CLEAN_CLOSE:
                 raise StopAsyncIteration from None
