@@ -47,9 +47,9 @@ def bind_and_hold(name: str, core: int, service: str, transport: str, ready: Any
             pass
 
 
-def gated_reader(name: str, core: int, service: str, ready: Any, gate: Any, n: int, result: Any) -> None:
-    """Export ``service``, accept one client, read nothing until ``gate``; then read ``n``
-    messages and put them in ``result`` (joined)."""
+def gated_reader(name: str, core: int, service: str, ready: Any, gate: Any, result: Any) -> None:
+    """Export ``service``, accept one client, read nothing until ``gate``; then read until the
+    message ``END`` and put what came before it in ``result`` (joined)."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         svc = d.export(service)
@@ -58,7 +58,13 @@ def gated_reader(name: str, core: int, service: str, ready: Any, gate: Any, n: i
         if not gate.wait(60):
             result.put(b"no gate")
             return
-        result.put(b"".join(ch.recv(timeout=30) for _ in range(n)))
+        got = []
+        for _ in range(1_000_000):
+            m = ch.recv(timeout=30)
+            if m == b"END":
+                break
+            got.append(m)
+        result.put(b"".join(got))
         try:
             ch.recv(timeout=30)  # until the client closes
         except mh.ChannelClosed:

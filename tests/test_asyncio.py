@@ -168,19 +168,29 @@ def test_sigkilled_peer_raises_channel_closed_in_the_awaiting_task(rt: mh.Runtim
         run(main(d))
 
 
-def test_send_async_waits_for_credit_without_blocking_the_loop(rt: mh.Runtime) -> None:
-    """A multi-hop window of 4 to a reader that reads nothing yet: four sends go at once, the
-    fifth waits on the doorbell while another task keeps running, and goes when credit returns."""
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_send_async_waits_for_room_without_blocking_the_loop(rt: mh.Runtime, transport: str) -> None:
+    """A reader that reads nothing yet: a multi-hop window of 4 (credit) or a small UMP ring (room)
+    fills up, the next send_async waits on the doorbell while another task keeps running, and it
+    goes once the reader drains; everything arrives, in order."""
     service = unique_name("gate")
     ready, gate, result = procs.CTX.Event(), procs.CTX.Event(), procs.CTX.Queue()
-    msgs = [bytes([65 + i]) * 8 for i in range(8)]
 
     async def main(d: mh.Dispatcher) -> None:
-        ch = await d.bind_async(service, transport="multihop", window=4, timeout=30)
-        for m in msgs[:4]:
-            await asyncio.wait_for(ch.send_async(m), 10)
-        assert ch.stats()["in_flight"] == 4
-        sender = asyncio.create_task(ch.send_async(msgs[4], timeout=60))
+        ch = await d.bind_async(service, transport=transport, window=4, max_message=64, timeout=30)
+        sent: list[bytes] = []
+        for i in range(100_000):  # fill: the window (multi-hop) or the ring (UMP)
+            m = i.to_bytes(8, "little")
+            try:
+                ch.try_send(m)
+            except mh.TxBusy:
+                break
+            sent.append(m)
+        assert 0 < len(sent) < 100_000
+        if transport == "multihop":
+            assert len(sent) == 4 and ch.stats()["in_flight"] == 4
+        blocked = len(sent).to_bytes(8, "little")
+        sender = asyncio.create_task(ch.send_async(blocked, timeout=60))
         ticks = 0
 
         async def ticker() -> None:
@@ -190,17 +200,21 @@ def test_send_async_waits_for_credit_without_blocking_the_loop(rt: mh.Runtime) -
                 await asyncio.sleep(0.001)
 
         tick = asyncio.create_task(ticker())
-        await until(lambda: watching() == 1 and ticks >= 50, "the fifth send parked while the ticker ran")
-        assert not sender.done(), "the fifth send went without credit"
+        await until(lambda: watching() == 1 and ticks >= 50, "the send parked while the ticker ran")
+        assert not sender.done(), "the send went without room"
         gate.set()
         await asyncio.wait_for(sender, 30)
+        sent.append(blocked)
         await asyncio.wait_for(tick, 30)
-        for m in msgs[5:]:
-            await asyncio.wait_for(ch.send_async(m), 30)
-        assert result.get(timeout=30) == b"".join(msgs)
+        for i in range(len(sent), len(sent) + 200):  # more than the ring or window holds: waits again
+            m = i.to_bytes(8, "little")
+            await ch.send_async(m, timeout=30)
+            sent.append(m)
+        await ch.send_async(b"END", timeout=30)
+        assert result.get(timeout=30) == b"".join(sent)
         ch.close()
 
-    with procs.child(aio_procs.gated_reader, rt.name, 1, service, ready, gate, len(msgs), result) as p, rt.dispatcher(0) as d:
+    with procs.child(aio_procs.gated_reader, rt.name, 1, service, ready, gate, result) as p, rt.dispatcher(0) as d:
         assert ready.wait(30), "the reader did not export in time"
         run(main(d))
         p.join(30)
