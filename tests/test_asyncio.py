@@ -396,3 +396,33 @@ def test_accept_async_raises_what_on_connect_raised(rt: mh.Runtime) -> None:
 
     with rt.dispatcher(0) as d:
         run(main(d))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_closing_an_end_wakes_its_own_waiting_task(rt: mh.Runtime, transport: str) -> None:
+    """A task parked in `async for` (or recv_async) on an end that another task closes wakes at
+    once: the loop ends (closed by this end), a later receive raises ChannelClosed."""
+    service = unique_name("selfclose")
+    ready = procs.CTX.Event()
+
+    async def main(d: mh.Dispatcher) -> None:
+        ch = await d.bind_async(service, transport=transport, timeout=30)
+        await ch.send_async(b"one")
+        assert await ch.recv_async(timeout=10) == b"one"
+
+        async def consume() -> list[bytes]:
+            return [m async for m in ch]
+
+        t = asyncio.create_task(consume())
+        await until(lambda: watching() == 1, "the loop parked")
+        ch.close()
+        assert await asyncio.wait_for(t, 10) == []
+        assert ch.close_cause == "this end"
+        with pytest.raises(mh.ChannelClosed, match="closed by this end"):
+            await ch.recv_async(timeout=10)
+
+    with procs.child(procs.echo_server, rt.name, 1, service, ready) as p, rt.dispatcher(0) as d:
+        assert ready.wait(30), "the echo service did not export in time"
+        run(main(d))
+        p.join(30)
+        assert p.exitcode == 0

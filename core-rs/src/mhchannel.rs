@@ -618,6 +618,8 @@ impl MhChannel {
                 f(self.info.id, (!in_band).then_some(self.vci_out));
             }
         }
+        // Wake our own waiters on this channel (another thread, an event loop), as a UMP end does.
+        self.link.ring().doorbell().ring();
     }
 
     pub fn stats(&self) -> MhStats {
