@@ -61,6 +61,7 @@ import functools
 import math
 import numbers
 import os
+import weakref
 from typing import Any
 
 from multihop import _core
@@ -95,13 +96,21 @@ class _Waiter:
     """One event loop's side of the doorbell: the bell, the futures by token, the peers' pidfds."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self._loop = weakref.ref(loop)  # the loop holds us (its reader callbacks), not the other way round
         self.bell = _core.AsyncBell()
         self.futures: dict[int, asyncio.Future[bool]] = {}
         #: UMP peer pid -> its pidfd, watched by the loop until the process exits
         self.peers: dict[int, int] = {}
         self.wakeups = 0
         loop.add_reader(self.bell.fileno(), self._on_ring)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop this waiter serves."""
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("the event loop of this waiter is gone")
+        return loop
 
     def __del__(self) -> None:
         for fd in self.peers.values():
@@ -181,19 +190,21 @@ def _expire(fut: asyncio.Future[bool]) -> None:
         fut.set_result(False)
 
 
+_waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiter] = weakref.WeakKeyDictionary()
+
+
 def _waiter() -> _Waiter:
     """The running loop's waiter (made at its first wait; it lives as long as the loop)."""
     loop = asyncio.get_running_loop()
-    w: _Waiter | None = getattr(loop, "_multihop_waiter", None)
+    w = _waiters.get(loop)
     if w is None:
-        w = _Waiter(loop)
-        loop._multihop_waiter = w  # type: ignore[attr-defined]
+        w = _waiters[loop] = _Waiter(loop)
     return w
 
 
 def bell_of(loop: asyncio.AbstractEventLoop | None = None) -> _core.AsyncBell | None:
     """The doorbell descriptor the running loop (or ``loop``) watches, once a task has waited on it; else None."""
-    w: _Waiter | None = getattr(loop if loop is not None else asyncio.get_running_loop(), "_multihop_waiter", None)
+    w = _waiters.get(loop if loop is not None else asyncio.get_running_loop())
     return None if w is None else w.bell
 
 
