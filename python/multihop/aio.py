@@ -72,7 +72,7 @@ from multihop.errors import ChannelClosed, Timeout, TxBusy
 # it is a coroutine (create_task, wait_for, gather take it).
 collections.abc.Coroutine.register(_core.AsyncCall)
 
-__all__ = ["recv", "send", "accept", "bind", "wait_readable", "wait_writable", "Messages", "bell_of"]
+__all__ = ["recv", "send", "accept", "bind", "wait_readable", "wait_writable", "Messages", "bell_of", "stats"]
 
 #: microseconds a UMP receive spins (the loop held) before it waits on the doorbell
 SPIN_US = int(os.environ.get("MULTIHOP_ASYNC_SPIN_US", "20"))
@@ -206,6 +206,16 @@ def bell_of(loop: asyncio.AbstractEventLoop | None = None) -> _core.AsyncBell | 
     """The doorbell descriptor the running loop (or ``loop``) watches, once a task has waited on it; else None."""
     w = _waiters.get(loop if loop is not None else asyncio.get_running_loop())
     return None if w is None else w.bell
+
+
+def stats(loop: asyncio.AbstractEventLoop | None = None) -> dict[str, Any]:
+    """What the running loop's (or ``loop``'s) doorbell waiter has done: ``wakeups`` (times the
+    descriptor turned readable), ``waiting`` (tasks parked now), ``peers`` (UMP peer processes
+    watched), ``kind`` ("io_uring" or "bridge"); all zero / None before the loop's first wait."""
+    w = _waiters.get(loop if loop is not None else asyncio.get_running_loop())
+    if w is None:
+        return {"wakeups": 0, "waiting": 0, "peers": 0, "kind": None}
+    return {"wakeups": w.wakeups, "waiting": len(w.futures), "peers": len(w.peers), "kind": w.bell.kind}
 
 
 def _deadline(w: _Waiter, timeout: float | None) -> float | None:
