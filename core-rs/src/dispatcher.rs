@@ -461,11 +461,10 @@ fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {
         };
         if let Some(Msg::Bound { chan, vci, .. }) = late {
             // A bind its caller gave up on (timed out, cancelled) completed
-            // after all: tear the circuit down (a UMP segment was marked
-            // abandoned already; `vci` is 0 then).
-            if vci != 0 {
-                let _ = control::send(&inner.sock, &Msg::Closed { chan, teardown: vci }, &[]);
-            }
+            // after all: the monitor forgets the channel and tears a multi-hop
+            // circuit down (`vci`); a UMP segment was marked abandoned already
+            // (`vci` is 0: nothing to tear down).
+            let _ = control::send(&inner.sock, &Msg::Closed { chan, teardown: vci }, &[]);
         }
         // An event loop of this process may wait for this reply (`pending_bind.rs`).
         ring_event_loop();
