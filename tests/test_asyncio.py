@@ -429,3 +429,13 @@ def test_closing_an_end_wakes_its_own_waiting_task(rt: mh.Runtime, transport: st
         run(main(d))
         p.join(30)
         assert p.exitcode == 0
+
+
+def test_the_asyncio_benchmark_runs() -> None:
+    """benches/bench_asyncio.py keeps working (a tiny scale; its figures are not judged here)."""
+    r = subprocess.run([sys.executable, str(ROOT / "benches" / "bench_asyncio.py"), "--scale", "0.01"],
+                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith(("ump ", "multihop "))]
+    assert rows == ["ump", "multihop", "multihop"], r.stdout
+    assert "asyncio streams over a Unix socket: round trip" in r.stdout

@@ -131,8 +131,8 @@ impl PendingBind {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if left.is_zero() {
                         self.got = Some(Err(Error::timeout("the monitor did not answer in time")));
-                    } else if let Err(e) = interrupt() {
-                        return Err(e); // dropping self gives the bind up
+                    } else {
+                        interrupt()?; // an error drops self: the bind is given up
                     }
                 }
             }
