@@ -1,14 +1,15 @@
 //! `AsyncBell`: this process's doorbell as a descriptor for an event loop,
 //! with the registry of what the loop's tasks wait for.
 //!
-//! One per process serves every channel, service and pending bind: the
-//! loop watches `fileno()` (`loop.add_reader`); a task that must wait
-//! registers what it waits for (`watch`, keyed by a token) and awaits a
-//! future; when the descriptor turns readable the loop calls `consume`,
-//! `arm`, then `ready` to learn which tokens may proceed, and wakes those
-//! futures. The scan runs here, in Rust, over the registry only: one look
-//! per watched item (a ring's control word, a backlog's length), no system
-//! call. `multihop.aio` is the Python side.
+//! One per event loop (normally one per process) serves every channel,
+//! service and pending bind of the process: the loop watches `fileno()`
+//! (`loop.add_reader`); a task that must wait registers what it waits for
+//! (`watch`, keyed by a token) and awaits a future; when the descriptor
+//! turns readable the loop calls `consume`, `arm`, then `ready` to learn
+//! which tokens may proceed, and wakes those futures. The scan runs here, in
+//! Rust, over the registry only: one look per watched item (a ring's control
+//! word, a backlog's length; a UMP end also polls its peer's pidfd, at most
+//! every 2 ms). `multihop.aio` is the Python side.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
