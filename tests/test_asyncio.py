@@ -243,10 +243,14 @@ def test_accept_async_and_async_for_while_the_loop_runs(rt: mh.Runtime) -> None:
         tick = asyncio.create_task(ticker())
         with pytest.raises(mh.Timeout):
             await svc.accept_async(timeout=0.02)
+        # Parked in accept with no client yet: the other task runs meanwhile.
+        accepting = asyncio.create_task(svc.accept_async(timeout=60))
+        before = ticks
+        await until(lambda: watching() == 1 and ticks >= before + 20, "accept parked while the ticker ran")
+        assert not accepting.done()
         with procs.child(aio_procs.binder, rt.name, 1, service, TRANSPORTS, result) as p:
             for t in TRANSPORTS:
-                before = ticks
-                ch = await svc.accept_async(timeout=30)
+                ch = await asyncio.wait_for(accepting, 60) if t == TRANSPORTS[0] else await svc.accept_async(timeout=30)
                 assert ch.transport == t
                 got = []
                 async for m in ch:
@@ -254,7 +258,6 @@ def test_accept_async_and_async_for_while_the_loop_runs(rt: mh.Runtime) -> None:
                     await ch.send_async(b"ok")
                 assert got == [b"hello " + t.encode()]
                 assert ch.close_cause in ("peer", "teardown")
-                assert ticks > before, "the loop did not run other tasks while accepting"
             assert result.get(timeout=30) == "done"
             p.join(30)
         tick.cancel()
@@ -439,3 +442,28 @@ def test_the_asyncio_benchmark_runs() -> None:
     rows = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith(("ump ", "multihop "))]
     assert rows == ["ump", "multihop", "multihop"], r.stdout
     assert "asyncio streams over a Unix socket: round trip" in r.stdout
+
+
+def test_a_dead_monitor_ends_multihop_waits_with_channel_closed(rt: mh.Runtime) -> None:
+    """SIGKILL of this core's monitor: a task parked on a multi-hop receive gets ChannelClosed
+    ("monitor gone"), and `async for` raises it too (a monitor's death is not a clean close)."""
+    service = unique_name("mondie")
+    ready = procs.CTX.Event()
+
+    async def main(d: mh.Dispatcher) -> None:
+        svc = d.export(service)
+        with procs.child(aio_procs.bind_and_hold, rt.name, 1, service, "multihop", ready) as p:
+            ch = await svc.accept_async(timeout=30)
+            t = asyncio.create_task(ch.recv_async())
+            await until(lambda: watching() == 1 and ready.is_set(), "the receive parked on the doorbell")
+            os.kill(rt.monitor_pids[0], signal.SIGKILL)
+            with pytest.raises(mh.ChannelClosed, match="monitor is gone"):
+                await asyncio.wait_for(t, 20)
+            assert ch.close_cause == "monitor gone"
+            with pytest.raises(mh.ChannelClosed):
+                async for _ in ch:
+                    pass
+            p.join(30)
+
+    with rt.dispatcher(0) as d:
+        run(main(d))

@@ -423,6 +423,19 @@ fn ring_event_loop() {
 fn end(inner: &Inner) {
     inner.alive.store(false, Ordering::Relaxed);
     lock(&inner.waiters).clear(); // dropping the senders wakes every requester
+    // The monitor is gone (or this dispatcher detached): the multi-hop channels
+    // riding on its link end now. Take what it wrote before it went, then end
+    // them (rings the doorbell), so a waiter learns it from this EOF rather
+    // than from its next look at the monitor's pidfd (an event loop has no
+    // park slice to make that look).
+    if let Some(link) = inner.link.get() {
+        for _ in 0..4096 {
+            if link.pump() == 0 {
+                break;
+            }
+        }
+        link.die();
+    }
     ring_event_loop();
     for q in lock(&inner.services).values() {
         q.wake_all();
