@@ -48,8 +48,8 @@ def _runtime_params(obj: object) -> list[tuple[str, object]] | None:
 
 
 def _public(names: object) -> set[str]:
-    """Every member but dunders (context-manager methods included): test hooks like `_inject_raw` must be stubbed too."""
-    return {n for n in names if not n.startswith("__") or n in ("__enter__", "__exit__")}  # type: ignore[attr-defined]
+    """Every member but dunders (context-manager, async-iterator and awaitable methods included): test hooks like `_inject_raw` must be stubbed too."""
+    return {n for n in names if not n.startswith("__") or n in ("__enter__", "__exit__", "__aiter__", "__await__")}  # type: ignore[attr-defined]
 
 
 def test_module_level_names_match() -> None:

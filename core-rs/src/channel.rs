@@ -328,6 +328,19 @@ impl UmpChannel {
         }
     }
 
+    /// Why this end is over, if it is: "this end" (closed here), "peer"
+    /// (the peer closed it) or "peer died" (its process exited without closing).
+    pub fn close_cause(&self) -> Option<&'static str> {
+        if self.closed_here() {
+            return Some("this end");
+        }
+        // Pairs with the release store in `close` on the peer's side.
+        if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
+            return Some("peer");
+        }
+        self.peer.is_dead().then_some("peer died")
+    }
+
     fn closed_error(&self) -> Error {
         if self.closed_here() {
             return Error::closed(format!("channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service));
@@ -622,7 +635,9 @@ impl UmpChannel {
         })
     }
 
-    fn is_ready(&self, want: Want) -> bool {
+    /// Whether `want` may succeed now or the channel is over (one look,
+    /// no waiting; for a writer it asks the reader to ring when it frees room).
+    pub fn is_ready(&self, want: Want) -> bool {
         if self.closed_here() {
             return true;
         }

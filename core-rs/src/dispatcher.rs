@@ -22,18 +22,18 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, DEFAULT_MAX_MESSAGE, LIMIT_MAX_MESSAGE};
-use crate::control::{self, monitor_socket, random_u64, Msg, Role};
+use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, LIMIT_MAX_MESSAGE};
+use crate::control::{self, monitor_socket, Msg, Role};
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mhchannel::{PendingMh, MAX_WINDOW};
+use crate::mhchannel::MAX_WINDOW;
+use crate::pending_bind::PendingBind;
 use crate::mhlink::{DispatcherLink, LINK_MAX_MESSAGE};
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
 use crate::service::{Acceptor, PendingConnect, Service, ServiceQueue, MAX_BACKLOG};
 use crate::shm::dup_cloexec;
 use crate::sock::SeqSocket;
-use crate::wire::DIR_TO_SERVER;
 
 /// How long one wait slice lasts before the interrupt hook runs.
 const SLICE: Duration = Duration::from_millis(50);
@@ -243,14 +243,14 @@ impl Dispatcher {
         self.request_raw(make, &raw, deadline, interrupt)
     }
 
-    /// `request` with borrowed descriptors (a message's handles).
-    pub(crate) fn request_raw(
-        &self,
-        make: impl FnOnce(u64) -> Msg,
-        raw: &[std::os::fd::RawFd],
-        deadline: Instant,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<Reply> {
+    /// Send a request; its reply comes on the returned receiver (the
+    /// reader thread rings this process's doorbell as it hands it over).
+    pub(crate) fn request_start(&self, make: impl FnOnce(u64) -> Msg, fds: &[OwnedFd]) -> Result<(u64, mpsc::Receiver<Reply>)> {
+        let raw: Vec<_> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        self.request_start_raw(make, &raw)
+    }
+
+    fn request_start_raw(&self, make: impl FnOnce(u64) -> Msg, raw: &[std::os::fd::RawFd]) -> Result<(u64, mpsc::Receiver<Reply>)> {
         self.check_alive()?;
         let req = self.inner.next_req.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
@@ -259,6 +259,28 @@ impl Dispatcher {
             lock(&self.inner.waiters).remove(&req);
             return Err(e);
         }
+        Ok((req, rx))
+    }
+
+    /// Stop waiting for the reply to `req`.
+    pub(crate) fn request_forget(&self, req: u64) {
+        lock(&self.inner.waiters).remove(&req);
+    }
+
+    /// The error of a request whose monitor went away.
+    pub(crate) fn gone(&self) -> Error {
+        Error::new(ErrorKind::Monitor, format!("the monitor of core {} went away", self.inner.core))
+    }
+
+    /// `request` with borrowed descriptors (a message's handles).
+    pub(crate) fn request_raw(
+        &self,
+        make: impl FnOnce(u64) -> Msg,
+        raw: &[std::os::fd::RawFd],
+        deadline: Instant,
+        interrupt: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Reply> {
+        let (req, rx) = self.request_start_raw(make, raw)?;
         let result = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left.min(SLICE)) {
@@ -317,110 +339,15 @@ impl Dispatcher {
             opts
         };
         opts.check()?;
-        let ch = if opts.transport == "ump" {
-            Endpoint::Ump(self.bind_ump(name, iref, opts, interrupt)?)
-        } else {
-            Endpoint::Multihop(self.bind_multihop(name, iref, opts, interrupt)?)
-        };
-        self.track_close(&ch);
+        let ch = self.bind_start(name, iref, opts)?.wait(interrupt)?;
         Ok(ch)
     }
 
-    fn bind_ump(&self, name: &str, iref: u64, opts: &BindOptions, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<UmpChannel> {
-        let max_message = opts.max_message.unwrap_or(DEFAULT_MAX_MESSAGE);
-        let seg = create_segment(max_message)?;
-        let bell = process_doorbell()?;
-        let chan = random_u64()?;
-        // Handles may come as soon as the service accepts: the inbox first.
-        let caps = crate::caps::CapEnd::reserve(self, crate::caps::InboxKey::Ump { chan, side: Side::Client as u8 });
-        let fds = [dup_cloexec(seg.raw_fd())?, dup_cloexec(bell.segment().raw_fd())?];
-        let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
-        let answer = self.request(
-            |req| Msg::Bind {
-                req,
-                name: name.to_string(),
-                iref,
-                transport: "ump".into(),
-                chan,
-                timeout_ms,
-                client_pid: std::process::id(),
-                client_core: self.inner.core,
-                window: 0,
-                vci: 0,
-            },
-            &fds,
-            Instant::now() + opts.timeout + Duration::from_secs(3),
-            interrupt,
-        );
-        let (reply, rfds) = answer.inspect_err(|_| crate::channel::abandon_segment(&seg))?;
-        let Msg::Bound { chan, service, server_pid, server_core, .. } = reply else {
-            return Err(Error::protocol(format!("monitor answered bind with {}", reply.op())));
-        };
-        let Some(peer_bell) = rfds.into_iter().next() else {
-            return Err(Error::protocol("bind reply carries no doorbell"));
-        };
-        let info = ChannelInfo {
-            id: chan,
-            service,
-            transport: "ump",
-            side: Side::Client,
-            peer_pid: server_pid,
-            peer_core: server_core,
-            max_message,
-            ring_slots: 0,
-        };
-        let ch = UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)?;
-        caps.set_route(crate::caps::end::Route::Ump { chan, peer_side: Side::Server as u8 });
-        ch.set_caps(caps);
-        Ok(ch)
-    }
-
-    fn bind_multihop(
-        &self,
-        name: &str,
-        iref: u64,
-        opts: &BindOptions,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<crate::mhchannel::MhChannel> {
-        let link = self.link()?.clone();
-        let pending = PendingMh::new(&link, opts.window)?;
-        let caps = crate::caps::CapEnd::reserve(self, crate::caps::InboxKey::Multihop { vci_in: pending.vci_in });
-        let chan = random_u64()?;
-        let timeout_ms = opts.timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
-        let (reply, _) = self.request(
-            |req| Msg::Bind {
-                req,
-                name: name.to_string(),
-                iref,
-                transport: "multihop".into(),
-                chan,
-                timeout_ms,
-                client_pid: std::process::id(),
-                client_core: self.inner.core,
-                window: opts.window,
-                vci: pending.vci_in,
-            },
-            &[],
-            Instant::now() + opts.timeout + Duration::from_secs(3),
-            interrupt,
-        )?;
-        let Msg::Bound { chan, service, server_pid, server_core, vci, hops, .. } = reply else {
-            return Err(Error::protocol(format!("monitor answered bind with {}", reply.op())));
-        };
-        let info = ChannelInfo {
-            id: chan,
-            service,
-            transport: "multihop",
-            side: Side::Client,
-            peer_pid: server_pid,
-            peer_core: server_core,
-            max_message: 0,
-            ring_slots: 0,
-        };
-        let ch = pending.complete(info, vci, DIR_TO_SERVER, hops, Some(self.inner.clone()));
-        caps.set_route(crate::caps::end::Route::Multihop { vci_out: vci });
-        ch.set_caps(caps);
-        Ok(ch)
+    /// Send the bind request and return at once: the reply completes the
+    /// bind later ([`PendingBind`]). `opts.transport` must be resolved
+    /// ("ump" or "multihop") and `opts` checked.
+    pub fn bind_start(&self, name: &str, iref: u64, opts: &BindOptions) -> Result<PendingBind> {
+        PendingBind::start(self, name, iref, opts)
     }
 
     /// When `ch` closes (or learns it is over), tell the monitor.
@@ -485,9 +412,31 @@ fn read_loop(inner: std::sync::Weak<Inner>, sock: SeqSocket) {
     }
 }
 
+/// Wake an event loop of this process that waits on the doorbell
+/// (`async_bell.rs`) for a control-plane event; a fence and a load when none does.
+fn ring_event_loop() {
+    if let Ok(bell) = process_doorbell() {
+        bell.ring();
+    }
+}
+
 fn end(inner: &Inner) {
     inner.alive.store(false, Ordering::Relaxed);
     lock(&inner.waiters).clear(); // dropping the senders wakes every requester
+    // The monitor is gone (or this dispatcher detached): the multi-hop channels
+    // riding on its link end now. Take what it wrote before it went, then end
+    // them (rings the doorbell), so a waiter learns it from this EOF rather
+    // than from its next look at the monitor's pidfd (an event loop has no
+    // park slice to make that look).
+    if let Some(link) = inner.link.get() {
+        for _ in 0..4096 {
+            if link.pump() == 0 {
+                break;
+            }
+        }
+        link.die();
+    }
+    ring_event_loop();
     for q in lock(&inner.services).values() {
         q.wake_all();
     }
@@ -518,9 +467,20 @@ fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {
         _ => None,
     };
     if let Some(req) = req {
-        if let Some(tx) = lock(&inner.waiters).remove(&req) {
-            let _ = tx.send((msg, fds));
+        let waiter = lock(&inner.waiters).remove(&req);
+        let late = match waiter {
+            Some(tx) => tx.send((msg, fds)).err().map(|e| e.0 .0),
+            None => Some(msg),
+        };
+        if let Some(Msg::Bound { chan, vci, .. }) = late {
+            // A bind its caller gave up on (timed out, cancelled) completed
+            // after all: the monitor forgets the channel and tears a multi-hop
+            // circuit down (`vci`); a UMP segment was marked abandoned already
+            // (`vci` is 0: nothing to tear down).
+            let _ = control::send(&inner.sock, &Msg::Closed { chan, teardown: vci }, &[]);
         }
+        // An event loop of this process may wait for this reply (`pending_bind.rs`).
+        ring_event_loop();
         return;
     }
     if let Msg::ConnectCancel { conn } = msg {

@@ -83,6 +83,11 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Why this end is over, if it is (each transport's `close_cause`).
+    pub fn close_cause(&self) -> Option<&'static str> {
+        both!(self, c => c.close_cause())
+    }
+
     /// Messages sent and not yet consumed by the peer.
     pub fn unconsumed(&self) -> usize {
         both!(self, c => c.unconsumed())
@@ -153,6 +158,14 @@ impl Endpoint {
     /// Whether a message is there or the channel is closed (for pollers).
     pub fn readable(&self) -> bool {
         both!(self, c => c.readable())
+    }
+
+    /// Whether `want` may succeed now or the channel is over: one look, for
+    /// an event loop that waits on this process's doorbell itself
+    /// (`async_bell.rs`). A writer's look asks its reader to ring when it
+    /// frees room, as a blocking writer's wait does.
+    pub fn is_ready(&self, want: Want) -> bool {
+        both!(self, c => c.is_ready(want))
     }
 
     pub fn note_busy(&self) {

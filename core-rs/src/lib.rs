@@ -18,6 +18,7 @@
 //! - [`mhchannel`]: multi-hop channel endpoints
 //! - [`endpoint`]: either kind of endpoint behind one type
 //! - [`dispatcher`]: attach / export / bind
+//! - [`pending_bind`]: a bind whose reply has not come yet (event loops)
 //! - [`service`]: an exported service, its backlog and acceptor
 //! - [`vci`]: a monitor's forwarding table
 //! - [`forward`]: a monitor's data plane (links, forwarding loop)
@@ -56,6 +57,7 @@ pub mod mhchannel;
 pub mod mhlink;
 pub mod monitor;
 pub mod park;
+pub mod pending_bind;
 pub mod paths;
 pub mod peer;
 pub mod ring;

@@ -177,6 +177,20 @@ impl MhChannel {
         }
     }
 
+    /// Why this end is over, if it is: "this end" (closed here), "monitor
+    /// gone" (this core's monitor died) or "teardown" (the circuit was torn
+    /// down: the peer closed it, died, or a monitor on the path died; a
+    /// TEARDOWN does not say which).
+    pub fn close_cause(&self) -> Option<&'static str> {
+        if self.closed_here() {
+            return Some("this end");
+        }
+        if self.link.is_dead() {
+            return Some("monitor gone");
+        }
+        lock(&self.shared.state).peer_closed.then_some("teardown")
+    }
+
     fn closed_error(&self) -> Error {
         if self.closed_here() {
             return Error::closed(format!("multi-hop channel {:#x} to {:?} was closed by this end", self.info.id, self.info.service));
@@ -542,8 +556,14 @@ impl MhChannel {
 
     /// Whether a message is there or the channel is closed (for pollers).
     pub fn readable(&self) -> bool {
+        self.is_ready(Want::Readable)
+    }
+
+    /// Whether `want` may succeed now or the channel is over (one look, no
+    /// waiting; for event loops that wait on the doorbell themselves).
+    pub fn is_ready(&self, want: Want) -> bool {
         self.retry_due_ack();
-        self.ready(Want::Readable)
+        self.ready(want)
     }
 
     /// Messages sent and not yet acknowledged as consumed by the peer.
@@ -598,6 +618,8 @@ impl MhChannel {
                 f(self.info.id, (!in_band).then_some(self.vci_out));
             }
         }
+        // Wake our own waiters on this channel (another thread, an event loop), as a UMP end does.
+        self.link.ring().doorbell().ring();
     }
 
     pub fn stats(&self) -> MhStats {

@@ -137,6 +137,7 @@ impl ServiceQueue {
 
     pub(crate) fn wake_all(&self) {
         self.ready_cv.notify_all();
+        ring_event_loop();
     }
 
     /// The next request the acceptor may take now (there is room in the
@@ -173,6 +174,15 @@ impl ServiceQueue {
         }
         drop(st);
         self.ready_cv.notify_one();
+        ring_event_loop();
+    }
+}
+
+/// Wake an event loop of this process that waits on the doorbell for an
+/// `accept` (`async_bell.rs`): costs a fence and a load when none does.
+fn ring_event_loop() {
+    if let Ok(bell) = crate::dispatcher::process_doorbell() {
+        bell.ring();
     }
 }
 
@@ -386,6 +396,25 @@ impl Service {
             }
             st = self.queue.ready_cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
         }
+    }
+
+    /// Take a channel from the backlog if one is there, without waiting.
+    /// Errors when the dispatcher's monitor is gone.
+    pub fn try_accept(&self) -> Result<Option<Endpoint>> {
+        let got = lock(&self.queue.state).ready.pop_front();
+        match got {
+            Some(ch) => {
+                self.acceptor.poke(); // room in the backlog again
+                Ok(Some(ch))
+            }
+            None => self.disp.check_alive().map(|()| None),
+        }
+    }
+
+    /// Whether `try_accept` would return something now (a channel, or the
+    /// error of a dispatcher whose monitor is gone).
+    pub fn acceptable(&self) -> bool {
+        !lock(&self.queue.state).ready.is_empty() || self.disp.check_alive().is_err()
     }
 
     /// The most channels that wait for `accept`.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from multihop._core import MAX_HANDLES, Channel, Dispatcher, Handle, Service
 from multihop import idl  # noqa: F401  (mh.idl.parse, mh.idl.load)
+from multihop import aio  # noqa: F401  (mh.aio.stats; the coroutines behind the *_async methods)
 from multihop.errors import (
     BindError,
     CapSendError,
@@ -57,5 +58,6 @@ __all__ = [
     "Timeout",
     "Topology",
     "TxBusy",
+    "aio",
     "idl",
 ]

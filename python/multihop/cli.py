@@ -146,7 +146,12 @@ def suites_names() -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``multihop`` command."""
-    p = argparse.ArgumentParser(prog="multihop", description="Barrelfish-style multi-hop messaging runtime")
+    p = argparse.ArgumentParser(
+        prog="multihop",
+        description="Barrelfish-style multi-hop messaging runtime",
+        epilog="In Python: multihop.Runtime, dispatchers, services and channels, blocking or with asyncio "
+        "(await ch.recv_async(), ch.send_async(data), svc.accept_async(), d.bind_async(...); multihop.aio).",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)
 

@@ -10,11 +10,18 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::args::{count, deadline, to_py, MAX_BATCH};
+use super::async_call::{AsyncCall, Op};
 use super::fixed_layout::FixedLayout;
 use super::wait::{send_waiting, wait, Bytes};
 use crate::channel::Want;
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Progress};
+
+/// `multihop.aio`, where the coroutines behind the `*_async` methods live.
+pub(crate) fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static AIO: pyo3::sync::PyOnceLock<Py<PyModule>> = pyo3::sync::PyOnceLock::new();
+    Ok(AIO.get_or_try_init(py, || py.import("multihop.aio").map(|m| m.unbind()))?.bind(py))
+}
 
 /// Most bytes one `recv_records` call may allocate for its array.
 const MAX_RECORDS_BYTES: usize = 1 << 30;
@@ -31,7 +38,7 @@ impl Channel {
         Channel { ch: Arc::new(ch) }
     }
 
-    fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    pub(crate) fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let mut err = None;
         let got = self.ch.try_recv_with(|len, copy| {
             PyBytes::new_with(py, len, |buf| {
@@ -181,6 +188,47 @@ impl Channel {
     /// Receive one message if one is there, else None.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         self.try_recv_bytes(py)
+    }
+
+    /// ``await ch.recv_async(timeout=None)``: receive one message without
+    /// blocking the event loop (``multihop.aio.recv``). A cancelled receive
+    /// takes nothing off the channel; one that finds a message at once
+    /// returns without a turn of the loop (``AsyncCall``).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+        super::args::check_timeout(timeout)?;
+        aio(slf.py())?; // registers AsyncCall as a coroutine
+        Ok(AsyncCall::new(slf.clone().unbind(), Op::Recv, timeout))
+    }
+
+    /// ``await ch.send_async(data, timeout=None)``: send one message, waiting
+    /// for credit or ring room without blocking the event loop
+    /// (``multihop.aio.send``). Nothing is sent before the awaiting task runs it.
+    #[pyo3(signature = (data, timeout=None))]
+    fn send_async(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+        super::args::check_timeout(timeout)?;
+        aio(slf.py())?;
+        Ok(AsyncCall::new(slf.clone().unbind(), Op::Send(data.clone().unbind()), timeout))
+    }
+
+    /// ``async for msg in ch``: messages until the peer closes the channel
+    /// cleanly (the loop ends); other errors (a peer that died, Timeout) raise.
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio(slf.py())?.getattr("Messages")?.call1((slf,))
+    }
+
+    /// Test and event-loop hook: whether a message (``want`` 0), room for
+    /// ``size`` bytes (1) or a flush (2) may proceed now, looking for up to
+    /// ``spin_us`` microseconds (the GIL held) before saying no.
+    #[pyo3(signature = (want=0, size=0, spin_us=0))]
+    fn _ready(&self, want: u8, size: usize, spin_us: u64) -> PyResult<bool> {
+        let want = match want {
+            0 => Want::Readable,
+            1 => Want::Writable(size),
+            2 => Want::Flushed,
+            other => return Err(PyValueError::new_err(format!("want must be 0, 1 or 2, got {other}"))),
+        };
+        Ok(crate::park::spin_until(std::time::Duration::from_micros(spin_us), &mut || self.ch.is_ready(want)))
     }
 
     /// Send every message of `messages` in order, waiting while there is no
@@ -409,6 +457,16 @@ impl Channel {
     #[getter]
     fn closed(&self) -> bool {
         self.ch.is_closed()
+    }
+
+    /// Why this end is over, or None while it is not: "this end", "peer"
+    /// (the UMP peer closed it), "peer died" (the UMP peer's process exited
+    /// without closing), "monitor gone" (this core's monitor died) or
+    /// "teardown" (a multi-hop circuit was torn down: the peer closed it,
+    /// died, or a monitor on the path died).
+    #[getter]
+    fn close_cause(&self) -> Option<&'static str> {
+        self.ch.close_cause()
     }
 
     /// The channel's 64-bit identifier.

@@ -9,12 +9,38 @@ use pyo3::types::{PyList, PyWeakrefReference};
 
 use super::args::{count, deadline, int, text, to_py};
 use super::channel::Channel;
+use super::pending_bind::PendingBind;
 use super::service::{on_connect_hook, Service};
 use crate::channel::Waited;
 use crate::dispatcher::{process_doorbell, BindOptions, Dispatcher as EngineDispatcher};
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind};
 use crate::service::DEFAULT_BACKLOG;
+
+/// Check `bind`'s arguments: (name, iref, options).
+fn bind_args(
+    py: Python<'_>,
+    name: Option<&Bound<'_, PyAny>>,
+    transport: &'static str,
+    timeout: Option<f64>,
+    max_message: Option<&Bound<'_, PyAny>>,
+    iref: Option<&Bound<'_, PyAny>>,
+    window: u32,
+) -> PyResult<(String, u64, BindOptions)> {
+    let (name, iref) = match (name, iref) {
+        (Some(n), None) => (text(n, "service name")?, 0),
+        (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
+        _ => return Err(PyTypeError::new_err("bind needs exactly one of name or iref")),
+    };
+    let opts = BindOptions {
+        transport: transport.to_string(),
+        max_message: max_message.map(|m| count(m, "max_message", 0, usize::MAX)).transpose()?,
+        window,
+        timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(5.0)))?.unwrap_or_default(),
+    };
+    opts.check().map_err(|e| to_py(py, e))?;
+    Ok((name, iref, opts))
+}
 
 /// This process attached to one core's monitor.
 #[pyclass(frozen, module = "multihop._core")]
@@ -124,18 +150,7 @@ impl Dispatcher {
         iref: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = super::args::window)] window: u32,
     ) -> PyResult<Py<Channel>> {
-        let (name, iref) = match (name, iref) {
-            (Some(n), None) => (text(n, "service name")?, 0),
-            (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
-            _ => return Err(PyTypeError::new_err("bind needs exactly one of name or iref")),
-        };
-        let opts = BindOptions {
-            transport: transport.to_string(),
-            max_message: max_message.map(|m| count(m, "max_message", 0, usize::MAX)).transpose()?,
-            window,
-            timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(5.0)))?.unwrap_or_default(),
-        };
-        opts.check().map_err(|e| to_py(py, e))?;
+        let (name, iref, opts) = bind_args(py, name, transport, timeout, max_message, iref, window)?;
         let mut pending: Option<PyErr> = None;
         let res = py.detach(|| {
             self.d.bind(&name, iref, &opts, &mut || {
@@ -149,6 +164,46 @@ impl Dispatcher {
             Ok(ch) => self.adopt(py, Channel::new(ch)),
             Err(e) => Err(pending.unwrap_or_else(|| to_py(py, e))),
         }
+    }
+
+    /// Start a bind and return at once (what ``bind_async`` awaits): the
+    /// same arguments as ``bind``, but ``transport`` must be "ump" or
+    /// "multihop" (resolve "auto" with ``choose_transport`` first).
+    #[pyo3(signature = (name=None, transport="ump", timeout=5.0, max_message=None, iref=None, window=16))]
+    #[allow(clippy::too_many_arguments)]
+    fn _bind_start(
+        slf: &Bound<'_, Self>,
+        name: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
+        timeout: Option<f64>,
+        max_message: Option<&Bound<'_, PyAny>>,
+        iref: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = super::args::window)] window: u32,
+    ) -> PyResult<PendingBind> {
+        let py = slf.py();
+        if transport == "auto" {
+            return Err(pyo3::exceptions::PyValueError::new_err("_bind_start needs a resolved transport (\"ump\" or \"multihop\"), got \"auto\""));
+        }
+        let (name, iref, opts) = bind_args(py, name, transport, timeout, max_message, iref, window)?;
+        let p = slf.get().d.bind_start(&name, iref, &opts).map_err(|e| to_py(py, e))?;
+        Ok(PendingBind::new(p, slf.clone().unbind()))
+    }
+
+    /// ``await d.bind_async(...)``: ``bind`` without blocking the event
+    /// loop (same arguments, same errors; see ``multihop.aio.bind``).
+    #[pyo3(signature = (name=None, transport="ump", timeout=5.0, max_message=None, iref=None, window=16))]
+    #[allow(clippy::too_many_arguments)]
+    fn bind_async<'py>(
+        slf: &Bound<'py, Self>,
+        name: Option<&Bound<'py, PyAny>>,
+        transport: &str,
+        timeout: Option<f64>,
+        max_message: Option<&Bound<'py, PyAny>>,
+        iref: Option<&Bound<'py, PyAny>>,
+        window: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = (slf, name, transport, timeout, max_message, iref, window);
+        super::channel::aio(slf.py())?.getattr("bind")?.call1(args)
     }
 
     /// The transport `bind(..., transport="auto")` takes to service `name`

@@ -12,10 +12,14 @@
 //! - [`channel`], [`service`], [`dispatcher`], [`fixed_layout`],
 //!   [`forged_link`], [`handles`]: the pyclasses (`handles` also holds the
 //!   glue of sending and receiving handles);
+//! - [`async_bell`], [`pending_bind`]: what `multihop.aio` waits with;
+//!   [`async_call`]: the awaitable of `recv_async` / `send_async`;
 //! - [`functions`]: module functions (monitor process, tools, runtime lock);
 //! - [`fast_send`]: generated stubs' native send methods.
 
 mod args;
+mod async_call;
+mod async_bell;
 mod channel;
 mod dispatcher;
 mod fast_send;
@@ -23,6 +27,7 @@ mod fixed_layout;
 mod forged_link;
 mod functions;
 mod handles;
+mod pending_bind;
 mod service;
 mod wait;
 
@@ -36,6 +41,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<forged_link::ForgedMonitorLink>()?;
     m.add_class::<fixed_layout::FixedLayout>()?;
     m.add_class::<handles::Handle>()?;
+    m.add_class::<async_bell::AsyncBell>()?;
+    m.add_class::<pending_bind::PendingBind>()?;
+    m.add_class::<async_call::AsyncCall>()?;
     functions::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;

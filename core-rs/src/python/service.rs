@@ -44,10 +44,21 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
             verdict.map_err(|e| {
                 let reason = format!("the service's on_connect callback raised: {e}");
                 *errors.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                // An `accept_async` waiting on the doorbell raises it now.
+                if let Ok(bell) = crate::dispatcher::process_doorbell() {
+                    bell.ring();
+                }
                 reason
             })
         })
     })
+}
+
+impl Service {
+    /// Whether ``try_accept`` would return or raise now (async waiters look with it).
+    pub(crate) fn acceptable(&self) -> bool {
+        self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).is_some() || self.svc.acceptable()
+    }
 }
 
 #[pymethods]
@@ -108,6 +119,26 @@ impl Service {
                 }
             }
         }
+    }
+
+    /// Take the next connection from the backlog if one is there, else
+    /// None (never waits). Raises the ``on_connect`` error kept for the
+    /// next accept, and MonitorError when the monitor is gone.
+    fn try_accept(&self, py: Python<'_>) -> PyResult<Option<Py<Channel>>> {
+        if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
+        match self.svc.try_accept().map_err(|e| to_py(py, e))? {
+            Some(ch) => self.owner.bind(py).get().adopt(py, Channel::new(ch)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// ``await svc.accept_async(timeout=None)``: ``accept`` without
+    /// blocking the event loop (``multihop.aio.accept``).
+    #[pyo3(signature = (timeout=None))]
+    fn accept_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        super::channel::aio(slf.py())?.getattr("accept")?.call1((slf, timeout))
     }
 
     fn __repr__(&self) -> String {

@@ -1526,15 +1526,22 @@ class _mhRpc:
     def __init__(self, binding):
         self._mh_b = binding
 
+class _mhRpcAsync:
+    """Rpc client side for asyncio: ``await b.rpc_async.R(...)`` returns the out values."""
+    __slots__ = ('_mh_b',)
+    def __init__(self, binding):
+        self._mh_b = binding
+
 
 class DispatchBinding(_mh_Binding):
-    """Binding of interface dispatch over a channel: .tx, .rx, .rpc, dispatch(), serve()."""
+    """Binding of interface dispatch over a channel: .tx, .rx, .rpc, .rpc_async, dispatch(), serve()."""
     INTERFACE = INTERFACE
     MESSAGE_NUMBERS = MESSAGE_NUMBERS
     _mh_decode = staticmethod(decode)
     _mh_calls = {}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_RpcAsync = _mhRpcAsync
     _mh_caps = False
 
 Binding = DispatchBinding

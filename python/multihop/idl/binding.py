@@ -5,7 +5,9 @@ A generated module defines ``<Name>Binding(Binding)`` with three sides:
 * ``b.tx.<message>(args..., timeout=None)`` sends (generated, straight-line);
 * ``b.rx`` receives: :meth:`Rx.next`, :meth:`Rx.try_next`, and handlers
   registered with :meth:`Rx.on` that :meth:`Binding.dispatch` calls;
-* ``b.rpc.<rpc>(in args..., timeout=None)`` calls and returns the ``out`` values.
+* ``b.rpc.<rpc>(in args..., timeout=None)`` calls and returns the ``out`` values;
+* asyncio: ``await b.rx.next_async()`` and ``await b.rpc_async.<rpc>(in args...)``
+  (over the channel's ``recv_async`` / ``send_async``, :mod:`multihop.aio`).
 
 :meth:`Binding.serve` answers rpc calls with a handler object.
 
@@ -38,10 +40,12 @@ collected unless detached). Such a binding receives with
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from typing import Any, Callable, ClassVar, Self
 
+from multihop import aio
 from multihop.errors import Timeout
 from multihop.idl.connect import bind_channel
 from multihop.idl.errors import UnhandledMessage
@@ -88,6 +92,17 @@ class Rx:
             return self._take(self._recv(timeout))
         return self._decode(self._recv(timeout))
 
+    async def next_async(self, timeout: float | None = None) -> Record:
+        """:meth:`next` without blocking the event loop (the channel's ``recv_async``).
+
+        Cancelled while it waits, it has taken nothing off the channel.  An
+        interface with capabilities receives its handles with the blocking
+        ``recv_with_handles`` once a message is there (a look, no wait).
+        """
+        if self._backlog:
+            return self._backlog.popleft()
+        return await self._binding._mh_recv_async(timeout)
+
     def try_next(self) -> Record | None:
         """The next message if one is waiting, else None (never blocks)."""
         if self._backlog:
@@ -121,6 +136,7 @@ class Binding:
     _mh_calls: ClassVar[dict[int, tuple[str, Callable[[Callable[..., Any], Record], bytes]]]] = {}
     _mh_Tx: ClassVar[type] = object
     _mh_Rpc: ClassVar[type] = object
+    _mh_RpcAsync: ClassVar[type] = object
     #: Whether the interface has capabilities (its messages may carry handles).
     _mh_caps: ClassVar[bool] = False
 
@@ -136,6 +152,7 @@ class Binding:
         self.tx = self._mh_Tx(channel)
         self.rx = Rx(self)
         self.rpc = self._mh_Rpc(self)
+        self.rpc_async = self._mh_RpcAsync(self)
 
     @classmethod
     def bind(
@@ -225,6 +242,42 @@ class Binding:
             self.channel.send(data[0], timeout, handles=data[1], give_away=data[2])
         else:
             self.channel.send(data, timeout)
+
+    async def _mh_send_async(self, data: Any, timeout: float | None) -> None:
+        """:meth:`_mh_send` without blocking the loop; a message with handles waits for room on
+        the loop, then goes with the blocking send (its handles' control-plane round trip)."""
+        if type(data) is tuple:
+            await aio.wait_writable(self.channel, len(data[0]), timeout)
+            self.channel.send(data[0], timeout, handles=data[1], give_away=data[2])
+        else:
+            await self.channel.send_async(data, timeout)
+
+    async def _mh_recv_async(self, timeout: float | None) -> Record:
+        """Receive and decode one message from the channel without blocking the loop."""
+        if not self._mh_caps:
+            return self._mh_decode(await self.channel.recv_async(timeout))
+        got = self.channel.try_recv_with_handles()
+        if got is None:
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
+            while got is None:
+                await aio.wait_readable(self.channel, None if deadline is None else max(0.0, deadline - loop.time()))
+                got = self.channel.try_recv_with_handles()
+        return self.rx._take(got)
+
+    async def _mh_call_async(self, data: Any, response_number: int, timeout: float | None) -> Record:
+        """:meth:`_mh_call` without blocking the event loop (``b.rpc_async``)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        await self._mh_send_async(data, timeout)
+        while True:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            msg = await self._mh_recv_async(left)
+            if msg.number == response_number:
+                return msg
+            self.rx._backlog.append(msg)
+            if deadline is not None and loop.time() >= deadline:
+                raise Timeout(f"{self.INTERFACE}: no rpc response within {timeout} s")
 
     def _mh_call(self, data: Any, response_number: int, timeout: float | None) -> Record:
         """Send an rpc call and wait for its response; other messages go to the backlog."""

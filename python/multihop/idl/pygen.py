@@ -506,6 +506,24 @@ class _Gen:
             else:
                 self.w(f"        return _mhO_{r.name}({', '.join('_mhm.' + o for o in outs)})")
         self.w("")
+        self.w("class _mhRpcAsync:", '    """Rpc client side for asyncio: ``await b.rpc_async.R(...)`` returns the out values."""')
+        self.w("    __slots__ = ('_mh_b',)", "    def __init__(self, binding):", "        self._mh_b = binding")
+        for r in iface.rpcs:
+            ins = [py_arg(a.name) for a in r.in_args]
+            outs = [py_arg(a.name) for a in r.out_args]
+            sig = ", ".join(arg_text(a) for a in r.args)
+            self.w(f"    async def {py_name(r.name)}(self{''.join(', ' + n for n in ins)}, *, timeout=None):")
+            self.w(f'        """Call rpc {r.name}({sig}) without blocking the event loop; wait up to timeout seconds."""')
+            self.w(
+                f"        _mhm = await self._mh_b._mh_call_async(_mhenc_{r.call.number}({', '.join(ins)}), {r.response.number}, timeout)"
+            )
+            if not outs:
+                self.w("        return None")
+            elif len(outs) == 1:
+                self.w(f"        return _mhm.{outs[0]}")
+            else:
+                self.w(f"        return _mhO_{r.name}({', '.join('_mhm.' + o for o in outs)})")
+        self.w("")
         # serving
         for r in iface.rpcs:
             ins = [py_arg(a.name) for a in r.in_args]
@@ -632,13 +650,14 @@ class _Gen:
         calls = ", ".join(f"{r.call.number}: ({py_name(r.name)!r}, _mhsrv_{r.call.number})" for r in iface.rpcs)
         self.w(
             f"class {self.cls}(_mh_Binding):",
-            f'    """Binding of interface {iface.name} over a channel: .tx, .rx, .rpc, dispatch(), serve()."""',
+            f'    """Binding of interface {iface.name} over a channel: .tx, .rx, .rpc, .rpc_async, dispatch(), serve()."""',
             "    INTERFACE = INTERFACE",
             "    MESSAGE_NUMBERS = MESSAGE_NUMBERS",
             "    _mh_decode = staticmethod(decode)",
             f"    _mh_calls = {{{calls}}}",
             "    _mh_Tx = _mhTx",
             "    _mh_Rpc = _mhRpc",
+            "    _mh_RpcAsync = _mhRpcAsync",
             f"    _mh_caps = {bool(self._caps)}",
             "",
             f"Binding = {self.cls}",

@@ -1015,6 +1015,20 @@ class _mhRpc:
         _mhm = self._mh_b._mh_call(_mhenc_7(peer, op, incarnation, cost), 8, timeout)
         return _mhO_gateway(_mhm.result, _mhm.error)
 
+class _mhRpcAsync:
+    """Rpc client side for asyncio: ``await b.rpc_async.R(...)`` returns the out values."""
+    __slots__ = ('_mh_b',)
+    def __init__(self, binding):
+        self._mh_b = binding
+    async def status(self, *, timeout=None):
+        """Call rpc status(out String json[4194304]) without blocking the event loop; wait up to timeout seconds."""
+        _mhm = await self._mh_b._mh_call_async(_mhenc_5(), 6, timeout)
+        return _mhm.json
+    async def gateway(self, peer, op, incarnation, cost, *, timeout=None):
+        """Call rpc gateway(in uint64 peer, in uint8 op, in uint32 incarnation, in uint32 cost, out int32 result, out String error[512]) without blocking the event loop; wait up to timeout seconds."""
+        _mhm = await self._mh_b._mh_call_async(_mhenc_7(peer, op, incarnation, cost), 8, timeout)
+        return _mhO_gateway(_mhm.result, _mhm.error)
+
 def _mhsrv_5(_mhf, _mhm):
     return _mhenc_6(_mhf())
 def _mhsrv_7(_mhf, _mhm):
@@ -1026,13 +1040,14 @@ def _mhsrv_7(_mhf, _mhm):
     return _mhenc_8(_mho0, _mho1)
 
 class GesBrokerBinding(_mh_Binding):
-    """Binding of interface ges_broker over a channel: .tx, .rx, .rpc, dispatch(), serve()."""
+    """Binding of interface ges_broker over a channel: .tx, .rx, .rpc, .rpc_async, dispatch(), serve()."""
     INTERFACE = INTERFACE
     MESSAGE_NUMBERS = MESSAGE_NUMBERS
     _mh_decode = staticmethod(decode)
     _mh_calls = {5: ('status', _mhsrv_5), 7: ('gateway', _mhsrv_7)}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_RpcAsync = _mhRpcAsync
     _mh_caps = False
 
 Binding = GesBrokerBinding

@@ -866,17 +866,28 @@ class _mhRpc:
         _mhm = self._mh_b._mh_call(_mhenc_4(sub), 5, timeout)
         return _mhm.level
 
+class _mhRpcAsync:
+    """Rpc client side for asyncio: ``await b.rpc_async.R(...)`` returns the out values."""
+    __slots__ = ('_mh_b',)
+    def __init__(self, binding):
+        self._mh_b = binding
+    async def active(self, sub, *, timeout=None):
+        """Call rpc active(in uint64 sub, out int32 level) without blocking the event loop; wait up to timeout seconds."""
+        _mhm = await self._mh_b._mh_call_async(_mhenc_4(sub), 5, timeout)
+        return _mhm.level
+
 def _mhsrv_4(_mhf, _mhm):
     return _mhenc_5(_mhf(_mhm.sub))
 
 class GesClientBinding(_mh_Binding):
-    """Binding of interface ges_client over a channel: .tx, .rx, .rpc, dispatch(), serve()."""
+    """Binding of interface ges_client over a channel: .tx, .rx, .rpc, .rpc_async, dispatch(), serve()."""
     INTERFACE = INTERFACE
     MESSAGE_NUMBERS = MESSAGE_NUMBERS
     _mh_decode = staticmethod(decode)
     _mh_calls = {4: ('active', _mhsrv_4)}
     _mh_Tx = _mhTx
     _mh_Rpc = _mhRpc
+    _mh_RpcAsync = _mhRpcAsync
     _mh_caps = False
 
 Binding = GesClientBinding
