@@ -140,6 +140,11 @@ pub enum Msg {
         reason: String,
         #[serde(default)]
         vci: u64,
+        /// The request ran out of time while the backlog stayed full (a
+        /// refusal the client sees as `Timeout`, as when its monitor's own
+        /// wait ends first: which of the two clocks fires first is a race).
+        #[serde(default)]
+        expired: bool,
     },
 
     /// RTS -> initial monitor: the whole routing table

@@ -499,7 +499,7 @@ fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {
                 }
             }
             _ => {
-                let reply = Msg::ConnectReply { conn, accept: false, reason: "service no longer exported".into(), vci: 0 };
+                let reply = Msg::ConnectReply { conn, accept: false, reason: "service no longer exported".into(), vci: 0, expired: false };
                 let _ = control::send(&inner.sock, &reply, &[]);
             }
         }

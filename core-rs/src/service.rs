@@ -251,7 +251,7 @@ impl Acceptor {
                 let mut expired = Vec::new();
                 let next = q.next_to_take(Instant::now(), &mut expired);
                 for p in expired {
-                    reply(disp, &p, false, "the client's bind timed out before the service could take it (its backlog stayed full)", None, 0);
+                    expire(disp, &p);
                 }
                 let Some(p) = next else { break };
                 q.taken(take(disp, &q, p));
@@ -265,9 +265,15 @@ impl Acceptor {
 }
 
 fn reply(disp: &Dispatcher, p: &PendingConnect, accept: bool, reason: &str, bell: Option<&OwnedFd>, vci: u64) {
-    let msg = Msg::ConnectReply { conn: p.conn, accept, reason: reason.to_string(), vci };
+    let msg = Msg::ConnectReply { conn: p.conn, accept, reason: reason.to_string(), vci, expired: false };
     let raw: Vec<_> = bell.iter().map(|f| f.as_raw_fd()).collect();
     let _ = control::send(&disp.inner.sock, &msg, &raw);
+}
+
+/// Refuse a request whose bind ran out of time while the backlog stayed full.
+fn expire(disp: &Dispatcher, p: &PendingConnect) {
+    let reason = "the client's bind timed out before the service could take it (its backlog stayed full)".to_string();
+    let _ = control::send(&disp.inner.sock, &Msg::ConnectReply { conn: p.conn, accept: false, reason, vci: 0, expired: true }, &[]);
 }
 
 /// Ask the callback, then set the channel up and answer the client.

@@ -77,6 +77,10 @@ impl Monitor {
                 self.record_channel(chan, disp, entry);
                 Ok((vci, rfds, server_pid))
             }
+            Ok((Msg::ConnectReply { expired: true, .. }, _)) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!("service {service:?} did not take the connection within {timeout_ms} ms (its backlog stayed full)"),
+            )),
             Ok((Msg::ConnectReply { reason, .. }, _)) => {
                 Err(Error::new(ErrorKind::Bind, format!("service {service:?} refused the connection: {reason}")))
             }
