@@ -283,10 +283,9 @@ class Runtime:
         # gives way to every process on its CPU, whoever started them. Ctrl-C
         # at the terminal goes to the program, which stops an owned runtime's
         # monitors in order; a detached runtime outlives the terminal.
-        session = {"start_new_session": True}
         with os.fdopen(_private_file(self.dir / f"mon-{core}.log"), "wb") as log:
             self._procs[core] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, pass_fds=(lock_fd,), **session
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, pass_fds=(lock_fd,), start_new_session=True
             )
         pid = self._procs[core].pid
         # Our unreaped child: its pid cannot be reused while we read this.

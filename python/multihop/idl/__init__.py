@@ -156,7 +156,7 @@ def stubgen(path: PathOrText, lang: str, out: PathOrText, imports: Iterable[Path
     """
     if lang not in ("python", "c"):
         raise ValueError(f"unknown stub language {lang!r} (expected 'python' or 'c')")
-    outp = Path(out)
+    outp = Path(os.fsdecode(out))
     if lang == "c" and outp.suffix in (".py", ".h", ".c"):
         raise ValueError(f"the C back end writes NAME.h and NAME.c into a directory; {str(outp)!r} looks like a file name")
     iface = parse(path, imports)

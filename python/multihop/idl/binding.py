@@ -131,7 +131,8 @@ class Binding:
 
     INTERFACE: ClassVar[str] = ""
     MESSAGE_NUMBERS: ClassVar[dict[str, int]] = {}
-    _mh_decode: Callable[[bytes], Record]
+    #: bytes -> Record; for an interface with capabilities (bytes, handles) -> Record
+    _mh_decode: Callable[..., Record]
     #: call message number -> (rpc's Python method name, function(method, record) -> response bytes)
     _mh_calls: ClassVar[dict[int, tuple[str, Callable[[Callable[..., Any], Record], bytes]]]] = {}
     _mh_Tx: ClassVar[type] = object

@@ -170,7 +170,7 @@ def _collect_named(t: Type, out: dict[str, Type], pos: Pos) -> None:
             _collect_named(f.type, out, pos)
     elif isinstance(t, (Array, DynArray)):
         _collect_named(t.element, out, pos)
-    if isinstance(t, (Struct, Enum)) or (isinstance(t, Array) and t.name is not None):
+    if (isinstance(t, (Struct, Enum)) or isinstance(t, Array)) and t.name is not None:
         have = out.get(t.name)
         if have is None:
             out[t.name] = t

@@ -40,9 +40,9 @@ __all__ = [
 
 
 class Type:
-    """Base of all resolved types."""
+    """Base of all resolved types (an anonymous array argument's type has no name)."""
 
-    name: str
+    name: str | None
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,8 @@ class String(Type):
 
 def type_name(t: Type) -> str:
     """A short human name for a type, as used in error messages."""
-    if isinstance(t, Array) and t.name is None:
+    if t.name is None:  # only an anonymous array argument's type has no name
+        assert isinstance(t, Array)
         return f"{type_name(t.element)}[{t.length}]"
     return t.name
 

@@ -85,7 +85,7 @@ def _reserved(name: str, what: str, pos: Pos | None, fallback: Pos, dunder: str 
 def _enum_member_problem(member: str) -> str | None:
     """Why ``IntEnum`` cannot take ``member`` as a member name, or None if it can (asked of IntEnum itself)."""
     try:
-        probe = enum.IntEnum("probe", [(member, 0)])
+        probe = enum.IntEnum("probe", [(member, 0)])  # type: ignore[misc]  # mypy wants literal names; the member is the point
     except (ValueError, TypeError) as e:
         return f"Python's IntEnum refuses it ({e})"
     if member not in probe.__members__:
@@ -124,12 +124,12 @@ def check_python_names(iface: Interface) -> None:
         module.add(reserved, reserved, f"the module's own '{reserved}'", None)
     cls = py_binding_class(iface.name or "")
     module.add(cls, cls, f"the binding class '{cls}'", None)
-    for t in iface.types.values():
+    for name, t in iface.types.items():  # named types: the key is the type's name
         kind = "struct" if isinstance(t, Struct) else "enum" if isinstance(t, Enum) else "array type"
-        what = f"{kind} '{t.name}'"
+        what = f"{kind} '{name}'"
         pos = getattr(t, "pos", None)
-        _reserved(t.name, what, pos, fallback, _DUNDER)
-        module.add(py_type(t.name, cls), t.name, what, pos)
+        _reserved(name, what, pos, fallback, _DUNDER)
+        module.add(py_type(name, cls), name, what, pos)
         if isinstance(t, Enum):
             _check_enum(t, fallback)
         elif isinstance(t, Struct):

@@ -89,7 +89,7 @@ def _fmt(t: Type) -> str:
     return inner * t.length
 
 
-def _desc(t: Type) -> tuple:
+def _desc(t: Type) -> tuple[object, ...]:
     """The :mod:`multihop.idl.wire` descriptor of a type (used only to explain errors)."""
     if isinstance(t, Builtin):
         if t.kind in ("int", "uint"):
@@ -220,8 +220,8 @@ class _Gen:
 
     def gen_types(self) -> None:
         """Enum and struct classes, plus flatten/build helpers for arrays of composite types."""
-        for t in self.iface.types.values():
-            pub = py_type(t.name, self.cls)
+        for name, t in self.iface.types.items():  # named types: the key is the type's name
+            pub = py_type(name, self.cls)
             if isinstance(t, Enum):
                 # the functional API: no name mangling of member names in a class body
                 members = ", ".join(f"({py_name(v)!r}, {i})" for i, v in enumerate(t.values))
@@ -441,8 +441,8 @@ class _Gen:
         if fast:
             self.w("        _mhmake = getattr(channel, '_fast_sender', None)")
         for m in fast:
-            names = tuple(py_arg(a.name) for a in m.args)
-            self.w(f"        self.{py_name(m.name)} = _mh_fast(_mhmake, channel.send, _mhL_{m.number}, {names!r}, _mhslow_{m.number})")
+            arg_names = tuple(py_arg(a.name) for a in m.args)
+            self.w(f"        self.{py_name(m.name)} = _mh_fast(_mhmake, channel.send, _mhL_{m.number}, {arg_names!r}, _mhslow_{m.number})")
         for m in self.iface.messages:
             if _fixed_fields(m) is not None:
                 continue

@@ -118,8 +118,8 @@ def generate_pyi(iface: Interface) -> str:
         "MESSAGE_NUMBERS: dict[str, int]",
         "",
     ]
-    for t in iface.types.values():
-        pub = py_type(t.name, cls)
+    for name, t in iface.types.items():  # named types: the key is the type's name
+        pub = py_type(name, cls)
         if isinstance(t, Enum):
             out.append(f"class {pub}(enum.IntEnum):")
             out.extend(f"    {py_name(v)} = {i}" for i, v in enumerate(t.values))
