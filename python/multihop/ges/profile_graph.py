@@ -54,7 +54,12 @@ class ProfileGraph:
 
     __slots__ = ("roots", "profiles", "edges", "_refs")
 
+    #: changes to any profile graph of this process (made, added to, removed from, cleared): a result
+    #: derived from graphs (the event routing's remembered decisions) stays valid while this is unchanged
+    generation = 0
+
     def __init__(self) -> None:
+        ProfileGraph.generation += 1
         self.roots: dict[str, _Node] = {}
         #: destination -> how many destination edges name it (matching stops once every one is found)
         self._refs: dict[Hashable, int] = {}
@@ -65,6 +70,7 @@ class ProfileGraph:
 
     def add(self, chain: Chain, unit: Hashable, count: int = 1) -> bool:
         """Add ``count`` predicates of ``unit`` for ``chain``; True if the chain was new for that unit."""
+        ProfileGraph.generation += 1
         node = self.roots.get(chain[0][0])
         if node is None:
             node = self.roots[chain[0][0]] = _Node()
@@ -101,6 +107,7 @@ class ProfileGraph:
         True if the unit has no predicate left for the chain.  Raises KeyError if
         the unit has fewer than ``count`` predicates for it.
         """
+        ProfileGraph.generation += 1
         root = self.roots.get(chain[0][0])
         if root is None:
             raise KeyError(f"no profile {chain!r} for {unit!r}")
@@ -213,6 +220,7 @@ class ProfileGraph:
 
     def clear(self) -> None:
         """Forget every profile."""
+        ProfileGraph.generation += 1
         self.roots.clear()
         self._refs.clear()
         self.profiles = 0
