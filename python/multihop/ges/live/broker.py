@@ -449,13 +449,14 @@ class LiveBroker:
     def _flush(self) -> None:
         """Write the core's outbox: neighbour brokers first (the events' onward path), then clients."""
         encoded: dict[tuple[int, ...], list[bytes]] = {}
+        memo: wire.Memo = {}  # each event's text made once for every neighbour and client it goes to
         outbox = self.core.take_outbox()
         for code, msgs in outbox.items():
             if code >= 0:
                 peer = self.by_code.get(code)
                 if peer is not None:
                     for m in msgs:
-                        peer.out.extend(wire.encode(m))
+                        peer.out.extend(wire.encode(m, memo))
                     self._write(peer)
         for code, msgs in outbox.items():
             if code < 0:
@@ -471,7 +472,7 @@ class LiveBroker:
                         key = tuple(map(id, m.events))
                         enc = encoded.get(key)
                         if enc is None:
-                            enc = encoded[key] = wire.encode_for_client(m)
+                            enc = encoded[key] = wire.encode_for_client(m, memo)
                         peer.out.extend(enc)
                     else:
                         peer.out.extend(wire.encode_for_client(m))

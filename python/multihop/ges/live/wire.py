@@ -88,37 +88,55 @@ def _parse_chains(text: str) -> tuple[Any, ...]:
     return tuple(parse_chain(t) for t in text.split(_LIST)) if text else ()
 
 
-def _events(first: int, copies: list[EventCopy]) -> bytes:
+#: id(event) -> (event, its publisher, signature and values lengths, its text: publisher, signature, values and
+#: payload one after another); an event's text is made once per flush for every neighbour and client it goes to
+Memo = dict[int, tuple[EventData, int, int, int, bytes]]
+
+
+def _text(ev: EventData, memo: Memo | None) -> tuple[EventData, int, int, int, bytes]:
+    if memo is not None:
+        hit = memo.get(id(ev))
+        if hit is not None:
+            return hit
+    eid, sig, val, payload = ev
+    p, s, v = eid[0].encode(), sig.encode(), val.encode()
+    t = (ev, len(p), len(s), len(v), b"".join((p, s, v, payload)))  # (ev keeps its id unique while memoized)
+    if memo is not None:
+        memo[id(ev)] = t
+    return t
+
+
+def _events(first: int, copies: list[EventCopy], memo: Memo | None) -> bytes:
     heads, units, text = [], [], []
-    head, add = heads.append, text.extend
-    for c in copies:
-        ev = c.event
-        eid = ev.id
-        pub, sig, val = eid.publisher.encode(), ev.signature.encode(), ev.values.encode()
+    head, add = heads.append, text.append
+    for ev, origin, mode, level, targets, reached, hops, left in copies:
+        _, plen, slen, vlen, blob = _text(ev, memo)
+        eid = ev[0]
         # a plain tuple in ``event_head``'s field order (the stub packs any sequence of its fields)
-        head((c.origin, eid.timestamp, eid.sequence, eid.incarnation, c.hops, c.mode, c.level,
-              len(c.targets), len(c.reached), len(c.left), len(pub), len(sig), len(val), len(ev.payload)))
-        units += c.targets
-        units += c.reached
-        units += c.left
-        add((pub, sig, val, ev.payload))
+        head((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left),
+              plen, slen, vlen, len(blob) - plen - slen - vlen))
+        units += targets
+        units += reached
+        units += left
+        add(blob)
     return _enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text))
 
 
-def encode(msg: Any) -> list[bytes]:
-    """The Flounder message(s) carrying ``msg`` to a neighbour broker."""
+def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
+    """The Flounder message(s) carrying ``msg`` to a neighbour broker (``memo``: events' texts already
+    made in this flush, see :data:`Memo`)."""
     t = type(msg)
     if t is Events:
         out, batch, size, first = [], [], 0, msg.first_seq
         for c in msg.copies:
             n = len(c.event.payload) + len(c.event.values) + 64
             if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_events(first, batch))
+                out.append(_events(first, batch, memo))
                 first += len(batch)
                 batch, size = [], 0
             batch.append(c)
             size += n
-        out.append(_events(first, batch))
+        out.append(_events(first, batch, memo))
         return out
     if t is EventAck:
         if msg.also or msg.upto < 0:
@@ -225,31 +243,32 @@ def decode_protocol(rec: Any) -> Any:
 # ---- clients ------------------------------------------------------------------------------------
 
 
-def _deliver(events: list[EventData]) -> bytes:
+def _deliver(events: list[EventData], memo: Memo | None) -> bytes:
     heads, text = [], []
-    head, add = heads.append, text.extend
+    head, add = heads.append, text.append
     for ev in events:
-        eid = ev.id
-        pub, sig, val = eid.publisher.encode(), ev.signature.encode(), ev.values.encode()
+        _, plen, slen, vlen, blob = _text(ev, memo)
+        eid = ev[0]
         # a plain tuple in ``delivery_head``'s field order
-        head((eid.timestamp, eid.sequence, eid.incarnation, len(pub), len(sig), len(val), len(ev.payload)))
-        add((pub, sig, val, ev.payload))
+        head((eid[1], eid[2], eid[3], plen, slen, vlen, len(blob) - plen - slen - vlen))
+        add(blob)
     return _cenc("deliver", heads=heads, text=b"".join(text))
 
 
-def encode_for_client(msg: Any) -> list[bytes]:
-    """The ``ges_client`` message(s) carrying a broker's message to a client (a large delivery is split)."""
+def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
+    """The ``ges_client`` message(s) carrying a broker's message to a client (a large delivery is split;
+    ``memo`` as for :func:`encode`)."""
     t = type(msg)
     if t is Deliver:
         out, batch, size = [], [], 0
         for ev in msg.events:
             n = len(ev.payload) + len(ev.values) + 64
             if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_deliver(batch))
+                out.append(_deliver(batch, memo))
                 batch, size = [], 0
             batch.append(ev)
             size += n
-        out.append(_deliver(batch))
+        out.append(_deliver(batch, memo))
         return out
     if t is ActiveReply:
         return [_cenc("active_response", level=msg.level)]
