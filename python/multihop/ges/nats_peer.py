@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from multihop.ges.testbed import CaseResult, cpu_seconds, background_priority, event_content
+from multihop.ges.testbed import CaseResult, background_priority, cpu_seconds, event_content
 
 __all__ = ["NatsTestbed", "nats_available"]
 
@@ -184,7 +184,7 @@ class NatsTestbed:
         res = CaseResult(match, size, rate, count, (t1 - t0) / 1e9)
         res.background = {f"proc{i}": c.recv() for i, c in enumerate(self._bg)}
         res.measured = {"nats": self._ms.recv()}
-        res.brokercpu_seconds = cpu_seconds(servers) - cpu0  # the servers play the brokers' part
+        res.broker_cpu = cpu_seconds(servers) - cpu0  # the servers play the brokers' part
         return res
 
     async def _publish(self, match: int, size: int, rate: float, count: int) -> tuple[int, int]:

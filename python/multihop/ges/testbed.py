@@ -161,14 +161,14 @@ class CaseResult:
     #: background subscriber broker -> events each of its clients got
     background: dict[str, list[int]] = field(default_factory=dict)
     #: CPU seconds (user + system) the broker processes used during the case, all brokers together
-    brokercpu_seconds: float = 0.0
+    broker_cpu: float = 0.0
     #: CPU seconds the subscriber processes (background and measuring) used during the case
-    subscribercpu_seconds: float = 0.0
+    subscriber_cpu: float = 0.0
 
     @property
-    def brokercpu_seconds_per_event(self) -> float:
+    def broker_cpu_per_event(self) -> float:
         """The brokers' CPU seconds per published event (all brokers together)."""
-        return self.brokercpu_seconds / self.published if self.published else 0.0
+        return self.broker_cpu / self.published if self.published else 0.0
 
     @property
     def publish_rate(self) -> float:
@@ -251,8 +251,8 @@ class Testbed:
             res.background[addr] = c.recv()
         for addr, c in self._ms.items():
             res.measured[addr] = c.recv()
-        res.brokercpu_seconds = cpu_seconds(self._broker_procs) - cpu0[0]
-        res.subscribercpu_seconds = cpu_seconds(self._sub_procs) - cpu0[1]
+        res.broker_cpu = cpu_seconds(self._broker_procs) - cpu0[0]
+        res.subscriber_cpu = cpu_seconds(self._sub_procs) - cpu0[1]
         return res
 
     def close(self) -> None:
