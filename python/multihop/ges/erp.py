@@ -25,18 +25,20 @@ filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
 that has passed ``TTL`` brokers is dropped.
 
 **Remembered decisions** (not in durable mode): what a broker does with a copy
-depends only on the copy's routing fields, the event's signature and values,
-its graph (the GPP version) and its profile graphs
-(:attr:`ProfileGraph.generation`), and on the duplicate filter.  So the first
-copy of a kind is handled in full while the broker notes what it did (the
-duplicate-filter roles it passed, the clients it delivered to, the copies it
-sent and where); the next copies of that kind with a new event replay that
-plan: the same roles are checked and set, the same deliveries and copies are
-made with the new event.  A copy whose roles are not all new (a duplicate), a
-plan made while something unusual happened (a duplicate, no route, not a
-decider, the TTL) and any change of graph or profiles fall back to the full
-handling; the plans are forgotten when the graphs change, and at most
-``PLANS`` are kept.
+depends only on the copy's routing fields, the event's signature, what its
+profile graphs answer for the event's values, its graph (the GPP version) and
+its profile graphs (:attr:`ProfileGraph.generation`), and on the duplicate
+filter.  So a copy of a new kind is handled in full while the broker notes what
+it did (the profile graphs it asked and their answers, the duplicate-filter
+roles it passed, the clients it delivered to, the copies it sent and where).
+The next copy of that kind (same routing fields and signature) asks the same
+graphs again; when every answer is the same, it replays the plan: the same
+roles are checked and set, the same deliveries and copies are made with the
+new event.  A copy whose answers differ from every plan of its kind, whose
+roles are not all new (a duplicate), a plan made while something unusual
+happened (a duplicate, no route, not a decider, the TTL) and any change of graph
+or profiles fall back to the full handling; plans are forgotten when the graphs
+change, and at most ``PLANS`` kinds (``VARIANTS`` plans each) are kept.
 
 **Durable mode** (a system with storage brokers, :mod:`multihop.ges.durability`):
 a copy is acknowledged to the previous hop only once everything made of it is
@@ -73,8 +75,10 @@ ACK_EVERY = 64
 ACK_DELAY = 0.1
 ACK_TIMER = "erp-ack"
 _DELIVER = 0
-#: most remembered decisions (plans) a broker keeps; all are forgotten when this many are held (0: none kept)
+#: most kinds of copies a broker remembers decisions for; all are forgotten when this many are held (0: none kept)
 PLANS = 4096
+#: most plans per kind (events of one kind that the profile graphs answer differently for)
+VARIANTS = 8
 #: builds a NamedTuple from its fields in order, without its Python-level ``__new__``
 _new = tuple.__new__
 #: counters that make a handling too unusual to remember
@@ -85,13 +89,24 @@ _PARK = None  # the "hop" of targets with no route (durable mode parks them)
 class _Plan:
     """What the handling of one kind of copy did (see "Remembered decisions" in the module docstring)."""
 
-    __slots__ = ("roles", "clients", "sends", "decisions")
+    __slots__ = ("checks", "roles", "clients", "sends", "decisions")
 
     def __init__(self) -> None:
+        self.checks: list[tuple[ProfileGraph, set[object]]] = []  # profile graphs asked and their answers, in order
         self.roles: list[object] = []  # duplicate-filter roles the event passed, in order
         self.clients: list[int] = []  # local clients it was delivered to
         self.sends: list[tuple[int, EventCopy]] = []  # (neighbour, copy sent) in order; the copy's event is replaced
         self.decisions = 0
+
+
+class _Kind:
+    """The plans of one kind of copy, and which plan the values seen so far chose (most ``VARIANTS * 64``)."""
+
+    __slots__ = ("plans", "by_values")
+
+    def __init__(self) -> None:
+        self.plans: list[_Plan] = []
+        self.by_values: dict[str, _Plan] = {}
 
 
 class EventRouting:
@@ -130,8 +145,8 @@ class EventRouting:
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
         self._parked_at = -1
-        #: remembered decisions: (kind of copy, signature, values) -> plan, valid for the stamp in _plans_at
-        self._plans: dict[tuple[object, ...], _Plan] = {}
+        #: remembered decisions: kind of copy (routing fields, signature) -> plans, valid for the stamp in _plans_at
+        self._plans: dict[tuple[object, ...], _Kind] = {}
         self._plans_at: tuple[int, int] = (-1, -1)
         self._rec: _Plan | None = None  # the plan being noted while a copy is handled in full
         self.counters = {
@@ -147,7 +162,7 @@ class EventRouting:
         if self.durable:
             self._publish(ev)
             return
-        if self._planned(("pub", ev.signature, ev.values), ev, 0, self._publish, ev):
+        if self._planned(("pub", ev.signature), ev, 0, self._publish, ev):
             self.counters["published"] += 1
 
     def _publish(self, ev: EventData) -> None:
@@ -162,16 +177,24 @@ class EventRouting:
     # ---- remembered decisions ------------------------------------------------------------------------
 
     def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: object, arg: object) -> bool:
-        """Handle ``arg`` with ``handle`` (in full, noting a plan: False) or replay the plan remembered
-        for ``key`` (True)."""
+        """Handle ``arg`` with ``handle`` (in full, noting a plan: False) or replay a plan remembered
+        for ``key`` whose profile graphs answer the same for ``ev`` (True)."""
         stamp = (self.core.gpp.version, ProfileGraph.generation)
         if stamp != self._plans_at:
             self._plans.clear()
             self._plans_at = stamp
-        plan = self._plans.get(key)
-        if plan is not None and hops < TTL and self._replay(plan, ev, hops):
-            self.counters["replayed"] += 1
-            return True
+        kind = self._plans.get(key)
+        if kind is not None and hops < TTL:
+            plan = kind.by_values.get(ev.values)  # these values chose it before: the graphs answer the same
+            if plan is None:
+                plan = self._choose(kind.plans, ev)
+                if plan is not None:
+                    if len(kind.by_values) >= VARIANTS * 64:
+                        kind.by_values.clear()
+                    kind.by_values[ev.values] = plan
+            if plan is not None and self._replay(plan, ev, hops):
+                self.counters["replayed"] += 1
+                return True
         counters = self.counters
         before = [counters[k] for k in _UNUSUAL]
         decisions = counters["decisions"]
@@ -183,10 +206,41 @@ class EventRouting:
         if (PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL]
                 and stamp == (self.core.gpp.version, ProfileGraph.generation)):
             rec.decisions = counters["decisions"] - decisions
-            if len(self._plans) >= PLANS:
-                self._plans.clear()
-            self._plans[key] = rec
+            if kind is None:
+                if len(self._plans) >= PLANS:
+                    self._plans.clear()
+                kind = self._plans[key] = _Kind()
+            if len(kind.plans) < VARIANTS:
+                kind.plans.append(rec)
+            else:  # the oldest variant goes, with the values that chose it
+                old = kind.plans.pop(0)
+                kind.plans.append(rec)
+                kind.by_values = {v: p for v, p in kind.by_values.items() if p is not old}
+            kind.by_values[ev.values] = rec
         return False
+
+    @staticmethod
+    def _choose(plans: list[_Plan], ev: EventData) -> _Plan | None:
+        """The first plan whose profile graphs answer for ``ev`` what they answered when it was made."""
+        names, values = names_and_values(ev)
+        asked: dict[int, set[object]] = {}
+        for plan in plans:
+            for g, expect in plan.checks:
+                got = asked.get(id(g))
+                if got is None:
+                    got = asked[id(g)] = g.match(names, values)
+                if got != expect:
+                    break
+            else:
+                return plan
+        return None
+
+    def _match(self, g: ProfileGraph, names: tuple[str, ...], values: list[str]) -> set[object]:
+        """``g.match`` (noted in the plan being made)."""
+        got = g.match(names, values)
+        if self._rec is not None:
+            self._rec.checks.append((g, got))
+        return got
 
     def forget_plans(self) -> None:
         """Forget every remembered decision (a gateway came up or went)."""
@@ -299,7 +353,7 @@ class EventRouting:
                     self._release(cause)
                 else:
                     ev = copy.event
-                    key = (copy.mode, copy.level, copy.targets, copy.reached, copy.left, copy.origin, ev.signature, ev.values)
+                    key = (copy.mode, copy.level, copy.targets, copy.reached, copy.left, copy.origin, ev.signature)
                     self._planned(key, ev, copy.hops, self._handle, copy)
             seq += 1
         self._recv[peer] = last
@@ -459,7 +513,10 @@ class EventRouting:
             self._dup_hit = True
             return
         names, values = names_and_values(ev)
-        dests = self.core.ppp.interested(lvl, names, values)
+        ppp = self.core.ppp
+        ppp.deciders()  # keeps ``decided`` and its graphs current
+        g = ppp.graphs.get(lvl)
+        dests = None if g is None else self._match(g, names, values)
         if dests is None:
             # not a decider of t (a gateway changed meanwhile): hand the copy for t to the nearest one
             self.counters["not_decider"] += 1
@@ -502,7 +559,8 @@ class EventRouting:
                     self.counters["duplicates"] += 1
                     self._dup_hit = True
                     break
-                dests = ppp.interested(lvl, *names_and_values(ev)) or set()
+                g = ppp.graphs.get(lvl)
+                dests = set() if g is None else self._match(g, *names_and_values(ev))
                 came_from = unit_id(origin, lvl - 1, self.levels)
                 self.counters["decisions"] += 1
                 reached = reached + (came_from,)
@@ -580,7 +638,7 @@ class EventRouting:
                     st.on_match(ev, matched)  # type: ignore[arg-type]
             return
         rec = self._rec
-        for client in self.core.ppp.local.match(names, values):
+        for client in self._match(self.core.ppp.local, names, values):
             self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
             self.counters["delivered"] += 1
             if rec is not None:
