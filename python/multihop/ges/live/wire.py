@@ -88,38 +88,50 @@ def _parse_chains(text: str) -> tuple[Any, ...]:
     return tuple(parse_chain(t) for t in text.split(_LIST)) if text else ()
 
 
-#: id(event) -> (event, its publisher, signature and values lengths, its text: publisher, signature, values and
-#: payload one after another); an event's text is made once per flush for every neighbour and client it goes to
-Memo = dict[int, tuple[EventData, int, int, int, bytes]]
+#: id(event) -> (event, its publisher, signature, values and payload lengths, its text: publisher, signature,
+#: values and payload one after another); an event's text is made once per flush for every neighbour and client
+#: it goes to
+Memo = dict[int, tuple[EventData, int, int, int, int, bytes]]
 
 
-def _text(ev: EventData, memo: Memo | None) -> tuple[EventData, int, int, int, bytes]:
+def _text(ev: EventData, memo: Memo | None) -> tuple[EventData, int, int, int, int, bytes]:
     if memo is not None:
         hit = memo.get(id(ev))
         if hit is not None:
             return hit
     eid, sig, val, payload = ev
     p, s, v = eid[0].encode(), sig.encode(), val.encode()
-    t = (ev, len(p), len(s), len(v), b"".join((p, s, v, payload)))  # (ev keeps its id unique while memoized)
+    t = (ev, len(p), len(s), len(v), len(payload), b"".join((p, s, v, payload)))  # (ev keeps its id unique)
     if memo is not None:
         memo[id(ev)] = t
     return t
 
 
-def _events(first: int, copies: list[EventCopy], memo: Memo | None) -> bytes:
-    heads, units, text = [], [], []
-    head, add = heads.append, text.append
+def _events(first: int, copies: tuple[EventCopy, ...], memo: Memo | None) -> list[bytes]:
+    """``events`` messages for the copies numbered from ``first``: a new message when the text would pass
+    ``BATCH_TEXT`` or the heads 4096."""
+    out: list[bytes] = []
+    heads: list[tuple[int, ...]] = []
+    units: list[int] = []
+    text: list[bytes] = []
+    size = 0
     for ev, origin, mode, level, targets, reached, hops, left in copies:
-        _, plen, slen, vlen, blob = _text(ev, memo)
+        _, plen, slen, vlen, ylen, blob = _text(ev, memo)
+        if heads and (size + len(blob) + 64 > BATCH_TEXT or len(heads) == 4096):
+            out.append(_enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text)))
+            first += len(heads)
+            heads, units, text, size = [], [], [], 0
         eid = ev[0]
         # a plain tuple in ``event_head``'s field order (the stub packs any sequence of its fields)
-        head((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left),
-              plen, slen, vlen, len(blob) - plen - slen - vlen))
+        heads.append((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left),
+                      plen, slen, vlen, ylen))
         units += targets
         units += reached
         units += left
-        add(blob)
-    return _enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text))
+        text.append(blob)
+        size += len(blob) + 64
+    out.append(_enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text)))
+    return out
 
 
 def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
@@ -127,17 +139,7 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
     made in this flush, see :data:`Memo`)."""
     t = type(msg)
     if t is Events:
-        out, batch, size, first = [], [], 0, msg.first_seq
-        for c in msg.copies:
-            n = len(c.event.payload) + len(c.event.values) + 64
-            if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_events(first, batch, memo))
-                first += len(batch)
-                batch, size = [], 0
-            batch.append(c)
-            size += n
-        out.append(_events(first, batch, memo))
-        return out
+        return _events(msg.first_seq, msg.copies, memo)
     if t is EventAck:
         if msg.also or msg.upto < 0:
             return [durable_wire.encode_ack(msg)]
@@ -243,16 +245,23 @@ def decode_protocol(rec: Any) -> Any:
 # ---- clients ------------------------------------------------------------------------------------
 
 
-def _deliver(events: list[EventData], memo: Memo | None) -> bytes:
-    heads, text = [], []
-    head, add = heads.append, text.append
+def _deliver(events: tuple[EventData, ...], memo: Memo | None) -> list[bytes]:
+    """``deliver`` messages for the events, cut as :func:`_events` cuts."""
+    out: list[bytes] = []
+    heads: list[tuple[int, ...]] = []
+    text: list[bytes] = []
+    size = 0
     for ev in events:
-        _, plen, slen, vlen, blob = _text(ev, memo)
+        _, plen, slen, vlen, ylen, blob = _text(ev, memo)
+        if heads and (size + len(blob) + 64 > BATCH_TEXT or len(heads) == 4096):
+            out.append(_cenc("deliver", heads=heads, text=b"".join(text)))
+            heads, text, size = [], [], 0
         eid = ev[0]
-        # a plain tuple in ``delivery_head``'s field order
-        head((eid[1], eid[2], eid[3], plen, slen, vlen, len(blob) - plen - slen - vlen))
-        add(blob)
-    return _cenc("deliver", heads=heads, text=b"".join(text))
+        heads.append((eid[1], eid[2], eid[3], plen, slen, vlen, ylen))  # ``delivery_head``'s field order
+        text.append(blob)
+        size += len(blob) + 64
+    out.append(_cenc("deliver", heads=heads, text=b"".join(text)))
+    return out
 
 
 def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
@@ -260,16 +269,7 @@ def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
     ``memo`` as for :func:`encode`)."""
     t = type(msg)
     if t is Deliver:
-        out, batch, size = [], [], 0
-        for ev in msg.events:
-            n = len(ev.payload) + len(ev.values) + 64
-            if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_deliver(batch, memo))
-                batch, size = [], 0
-            batch.append(ev)
-            size += n
-        out.append(_deliver(batch, memo))
-        return out
+        return _deliver(msg.events, memo)
     if t is ActiveReply:
         return [_cenc("active_response", level=msg.level)]
     if t is Refused:
