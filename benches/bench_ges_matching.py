@@ -9,7 +9,10 @@ Profiles are random chains over an event signature of 6 attributes (domains of
 each profile constrains its first 1-6 attributes, each to a value or, with
 probability 0.3, to ``*``; destinations are 64 units (a gatekeeper's children).
 A second table makes every profile its own destination with 10 % wildcards
-(a selective graph: a broker's clients), where nothing saturates.  Events draw
+(a selective graph: a broker's clients), where nothing saturates: at 100,000
+profiles an event has ~2,800 destinations, so that table measures the cost of
+producing them (not the goal's case: a gatekeeper's graph has its child units
+as destinations).  Events draw
 values from the same domains, so some match and most do not.
 
 Ours: :meth:`ProfileGraph.match` (the Gryphon-style tree: the cost follows the
@@ -17,14 +20,22 @@ edges an event can traverse, not the number of profiles).  Baseline, same run,
 same profiles and events: testing every profile with the reference matcher
 (:func:`multihop.ges.profile.chain_matches`), on a sample of the events (it is
 slow), checked to give the same destinations.  Memory per profile: the bytes
-``tracemalloc`` sees allocated while the graph is built, over the profiles.
+``tracemalloc`` sees allocated while the graph is built, over the profiles (the
+graph that is timed is built again without tracing).
 Goal: 100,000 events/s against 100,000 profiles.  Single core, in process.
+
+Both clocks are printed: events per wall second and per CPU second of this
+process (``time.process_time``).  On a shared 2-CPU machine at load 10 the wall
+figure mostly measures the waiting for a CPU; the CPU figure is the matcher's
+own cost, and what a broker with a core to itself would do.  The goal is
+judged on the wall clock, and the line says which figure met it.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import sys
 import time
@@ -68,7 +79,7 @@ def main() -> int:
 def table(sizes: list[int], n_events: int, seed: int, dests: int, wild: float) -> None:
     rng = random.Random(seed)
     evs = events(n_events, rng)
-    print(f"{'profiles':>10} {'ours ev/s':>12} {'scan ev/s':>12} {'ours/scan':>10} {'B/profile':>10} {'edges':>10} {'dests/ev':>9}")
+    print(f"{'profiles':>10} {'ours ev/s':>12} {'ev/CPU-s':>12} {'scan ev/s':>12} {'ours/scan':>10} {'B/profile':>10} {'edges':>10} {'dests/ev':>9}")
     for n in sizes:
         profs = make(n, rng, dests, wild)
         gc.collect()
@@ -78,12 +89,20 @@ def table(sizes: list[int], n_events: int, seed: int, dests: int, wild: float) -
             g.add(chain, unit)
         mem, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        # timed on a graph built without tracing: tracemalloc's own records scatter the nodes in memory,
+        # which made matching up to 3x slower (a broker never runs under it)
+        del g
+        gc.collect()
+        g = ProfileGraph()
+        for chain, unit in profs:
+            g.add(chain, unit)
         match = g.match
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         hits = 0
         for names, vals in evs:
             hits += len(match(names, vals))
         ours = len(evs) / (time.perf_counter() - t0)
+        ours_cpu = len(evs) / max(1e-9, time.process_time() - c0)
         sample = evs[: max(3, min(len(evs), 2_000_000 // n))]  # the scan is slow: a few events at 1M
         t0 = time.perf_counter()
         for names, vals in sample:
@@ -91,9 +110,14 @@ def table(sizes: list[int], n_events: int, seed: int, dests: int, wild: float) -
         scan = len(sample) / (time.perf_counter() - t0)
         for names, vals in sample[:20]:
             assert match(names, vals) == {u for c, u in profs if chain_matches(c, names, vals)}
-        print(f"{n:>10} {ours:>12.0f} {scan:>12.1f} {ours / scan:>10.0f} {mem / n:>10.0f} {g.edges:>10} {hits / len(evs):>9.1f}")
-        if n == 100_000:
-            print(f"{'':>10} goal 100,000 events/s against 100,000 profiles: {'met' if ours >= 100_000 else 'MISSED'} ({ours:.0f})")
+        print(f"{n:>10} {ours:>12.0f} {ours_cpu:>12.0f} {scan:>12.1f} {ours / scan:>10.0f} {mem / n:>10.0f} {g.edges:>10} {hits / len(evs):>9.1f}")
+        if n == 100_000 and not dests:
+            print(f"{'':>10} (not the goal's graph: each event has {hits / len(evs):.0f} destinations, "
+                  f"{hits / len(evs) * ours_cpu / 1e6:.1f} M destinations per CPU second, load average {os.getloadavg()[0]:.1f})")
+        elif n == 100_000:
+            verdict = "met" if ours >= 100_000 else ("MISSED on the wall clock, met per CPU second" if ours_cpu >= 100_000 else "MISSED")
+            print(f"{'':>10} goal 100,000 events/s against 100,000 profiles: {verdict} "
+                  f"({ours:.0f}/s wall, {ours_cpu:.0f} per CPU second, load average {os.getloadavg()[0]:.1f})")
         del g, profs
 
 

@@ -16,6 +16,10 @@ publisher, the runtime's monitors; for NATS, 3 servers and the same clients).
 2. **Throughput at the measuring client** (figure 19): 100 % matching, 50 B,
    the publisher flat out.  Baseline: the paper's 480 events/s; goal 10,000/s.
 3. **Latency against broker hops** (figure 20): 4, 2 and 1 hops, 50 % matching.
+The brokers' CPU per event (all brokers together, user + system, from their
+processes' counters) is printed too: it does not depend on what else runs on
+the machine the way the wall-clock figures do.
+
 4. **NATS**, same events, same clients: 3 servers on loopback in a cluster, the
    publisher on the first, the measuring subscriber on the last; latency and
    throughput side by side, with the ratio.
@@ -50,8 +54,9 @@ def summary(res: CaseResult, where: str) -> tuple[float, float, float, float, in
 
 def line(label: str, res: CaseResult, where: str) -> tuple[float, float]:
     mean, med, p90, rate, others = summary(res, where)
+    cpu = f"; brokers' CPU {res.broker_cpu_per_event * 1e6:5.0f} us/event" if res.broker_cpu else ""
     print(f"  {label:44s} mean {mean:8.3f} ms  median {med:8.3f} ms  p90 {p90:8.3f} ms  "
-          f"client {rate:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {others})")
+          f"client {rate:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {others}{cpu})")
     return mean, rate
 
 
@@ -72,6 +77,10 @@ def main() -> int:
         _, g_tp = line("100 %, 50 B, flat out", flat, "1.6.1.10")
         for m in (50, 10):
             line(f"{m} %, 50 B, flat out", tb.run_case(m, 50, 0, a.flat_count), "1.6.1.10")
+    per_event = flat.broker_cpu_per_event
+    print(f"  at 100 %, flat out: the 22 brokers used {per_event * 1e6:.0f} us of CPU per event together "
+          f"(brokers alone could carry {os.cpu_count() or 1} CPUs / that = {(os.cpu_count() or 1) / per_event:,.0f} events/s), "
+          f"the subscriber processes {flat.subscriber_cpu / flat.published * 1e6:.0f} us; load average now {os.getloadavg()[0]:.1f}")
     print(f"  baseline (paper): {PAPER_LATENCY_MS} ms mean at 1/s -> ours is {PAPER_LATENCY_MS / g_lat:.1f}x faster "
           f"(goal < 1 ms: {'met' if g_lat < 1 else 'MISSED'})")
     print(f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "

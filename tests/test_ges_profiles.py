@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from multihop import ges
 from multihop.ges.dedup import DuplicateFilter
-from multihop.ges.event import EventId, canonical, decode_value, make_event, names_and_values
+from multihop.ges import event as event_module
+from multihop.ges.event import EventId, canonical, decode_value, make_event, names_and_values, validate_event
 from multihop.ges.profile import WILDCARD, chain_matches, chain_text, make_chain, parse_chain
 from multihop.ges.profile_graph import ProfileGraph
 
@@ -126,3 +127,15 @@ def test_event_ids_timestamps_and_errors() -> None:
         make_event(EventId("p", 1, 2, 3), {})
     with pytest.raises(TypeError, match="payload must be bytes"):
         make_event(EventId("p", 1, 2, 3), {"a": 1}, "text")  # type: ignore[arg-type]
+
+
+def test_validation_remembers_only_valid_events() -> None:
+    """validate_event keeps the (signature, values) pairs it passed; a bad event is refused every time."""
+    good = make_event(EventId("p", 1, 1, 1), {"a": 1, "b": "x"})
+    bad = good._replace(values="i1\x1fix")  # b declared str, value tagged int and malformed
+    for _ in range(2):
+        validate_event(good)
+        with pytest.raises(ValueError, match="attribute 'b' is declared str"):
+            validate_event(bad)
+    assert (good.signature, good.values) in event_module._VALID
+    assert (bad.signature, bad.values) not in event_module._VALID

@@ -110,6 +110,7 @@ class BrokerCore:
     def link_up(self, peer: int, incarnation: int = 0, cost: int = 0) -> None:
         """A gateway to broker ``peer`` is up."""
         self.gpp.link_up(peer, incarnation, cost)
+        self.erp.forget_plans()
         if self.durable:
             self.durability.retry_all()
 

@@ -24,6 +24,22 @@ any newer event, over the alternate route (3.7, figure 12b); the duplicate
 filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
 that has passed ``TTL`` brokers is dropped.
 
+**Remembered decisions** (not in durable mode): what a broker does with a copy
+depends only on the copy's routing fields, the event's signature, what its
+profile graphs answer for the event's values, its graph (the GPP version) and
+its profile graphs (:attr:`ProfileGraph.generation`), and on the duplicate
+filter.  So a copy of a new kind is handled in full while the broker notes what
+it did (the profile graphs it asked and their answers, the duplicate-filter
+roles it passed, the clients it delivered to, the copies it sent and where).
+The next copy of that kind (same routing fields and signature) asks the same
+graphs again; when every answer is the same, it replays the plan: the same
+roles are checked and set, the same deliveries and copies are made with the
+new event.  A copy whose answers differ from every plan of its kind, whose
+roles are not all new (a duplicate), a plan made while something unusual
+happened (a duplicate, no route, not a decider, the TTL) and any change of graph
+or profiles fall back to the full handling; plans are forgotten when the graphs
+change, and at most ``PLANS`` kinds (``VARIANTS`` plans each) are kept.
+
 **Durable mode** (a system with storage brokers, :mod:`multihop.ges.durability`):
 a copy is acknowledged to the previous hop only once everything made of it is
 safe: every copy it produced was acknowledged by its next hop and every entry
@@ -44,6 +60,7 @@ from multihop.ges.address import contains, unit_id, unit_level
 from multihop.ges.dedup import DuplicateFilter
 from multihop.ges.event import EventData, names_and_values
 from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
+from multihop.ges.profile_graph import ProfileGraph
 
 if TYPE_CHECKING:
     from multihop.ges.broker import BrokerCore
@@ -58,7 +75,38 @@ ACK_EVERY = 64
 ACK_DELAY = 0.1
 ACK_TIMER = "erp-ack"
 _DELIVER = 0
+#: most kinds of copies a broker remembers decisions for; all are forgotten when this many are held (0: none kept)
+PLANS = 4096
+#: most plans per kind (events of one kind that the profile graphs answer differently for)
+VARIANTS = 8
+#: builds a NamedTuple from its fields in order, without its Python-level ``__new__``
+_new = tuple.__new__
+#: counters that make a handling too unusual to remember
+_UNUSUAL = ("duplicates", "unroutable", "not_decider", "ttl", "parked")
 _PARK = None  # the "hop" of targets with no route (durable mode parks them)
+
+
+class _Plan:
+    """What the handling of one kind of copy did (see "Remembered decisions" in the module docstring)."""
+
+    __slots__ = ("checks", "roles", "clients", "sends", "decisions")
+
+    def __init__(self) -> None:
+        self.checks: list[tuple[ProfileGraph, set[object]]] = []  # profile graphs asked and their answers, in order
+        self.roles: list[object] = []  # duplicate-filter roles the event passed, in order
+        self.clients: list[int] = []  # local clients it was delivered to
+        self.sends: list[tuple[int, EventCopy]] = []  # (neighbour, copy sent) in order; the copy's event is replaced
+        self.decisions = 0
+
+
+class _Kind:
+    """The plans of one kind of copy, and which plan the values seen so far chose (most ``VARIANTS * 64``)."""
+
+    __slots__ = ("plans", "by_values")
+
+    def __init__(self) -> None:
+        self.plans: list[_Plan] = []
+        self.by_values: dict[str, _Plan] = {}
 
 
 class EventRouting:
@@ -97,22 +145,154 @@ class EventRouting:
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[object, EventCopy]] = []
         self._parked_at = -1
+        #: remembered decisions: kind of copy (routing fields, signature) -> plans, valid for the stamp in _plans_at
+        self._plans: dict[tuple[object, ...], _Kind] = {}
+        self._plans_at: tuple[int, int] = (-1, -1)
+        self._rec: _Plan | None = None  # the plan being noted while a copy is handled in full
         self.counters = {
             "published": 0, "delivered": 0, "copies_in": 0, "copies_out": 0, "decisions": 0,
             "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0, "parked": 0,
+            "replayed": 0,  # copies handled by replaying a remembered decision
         }
 
     # ---- inputs ----------------------------------------------------------------------------------
 
     def publish(self, ev: EventData) -> None:
         """A local client published ``ev``: deliver here, then climb."""
-        if not self.dedup.accept(ev.id, _DELIVER):
+        if self.durable:
+            self._publish(ev)
+            return
+        if self._planned(("pub", ev.signature), ev, 0, self._publish, ev):
+            self.counters["published"] += 1
+
+    def _publish(self, ev: EventData) -> None:
+        if not self._accept(ev.id, _DELIVER):
             self.counters["duplicates"] += 1  # a client resent it
             return
         self.counters["published"] += 1
         self._deliver(ev)
         me = self.code
         self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
+
+    # ---- remembered decisions ------------------------------------------------------------------------
+
+    def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: object, arg: object) -> bool:
+        """Handle ``arg`` with ``handle`` (in full, noting a plan: False) or replay a plan remembered
+        for ``key`` whose profile graphs answer the same for ``ev`` (True)."""
+        stamp = (self.core.gpp.version, ProfileGraph.generation)
+        if stamp != self._plans_at:
+            self._plans.clear()
+            self._plans_at = stamp
+        kind = self._plans.get(key)
+        if kind is not None and hops < TTL:
+            plan = kind.by_values.get(ev.values)  # these values chose it before: the graphs answer the same
+            if plan is None:
+                plan = self._choose(kind.plans, ev)
+                if plan is not None:
+                    if len(kind.by_values) >= VARIANTS * 64:
+                        kind.by_values.clear()
+                    kind.by_values[ev.values] = plan
+            if plan is not None and self._replay(plan, ev, hops):
+                self.counters["replayed"] += 1
+                return True
+        counters = self.counters
+        before = [counters[k] for k in _UNUSUAL]
+        decisions = counters["decisions"]
+        rec = self._rec = _Plan()
+        try:
+            handle(arg)  # type: ignore[operator]
+        finally:
+            self._rec = None
+        if (PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL]
+                and stamp == (self.core.gpp.version, ProfileGraph.generation)):
+            rec.decisions = counters["decisions"] - decisions
+            if kind is None:
+                if len(self._plans) >= PLANS:
+                    self._plans.clear()
+                kind = self._plans[key] = _Kind()
+            if len(kind.plans) < VARIANTS:
+                kind.plans.append(rec)
+            else:  # the oldest variant goes, with the values that chose it
+                old = kind.plans.pop(0)
+                kind.plans.append(rec)
+                kind.by_values = {v: p for v, p in kind.by_values.items() if p is not old}
+            kind.by_values[ev.values] = rec
+        return False
+
+    @staticmethod
+    def _choose(plans: list[_Plan], ev: EventData) -> _Plan | None:
+        """The first plan whose profile graphs answer for ``ev`` what they answered when it was made."""
+        names, values = names_and_values(ev)
+        asked: dict[int, set[object]] = {}
+        for plan in plans:
+            for g, expect in plan.checks:
+                got = asked.get(id(g))
+                if got is None:
+                    got = asked[id(g)] = g.match(names, values)
+                if got != expect:
+                    break
+            else:
+                return plan
+        return None
+
+    def _match(self, g: ProfileGraph, names: tuple[str, ...], values: list[str]) -> set[object]:
+        """``g.match`` (noted in the plan being made)."""
+        got = g.match(names, values)
+        if self._rec is not None:
+            self._rec.checks.append((g, got))
+        return got
+
+    def forget_plans(self) -> None:
+        """Forget every remembered decision (a gateway came up or went)."""
+        self._plans.clear()
+
+    def _replay(self, plan: _Plan, ev: EventData, hops: int) -> bool:
+        """Do what ``plan`` did, for event ``ev`` that came ``hops`` brokers; False (nothing done) if
+        the event is not new in every role the plan passed."""
+        eid = ev.id
+        order = (eid.timestamp, eid.sequence)
+        last = self.dedup.last
+        keys = [(eid.publisher, eid.incarnation, role) for role in plan.roles]
+        for k in keys:
+            seen = last.get(k)
+            if seen is not None and order <= seen:
+                return False
+        for k in keys:
+            last[k] = order
+        counters = self.counters
+        if plan.clients:
+            deliveries = self.deliveries
+            for client in plan.clients:
+                box = deliveries.get(client)
+                if box is None:
+                    deliveries[client] = [ev]
+                else:
+                    box.append(ev)
+            counters["delivered"] += len(plan.clients)
+        counters["decisions"] += plan.decisions
+        if plan.sends:
+            hops += 1
+            seqs, unacked, out = self._seq, self.unacked, self._out
+            for peer, c in plan.sends:
+                copy = _new(EventCopy, (ev, c.origin, c.mode, c.level, c.targets, c.reached, hops, c.left))
+                seq = seqs.get(peer, 0)
+                seqs[peer] = seq + 1
+                unacked.setdefault(peer, {})[seq] = copy
+                box = out.get(peer)
+                if box is None:
+                    out[peer] = [copy]
+                else:
+                    box.append(copy)
+            counters["copies_out"] += len(plan.sends)
+        return True
+
+    def _accept(self, eid: object, role: object) -> bool:
+        """The duplicate filter's verdict for ``eid`` in ``role`` (noted in the plan being made)."""
+        if self.dedup.accept(eid, role):  # type: ignore[arg-type]
+            if self._rec is not None:
+                self._rec.roles.append(role)
+            return True
+        return False
 
     def originate(self, ev: EventData, cause: object) -> None:
         """Durable mode: this storage broker routes ``ev`` (stored in its cluster) as its origin.
@@ -172,7 +352,9 @@ class EventRouting:
                     self._hold(cause, copy.event.id)
                     self._release(cause)
                 else:
-                    self._handle(copy)
+                    ev = copy.event
+                    key = (copy.mode, copy.level, copy.targets, copy.reached, copy.left, copy.origin, ev.signature)
+                    self._planned(key, ev, copy.hops, self._handle, copy)
             seq += 1
         self._recv[peer] = last
         if peer not in self._ack_due:
@@ -245,6 +427,7 @@ class EventRouting:
 
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
+        self.forget_plans()
         pending = self.unacked.pop(peer, {})
         self._out.pop(peer, None)
         self._seq.pop(peer, None)
@@ -315,7 +498,7 @@ class EventRouting:
         """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
         ev = copy.event
         if t == self.code:
-            if self.dedup.accept(ev.id, _DELIVER):
+            if self._accept(ev.id, _DELIVER):
                 self._deliver(ev)
             else:
                 self.counters["duplicates"] += 1
@@ -325,12 +508,15 @@ class EventRouting:
         if self.durable and self.core.durability.missing_profiles(lvl):
             fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]  # restarted: no profiles to decide with yet
             return
-        if not self.dedup.accept(ev.id, -lvl):
+        if not self._accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
             self._dup_hit = True
             return
         names, values = names_and_values(ev)
-        dests = self.core.ppp.interested(lvl, names, values)
+        ppp = self.core.ppp
+        ppp.deciders()  # keeps ``decided`` and its graphs current
+        g = ppp.graphs.get(lvl)
+        dests = None if g is None else self._match(g, names, values)
         if dests is None:
             # not a decider of t (a gateway changed meanwhile): hand the copy for t to the nearest one
             self.counters["not_decider"] += 1
@@ -369,11 +555,12 @@ class EventRouting:
                 if self.durable and self.core.durability.missing_profiles(lvl):
                     self._park(copy._replace(level=lvl, targets=(), reached=reached, left=()))
                     break
-                if not self.dedup.accept(ev.id, lvl):
+                if not self._accept(ev.id, lvl):
                     self.counters["duplicates"] += 1
                     self._dup_hit = True
                     break
-                dests = ppp.interested(lvl, *names_and_values(ev)) or set()
+                g = ppp.graphs.get(lvl)
+                dests = set() if g is None else self._match(g, *names_and_values(ev))
                 came_from = unit_id(origin, lvl - 1, self.levels)
                 self.counters["decisions"] += 1
                 reached = reached + (came_from,)
@@ -450,9 +637,12 @@ class EventRouting:
                 if matched:
                     st.on_match(ev, matched)  # type: ignore[arg-type]
             return
-        for client in self.core.ppp.local.match(names, values):
+        rec = self._rec
+        for client in self._match(self.core.ppp.local, names, values):
             self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
             self.counters["delivered"] += 1
+            if rec is not None:
+                rec.clients.append(client)  # type: ignore[arg-type]
 
     # ---- output -----------------------------------------------------------------------------------
 
@@ -489,6 +679,8 @@ class EventRouting:
             self._open[cause] += 1
         self._out.setdefault(peer, []).append(out)
         self.counters["copies_out"] += 1
+        if self._rec is not None:
+            self._rec.sends.append((peer, out))
 
     def fire(self, name: object) -> None:
         """The ack timer fired: acknowledge every gateway that has copies to acknowledge."""

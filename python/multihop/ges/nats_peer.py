@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
-from multihop.ges.testbed import CaseResult, background_priority, event_content
+from multihop.ges.testbed import CaseResult, background_priority, cpu_seconds, event_content
 
 __all__ = ["NatsTestbed", "nats_available"]
 
@@ -177,10 +178,13 @@ class NatsTestbed:
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in [*self._bg, self._ms]:
             c.send(("count", expect))
+        servers = [psutil.Process(p.pid) for p in self._servers]
+        cpu0 = cpu_seconds(servers)
         t0, t1 = asyncio.run(self._publish(match, size, rate, count))
         res = CaseResult(match, size, rate, count, (t1 - t0) / 1e9)
         res.background = {f"proc{i}": c.recv() for i, c in enumerate(self._bg)}
         res.measured = {"nats": self._ms.recv()}
+        res.broker_cpu = cpu_seconds(servers) - cpu0  # the servers play the brokers' part
         return res
 
     async def _publish(self, match: int, size: int, rate: float, count: int) -> tuple[int, int]:

@@ -67,6 +67,9 @@ class ProfilePropagation:
         self._removed: set[Chain] = set()
         # sending side: decider -> last version sent / acknowledged
         self.sent: dict[int, int] = {}
+        #: (GPP version, profile version) after a flush that left every decider in sync: until one of them
+        #: changes, or a decider asks for a snapshot, a flush has nothing to do
+        self._quiet: tuple[int, int] | None = None
         self.acked: dict[int, int] = {}
         self._deciders: dict[int, set[int]] = {}
         self._deciders_at = -1
@@ -153,6 +156,8 @@ class ProfilePropagation:
         """Send what changed since the last flush; snapshots to new deciders (called before the outbox is taken)."""
         if self.version == 0 and not self._added:
             return  # no profile ever: deciders assume an empty one
+        if not self._added and not self._removed and self._quiet == (self.core.gpp.version, self.version):
+            return  # every decider has this version, and the deciders are the same
         deciders = self.deciders()
         everyone = set().union(*deciders.values()) if deciders else set()
         everyone.discard(self.code)
@@ -177,6 +182,7 @@ class ProfilePropagation:
                 self.sent[d] = self.version
         for d in [d for d in self.sent if d not in everyone]:
             del self.sent[d]  # no longer a decider of any of this broker's units
+        self._quiet = (self.core.gpp.version, self.version)
 
     def _multicast(self, msg: ProfileUpdate) -> None:
         """Send ``msg`` toward its ``dests``, one copy per next hop."""
@@ -258,6 +264,7 @@ class ProfilePropagation:
                 self.acked[msg.decider] = msg.version
         else:
             self.sent.pop(msg.decider, None)  # the next flush sends it a snapshot
+            self._quiet = None
 
     # ---- queries ---------------------------------------------------------------------------------
 

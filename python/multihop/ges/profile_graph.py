@@ -30,15 +30,23 @@ _NONE: dict[Any, Any] = {}  # the shared empty mapping of a node without edges (
 
 
 class _Node:
-    """An attribute reached by a path of constraints (its dicts are made when first needed)."""
+    """An attribute reached by a path of constraints, and the edge that leads to it.
 
-    __slots__ = ("edges", "dests")
+    Edges are indexed by the next attribute first, then by value, so a match at a
+    node looks up the event's next attribute once and then its value and ``*``
+    (two dict lookups of strings, no key tuple made per step).  The units of the
+    edge leading here live on the node (the graph is a tree: one edge per node).
+    """
+
+    __slots__ = ("next", "dests", "units")
 
     def __init__(self) -> None:
-        #: (value, next attribute) -> [child node, {unit: count}]
-        self.edges: dict[tuple[str, str], list[Any]] = _NONE
+        #: next attribute -> value -> child node (the edge (value, next attribute))
+        self.next: dict[str, dict[str, _Node]] = _NONE
         #: value -> {unit: count}: destination edges (a profile ends here)
         self.dests: dict[str, dict[Hashable, int]] = _NONE
+        #: {unit: count} of the edge that leads to this node (unused at a root)
+        self.units: dict[Hashable, int] = {}
 
 
 class ProfileGraph:
@@ -46,7 +54,12 @@ class ProfileGraph:
 
     __slots__ = ("roots", "profiles", "edges", "_refs")
 
+    #: changes to any profile graph of this process (made, added to, removed from, cleared): a result
+    #: derived from graphs (the event routing's remembered decisions) stays valid while this is unchanged
+    generation = 0
+
     def __init__(self) -> None:
+        ProfileGraph.generation += 1
         self.roots: dict[str, _Node] = {}
         #: destination -> how many destination edges name it (matching stops once every one is found)
         self._refs: dict[Hashable, int] = {}
@@ -57,20 +70,24 @@ class ProfileGraph:
 
     def add(self, chain: Chain, unit: Hashable, count: int = 1) -> bool:
         """Add ``count`` predicates of ``unit`` for ``chain``; True if the chain was new for that unit."""
+        ProfileGraph.generation += 1
         node = self.roots.get(chain[0][0])
         if node is None:
             node = self.roots[chain[0][0]] = _Node()
         last = len(chain) - 1
         for i in range(last):
-            step = (chain[i][1], chain[i + 1][0])
-            e = node.edges.get(step)
-            if e is None:
-                if node.edges is _NONE:
-                    node.edges = {}
-                e = node.edges[step] = [_Node(), {}]
+            value, nxt = chain[i][1], chain[i + 1][0]
+            if node.next is _NONE:
+                node.next = {}
+            by_value = node.next.get(nxt)
+            if by_value is None:
+                by_value = node.next[nxt] = {}
+            child = by_value.get(value)
+            if child is None:
+                child = by_value[value] = _Node()
                 self.edges += 1
-            e[1][unit] = e[1].get(unit, 0) + count
-            node = e[0]
+            child.units[unit] = child.units.get(unit, 0) + count
+            node = child
         d = node.dests.get(chain[last][1])
         if d is None:
             if node.dests is _NONE:
@@ -90,19 +107,20 @@ class ProfileGraph:
         True if the unit has no predicate left for the chain.  Raises KeyError if
         the unit has fewer than ``count`` predicates for it.
         """
+        ProfileGraph.generation += 1
         root = self.roots.get(chain[0][0])
         if root is None:
             raise KeyError(f"no profile {chain!r} for {unit!r}")
-        path: list[tuple[_Node, tuple[str, str]]] = []
+        path: list[tuple[_Node, str, str, _Node]] = []  # (parent, next attribute, value, child)
         node = root
         last = len(chain) - 1
         for i in range(last):
-            step = (chain[i][1], chain[i + 1][0])
-            e = node.edges.get(step)
-            if e is None or e[1].get(unit, 0) < count:
+            value, nxt = chain[i][1], chain[i + 1][0]
+            child = node.next.get(nxt, _NONE).get(value)
+            if child is None or child.units.get(unit, 0) < count:
                 raise KeyError(f"no profile {chain!r} for {unit!r}")
-            path.append((node, step))
-            node = e[0]
+            path.append((node, nxt, value, child))
+            node = child
         d = node.dests.get(chain[last][1])
         if d is None or d.get(unit, 0) < count:
             raise KeyError(f"no profile {chain!r} for {unit!r}")
@@ -119,53 +137,66 @@ class ProfileGraph:
             if not d:
                 del node.dests[chain[last][1]]
                 self.edges -= 1
-        for parent, step in path:
-            units = parent.edges[step][1]
-            n = units[unit] - count
+        for _, _, _, child in path:
+            n = child.units[unit] - count
             if n:
-                units[unit] = n
+                child.units[unit] = n
             else:
-                del units[unit]
+                del child.units[unit]
         # remove edges left without units, deepest first
-        for parent, step in reversed(path):
-            e = parent.edges[step]
-            if not e[1]:
-                del parent.edges[step]
+        for parent, nxt, value, child in reversed(path):
+            if not child.units:
+                by_value = parent.next[nxt]
+                del by_value[value]
+                if not by_value:
+                    del parent.next[nxt]
                 self.edges -= 1
-        if not root.edges and not root.dests:
+        if not root.next and not root.dests:
             del self.roots[chain[0][0]]
         self.profiles -= count
         return left == 0
 
     def match(self, names: Sequence[str], values: Sequence[str]) -> set[Hashable]:
-        """The destinations of an event with these attribute names and canonical values."""
+        """The destinations of an event with these attribute names and canonical values.
+
+        The walk goes attribute by attribute over the frontier of nodes the event
+        reached (each followed by its value and by ``*``), and stops once every
+        destination the graph holds is found.
+        """
         out: set[Hashable] = set()
         node = self.roots.get(names[0]) if names else None
         if node is None:
             return out
-        n = len(names)
         everyone = len(self._refs)
-        stack = [(node, 0)]
-        while stack and len(out) < everyone:
-            node, i = stack.pop()
+        frontier = [node]
+        last = len(names) - 1
+        i = 0
+        while True:
             v = values[i]
-            d = node.dests
-            if d:
-                hit = d.get(v)
-                if hit:
-                    out.update(hit)
-                hit = d.get(WILDCARD)
-                if hit:
-                    out.update(hit)
-            if i + 1 < n and node.edges:
-                nxt = names[i + 1]
-                e = node.edges.get((v, nxt))
-                if e is not None:
-                    stack.append((e[0], i + 1))
-                e = node.edges.get((WILDCARD, nxt))
-                if e is not None:
-                    stack.append((e[0], i + 1))
-        return out
+            nxt = names[i + 1] if i < last else None
+            reached: list[_Node] = []
+            for node in frontier:
+                d = node.dests
+                if d:
+                    hit = d.get(v)
+                    if hit:
+                        out.update(hit)
+                    hit = d.get(WILDCARD)
+                    if hit:
+                        out.update(hit)
+                if nxt is not None and node.next:
+                    by_value = node.next.get(nxt)
+                    if by_value is not None:
+                        child = by_value.get(v)
+                        if child is not None:
+                            reached.append(child)
+                        child = by_value.get(WILDCARD)
+                        if child is not None:
+                            reached.append(child)
+            if not reached or len(out) >= everyone:
+                return out
+            frontier = reached
+            i += 1
 
     def chains(self) -> list[tuple[Chain, Hashable, int]]:
         """Every (chain, unit, count) held (for tests and status)."""
@@ -175,8 +206,9 @@ class ProfileGraph:
             for v, units in node.dests.items():
                 for u, c in units.items():
                     out.append((prefix + ((attr, v),), u, c))
-            for (v, nxt), (child, _) in node.edges.items():
-                walk(child, nxt, prefix + ((attr, v),))
+            for nxt, by_value in node.next.items():
+                for v, child in by_value.items():
+                    walk(child, nxt, prefix + ((attr, v),))
 
         for attr, node in self.roots.items():
             walk(node, attr, ())
@@ -188,6 +220,7 @@ class ProfileGraph:
 
     def clear(self) -> None:
         """Forget every profile."""
+        ProfileGraph.generation += 1
         self.roots.clear()
         self._refs.clear()
         self.profiles = 0

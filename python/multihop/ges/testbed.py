@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from multihop.ges.live.system import LiveSystem
 from multihop.ges.topology import Topology
 
-__all__ = ["Testbed", "CaseResult", "PROFILE", "EXAMPLES", "event_content", "background_priority"]
+__all__ = ["Testbed", "CaseResult", "PROFILE", "EXAMPLES", "event_content", "background_priority", "cpu_seconds"]
 
 EXAMPLES = Path(__file__).parent / "examples"
 PROFILE = [("a", 1), ("b", 2), ("c", 3), ("d", 1)]
@@ -46,6 +47,15 @@ _CTX = mp.get_context("spawn")
 GIVE_UP = 10.0
 #: nice value of the background subscribers' processes (see the module docstring)
 BACKGROUND_NICE = 10  # a subscriber that got nothing for this long stops waiting for the rest of a case
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU seconds of these processes so far."""
+    total = 0.0
+    for p in procs:
+        t = p.cpu_times()
+        total += t.user + t.system
+    return total
 
 
 def background_priority() -> None:
@@ -150,6 +160,15 @@ class CaseResult:
     measured: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     #: background subscriber broker -> events each of its clients got
     background: dict[str, list[int]] = field(default_factory=dict)
+    #: CPU seconds (user + system) the broker processes used during the case, all brokers together
+    broker_cpu: float = 0.0
+    #: CPU seconds the subscriber processes (background and measuring) used during the case
+    subscriber_cpu: float = 0.0
+
+    @property
+    def broker_cpu_per_event(self) -> float:
+        """The brokers' CPU seconds per published event (all brokers together)."""
+        return self.broker_cpu / self.published if self.published else 0.0
 
     @property
     def publish_rate(self) -> float:
@@ -193,6 +212,8 @@ class Testbed:
                 if not conn.poll(120) or conn.recv() != "ready":
                     raise RuntimeError("a subscriber process did not get ready")
             self.publisher = ges.connect(name, publisher, "publisher")
+            self._broker_procs = [psutil.Process(self.system.pid(a)) for a in self.system.addresses]
+            self._sub_procs = [psutil.Process(p.pid) for p in self._procs]
         except BaseException:
             self.close()
             raise
@@ -208,6 +229,7 @@ class Testbed:
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in conns:
             c.send(("count", expect))
+        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs)
         pad = b"\0" * max(0, size - 8)
         pub = self.publisher.publish
         clock = time.monotonic_ns
@@ -229,6 +251,8 @@ class Testbed:
             res.background[addr] = c.recv()
         for addr, c in self._ms.items():
             res.measured[addr] = c.recv()
+        res.broker_cpu = cpu_seconds(self._broker_procs) - cpu0[0]
+        res.subscriber_cpu = cpu_seconds(self._sub_procs) - cpu0[1]
         return res
 
     def close(self) -> None:

@@ -61,12 +61,18 @@ MAX_MESSAGE = 1 << 20
 BATCH_TEXT = 256 << 10
 
 _rec = stub.connection
-_head = stub.event_head
-_dhead = client_stub.delivery_head
+# heads are built and read as plain tuples in these field orders: a changed interface must change this code too
+_HEAD_FIELDS = ("origin", "timestamp", "sequence", "incarnation", "hops", "mode", "level", "ntargets", "nreached",
+                "nleft", "publisher_len", "signature_len", "values_len", "payload_len")
+_DHEAD_FIELDS = ("timestamp", "sequence", "incarnation", "publisher_len", "signature_len", "values_len", "payload_len")
+if stub.event_head._fields != _HEAD_FIELDS or client_stub.delivery_head._fields != _DHEAD_FIELDS:
+    raise ImportError("ges_broker.event_head / ges_client.delivery_head changed: update multihop.ges.live.wire")
 _enc = stub.encode
 _cenc = client_stub.encode
 decode = stub.decode
 _LIST = "\x1c"
+#: builds a NamedTuple from its fields in order without the Python-level ``__new__`` (half the cost per event)
+_new = tuple.__new__
 
 
 def service_name(system: str, address: str) -> str:
@@ -82,36 +88,58 @@ def _parse_chains(text: str) -> tuple[Any, ...]:
     return tuple(parse_chain(t) for t in text.split(_LIST)) if text else ()
 
 
-def _events(first: int, copies: list[EventCopy]) -> bytes:
-    heads, units, text = [], [], []
-    for c in copies:
-        ev = c.event
-        eid = ev.id
-        pub, sig, val = eid.publisher.encode(), ev.signature.encode(), ev.values.encode()
-        heads.append(_head(c.origin, eid.timestamp, eid.sequence, eid.incarnation, c.hops, c.mode, c.level,
-                           len(c.targets), len(c.reached), len(c.left), len(pub), len(sig), len(val), len(ev.payload)))
-        units += c.targets
-        units += c.reached
-        units += c.left
-        text += (pub, sig, val, ev.payload)
-    return _enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text))
+#: id(event) -> (event, its publisher, signature, values and payload lengths, its text: publisher, signature,
+#: values and payload one after another); an event's text is made once per flush for every neighbour and client
+#: it goes to
+Memo = dict[int, tuple[EventData, int, int, int, int, bytes]]
 
 
-def encode(msg: Any) -> list[bytes]:
-    """The Flounder message(s) carrying ``msg`` to a neighbour broker."""
+def _text(ev: EventData, memo: Memo | None) -> tuple[EventData, int, int, int, int, bytes]:
+    if memo is not None:
+        hit = memo.get(id(ev))
+        if hit is not None:
+            return hit
+    eid, sig, val, payload = ev
+    p, s, v = eid[0].encode(), sig.encode(), val.encode()
+    t = (ev, len(p), len(s), len(v), len(payload), b"".join((p, s, v, payload)))  # (ev keeps its id unique)
+    if memo is not None:
+        memo[id(ev)] = t
+    return t
+
+
+def _events(first: int, copies: tuple[EventCopy, ...], memo: Memo | None) -> list[bytes]:
+    """``events`` messages for the copies numbered from ``first``: a new message when the text would pass
+    ``BATCH_TEXT`` or the heads 4096."""
+    out: list[bytes] = []
+    heads: list[tuple[int, ...]] = []
+    units: list[int] = []
+    text: list[bytes] = []
+    size = 0
+    for ev, origin, mode, level, targets, reached, hops, left in copies:
+        _, plen, slen, vlen, ylen, blob = _text(ev, memo)
+        if heads and (size + len(blob) + 64 > BATCH_TEXT or len(heads) == 4096):
+            out.append(_enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text)))
+            first += len(heads)
+            heads, units, text, size = [], [], [], 0
+        eid = ev[0]
+        # a plain tuple in ``event_head``'s field order (the stub packs any sequence of its fields)
+        heads.append((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left),
+                      plen, slen, vlen, ylen))
+        units += targets
+        units += reached
+        units += left
+        text.append(blob)
+        size += len(blob) + 64
+    out.append(_enc("events", first_seq=first, heads=heads, units=units, text=b"".join(text)))
+    return out
+
+
+def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
+    """The Flounder message(s) carrying ``msg`` to a neighbour broker (``memo``: events' texts already
+    made in this flush, see :data:`Memo`)."""
     t = type(msg)
     if t is Events:
-        out, batch, size, first = [], [], 0, msg.first_seq
-        for c in msg.copies:
-            n = len(c.event.payload) + len(c.event.values) + 64
-            if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_events(first, batch))
-                first += len(batch)
-                batch, size = [], 0
-            batch.append(c)
-            size += n
-        out.append(_events(first, batch))
-        return out
+        return _events(msg.first_seq, msg.copies, memo)
     if t is EventAck:
         if msg.also or msg.upto < 0:
             return [durable_wire.encode_ack(msg)]
@@ -143,24 +171,26 @@ def _decode_events(rec: Any) -> Events:
     units, text = rec.units, rec.text
     ui = ti = 0
     copies = []
+    append = copies.append
+    nu, nt = len(units), len(text)
     try:
-        for h in rec.heads:
-            if h.mode not in (UP, DOWN):
-                raise ValueError(f"mode {h.mode}")
-            a = ui + h.ntargets
-            b = a + h.nreached
-            c = b + h.nleft
-            p1 = ti + h.publisher_len
-            p2 = p1 + h.signature_len
-            p3 = p2 + h.values_len
-            p4 = p3 + h.payload_len
-            if c > len(units) or p4 > len(text):
+        # heads unpacked as tuples (field order of ``event_head``): no attribute lookup per field
+        for origin, ts, seq, inc, hops, mode, level, ntargets, nreached, nleft, plen, slen, vlen, ylen in rec.heads:
+            if mode != UP and mode != DOWN:
+                raise ValueError(f"mode {mode}")
+            a = ui + ntargets
+            b = a + nreached
+            c = b + nleft
+            p1 = ti + plen
+            p2 = p1 + slen
+            p3 = p2 + vlen
+            p4 = p3 + ylen
+            if c > nu or p4 > nt:
                 raise ValueError("lengths run past the arrays")
-            ev = EventData(EventId(text[ti:p1].decode(), h.timestamp, h.sequence, h.incarnation),
-                           text[p1:p2].decode(), text[p2:p3].decode(), text[p3:p4])
-            copies.append(EventCopy(ev, h.origin, h.mode, h.level, tuple(units[ui:a]), tuple(units[a:b]), h.hops, tuple(units[b:c])))
+            ev = _new(EventData, (_new(EventId, (text[ti:p1].decode(), ts, seq, inc)), text[p1:p2].decode(), text[p2:p3].decode(), text[p3:p4]))
+            append(_new(EventCopy, (ev, origin, mode, level, tuple(units[ui:a]), tuple(units[a:b]), hops, tuple(units[b:c]) if nleft else ())))
             ui, ti = c, p4
-        if ui != len(units) or ti != len(text):
+        if ui != nu or ti != nt:
             raise ValueError("bytes left over after the last event")
     except (ValueError, UnicodeDecodeError) as e:
         raise ProtocolError(f"ges_broker.events: malformed batch: {e}") from None
@@ -215,30 +245,31 @@ def decode_protocol(rec: Any) -> Any:
 # ---- clients ------------------------------------------------------------------------------------
 
 
-def _deliver(events: list[EventData]) -> bytes:
-    heads, text = [], []
+def _deliver(events: tuple[EventData, ...], memo: Memo | None) -> list[bytes]:
+    """``deliver`` messages for the events, cut as :func:`_events` cuts."""
+    out: list[bytes] = []
+    heads: list[tuple[int, ...]] = []
+    text: list[bytes] = []
+    size = 0
     for ev in events:
-        eid = ev.id
-        pub, sig, val = eid.publisher.encode(), ev.signature.encode(), ev.values.encode()
-        heads.append(_dhead(eid.timestamp, eid.sequence, eid.incarnation, len(pub), len(sig), len(val), len(ev.payload)))
-        text += (pub, sig, val, ev.payload)
-    return _cenc("deliver", heads=heads, text=b"".join(text))
+        _, plen, slen, vlen, ylen, blob = _text(ev, memo)
+        if heads and (size + len(blob) + 64 > BATCH_TEXT or len(heads) == 4096):
+            out.append(_cenc("deliver", heads=heads, text=b"".join(text)))
+            heads, text, size = [], [], 0
+        eid = ev[0]
+        heads.append((eid[1], eid[2], eid[3], plen, slen, vlen, ylen))  # ``delivery_head``'s field order
+        text.append(blob)
+        size += len(blob) + 64
+    out.append(_cenc("deliver", heads=heads, text=b"".join(text)))
+    return out
 
 
-def encode_for_client(msg: Any) -> list[bytes]:
-    """The ``ges_client`` message(s) carrying a broker's message to a client (a large delivery is split)."""
+def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
+    """The ``ges_client`` message(s) carrying a broker's message to a client (a large delivery is split;
+    ``memo`` as for :func:`encode`)."""
     t = type(msg)
     if t is Deliver:
-        out, batch, size = [], [], 0
-        for ev in msg.events:
-            n = len(ev.payload) + len(ev.values) + 64
-            if batch and (size + n > BATCH_TEXT or len(batch) == 4096):
-                out.append(_deliver(batch))
-                batch, size = [], 0
-            batch.append(ev)
-            size += n
-        out.append(_deliver(batch))
-        return out
+        return _deliver(msg.events, memo)
     if t is ActiveReply:
         return [_cenc("active_response", level=msg.level)]
     if t is Refused:
@@ -253,15 +284,16 @@ def decode_deliveries(rec: Any) -> list[EventData]:
     """The events of a ``deliver`` record, in order (raises ProtocolError if its lengths do not add up)."""
     text = rec.text
     ti = 0
-    out = []
+    out: list[EventData] = []
+    append = out.append
     try:
-        for h in rec.heads:
-            p1 = ti + h.publisher_len
-            p2 = p1 + h.signature_len
-            p3 = p2 + h.values_len
-            p4 = p3 + h.payload_len
-            out.append(EventData(EventId(text[ti:p1].decode(), h.timestamp, h.sequence, h.incarnation),
-                                 text[p1:p2].decode(), text[p2:p3].decode(), text[p3:p4]))
+        # heads unpacked as tuples (field order of ``delivery_head``)
+        for ts, seq, inc, plen, slen, vlen, ylen in rec.heads:
+            p1 = ti + plen
+            p2 = p1 + slen
+            p3 = p2 + vlen
+            p4 = p3 + ylen
+            append(_new(EventData, (_new(EventId, (text[ti:p1].decode(), ts, seq, inc)), text[p1:p2].decode(), text[p2:p3].decode(), text[p3:p4])))
             ti = p4
         if ti != len(text):
             raise ValueError("bytes left over")
