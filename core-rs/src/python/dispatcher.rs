@@ -27,6 +27,11 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// The engine's dispatcher (group ports, `group.rs`).
+    pub(crate) fn engine(&self) -> &EngineDispatcher {
+        &self.d
+    }
+
     /// Remember a new channel (weakly) for `poll` and hand it out.
     pub(crate) fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
         let obj = Bound::new(py, ch)?;
@@ -194,6 +199,20 @@ impl Dispatcher {
                 Waited::Ready => {}
             }
         }
+    }
+
+    /// Join application group `name` (issue 14): see `multihop.groups.endpoint.join`.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn join<'py>(slf: &Bound<'py, Self>, args: &Bound<'py, pyo3::types::PyTuple>, kwargs: Option<&Bound<'py, pyo3::types::PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let f = slf.py().import("multihop.groups.endpoint")?.getattr("join")?;
+        f.call((slf,).into_pyobject(slf.py())?.add(args)?.cast_into::<pyo3::types::PyTuple>()?, kwargs)
+    }
+
+    /// Leave application group `name`: see `multihop.groups.endpoint.leave`.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn leave<'py>(slf: &Bound<'py, Self>, args: &Bound<'py, pyo3::types::PyTuple>, kwargs: Option<&Bound<'py, pyo3::types::PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let f = slf.py().import("multihop.groups.endpoint")?.getattr("leave")?;
+        f.call((slf,).into_pyobject(slf.py())?.add(args)?.cast_into::<pyo3::types::PyTuple>()?, kwargs)
     }
 
     /// Messages that reached this dispatcher's link for no channel of ours.

@@ -22,6 +22,7 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
+mod group;
 mod handles;
 mod service;
 mod wait;
@@ -37,6 +38,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fixed_layout::FixedLayout>()?;
     m.add_class::<handles::Handle>()?;
     functions::register(m)?;
+    group::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;
