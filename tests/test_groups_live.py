@@ -92,3 +92,24 @@ def test_six_fifo_members_deliver_every_message_once_through_the_monitors(rt6: m
         finish.set()
         collect(q, "left", 6, 120)
     assert rt6.group("g", create=False).members == {}
+
+
+@pytest.mark.parametrize("order", ["fifo", "causal", "total"])
+def test_three_senders_of_ten_thousand_keep_each_ordering(rt6: mh.Runtime, order: str) -> None:
+    rt6.group("o", order=order, tree="numa")
+    n = 10_000
+    sends = [n, 0, n, 0, n, 0]  # senders on cores 0, 2, 4 (both sockets), receivers between them
+    expect = [3 * n] * 6
+    with members(rt6, "o", list(range(6)), sends, expect) as (q, go, finish):
+        collect(q, "joined", 6, 120)
+        go.set()
+        done = collect(q, "done", 6, 240)
+        h = history(done)
+        assert check_delivery(h) == []
+        assert check_fifo(h) == []
+        if order == "causal":
+            assert check_causal(h) == []
+        if order == "total":
+            assert check_total(h) == []
+            orders = {tuple(h.deliveries(p)) for p in h.events}
+            assert len(orders) == 1, "every member delivered the same sequence"
