@@ -73,18 +73,21 @@ def member(name: str, core: int, group: str, n_send: int, expect: int, q: Any, g
         q.put(("left", core, node))
 
 
-def stoppable_receiver(name: str, core: int, group: str, q: Any, finish: Any) -> None:
-    """Join ``group`` and deliver until ``finish``: report the count every 1,000 deliveries, and at the end."""
+def stoppable_receiver(name: str, core: int, group: str, q: Any, finish: Any, expect: int = 0) -> None:
+    """Join ``group`` and deliver until ``finish`` (or ``expect`` deliveries): report the count every 1,000
+    deliveries, and at the end."""
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         g = d.join(group, timeout=60)
         q.put(("joined", core, g.node))
         got: list[tuple[int, int]] = []
-        while not finish.is_set():
+        while not finish.is_set() and (not expect or len(got) < expect):
             try:
                 dl = g.recv(timeout=0.2)
             except mh.Timeout:
                 continue
+            if dl.request:
+                continue  # a convergecast request: answered by the endpoint already
             got.append(msg_id(dl.payload))
             if len(got) % 1000 == 0:
                 q.put(("progress", core, g.node, len(got)))
