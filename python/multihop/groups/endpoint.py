@@ -460,12 +460,13 @@ class GroupEndpoint:
     @_locked
     def recv(self, name: str, deadline: float | None) -> Delivery:
         q = self.inbox.get(name)
-        if q is None and name not in self.member.groups():
-            raise GroupError(f"endpoint {self.me} is not a member of group {name!r}")
         if not q:
             self.pump()
             q = self.inbox.setdefault(name, deque())
             while not q:
+                if name not in self.member.groups():
+                    raise GroupError(f"endpoint {self.me} is not a member of group {name!r} "
+                                     f"(and nothing of it is left to receive)")
                 if _expired(deadline):
                     raise Timeout(f"no delivery of group {name!r} within the timeout")
                 self.pump(_left(deadline))

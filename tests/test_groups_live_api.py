@@ -1,0 +1,103 @@
+"""The live group API in one process (three dispatchers on three cores, real monitors): multicast
+groups, convergecast, callbacks, and bad input (clear errors, the runtime unchanged)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from conftest import unique_name
+
+import multihop as mh
+from multihop.groups import BROADCAST, GroupError
+
+
+@pytest.fixture
+def rt3() -> Iterator[mh.Runtime]:
+    runtime = mh.Runtime.start(unique_name("ga"), cores=[0, 1, 2])
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+
+
+def group_data(rt: mh.Runtime) -> list[dict[str, int]]:
+    return [m["data"] for m in rt.status()["monitors"]]
+
+
+def test_multicast_groups_convergecast_and_callbacks(rt3: mh.Runtime) -> None:
+    rt3.group("m", order="causal", tree="radix:2")
+    seen: list[tuple[str, int]] = []
+    with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
+        g0 = d0.join("m", on_join=lambda n, v: seen.append(("join", n)), on_leave=lambda n, v: seen.append(("leave", n)))
+        g1 = d1.join("m", reply=lambda dl: b"r1:" + dl.payload)
+        g2 = d2.join("m")
+        assert (g0.node, g1.node, g2.node) == (1, 2, 3)
+        mc = g1.create_multicast()
+        g1.join_multicast(mc)
+        g2.join_multicast(mc)
+        assert g2.view.multicast_members(mc) == frozenset({2, 3})
+        g0.send(mc, b"to-mc")  # the sender need not be in it
+        g0.send(g1.node, b"to-1")
+        for g in (g1, g2):
+            dl = g.recv(timeout=10)
+            assert (dl.payload, dl.dest, dl.sender) == (b"to-mc", mc, 1)
+        assert g1.recv(timeout=10).payload == b"to-1"
+        with pytest.raises(mh.Timeout):
+            g0.recv(timeout=0.2)  # node 1 is in neither destination
+        part = g0.convergecast(b"ping", timeout=10)
+        assert part.replies == {1: b"", 2: b"r1:ping", 3: b""} and part.missing == frozenset()
+        g2.leave_multicast(mc)
+        g2.leave()
+        assert g0.recv(timeout=10).request != 0  # its own convergecast request, delivered in order
+        g0.send(BROADCAST, b"after")
+        assert g1.recv(timeout=10).request != 0 and g1.recv(timeout=10).payload == b"after"
+        assert ("join", 3) in seen and ("leave", 3) in seen
+        assert g0.view.nodes == (1, 2) and g0.view.multicast_members(mc) == frozenset({2})
+    assert all(d["group_dropped"] == 0 and d["group_malformed"] == 0 for d in group_data(rt3))
+
+
+def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> None:
+    with pytest.raises(GroupError, match="unknown tree mode|tree"):
+        rt3.group("x", tree="spiral")
+    with pytest.raises(GroupError, match="unknown ordering 'sorted'"):
+        rt3.group("x", order="sorted")
+    with pytest.raises(GroupError, match="window"):
+        rt3.group("x", window=0)
+    with pytest.raises(GroupError, match="unknown group 'x'"):
+        rt3.group("x", create=False)
+    rt3.group("g", order="fifo", tree="flat")
+    with pytest.raises(GroupError, match="exists with order 'fifo'"):
+        rt3.group("g", order="causal", tree="flat")
+    with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1:
+        with pytest.raises(GroupError, match="unknown group 'nope'"):
+            d0.join("nope")
+        g0 = d0.join("g")
+        with pytest.raises(GroupError, match="already a member"):
+            d0.join("g")
+        with pytest.raises(GroupError, match="not a member of group 'g'"):
+            d1.leave("g")
+        with pytest.raises(GroupError, match="node id 9"):
+            g0.send(9, b"x")
+        with pytest.raises(GroupError, match="bytes"):
+            g0.send(BROADCAST, "text")  # type: ignore[arg-type]
+        g1 = d1.join("g")
+        rt3.group("t", order="total")
+        t0, t1 = d0.join("t"), d1.join("t")
+        mc = t1.create_multicast()
+        t1.join_multicast(mc)
+        with pytest.raises(GroupError, match="must be among the recipients"):
+            t0.send(mc, b"x")
+        t1.send(mc, b"in")
+        assert t1.recv(timeout=10).payload == b"in"
+        g1.leave()
+        with pytest.raises(GroupError, match="not a member of group 'g'"):
+            g1.send(BROADCAST, b"x")
+        with pytest.raises(GroupError, match="not a member of group 'g'"):
+            g1.recv(timeout=0)
+        # Nothing changed: the group works, the monitors are up, nothing was dropped.
+        g0.send(BROADCAST, b"still")
+        assert g0.recv(timeout=10).payload == b"still"
+        assert g0.view.nodes == (1,)
+    assert rt3.alive
+    assert all(d["group_dropped"] == 0 and d["group_malformed"] == 0 for d in group_data(rt3))
