@@ -202,17 +202,26 @@ impl Dispatcher {
     }
 
     /// Join application group `name` (issue 14): see `multihop.groups.endpoint.join`.
-    #[pyo3(signature = (*args, **kwargs))]
-    fn join<'py>(slf: &Bound<'py, Self>, args: &Bound<'py, pyo3::types::PyTuple>, kwargs: Option<&Bound<'py, pyo3::types::PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (name, on_join=None, on_leave=None, on_view=None, reply=None, timeout=30.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn join<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyAny>,
+        on_join: Option<&Bound<'py, PyAny>>,
+        on_leave: Option<&Bound<'py, PyAny>>,
+        on_view: Option<&Bound<'py, PyAny>>,
+        reply: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let f = slf.py().import("multihop.groups.endpoint")?.getattr("join")?;
-        f.call((slf,).into_pyobject(slf.py())?.add(args)?.cast_into::<pyo3::types::PyTuple>()?, kwargs)
+        f.call1((slf, name, on_join, on_leave, on_view, reply, timeout))
     }
 
     /// Leave application group `name`: see `multihop.groups.endpoint.leave`.
-    #[pyo3(signature = (*args, **kwargs))]
-    fn leave<'py>(slf: &Bound<'py, Self>, args: &Bound<'py, pyo3::types::PyTuple>, kwargs: Option<&Bound<'py, pyo3::types::PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (name, timeout=30.0))]
+    fn leave<'py>(slf: &Bound<'py, Self>, name: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
         let f = slf.py().import("multihop.groups.endpoint")?.getattr("leave")?;
-        f.call((slf,).into_pyobject(slf.py())?.add(args)?.cast_into::<pyo3::types::PyTuple>()?, kwargs)
+        f.call1((slf, name, timeout))
     }
 
     /// Messages that reached this dispatcher's link for no channel of ours.
