@@ -166,13 +166,17 @@ class Group:
         except Timeout:
             return None
 
-    def convergecast(self, payload: bytes = b"", timeout: float | None = 30.0) -> Partial:
+    def convergecast(self, payload: bytes = b"", timeout: float | None = 30.0, *, unicast: bool = False) -> Partial:
         """Send ``payload`` to every member and gather their replies (the survivors', and who is missing).
+
+        The request goes down the group's tree as one broadcast; with
+        ``unicast`` this member sends it to each node id itself (the flat
+        unicast shoot-down the trees are measured against).
 
         Raises:
             ConvergecastTimeout: not complete in time (its ``partial`` holds what arrived).
         """
-        return self._ep.convergecast(self.name, bytes(payload), _deadline(timeout))
+        return self._ep.convergecast(self.name, bytes(payload), _deadline(timeout), unicast)
 
     def create_multicast(self, timeout: float | None = 30.0) -> int:
         """Create an empty multicast group in this group; returns its multicast id."""
@@ -473,14 +477,19 @@ class GroupEndpoint:
         return q.popleft()
 
     @_locked
-    def convergecast(self, name: str, payload: bytes, deadline: float | None) -> Partial:
+    def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False) -> Partial:
         view = self.member.view(name)
         self._cc_next = self._cc_next % 65535 + 1
         request = self._cc_next
         cc = Convergecast(view.destinations(BROADCAST), ())
         self._cc[(name, request)] = cc
+        tagged = _CC.pack(1, request) + payload
         try:
-            self.send(name, BROADCAST, _CC.pack(1, request) + payload, deadline)
+            if unicast:
+                for node in view.nodes:
+                    self.send(name, node, tagged, deadline)
+            else:
+                self.send(name, BROADCAST, tagged, deadline)
             self._wait(lambda: cc.done, deadline, f"convergecast {request} of group {name!r}")
         except Timeout:
             part: Partial = cc._acc
