@@ -436,6 +436,7 @@ class GroupEndpoint:
 
     @_locked
     def join(self, name: str, cb: _Callbacks, deadline: float | None) -> Group:
+        """Join ``name`` (callbacks ``cb``); returns once a view with this member is installed here."""
         if not isinstance(name, str) or not name:
             raise GroupError(f"a group name is a non-empty string, got {name!r}")
         self.pump()
@@ -448,6 +449,7 @@ class GroupEndpoint:
 
     @_locked
     def leave(self, name: str, deadline: float | None) -> None:
+        """Leave ``name``; returns once the leave is installed (everything addressed here delivered)."""
         self.pump()
         req = self.member.leave(name)
         self._flush()
@@ -457,12 +459,14 @@ class GroupEndpoint:
 
     @_locked
     def send(self, name: str, dest: int, payload: bytes, deadline: float | None) -> None:
+        """Send a tagged ``payload`` to ``dest`` of ``name`` (waits for a credit of the tree)."""
         self.pump()
         self.member.send(name, dest, payload)
         self._flush()
 
     @_locked
     def recv(self, name: str, deadline: float | None) -> Delivery:
+        """The next delivery of ``name``; Timeout at ``deadline``, GroupError once nothing of it can come."""
         q = self.inbox.get(name)
         if not q:
             self.pump()
@@ -478,6 +482,7 @@ class GroupEndpoint:
 
     @_locked
     def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False) -> Partial:
+        """Send a convergecast request to every member of ``name`` and gather the replies (see :meth:`Group.convergecast`)."""
         view = self.member.view(name)
         self._cc_next = self._cc_next % 65535 + 1
         request = self._cc_next
@@ -503,6 +508,7 @@ class GroupEndpoint:
 
     @_locked
     def create_multicast(self, name: str, deadline: float | None) -> int:
+        """Create a multicast group in ``name``; returns its id once a view with it is installed here."""
         self.pump()
         req = self.member.create_multicast(name)
         self._flush()
@@ -522,6 +528,7 @@ class GroupEndpoint:
 
     @_locked
     def multicast_change(self, name: str, mcast: int, join: bool, deadline: float | None) -> None:
+        """Join (``join``) or leave multicast group ``mcast``; returns once the view shows it."""
         self.pump()
         req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)
         self._flush()

@@ -60,14 +60,17 @@ class Rounds:
 
     @property
     def median(self) -> float:
+        """The median round, ns."""
         return float(statistics.median(self.times))
 
     @property
     def p10(self) -> float:
+        """The 10th percentile round, ns."""
         return statistics.quantiles(self.times, n=10)[0]
 
     @property
     def p90(self) -> float:
+        """The 90th percentile round, ns."""
         return statistics.quantiles(self.times, n=10)[-1]
 
 
