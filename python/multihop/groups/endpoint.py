@@ -241,6 +241,8 @@ class GroupEndpoint:
         self.left: set[str] = set()
         self.send_failures: list[SendFailed] = []
         self.protocol_errors = 0
+        self.handled = 0  # frames taken by pump, and the ns it spent on them (waits left out)
+        self.handle_ns = 0
         self._early: list[bytes] = []
         self._cc: dict[tuple[str, int], Convergecast] = {}
         self._cc_next = 0
@@ -282,6 +284,7 @@ class GroupEndpoint:
             got = True
             self._control(raw)
         frames = self.port.recv_many(512, 0.0 if got else wait)
+        t0 = time.perf_counter_ns() if frames else 0
         for f in frames:
             self._frame(f)
         if got and self._early:
@@ -289,6 +292,9 @@ class GroupEndpoint:
             for f in early:
                 self._frame(f)
         self._flush()
+        if frames:  # what handling a frame costs this endpoint (the machine model's receive cost)
+            self.handle_ns += time.perf_counter_ns() - t0
+            self.handled += len(frames)
         return got or bool(frames)
 
     def _control(self, raw: bytes) -> None:

@@ -46,7 +46,7 @@ def steps(ctx: SuiteContext) -> int:
 
 def run(ctx: SuiteContext) -> None:
     """Every size and mode, then the throughput of fifo against total order at the largest size."""
-    rounds = 40 if ctx.quick else 200
+    rounds = 20 if ctx.quick else 200
     sizes = _sizes(ctx)
     for n in sizes:
         cores = list(range(n))
@@ -65,7 +65,7 @@ def run(ctx: SuiteContext) -> None:
                            [s + t for s, t in zip(r.starts, r.times)])
             if n == sizes[-1]:
                 k = min(3, len(members))
-                count = 3000 if ctx.quick else 20_000
+                count = 2000 if ctx.quick else 20_000
                 for order in ("fifo", "total"):
                     ctx.progress.step(f"throughput, {order}")
                     deliveries, ns = measure_throughput(rt, root, members[:k], order, n=count)
