@@ -327,7 +327,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
     assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
     assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
-    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch"}
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch", "groups"}  # groups: against Pipes
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
     assert spark.range(3).count() == 3  # the borrowed session was not stopped
