@@ -3,6 +3,7 @@ groups, convergecast, callbacks, and bad input (clear errors, the runtime unchan
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
@@ -101,3 +102,21 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> Non
         assert g0.view.nodes == (1,)
     assert rt3.alive
     assert all(d["group_dropped"] == 0 and d["group_malformed"] == 0 for d in group_data(rt3))
+
+
+def test_a_dispatcher_detached_without_leaving_drops_out_and_the_group_goes_on(rt3: mh.Runtime) -> None:
+    rt3.group("d", order="total")
+    with rt3.dispatcher(0) as d0:
+        a = d0.join("d")
+        with rt3.dispatcher(1) as d1:
+            b = d1.join("d")
+            assert a.view.nodes == (a.node, b.node)
+        # d1 is gone (its channel to the group service rode its link): the others get a view without it.
+        deadline = time.monotonic() + 30
+        while b.node in a.view.nodes:
+            assert time.monotonic() < deadline, "the detached member is still in the view"
+            a.try_recv()
+        with rt3.dispatcher(2) as d2:
+            c = d2.join("d", timeout=30)  # a view change needs every member's answer: it completes
+            c.send(BROADCAST, b"on")
+            assert a.recv(timeout=10).payload == b"on" and c.recv(timeout=10).payload == b"on"

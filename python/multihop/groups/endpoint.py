@@ -22,6 +22,7 @@ callback; an empty ack without one) in a REPLY frame to the sender.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -228,7 +229,9 @@ class GroupEndpoint:
         rt = mh.Runtime.attach(Path(self.port.runtime_dir).name)
         ensure_service(rt, timeout)
         self.me = Endpoint(d.core, os.getpid())
-        self.ch = d.bind(SERVICE, timeout=timeout)
+        # Multi-hop: the channel rides this dispatcher's link, so it closes with the dispatcher (a detach
+        # or a death): that is how the service learns that this endpoint is gone.
+        self.ch = d.bind(SERVICE, transport="multihop", timeout=timeout)
         self.ch.send(json.dumps({"op": "hello", "core": d.core, "pid": os.getpid()}).encode())
         self.member = GroupMember(self.me)
         self.gids: dict[str, int] = {}
@@ -259,7 +262,9 @@ class GroupEndpoint:
             try:
                 self.pump()
             except MultihopError:
-                return  # the service or the monitor is gone: calls will say so
+                with contextlib.suppress(MultihopError):
+                    self.ch.close()  # the dispatcher or the service is gone: calls will say so
+                return
             except Exception:
                 self.protocol_errors += 1
             finally:

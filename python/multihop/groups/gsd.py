@@ -127,7 +127,7 @@ class _Daemon:
             self.model = None
 
     def log(self, text: str) -> None:
-        print(f"[gsd {time.strftime('%H:%M:%S')}] {text}", flush=True)
+        print(f"[gsd {time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}] {text}", flush=True)
 
     # ---- monitors ------------------------------------------------------------
 
@@ -223,6 +223,7 @@ class _Daemon:
         self.chan_of.pop(ep, None)
         if ep.core < 0:
             return  # an rt.group channel: no member
+        self.log(f"endpoint {ep}: its channel closed")
         flushed: list[Flushed] = []
         try:
             marks = self.monitor(ep.core, {"op": "marks", "pid": ep.dispatcher}).get("marks", [])
