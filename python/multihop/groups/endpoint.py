@@ -195,6 +195,11 @@ class Group:
         """Leave the group (same as ``d.leave(name)``)."""
         self._ep.leave(self.name, _deadline(timeout))
 
+    def sync(self, timeout: float | None = 30.0) -> None:
+        """Return once this member has installed the group's current view (joins, leaves, multicast groups
+        other members made): view changes reach each member on its own time."""
+        self._ep.sync(self.name, _deadline(timeout))
+
     def pending(self) -> int:
         """Deliveries waiting for :meth:`recv`."""
         return len(self._ep.inbox.get(self.name, ()))
@@ -241,6 +246,8 @@ class GroupEndpoint:
         self.replies: dict[int, Reply] = {}
         self.failures: dict[int, str] = {}
         self.mcreated: dict[int, int] = {}
+        self.infos: dict[int, dict[str, Any]] = {}
+        self._info_next = 0
         self.left: set[str] = set()
         self.send_failures: list[SendFailed] = []
         self.protocol_errors = 0
@@ -304,6 +311,9 @@ class GroupEndpoint:
 
     def _control(self, raw: bytes) -> None:
         msg, d = codec.decode(raw)
+        if d["op"] == "info_reply":
+            self.infos[int(d["req"])] = d
+            return
         if d["op"] == "install" and "group_id" in d:
             name = d["view"]["group"]
             self.gids[name] = int(d["group_id"])
@@ -469,10 +479,37 @@ class GroupEndpoint:
             raise GroupError(self.failures.pop(req))
 
     @_locked
+    def sync(self, name: str, deadline: float | None) -> None:
+        """Return once this member has installed the view the service has installed now (or left ``name``)."""
+        self._info_next += 1
+        req = self._info_next
+        self.ch.send(json.dumps({"op": "info", "req": req, "group": name}).encode(), timeout=30)
+        self._wait(lambda: req in self.infos, deadline, f"view of group {name!r}")
+        info = self.infos.pop(req)
+        if info.get("error"):
+            raise GroupError(info["error"])
+        target = int(info["view"]["view_id"])
+
+        def caught_up() -> bool:
+            return name not in self.member.groups() or self.member.view(name).view_id >= target
+
+        self._wait(caught_up, deadline, f"view {target} of group {name!r}")
+
+    @_locked
     def send(self, name: str, dest: int, payload: bytes, deadline: float | None) -> None:
-        """Send a tagged ``payload`` to ``dest`` of ``name`` (waits for a credit of the tree)."""
+        """Send a tagged ``payload`` to ``dest`` of ``name`` (waits for a credit of the tree).
+
+        A destination this member's view lacks is looked up once more after :meth:`sync` (it may be in a
+        view still on its way here) before the GroupError stands.
+        """
         self.pump()
-        self.member.send(name, dest, payload)
+        try:
+            self.member.send(name, dest, payload)
+        except GroupError:
+            if name not in self.member.groups() or self.member.leaving(name):
+                raise
+            self.sync(name, deadline)
+            self.member.send(name, dest, payload)
         self._flush()
 
     @_locked
@@ -541,6 +578,8 @@ class GroupEndpoint:
     def multicast_change(self, name: str, mcast: int, join: bool, deadline: float | None) -> None:
         """Join (``join``) or leave multicast group ``mcast``; returns once the view shows it."""
         self.pump()
+        if name in self.member.groups() and not self._has_mcast(name, mcast):
+            self.sync(name, deadline)  # it may be in a view still on its way here
         req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)
         self._flush()
         self._request_result(req, deadline, "multicast change")
