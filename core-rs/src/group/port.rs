@@ -113,6 +113,9 @@ pub struct PortStats {
 pub struct GroupPort {
     link: Arc<DispatcherLink>,
     _keep: Dispatcher,
+    /// Counters for `stats` only (Relaxed: they order nothing; the frames
+    /// themselves are ordered by the link ring's release/acquire and the
+    /// credits by the inbox mutex). `parks` counts this port's parks.
     parks: AtomicU64,
     sent: AtomicU64,
     credit_waits: AtomicU64,
@@ -152,7 +155,7 @@ impl GroupPort {
         match self.link.ring().try_send(&[frame]) {
             Ok(()) => {
                 *c -= 1;
-                self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed); // a counter: orders nothing
                 Ok(true)
             }
             Err(e) if e.kind == ErrorKind::TxBusy => Ok(false),
@@ -166,7 +169,7 @@ impl GroupPort {
         if self.try_send(frame)? {
             return Ok(());
         }
-        self.credit_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.credit_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed); // a counter: orders nothing
         loop {
             let mut err = None;
             let mut sent = false;
