@@ -3,6 +3,7 @@ groups, convergecast, callbacks, and bad input (clear errors, the runtime unchan
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Iterator
 
@@ -122,3 +123,16 @@ def test_a_dispatcher_detached_without_leaving_drops_out_and_the_group_goes_on(r
             c = d2.join("d", timeout=30)  # a view change needs every member's answer: it completes
             c.send(BROADCAST, b"on")
             assert a.recv(timeout=10).payload == b"on" and c.recv(timeout=10).payload == b"on"
+
+
+def test_the_service_survives_a_process_that_reattaches_on_the_same_core(rt3: mh.Runtime) -> None:
+    for i in range(3):  # each round: a new dispatcher of this process on core 0, the old one gone
+        rt3.group(f"r{i}")
+        with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1:
+            a, b = d0.join(f"r{i}"), d1.join(f"r{i}")
+            a.sync()
+            part = a.convergecast(b"x", timeout=10, unicast=True)
+            assert set(part.replies) == {a.node, b.node}
+    pid = int((rt3.dir / "gsd.pid").read_text())
+    os.kill(pid, 0)  # still running
+    assert "failed" not in (rt3.dir / "gsd.log").read_text()

@@ -8,7 +8,8 @@
 //! * `remove {group_id, view?}`: drop the entries of a closed view (or of
 //!   every view of the group);
 //! * `marks {pid}`: what the dead dispatcher `pid` wrote last on each
-//!   stream, answered once its link is drained and gone (at most 5 s).
+//!   stream, answered once its group member link is drained and gone (at
+//!   most 5 s).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -150,15 +151,16 @@ impl Monitor {
         let pid = field_u32(body, "pid")?;
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let attached = lock(&self.dispatchers).values().any(|d| d.pid == pid);
+            // Only a group member's link of `pid` counts (noted at install): the same process may
+            // have attached another dispatcher here since, which wrote nothing of these streams.
             let mut f = self.fwd.lock();
-            if !attached && !f.group.has_dispatcher(pid) {
+            if !f.group.has_dispatcher(pid) {
                 let marks = f.group.take_marks(pid);
                 return Ok(json!({"marks": marks}));
             }
             drop(f);
             if Instant::now() > deadline {
-                return Err(Error::invalid(format!("dispatcher pid {pid} is still attached to monitor {}", self.cfg.core)));
+                return Err(Error::invalid(format!("a group member of pid {pid} is still attached to monitor {}", self.cfg.core)));
             }
             std::thread::sleep(Duration::from_millis(5));
         }

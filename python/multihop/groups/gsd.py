@@ -227,7 +227,7 @@ class _Daemon:
         flushed: list[Flushed] = []
         try:
             marks = self.monitor(ep.core, {"op": "marks", "pid": ep.dispatcher}).get("marks", [])
-        except MultihopError as e:
+        except (MultihopError, ValueError) as e:
             self.log(f"no marks for {ep}: {e}")
             marks = []
         for name, view in self.svc.groups().items():
@@ -286,9 +286,12 @@ def serve(rt: mh.Runtime, ready: Any = None) -> None:
                         try:
                             raw = ch.try_recv()
                         except MultihopError:  # closed: the member is gone
-                            daemon.died(ch)
                             chans = [c for c in chans if c is not ch]
                             ch.close()
+                            try:
+                                daemon.died(ch)
+                            except Exception:  # one death must not take the service down
+                                daemon.log(f"handling a death failed:\n{traceback.format_exc()}")
                             break
                         if raw is None:
                             break
@@ -296,6 +299,8 @@ def serve(rt: mh.Runtime, ready: Any = None) -> None:
                             daemon.handle(ch, raw)
                         except (ProtocolError, GroupError) as e:
                             daemon.log(f"bad message: {e}")
+                        except Exception:  # nor one message
+                            daemon.log(f"handling a message failed:\n{traceback.format_exc()}")
                 if not chans:
                     time.sleep(0.01)
                 if not rt.alive:
