@@ -15,8 +15,9 @@
 3. **Saturation**: one reliable source as fast as it can, 1, 10 and 100 sinks,
    one peer: news/s, deliveries/s, latency p50/p99; next to a plain broker (one
    process copying each message to every subscriber over the same channels:
-   the floor of any broker path; the GES broker path is not in this branch)
-   measured in the same run, and the ratio.
+   the floor of any broker path) and the GES path (3 brokers of one cluster,
+   every subscriber matching), all measured in the same run, with the ratio
+   of each to the plain broker.
 
 Every process shares this machine's CPUs: peers, sources and sink hosts are
 processes on 2 real CPUs (the runtime's cores are real, not virtual).

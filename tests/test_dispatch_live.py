@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator
@@ -22,8 +23,10 @@ import pytest
 import multihop as mh
 from multihop import dispatch
 from multihop.dispatch import checkers
-from multihop.dispatch.ids import Nid, hex_id
-from multihop.dispatch.naming import listed_peers, peer_service
+from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id
+from multihop.dispatch.naming import listed_peers, peer_service, register_peer, relay_service
+from multihop.dispatch.relay import RELAY_SYSTEM
+from multihop.dispatch.wire import M, decode, encode
 from multihop.dispatch.sim import Sent
 
 import dispatch_procs
@@ -182,6 +185,45 @@ def test_relays_carry_news_between_two_domains() -> None:
         assert {x.origin for x in from_a} == {dispatch.ids.domain_id(a.name, "main")}
         assert all(x.priority == 7 for x in from_a)  # the QoS travelled with the news
         checkers.none_later_than_the_bound({snk_b.id: got[snk_b]}, {snk_b.id: 5 * 10**9}).assert_ok()
+
+
+def test_a_relay_takes_the_news_that_came_before_another_relays_hello_and_nothing_else() -> None:
+    """Another relay answers a new relay's hello with a message that is not news, then a news, then its hello:
+    the new relay keeps the news (its local sink gets it) and ignores the rest (it used to take every early
+    message for a news, and the thread that injects news died on the first that was not one)."""
+    with ExitStack() as stack:
+        a = stack.enter_context(domain(1, cores=(0,)))[0]
+        snk = stack.enter_context(dispatch.sink(a.name, ["world"]))
+        relays = stack.enter_context(mh.Runtime.start(unique_name("relays"), cores=[0]))
+        other = new_id("relay")
+        d = relays.dispatcher(0)
+        stack.callback(d.detach)
+        svc = d.export(relay_service(RELAY_SYSTEM, other))
+        register_peer(relays, RELAY_SYSTEM, other, {"pid": os.getpid(), "local": "elsewhere", "system": "main"},
+                      "relay")
+        elsewhere, source = domain_id("elsewhere", "main"), new_id("source")
+        channels: list[mh.Channel] = []
+        stack.callback(lambda: [ch.close() for ch in channels])
+        failed: list[BaseException] = []
+
+        def answer() -> None:  # the other relay, in a thread: dispatch.relay() below waits for its hello
+            try:
+                ch = svc.accept(timeout=30)
+                channels.append(ch)
+                assert decode(ch.recv(timeout=30)).name == "relay_hello"
+                ch.send(encode(M.messages.status_request(0)))
+                ch.send(encode(M.messages.news(source, 0, 0, time.monotonic_ns(), elsewhere, "world", b"early")))
+                ch.send(encode(M.messages.relay_hello(other, elsewhere)))
+            except BaseException as e:  # reported by the test thread
+                failed.append(e)
+
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        stack.enter_context(dispatch.relay(a.name, relays.name, ["world"]))
+        t.join(30)
+        assert not t.is_alive() and not failed, failed
+        got = snk.next(timeout=20)
+        assert (got.source, got.seq, got.payload, got.origin) == (source, 0, b"early", elsewhere)
 
 
 def test_bad_input_gets_clear_errors_and_other_sinks_are_unaffected() -> None:

@@ -289,6 +289,40 @@ def test_generated_stubs_are_current(tmp_path: Path) -> None:
                                        "-o python/multihop/dispatch/dispatch_if.py"
 
 
+def test_typed_stub_is_current(tmp_path: Path) -> None:
+    """python/multihop/dispatch/dispatch_if.pyi (what mypy reads for the generated module) is what
+    multihop.idl.pyi makes of flounder-idl/dispatch.if today."""
+    out = tmp_path / "dispatch_if.pyi"
+    r = subprocess.run([sys.executable, "-m", "multihop.idl.pyi", "flounder-idl/dispatch.if", "-o", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    shipped = (ROOT / "python/multihop/dispatch/dispatch_if.pyi").read_text()
+    assert out.read_text() == shipped, "regenerate: python -m multihop.idl.pyi flounder-idl/dispatch.if " \
+                                       "-o python/multihop/dispatch/dispatch_if.pyi"
+
+
+def test_typed_stub_names_every_field_of_the_generated_records() -> None:
+    """The stub declares each record class with the generated class's fields, in order, and each struct
+    and enum with the generated one's fields and values: mypy checks the machines against the real records."""
+    import ast
+
+    tree = ast.parse((ROOT / "python/multihop/dispatch/dispatch_if.pyi").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    nested = {n.name: n for n in classes["messages"].body if isinstance(n, ast.ClassDef)}
+
+    def annotated(cls: ast.ClassDef) -> list[str]:
+        return [s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+
+    assert sorted(nested) == sorted(M.MESSAGE_NUMBERS)
+    for name in M.MESSAGE_NUMBERS:
+        assert annotated(nested[name]) == list(getattr(M.messages, name)._fields), name
+    for struct in (M.nid, M.news_id, M.queue_update, M.member):
+        assert annotated(classes[struct.__name__]) == list(struct._fields)
+    for enum in (M.client_kind, M.notice_kind, M.overflow_policy):
+        values = [(s.targets[0].id, s.value.value) for s in classes[enum.__name__].body if isinstance(s, ast.Assign)]
+        assert values == [(e.name, e.value) for e in enum]
+
+
 def test_every_message_round_trips_through_the_stubs() -> None:
     a, b = new_id(), new_id()
     recs = [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -18,19 +19,31 @@ from multihop.ges.pubsub_scenarios import ATTRIBUTES
 EXAMPLES = Path(ges.__file__).parent / "examples"
 
 
-def drain_until_quiet(clients: list[ges.LiveClient], quiet: float = 0.5, limit: float = 30.0) -> dict[str, list]:
-    """Receive on every client until none got anything for ``quiet`` seconds (bounded by ``limit``)."""
+def drain_until(clients: list[ges.LiveClient], done: Callable[[dict[str, list]], bool], limit: float = 30.0,
+                settle: float = 0.3) -> dict[str, list]:
+    """Receive on every client until ``done(got)`` holds (bounded by ``limit``), then for ``settle`` seconds more, so
+    that a late duplicate is caught too, not left behind a quiet period."""
     got: dict[str, list] = {c.client_id: [] for c in clients}
     deadline = time.monotonic() + limit
-    last = time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - last < quiet:
+    settled: float | None = None
+    while time.monotonic() < deadline and (settled is None or time.monotonic() < settled):
         for c in clients:
-            evs = c.next_many(4096, timeout=0)
-            if evs:
-                got[c.client_id] += evs
-                last = time.monotonic()
-        time.sleep(0.005)  # the test waits for the system; the brokers never poll
+            got[c.client_id] += c.next_many(4096, timeout=0.01)  # blocks briefly: no sleep, no busy loop
+        if settled is None and done(got):
+            settled = time.monotonic() + settle
+    assert settled is not None, "the expected deliveries did not all arrive"
     return got
+
+
+def nothing_lost(hist: ges.History) -> Callable[[dict[str, list]], bool]:
+    """``done`` for :func:`drain_until`: every (event, subscriber) pair the history expects has been delivered."""
+    def done(got: dict[str, list]) -> bool:
+        h = copy.deepcopy(hist)
+        for cid, evs in got.items():
+            for e in evs:
+                h.deliver(cid, e.id)
+        return not ges.check_delivery(h).lost
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +84,7 @@ def test_22_brokers_100_subscribers_several_publishers(testbed: LiveSystem) -> N
                 content.pop("score")
             eid = p.publish(content, payload=bytes([k % 256]) * rng.randint(0, 500))
             hist.publish(eid, content, time.monotonic())
-        got = drain_until_quiet(subs)
+        got = drain_until(subs, nothing_lost(hist))
         for cid, evs in got.items():
             for e in evs:
                 hist.deliver(cid, e.id)
@@ -145,7 +158,8 @@ def test_gateway_loss_mid_stream_live() -> None:
                     got += [e.id for e in sub.next_many(timeout=0)]
                 if i == 200:
                     system.remove_gateway("1.1.1.2", str(used))
-            got += [e.id for e in drain_until_quiet([sub])["s"]]
+            missing = len(sent) - len(got)
+            got += [e.id for e in drain_until([sub], lambda g: len(g["s"]) >= missing)["s"]]
             assert got == sent
             system.wait_converged(20)
         finally:

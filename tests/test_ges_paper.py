@@ -141,9 +141,13 @@ def test_killing_a_broker_is_a_lost_gateway(fig5: ges.Topology) -> None:
     sim.kill_broker("1.1.1.1")  # cluster a's SSC gatekeeper
     sim.run_until_quiet()
     g = sim.graph(NODE6)
-    assert g.cost(SSC_B) == 5.0 + 0 or g.cost(SSC_B) > 5.0
     assert g.l_ul(SSC_B) == {SC_3, SSC_D}  # the a - SSC-B link is gone
     assert g.best_hop(SSC_B) == "1.1.3.5"  # now through SC-2 / SC-3
+    weight = {}
+    for a, b, _level, w, _links in g.edges():
+        weight[a, b] = weight[b, a] = w
+    # the cost is the recursion over what is left, through SC-3 (cost 6, link 2 + 3), dearer than the lost 5
+    assert g.cost(SSC_B) == min(g.cost(n) + weight[n, SSC_B] for n in g.l_ul(SSC_B)) == 6.0 + 5.0
 
 
 def test_unit_addition_exchanges_connections_figure7(fig5: ges.Topology) -> None:
@@ -153,3 +157,23 @@ def test_unit_addition_exchanges_connections_figure7(fig5: ges.Topology) -> None
     assert g99.rows()[2] == ["1.1", "1.2", "1.3"] and g99.rows()[3] == ["2", "3", "4"]
     assert g99.best_hop("2") == "1.1.3.6" and g99.cost("1.1") == 2.0
     assert ("1.1", "2", 3, 5.0, 1) in g99.edges()  # a - SSC-B, seen from SC-4 as SC-1 - SSC-B
+
+
+def test_a_level_l_change_recomputes_rows_l_to_n_only(fig5: ges.Topology) -> None:
+    """3.2.8: "connectivities pertaining to units at level l, l+1, ..., N are affected": a lost level-l gateway
+    recomputes the cache's rows l..N and keeps the rows below, and what it keeps equals a fresh computation."""
+    from multihop.ges.routing_cache import RoutingCache
+
+    sim = converged(fig5)
+    g = sim.graph(NODE6)
+    g.cache.table()
+    assert g.cache.computations == g.levels + 1  # rows 0..3, once each
+    for (a, b), level in ((("1.1.1.2", "1.1.2.7"), 1), (("1.1.3.5", "1.2.1.9"), 2)):
+        assert ges.gateway_level(ges.Address(a), ges.Address(b)) == level
+        before = g.cache.computations
+        sim.remove_gateway(a, b)
+        sim.run_until_quiet()
+        g = sim.graph(NODE6)
+        kept = g.cache.table()
+        assert g.cache.computations - before == g.levels + 1 - level, (a, b)
+        assert kept == RoutingCache(g).table()

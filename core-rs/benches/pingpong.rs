@@ -17,8 +17,11 @@ use multihop_core::shm::Segment;
 const ROUNDS: usize = 200_000;
 
 fn pin(cpu: usize) {
+    // SAFETY: plain query of the online CPU count.
     let n = (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize;
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
     unsafe {
         libc::CPU_SET(cpu % n, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
@@ -30,7 +33,7 @@ fn pin(cpu: usize) {
 #[inline]
 fn relax(i: &mut u32) {
     *i = i.wrapping_add(1);
-    if *i % 4096 == 0 {
+    if i.is_multiple_of(4096) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();
@@ -85,7 +88,9 @@ fn ring_pingpong(len: usize) -> f64 {
     let rb = ring_bytes(1024);
     let h = std::thread::spawn(move || {
         pin(1);
+        // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
         let mut rx = unsafe { Consumer::new(base as *mut u8, geo, usize::MAX) };
+        // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
         let mut tx = unsafe { Producer::new((base + rb) as *mut u8, geo) };
         let mut buf = vec![0u8; len];
         let mut spin = 0u32;
@@ -105,7 +110,9 @@ fn ring_pingpong(len: usize) -> f64 {
         }
     });
     pin(0);
+    // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
     let mut tx = unsafe { Producer::new(base as *mut u8, geo) };
+    // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
     let mut rx = unsafe { Consumer::new((base + rb) as *mut u8, geo, usize::MAX) };
     let msg = vec![7u8; len];
     let mut buf = vec![0u8; len];
@@ -164,6 +171,7 @@ fn ring_stream(len: usize, n: usize) -> f64 {
     let g2 = go.clone();
     let h = std::thread::spawn(move || {
         pin(1);
+        // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
         let mut rx = unsafe { Consumer::new(base as *mut u8, geo, usize::MAX) };
         let mut buf = vec![0u8; len];
         g2.wait();
@@ -184,6 +192,7 @@ fn ring_stream(len: usize, n: usize) -> f64 {
         }
     });
     pin(0);
+    // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
     let mut tx = unsafe { Producer::new(base as *mut u8, geo) };
     let msg = vec![1u8; len];
     go.wait();
@@ -254,7 +263,9 @@ fn forward_step() -> f64 {
         vcis.push(v);
     }
     let (seg, geo) = rings(1024);
+    // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
     let mut tx = unsafe { Producer::new(seg.as_ptr(), geo) };
+    // SAFETY: one producer and one consumer per ring, inside a segment that outlives them.
     let mut rx = unsafe { Consumer::new(seg.as_ptr(), geo, usize::MAX) };
     let msgs: Vec<Vec<u8>> = (0..512)
         .map(|i| {
@@ -264,7 +275,7 @@ fn forward_step() -> f64 {
         })
         .collect();
     let mut times = Vec::new();
-    let mut sink = vec![0u8; 64];
+    let mut sink = [0u8; 64];
     let mut scratch = Vec::with_capacity(64);
     for _ in 0..400 {
         let t0 = Instant::now();

@@ -135,7 +135,8 @@ struct Uring {
     p: Params,
 }
 
-// The mappings are only touched under the AsyncBell's mutex.
+// SAFETY: the ring mappings are plain memory owned by this value and only
+// touched under the AsyncBell's mutex, whichever thread holds it.
 unsafe impl Send for Uring {}
 
 impl Uring {

@@ -687,6 +687,7 @@ mod tests {
     use std::ptr;
 
     fn last() -> String {
+        // SAFETY: mh_last_error returns a valid NUL-terminated string owned by this thread.
         unsafe { CStr::from_ptr(mh_last_error()).to_string_lossy().into_owned() }
     }
 
@@ -710,6 +711,7 @@ mod tests {
 
     #[test]
     fn null_arguments_are_invalid_not_crashes() {
+        // SAFETY: every pointer passed is either null (what is tested) or valid for the call.
         unsafe {
             let mut d: *mut mh_dispatcher = ptr::null_mut();
             assert_eq!(mh_attach(ptr::null(), 0, &mut d), MH_E_INVALID);
@@ -730,6 +732,7 @@ mod tests {
 
     #[test]
     fn bad_names_and_utf8() {
+        // SAFETY: valid C strings and a valid out pointer.
         unsafe {
             let mut d: *mut mh_dispatcher = ptr::null_mut();
             assert_eq!(mh_attach(c"../etc".as_ptr(), 0, &mut d), MH_E_INVALID);
@@ -741,6 +744,7 @@ mod tests {
 
     #[test]
     fn last_error_is_per_thread() {
+        // SAFETY: a null name (what is tested) and a valid out pointer.
         unsafe {
             let mut d: *mut mh_dispatcher = ptr::null_mut();
             assert_eq!(mh_attach(ptr::null(), 0, &mut d), MH_E_INVALID);

@@ -213,6 +213,9 @@ impl UmpChannel {
         peer: PeerWatch,
     ) -> Result<UmpChannel> {
         let (geo, max_message) = {
+            // SAFETY: `at` checked bounds and alignment; the header is
+            // written once by the creator before the segment is sent and only
+            // read afterwards.
             let h = unsafe { &*seg.at::<ChannelHeader>(0) };
             if h.magic != MAGIC || h.version != VERSION {
                 return Err(Error::protocol("channel segment has a bad magic number or version"));
@@ -227,6 +230,7 @@ impl UmpChannel {
         };
         info.max_message = max_message;
         info.ring_slots = geo.nslots;
+        // SAFETY: the length check above keeps both rings inside the segment.
         let ring = |i: usize| unsafe { seg.as_ptr().add(HEADER_BYTES + i * ring_bytes(geo.nslots)) };
         let (out_ring, in_ring) = match info.side {
             Side::Client => (ring(0), ring(1)),
@@ -236,6 +240,7 @@ impl UmpChannel {
         // consumer of its incoming ring; the segment outlives both (it is a
         // field of the channel and dropped after them).
         let producer = unsafe { Producer::new(out_ring, geo) };
+        // SAFETY: as above, for the incoming ring's consumer.
         let consumer = unsafe { Consumer::new(in_ring, geo, max_message) };
         Ok(UmpChannel {
             seg,
@@ -277,6 +282,8 @@ impl UmpChannel {
     }
 
     fn flags(&self) -> &ClosedFlags {
+        // SAFETY: `at` checked bounds and alignment; ClosedFlags holds only
+        // atomics, which both ends may touch concurrently.
         unsafe { &*self.seg.at::<ClosedFlags>(128) }
     }
 
@@ -409,12 +416,7 @@ impl UmpChannel {
         }
         let mut tx = lock(&self.tx);
         let mut n = 0usize;
-        let mut pending: Option<&[u8]> = None;
-        loop {
-            let m = match pending.take().or_else(|| msgs.next()) {
-                Some(m) => m,
-                None => break,
-            };
+        for m in msgs {
             if let Err(e) = self.check_len(m.len()) {
                 if n == 0 {
                     return Err(e);

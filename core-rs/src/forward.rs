@@ -479,7 +479,7 @@ impl Forwarder {
         let clock_cost = (0..64).map(|_| thread_cpu_ns().wrapping_neg().wrapping_add(thread_cpu_ns())).min().unwrap_or(0);
         while !self.stop.load(Ordering::Relaxed) {
             steps = steps.wrapping_add(1);
-            let sample = steps % STEP_SAMPLE_EVERY == 0;
+            let sample = steps.is_multiple_of(STEP_SAMPLE_EVERY);
             let started = if sample { thread_cpu_ns() } else { 0 };
             let (n, woke) = self.lock().step(&mut scratch);
             if sample && n > 0 {

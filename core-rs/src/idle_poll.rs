@@ -105,6 +105,7 @@ fn set_policy(tid: i32, idle: bool) {
     let param = libc::sched_param { sched_priority: 0 };
     let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
     // Failure (e.g. a seccomp filter) only costs the optimisation.
+    // SAFETY: a valid sched_param for a thread id of this process.
     unsafe { libc::sched_setscheduler(tid, policy, &param) };
 }
 
@@ -349,6 +350,7 @@ mod tests {
     }
 
     fn policy() -> i32 {
+        // SAFETY: plain query of the calling thread's policy.
         unsafe { libc::sched_getscheduler(0) }
     }
 
@@ -369,6 +371,7 @@ mod tests {
 
     #[test]
     fn guard_promotes_a_poller_starved_by_a_cpu_hog() {
+        // SAFETY: plain query of the calling thread's CPU.
         let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
         let stop = Arc::new(AtomicBool::new(false));
         let hog_stop = stop.clone();

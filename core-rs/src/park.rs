@@ -277,7 +277,7 @@ pub fn spin_until(budget: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
             return true;
         }
         i = i.wrapping_add(1);
-        if i % 64 == 0 {
+        if i.is_multiple_of(64) {
             if start.elapsed() >= budget {
                 return false;
             }

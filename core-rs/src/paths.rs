@@ -15,7 +15,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -120,18 +120,15 @@ fn can_create_file_in(dir: &[u8]) -> bool {
         name.extend_from_slice(
             format!(".mh-probe-{}-{:x}-{attempt}", std::process::id(), crate::control::random_u64().unwrap_or(attempt as u64)).as_bytes(),
         );
-        let Ok(c) = std::ffi::CString::new(name) else { return false };
-        // SAFETY: a valid NUL-terminated path; the descriptor is closed at once.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
-        if fd >= 0 {
-            unsafe {
-                libc::close(fd);
-                libc::unlink(c.as_ptr());
+        let path = Path::new(OsStr::from_bytes(&name));
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path) {
+            Ok(file) => {
+                drop(file);
+                let _ = std::fs::remove_file(path);
+                return true;
             }
-            return true;
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
-            return false;
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return false,
         }
     }
     false
@@ -174,7 +171,7 @@ fn private_dir(path: PathBuf) -> Result<PathBuf> {
         }
     }
     let md = std::fs::metadata(&path).map_err(|e| Error::os(format!("stat {}", path.display()), e))?;
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     if md.uid() != uid {
         return Err(Error::new(
             ErrorKind::Os,
@@ -198,7 +195,7 @@ pub fn runtime_root() -> Result<PathBuf> {
             return private_dir(join(&pathlib_norm(xdg.as_bytes()), "multihop"));
         }
     }
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     private_dir(join(&temp_dir()?, &format!("multihop-{uid}")))
 }
 

@@ -4,8 +4,7 @@
 //! bare pid it cannot be fooled by pid reuse once opened.  Checks are cheap
 //! (one `poll` with zero timeout) and rate-limited by the caller.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
@@ -25,23 +24,23 @@ pub struct PeerWatch {
 const CHECK_EVERY_NS: u64 = 2_000_000;
 
 pub fn coarse_now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl PeerWatch {
     /// Watch process `pid`. A pid that is already gone is reported dead.
     pub fn new(pid: u32) -> Result<PeerWatch> {
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ESRCH) {
+        let Some(target) = rustix::process::Pid::from_raw(pid as i32) else {
+            return Err(Error::invalid(format!("pidfd_open({pid}): not a process id")));
+        };
+        let fd = match rustix::process::pidfd_open(target, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::SRCH) => {
                 return Ok(PeerWatch { pid, pidfd: None, dead: AtomicBool::new(true), last_check_ns: AtomicU64::new(0) });
             }
-            return Err(Error::os(format_args!("pidfd_open({pid})"), e));
-        }
-        let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+            Err(e) => return Err(Error::os(format_args!("pidfd_open({pid})"), e.into())),
+        };
         Ok(PeerWatch { pid, pidfd: Some(fd), dead: AtomicBool::new(false), last_check_ns: AtomicU64::new(0) })
     }
 
@@ -55,9 +54,10 @@ impl PeerWatch {
             return true;
         }
         let Some(fd) = &self.pidfd else { return true };
-        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let r = unsafe { libc::poll(&mut p, 1, 0) };
-        let dead = r > 0 && p.revents != 0;
+        let mut p = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let r = rustix::event::poll(&mut p, Some(&zero));
+        let dead = matches!(r, Ok(n) if n > 0) && !p[0].revents().is_empty();
         if dead {
             self.dead.store(true, Ordering::Relaxed);
         }

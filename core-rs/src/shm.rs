@@ -10,6 +10,8 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use rustix::fs::{fcntl_add_seals, fcntl_get_seals, fstat, ftruncate, memfd_create, MemfdFlags, SealFlags};
 use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
@@ -27,7 +29,9 @@ pub fn dup_cloexec(fd: RawFd) -> Result<OwnedFd> {
 }
 
 /// Seals every segment carries: its size is fixed for its whole life.
-const REQUIRED_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+fn required_seals() -> SealFlags {
+    SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL
+}
 
 /// A mapped memfd segment. Unmapped and closed on drop.
 pub struct Segment {
@@ -36,9 +40,13 @@ pub struct Segment {
     fd: OwnedFd,
 }
 
-// The mapping is plain shared memory; every access to it goes through the
-// atomics and protocols of the types built on top (ring, doorbell).
+// SAFETY: the mapping is plain shared memory owned by this value (unmapped
+// only in Drop); every access to it goes through the atomics and protocols of
+// the types built on top (ring, doorbell), which are what make concurrent use
+// sound, whichever thread holds the Segment.
 unsafe impl Send for Segment {}
+// SAFETY: as for Send: &Segment only hands out raw pointers, and the types
+// that dereference them synchronise through atomics in the mapping.
 unsafe impl Sync for Segment {}
 
 impl Segment {
@@ -49,36 +57,23 @@ impl Segment {
             return Err(Error::invalid("a segment needs a non-zero length"));
         }
         let name = CString::new(format!("multihop:{label}")).map_err(|_| Error::invalid("segment label contains NUL"))?;
-        // SAFETY: plain syscall with a valid C string.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if raw < 0 {
-            return Err(Error::os("memfd_create", io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(Error::os(format_args!("ftruncate segment to {len} bytes"), io::Error::last_os_error()));
-        }
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, REQUIRED_SEALS) } != 0 {
-            return Err(Error::os("seal segment", io::Error::last_os_error()));
-        }
+        let fd = memfd_create(name.as_c_str(), MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .map_err(|e| Error::os("memfd_create", e.into()))?;
+        ftruncate(&fd, len as u64)
+            .map_err(|e| Error::os(format_args!("ftruncate segment to {len} bytes"), e.into()))?;
+        fcntl_add_seals(&fd, required_seals()).map_err(|e| Error::os("seal segment", e.into()))?;
         Segment::map(fd, len)
     }
 
     /// Map a segment received from a peer. Its seals and size are checked:
     /// `min_len` is the least size the caller's layout needs.
     pub fn from_fd(fd: OwnedFd, min_len: usize) -> Result<Segment> {
-        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 {
-            return Err(Error::protocol("received descriptor is not a sealable memfd segment"));
-        }
-        if seals & REQUIRED_SEALS != REQUIRED_SEALS {
+        let seals = fcntl_get_seals(&fd)
+            .map_err(|_| Error::protocol("received descriptor is not a sealable memfd segment"))?;
+        if !seals.contains(required_seals()) {
             return Err(Error::protocol("received segment is not sealed against resizing"));
         }
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(Error::os("fstat segment", io::Error::last_os_error()));
-        }
+        let st = fstat(&fd).map_err(|e| Error::os("fstat segment", e.into()))?;
         let len = st.st_size as usize;
         if len < min_len.max(1) {
             return Err(Error::protocol(format!("received segment has {len} bytes, layout needs {min_len}")));
@@ -124,6 +119,8 @@ impl Segment {
     /// `T`'s alignment.
     pub fn at<T>(&self, offset: usize) -> *mut T {
         assert!(offset + std::mem::size_of::<T>() <= self.len, "segment access out of bounds");
+        // SAFETY: offset + size_of::<T>() <= len was just asserted, so the
+        // pointer stays inside the one mapping of `len` bytes.
         let p = unsafe { self.ptr.as_ptr().add(offset) };
         assert_eq!(p as usize % std::mem::align_of::<T>(), 0, "misaligned segment access");
         p as *mut T
@@ -144,8 +141,8 @@ mod tests {
     #[test]
     fn created_segment_is_zeroed_and_shared_between_mappings() {
         let a = Segment::create("test", 8192).unwrap();
-        let dup = unsafe { libc::dup(a.raw_fd()) };
-        let b = Segment::from_fd(unsafe { OwnedFd::from_raw_fd(dup) }, 8192).unwrap();
+        let b = Segment::from_fd(dup_cloexec(a.raw_fd()).unwrap(), 8192).unwrap();
+        // SAFETY: byte 100 is inside both 8192-byte mappings of one file.
         unsafe {
             assert_eq!(*a.as_ptr().add(100), 0);
             *a.as_ptr().add(100) = 42;
@@ -155,12 +152,11 @@ mod tests {
 
     #[test]
     fn unsealed_or_short_descriptors_are_refused() {
-        let raw = unsafe { libc::memfd_create(c"plain".as_ptr(), libc::MFD_CLOEXEC) };
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) };
+        let fd = memfd_create(c"plain", MemfdFlags::CLOEXEC).unwrap();
+        ftruncate(&fd, 4096).unwrap();
         assert!(Segment::from_fd(fd, 64).is_err());
         let a = Segment::create("short", 4096).unwrap();
-        let dup = unsafe { OwnedFd::from_raw_fd(libc::dup(a.raw_fd())) };
+        let dup = dup_cloexec(a.raw_fd()).unwrap();
         let err = Segment::from_fd(dup, 1 << 20).err().unwrap();
         assert!(err.message.contains("layout needs"), "{err}");
     }

@@ -395,7 +395,7 @@ mod tests {
         let l = SeqListener::bind(&path).unwrap();
         let c = SeqSocket::connect(&path).unwrap();
         let s = l.accept().unwrap();
-        assert_eq!(s.peer_cred().unwrap().uid, unsafe { libc::getuid() });
+        assert_eq!(s.peer_cred().unwrap().uid, rustix::process::getuid().as_raw());
         let seg = crate::shm::Segment::create("sock-test", 4096).unwrap();
         c.send(b"hello", &[seg.raw_fd()]).unwrap();
         let (frame, fds) = s.recv().unwrap().unwrap();

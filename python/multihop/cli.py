@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from multihop.ges import command as ges_command
 
-    gs = sub.add_parser("ges", help="GES broker hierarchy and publish/subscribe: up, status, graph, join, down", description=ges_command.DESCRIPTION)
+    gs = sub.add_parser("ges", help="GES broker hierarchy, publish/subscribe and durability (stable storage, roaming): up [--durable], status, graph, join, crash, restart, down", description=ges_command.DESCRIPTION)
     ges_command.add_arguments(gs)
     gs.set_defaults(func=_cmd_ges)
 

@@ -225,8 +225,9 @@ def _spell(cores: Iterable[object]) -> str:
     Keys that are not ints (a table not yet validated) are listed by repr.
     """
     listed = list(cores)
-    if all(isinstance(core, int) for core in listed):
-        return format_cores(sorted(listed))
+    ints = [core for core in listed if isinstance(core, int)]
+    if len(ints) == len(listed):
+        return format_cores(sorted(ints))
     return ", ".join(sorted(map(repr, listed)))
 
 

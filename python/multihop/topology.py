@@ -165,11 +165,11 @@ class Topology:
         cores = _online_cores(root)
         if not cores:
             raise RoutingError(f"no online cores found under {str(root)!r}")
-        packages = {core: _package_id(root, core) for core in cores}
-        if any(package is None for package in packages.values()):
-            return cls.flat(cores)
         by_package: dict[int, list[int]] = {}
-        for core, package in packages.items():
+        for core in cores:
+            package = _package_id(root, core)
+            if package is None:
+                return cls.flat(cores)
             by_package.setdefault(package, []).append(core)
         return cls([by_package[package] for package in sorted(by_package)])
 

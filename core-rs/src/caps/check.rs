@@ -97,6 +97,7 @@ mod tests {
         // SAFETY: a valid C string; a user's memfd is not the runtime's.
         let raw = unsafe { libc::memfd_create(c"user-data".as_ptr(), libc::MFD_CLOEXEC) };
         assert!(raw >= 0 && runtime_owned(raw).is_none());
+        // SAFETY: `raw` is the descriptor made above, closed once.
         unsafe { libc::close(raw) };
         assert!(!is_open(raw) && !is_open(-1));
         assert_eq!(check_all(&[f.as_raw_fd(), raw]).unwrap_err().0, super::super::reason::NOT_OPEN);

@@ -110,6 +110,7 @@ impl FastSend {
     /// None when the fast path does not take this call.
     fn encode(&self, py: Python<'_>, args: &[*mut ffi::PyObject], kwnames: *mut ffi::PyObject, out: &mut [u8]) -> Option<(usize, Option<f64>)> {
         let fields = self.layout.fields();
+        // SAFETY: a non-null kwnames is the vectorcall's tuple of keyword names.
         let nkw = if kwnames.is_null() { 0 } else { (unsafe { ffi::PyTuple_Size(kwnames) }) as usize };
         let positional = args.len() - nkw;
         if positional > fields.len() || fields.len() >= UNSET as usize {
@@ -187,6 +188,7 @@ unsafe extern "C" fn call(slf: *mut ffi::PyObject, args: *const *mut ffi::PyObje
         // its function is (no reference count traffic needed here).
         let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<FastSend>() };
         let this = this.get();
+        // SAFETY: a non-null kwnames is the vectorcall's tuple of keyword names.
         let nkw = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) } };
         let count = (nargs + nkw) as usize;
         // SAFETY: the vectorcall protocol gives `count` valid pointers (args may be null when there are none).
@@ -201,6 +203,7 @@ unsafe extern "C" fn call(slf: *mut ffi::PyObject, args: *const *mut ffi::PyObje
         };
         match this.encode(py, all, kwnames, buf) {
             Some((n, timeout)) => match super::wait::send_waiting(py, &this.ch, &buf[..n], timeout) {
+                // SAFETY: the thread is attached; None is immortal and a new reference is returned.
                 Ok(()) => unsafe {
                     ffi::Py_IncRef(ffi::Py_None());
                     ffi::Py_None()

@@ -70,6 +70,7 @@ def _with_baseline(summary: DataFrame, baseline: str | None) -> tuple[DataFrame 
         F.max(F.col("baseline").isNotNull()).alias("own"),
         F.max(F.coalesce(F.col("transport") == "pipe", F.lit(False))).alias("pipe"),
     ).first()
+    assert flags is not None  # an aggregate without grouping has exactly one row, even over no rows
     if baseline is not None and flags["named"]:
         is_base = F.col("case") == baseline
         w = Window.partitionBy("run_id", "suite").orderBy(F.when(is_base, 0).otherwise(1)).rowsBetween(*whole)

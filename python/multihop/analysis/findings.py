@@ -171,12 +171,12 @@ def _versus(run: str, suite: str, lat: list[dict[str, Any]], thr: list[dict[str,
     rtt = {t: _one(_pick(lat, transport=t, kind="rtt", size=size), "p50_ns") for t in (*ours, base)}
     one = {t: _one(_pick(thr, transport=t, kind="oneway", size=size), "throughput_msgs") for t in (*ours, base)}
     for t in ours:
-        if rtt[t] is not None:
-            out.append(Finding(run, suite, f"{_name(t)} round trip, {size} B (p50)", rtt[t], "ns",
+        if (r := rtt[t]) is not None:
+            out.append(Finding(run, suite, f"{_name(t)} round trip, {size} B (p50)", r, "ns",
                                f"{_name(base)} round trip", rtt[base]))
     for t in ours:
-        if one[t] is not None:
-            out.append(Finding(run, suite, f"{_name(t)} one-way, {size} B", one[t], "msg/s",
+        if (o := one[t]) is not None:
+            out.append(Finding(run, suite, f"{_name(t)} one-way, {size} B", o, "msg/s",
                                f"{_name(base)} one-way", one[base], lower_is_better=False))
     return out
 
@@ -207,10 +207,11 @@ def _routing(run: str, lat: list[dict[str, Any]]) -> list[Finding]:
         per_mode = {m: _one(_pick(rows, routing=m, size=sel), "p50_ns") for m in modes}
         base = per_mode.get("direct")
         for m in modes:
-            if per_mode[m] is None or (m == "direct" and len(modes) > 1):
+            value = per_mode[m]
+            if value is None or (m == "direct" and len(modes) > 1):
                 continue
             text = f"{m}: {what}, median over core pairs" + (f", {label}" if sel >= 0 else "")
-            out.append(Finding(run, "routing", text, per_mode[m], "ns", "direct" if m != "direct" else "",
+            out.append(Finding(run, "routing", text, value, "ns", "direct" if m != "direct" else "",
                                base if m != "direct" else None))
     return out
 

@@ -204,6 +204,6 @@ def run(
     say(f"drawing the plots ({len(result.tables)} tables)")
     plots = make_plots(result.tables, out)
     say(f"writing the report: {len(result.tables.get('findings', ()))} finding(s), {len(plots.plots)} plot(s)")
-    report = write_report(out, result, plots, spark_master=spark_master)
+    report = write_report(out, result, plots, spark_master=spark_master or "")
     write_manifest(out, result.tables, plots)
     return report

@@ -39,7 +39,9 @@ def core_pairs(stats: DataFrame, messages: DataFrame) -> Table | None:
         F.coalesce(F.col("transport"), F.lit("(none)")).alias("transport"),
     ]
     cells = stats.where(ok).select("run_id", "suite", *named, "size", "src_core", "dst_core", "samples", "p50_ns")
-    widest = cells.groupBy(*PAIR_KEY).count().agg(F.max("count")).first()[0]
+    top = cells.groupBy(*PAIR_KEY).count().agg(F.max("count")).first()
+    assert top is not None  # an aggregate without grouping has exactly one row, even over no rows
+    widest = top[0]
     if widest is None:
         return None
     if widest > 1:

@@ -19,10 +19,14 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from multihop.analysis.scope import covers
 from multihop.analysis.table import Table
+
+if TYPE_CHECKING:  # matplotlib (the analysis extra) is imported when drawing
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["MAX_LEGEND", "Plot", "PlotSet", "make_plots"]
 
@@ -53,7 +57,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
-def _figure(width: float = 7.5, height: float = 4.8) -> Any:
+def _figure(width: float = 7.5, height: float = 4.8) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -62,12 +66,12 @@ def _figure(width: float = 7.5, height: float = 4.8) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, format="png")
 
 
-def _legend(ax: Any, count: int) -> str:
+def _legend(ax: Axes, count: int) -> str:
     if 0 < count <= MAX_LEGEND:
         ax.legend(fontsize="small", loc="best")
         return ""
@@ -92,7 +96,7 @@ def _varying(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> list[str
     return [c for c in cols if len({r[c] for r in rows}) > 1]
 
 
-def _size_ticks(ax: Any, sizes: Sequence[int]) -> None:
+def _size_ticks(ax: Axes, sizes: Sequence[int]) -> None:
     """A symmetric-log size axis: 0 B sits at its own tick, left of 1 B, 64 B, 4 KiB ..."""
     ax.set_xscale("symlog", base=2, linthresh=1, linscale=0.5)
     ticks = sorted(set(sizes))
@@ -236,7 +240,7 @@ def _xy_plot(
     x: str,
     xlabel: str,
     series_cols: Sequence[str],
-    axis: Callable[[Any, list[int]], None],
+    axis: Callable[[Axes, list[int]], None],
     what: str,
 ) -> None:
     if table is None or not table.rows:
@@ -268,7 +272,7 @@ def _xy_plot(
     result.plots.append(Plot(file, title, f"Mean throughput of the {what} at each point{extra}."))
 
 
-def _window_ticks(ax: Any, windows: list[int]) -> None:
+def _window_ticks(ax: Axes, windows: list[int]) -> None:
     ticks = sorted(set(windows))
     if ticks and min(ticks) > 0 and max(ticks) / min(ticks) >= 16:
         ax.set_xscale("log", base=2)
@@ -309,7 +313,9 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
         if len(cores) <= 12:
             for (i, j), v in np.ndenumerate(grid):
                 if not np.isnan(v):
-                    shade = image.norm(v)  # light text on the dark end of viridis, dark on the light end
+                    # light text on the dark end of viridis, dark on the light end; the cast: matplotlib types
+                    # Normalize.__call__ as returning an array-like whatever it is given, a scalar gives a scalar
+                    shade = cast(float, image.norm(v))
                     ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="white" if shade < 0.6 else "black",
                             fontsize="x-small")
         what = f"bind time, {transport}" if size < 0 else f"round trips, {transport} {size} B"
@@ -361,10 +367,10 @@ def _resources_plot(tables: Mapping[str, Table], out: Path, result: PlotSet) -> 
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_title("memory" if k == 0 else "CPU", fontsize="medium")
     handles, labels = fig.axes[0].get_legend_handles_labels()
-    rows = (len(series) + 2) // 3
+    legend_rows = (len(series) + 2) // 3
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(series)), fontsize="small")
     fig.suptitle("Memory and CPU per monitor, per channel and per idle monitor", fontsize="medium")
-    fig.tight_layout(rect=(0, 0.05 + 0.05 * rows, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 + 0.05 * legend_rows, 1, 1))
     fig.savefig(out / "resources.png", format="png")
     result.plots.append(Plot("resources.png", "Memory and CPU", "RSS and CPU seconds of each measured component, "
                              "per routing mode (see resources.csv for what each counts)."))

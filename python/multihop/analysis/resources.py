@@ -15,7 +15,7 @@ from multihop.analysis.scope import in_scope
 from multihop.analysis.table import Table
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["RESOURCE_COLS", "resources_table"]
 
@@ -30,7 +30,7 @@ def resources_table(cases: DataFrame) -> Table | None:
     """The ``resources`` table, or ``None`` if no case measured memory or CPU."""
     from pyspark.sql import functions as F
 
-    def param(name: str) -> object:
+    def param(name: str) -> Column:
         return F.get_json_object("params", f"$.{name}")
 
     out = cases.where(in_scope("resources") & (F.col("rss_bytes").isNotNull() | F.col("cpu_s").isNotNull())).select(

@@ -23,7 +23,7 @@ from multihop.analysis.scope import in_scope, scope_text
 from multihop.analysis.table import Table
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["THROUGHPUT_COLS", "throughput_tables", "with_throughput"]
 
@@ -55,7 +55,7 @@ def throughput_tables(cases: DataFrame) -> list[Table]:
     by_size_keys = ["run_id", "suite", "transport", "kind", "window", "size"]
     by_window_keys = ["run_id", "suite", "transport", "kind", "size", "window"]
 
-    def mean(keys: list[str], where: object) -> DataFrame:
+    def mean(keys: list[str], where: Column) -> DataFrame:
         return (
             cases.where(where)
             .groupBy(*keys)

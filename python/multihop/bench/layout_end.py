@@ -54,21 +54,23 @@ def _rtt(send: Callable[[bytes], Any], recv: Callable[[], bytes], n: int, size: 
 
 def _client(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes],
             send_batch: Callable[[list[bytes]], int] | None) -> float:
+    n: int = a.n
+    size: int = a.size
     if a.work == "rtt":
-        return _rtt(send, recv, a.n, a.size)
-    msg = b"x" * a.size
+        return _rtt(send, recv, n, size)
+    msg = b"x" * size
     t0 = time.perf_counter()
     if a.work == "batch" and send_batch is not None:
         msgs = [msg] * BATCH
         sent = 0
-        while sent < a.n:
-            sent += send_batch(msgs[: a.n - sent])
+        while sent < n:
+            sent += send_batch(msgs[: n - sent])
     else:
-        for _ in range(a.n):
+        for _ in range(n):
             send(msg)
     if recv() != _DONE:
         raise mh.ProtocolError("layout server answered something else than done")
-    return a.n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0)
 
 
 def _server(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes],

@@ -181,6 +181,8 @@ class LayoutRun:
         common = ["--transport", transport, "--work", work, "--n", str(n), "--size", str(size), "--window", str(window)]
         srv_core, cli_core = self.cores[1], self.cores[0]
         pair: tuple[socket.socket, socket.socket] | None = None
+        s_fds: tuple[int, ...]
+        c_fds: tuple[int, ...]
         if transport == "pipe":
             pair = socket.socketpair()
             s_args = ["--pipe-fd", str(pair[0].fileno()), "--cpu", str(self.rt.cpu_of(srv_core))]

@@ -23,13 +23,17 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import multihop as mh
 from multihop.bench import peers
 from multihop.bench.suites.common import rtt_trace
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Event
 
 __all__ = ["FLOOD_WINDOW", "UNFAIR_QUANTUM", "Flood", "RttRun", "flooding", "ping_pong"]
 
@@ -46,7 +50,7 @@ _FLOOD_BATCH = 16
 class Flood:
     """A running flood: what it sent, read once it stopped."""
 
-    sent: Any  # a shared counter (multiprocessing Value)
+    sent: Synchronized[int]  # written by the flood's sender when it stops
     seconds: float = 0.0
 
     @property
@@ -69,7 +73,7 @@ class RttRun:
         return float(np.median(self.recv_ns - self.send_ns)) / 1000.0
 
 
-def _flood_receiver(name: str, core: int, cpu: int | None, service: str, ready: Any) -> None:
+def _flood_receiver(name: str, core: int, cpu: int | None, service: str, ready: Event) -> None:
     peers._pin(cpu)
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
@@ -84,7 +88,7 @@ def _flood_receiver(name: str, core: int, cpu: int | None, service: str, ready: 
 
 
 def _flood_sender(name: str, core: int, cpu: int | None, service: str, window: int, size: int,
-                  going: Any, stop: Any, sent: Any) -> None:
+                  going: Event, stop: Event, sent: Synchronized[int]) -> None:
     peers._pin(cpu)
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d, d.bind(service, transport="multihop", window=window, timeout=30) as ch:

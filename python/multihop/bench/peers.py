@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import multiprocessing as mp
 from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 import os
 import shutil
 import signal
@@ -33,19 +34,26 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias, TypeVar
 
 import numpy as np
 import psutil
 
 import multihop as mh
 
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
+
 _CTX = mp.get_context("spawn")
 
 PEERS = ("pipe", "queue", "zmq")
 """Peer mechanisms the benchmarks can compare against (``zmq`` needs pyzmq)."""
 
-Send = Callable[[bytes], Any]
+T = TypeVar("T")
+
+Send = Callable[[bytes], object]  # what it returns is not used
 Recv = Callable[[], bytes]
 _DONE = b"done"
 
@@ -92,7 +100,7 @@ def _work(send: Send, recv: Recv, work: str, n: int) -> None:
 # ---- server side (runs in the spawned process) ------------------------------
 
 
-def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, size: int, ready: Any) -> None:
+def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, size: int, ready: Event) -> None:
     _pin(cpu)
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
@@ -117,12 +125,18 @@ def _serve_channel(name: str, core: int, cpu: int | None, work: str, n: int, siz
             pass
 
 
-def _serve_peer(peer: str, endpoint: Any, cpu: int | None, work: str, n: int) -> None:
+Endpoint: TypeAlias = "Connection[Any, Any] | tuple[Queue[bytes], Queue[bytes]] | str"
+"""What a peer server opens: its end of the Pipe, the (to client, from client) queues, or the ZeroMQ address."""
+
+
+def _serve_peer(peer: str, endpoint: Endpoint, cpu: int | None, work: str, n: int) -> None:
     _pin(cpu)
     if peer == "pipe":
+        assert isinstance(endpoint, Connection), endpoint
         endpoint.send_bytes(b"ready")
         _work(endpoint.send_bytes, endpoint.recv_bytes, work, n)
     elif peer == "queue":
+        assert isinstance(endpoint, tuple), endpoint
         to_client, from_client = endpoint
         to_client.put(b"ready")
         _work(to_client.put, from_client.get, work, n)
@@ -132,6 +146,7 @@ def _serve_peer(peer: str, endpoint: Any, cpu: int | None, work: str, n: int) ->
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PAIR)
         sock.setsockopt(zmq.RCVTIMEO, 60_000)
+        assert isinstance(endpoint, str), endpoint
         try:
             sock.bind(endpoint)
             sock.send(b"ready")
@@ -166,7 +181,7 @@ def _stream_loop(send: Send, recv_done: Recv, n: int, size: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _close_queues(queues: list[Any]) -> None:
+def _close_queues(queues: list[Queue[bytes]]) -> None:
     """Close multiprocessing queues so that interpreter exit never waits on them.
 
     A queue's feeder thread flushes what was put into it when the process
@@ -191,7 +206,7 @@ def _ignoring_sigint(target: Callable[..., None], *args: Any) -> None:
 
 
 @contextlib.contextmanager
-def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Iterator[Any]:
+def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Iterator[SpawnProcess]:
     """Run `target(*args)` in a spawned process (Ctrl-C ignored there) for the block.
 
     The process is joined (killed after `grace` seconds) when the block ends
@@ -234,21 +249,27 @@ class PeerBench:
         self.client_cpu = runtime.cpu_of(client_core)
         self.server_cpu = runtime.cpu_of(server_core) if len(cpus) > 1 else None
 
-    def channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], float]) -> float:
+    def channel_case(self, work: str, n: int, size: int, body: Callable[[mh.Channel], T]) -> T:
         """Run `body(channel)` against a spawned server doing `work` over our transport; its result."""
         ready = _CTX.Event()
         with spawned(_serve_channel, self.rt.name, self.server_core, self.server_cpu, work, n, size, ready):
             if not ready.wait(30):
                 raise mh.MonitorError("benchmark server did not start")
             old = os.sched_getaffinity(0)
-            with self.rt.dispatcher(self.client_core, pin=True) as d:
+            # try/finally rather than `with`: the extension's __exit__ is typed `-> bool` (may swallow the
+            # exception, so mypy saw a way to fall off the end); it never does, and this says so
+            d = self.rt.dispatcher(self.client_core, pin=True)
+            try:
+                ch = d.bind(f"bench-{work}", transport=self.transport, timeout=30, window=self.window)
                 try:
-                    with d.bind(f"bench-{work}", transport=self.transport, timeout=30, window=self.window) as ch:
-                        return body(ch)
+                    return body(ch)
                 finally:
-                    os.sched_setaffinity(0, old)
+                    ch.close()
+            finally:
+                os.sched_setaffinity(0, old)
+                d.detach()
 
-    def peer_case(self, peer: str, work: str, n: int, body: Callable[[Send, Recv], float]) -> float:
+    def peer_case(self, peer: str, work: str, n: int, body: Callable[[Send, Recv], T]) -> T:
         """Run `body(send, recv)` against a spawned server doing `work` over `peer`; its result.
 
         Raises:
@@ -259,8 +280,11 @@ class PeerBench:
         tmp = None
         old = os.sched_getaffinity(0)
         zctx = sock = None
-        pipes: list[Any] = []
-        queues: list[Any] = []
+        pipes: list[Connection[Any, Any]] = []
+        queues: list[Queue[bytes]] = []
+        send: Send
+        recv: Recv
+        endpoint: Endpoint
         if peer == "pipe":
             mine, theirs = _CTX.Pipe()
             pipes = [mine, theirs]
@@ -295,6 +319,7 @@ class PeerBench:
                 end.close()
             if sock is not None:
                 sock.close(linger=0)
+            if zctx is not None:
                 zctx.term()
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)

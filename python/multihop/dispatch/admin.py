@@ -48,9 +48,9 @@ def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, co
                 rec = decode(ch.recv(left))
             except DecodeError:
                 continue
-            if rec.name == "status_reply":
+            if isinstance(rec, M.messages.status_reply):
                 return dict(json.loads(rec.json))
-            if rec.name == "refused":
+            if isinstance(rec, M.messages.refused):
                 raise mh.BindError(f"peer {hex_id(peer)} refused: {rec.reason}")
     finally:
         ch.close()

@@ -19,11 +19,52 @@ what they check:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from multihop.dispatch.ids import Nid, NewsKey, short
 
-__all__ = ["Verdict", "no_loss_in_order", "exactly_the_exclusive_sinks", "none_later_than_the_bound", "priority_order"]
+__all__ = ["Verdict", "SentNews", "GotNews", "no_loss_in_order", "exactly_the_exclusive_sinks", "none_later_than_the_bound",
+           "priority_order"]
+
+
+class SentNews(Protocol):
+    """A news as its source sent it: what the checkers read of :class:`~multihop.dispatch.sim.Sent`."""
+
+    @property
+    def id(self) -> NewsKey:
+        """(source, seq)."""
+
+    @property
+    def topics(self) -> Sequence[str]:
+        """The topics it was sent under."""
+
+
+class GotNews(Protocol):
+    """A news as a sink got it: what the checkers read of :class:`~multihop.dispatch.news.News`."""
+
+    @property
+    def id(self) -> NewsKey:
+        """(source, seq)."""
+
+    @property
+    def source(self) -> Nid:
+        """The source that sent it."""
+
+    @property
+    def seq(self) -> int:
+        """Its number among the source's news."""
+
+    @property
+    def priority(self) -> int:
+        """The source's priority."""
+
+    @property
+    def entry_ns(self) -> int:
+        """When it entered the system."""
+
+    @property
+    def received_ns(self) -> int:
+        """When the sink got it."""
 
 
 @dataclass
@@ -58,7 +99,7 @@ def _name(key: NewsKey) -> str:
     return f"{short(key[0])}#{key[1]}"
 
 
-def no_loss_in_order(sent: Iterable[Any], received: Mapping[Nid, Sequence[Any]], owed: Mapping[Nid, Iterable[NewsKey]] |
+def no_loss_in_order(sent: Iterable[SentNews], received: Mapping[Nid, Sequence[GotNews]], owed: Mapping[Nid, Iterable[NewsKey]] |
                      None = None, topics: Mapping[Nid, Iterable[str]] | None = None, in_order: bool = True) -> Verdict:
     """Every news owed to each sink arrived exactly once (and, with ``in_order``, per source in sequence order).
 
@@ -95,7 +136,7 @@ def no_loss_in_order(sent: Iterable[Any], received: Mapping[Nid, Sequence[Any]],
     return v
 
 
-def exactly_the_exclusive_sinks(sent: Iterable[Any], received: Mapping[Nid, Sequence[Any]],
+def exactly_the_exclusive_sinks(sent: Iterable[SentNews], received: Mapping[Nid, Sequence[GotNews]],
                                 topics: Mapping[Nid, Iterable[str]], exclusive: Mapping[Nid, Iterable[str]]) -> Verdict:
     """Per news: the sinks that got it are exactly those the exclusivity rule names.
 
@@ -129,7 +170,7 @@ def exactly_the_exclusive_sinks(sent: Iterable[Any], received: Mapping[Nid, Sequ
     return v
 
 
-def none_later_than_the_bound(received: Mapping[Nid, Sequence[Any]], max_ns: Mapping[Nid, int | None],
+def none_later_than_the_bound(received: Mapping[Nid, Sequence[GotNews]], max_ns: Mapping[Nid, int | None],
                               min_ns: Mapping[Nid, int] | None = None) -> Verdict:
     """No news reached a sink later than ``max_ns[sink]`` after it entered (nor before ``min_ns[sink]``)."""
     v = Verdict("none later than the bound")
@@ -148,10 +189,10 @@ def none_later_than_the_bound(received: Mapping[Nid, Sequence[Any]], max_ns: Map
     return v
 
 
-def priority_order(got: Sequence[Any], waiting_from: int = 0) -> Verdict:
+def priority_order(got: Sequence[GotNews], waiting_from: int = 0) -> Verdict:
     """Within ``got[waiting_from:]`` (news that all waited together), priorities never increase."""
     v = Verdict("priority order")
-    prev: Any = None
+    prev: GotNews | None = None
     for n in got[waiting_from:]:
         v.checked += 1
         if prev is not None and n.priority > prev.priority:

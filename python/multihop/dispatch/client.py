@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from types import TracebackType
-from typing import Any, Sequence
+from typing import Any, Generic, Protocol, Sequence, TypeVar
 
 import multihop as mh
 from multihop.dispatch.channels import ChannelTable, drain
@@ -26,13 +26,47 @@ from multihop.dispatch.qos import SinkQoS, SourceQoS
 from multihop.dispatch.sink_machine import SinkMachine
 from multihop.dispatch.source_machine import SourceMachine
 from multihop.dispatch.topics import check_topics
-from multihop.dispatch.wire import DecodeError, decode
+from multihop.dispatch.wire import DecodeError, Record, decode
 
 __all__ = ["Source", "Sink", "source", "sink"]
 
 
-class _Client:
+class ClientMachine(Protocol):
+    """What a client's loop step feeds and drains: the inputs and outputs that
+    :class:`~.source_machine.SourceMachine` and :class:`~.sink_machine.SinkMachine` share."""
+
+    def handle_connected(self, peer: Nid, now_ns: int, /) -> None:
+        """The channel to ``peer`` the machine asked for is up."""
+
+    def handle_connect_failed(self, peer: Nid, now_ns: int, /) -> None:
+        """``peer`` could not be reached."""
+
+    def handle_closed(self, peer: Nid, now_ns: int, /) -> None:
+        """The channel to ``peer`` closed."""
+
+    def handle_message(self, src: Nid, rec: Record, now_ns: int, /) -> None:
+        """A message from peer ``src``."""
+
+    def has_output(self) -> bool:
+        """Whether anything waits in the ``poll_*`` methods."""
+
+    def poll_transmit(self) -> tuple[Nid, Record] | None:
+        """The next message to send, or None."""
+
+    def poll_connect(self) -> Nid | None:
+        """The next peer to bind to, or None."""
+
+    def poll_close(self) -> Nid | None:
+        """The next peer whose channel to close, or None."""
+
+
+MachineT = TypeVar("MachineT", bound=ClientMachine)
+
+
+class _Client(Generic[MachineT]):
     """The channels of a source or sink to its domain's peers, and the loop step that feeds its machine."""
+
+    machine: MachineT  # made by the subclass's constructor, before it binds
 
     def __init__(self, runtime: str, system: str, core: int | None, transport: str, clock: Clock | None) -> None:
         self.system = check_system(system)
@@ -44,7 +78,6 @@ class _Client:
         self.table = ChannelTable()
         self.domain = domain_id(runtime, system)
         self.closed = False
-        self.machine: Any = None
         self._last_scan = time.monotonic()
 
     def _connect_all(self) -> None:
@@ -120,7 +153,7 @@ class _Client:
             self.table.queue(out[0], out[1])
         self.table.flush()
 
-    def _close(self, leaving: list[Any]) -> None:
+    def _close(self, leaving: list[tuple[Nid, Record]]) -> None:
         if self.closed:
             return
         self.closed = True
@@ -140,7 +173,7 @@ class _Client:
                 pass
 
 
-class Source(_Client):
+class Source(_Client[SourceMachine]):
     """A live news source (make one with :func:`source`)."""
 
     def __init__(self, runtime: str, qos: SourceQoS, *, system: str = DEFAULT_SYSTEM, core: int | None = None,
@@ -204,6 +237,7 @@ class Source(_Client):
                         box.popleft()
                     m.counters["handed"] += 1
                 except mh.TxBusy:
+                    assert box is not None  # TxBusy comes from try_send only, inside the loop: box is not empty
                     box.pop()  # this news, for this peer: dropped (the other peers pass it on)
                     m.counters["dropped"] += 1
                 except mh.ChannelClosed:
@@ -239,7 +273,7 @@ class Source(_Client):
         return f"<dispatch.Source {hex_id(self.id)} system={self.system!r} peers={len(self.machine.linked)}>"
 
 
-class Sink(_Client):
+class Sink(_Client[SinkMachine]):
     """A live news sink (make one with :func:`sink`)."""
 
     def __init__(self, runtime: str, topics: Sequence[str], qos: SinkQoS, history: bool = False, *,
@@ -275,7 +309,9 @@ class Sink(_Client):
     @property
     def partition(self) -> int:
         """The partition the sink was given."""
-        return int(self.machine.partition)
+        p = self.machine.partition
+        assert p is not None  # the constructor returns only once a peer gave the sink its partition
+        return p
 
     def _handed(self, n: News | None) -> News | None:
         """Send the batched acks that are due (the peers' window moves on)."""

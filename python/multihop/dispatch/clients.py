@@ -18,8 +18,9 @@ from multihop.dispatch.qos import MAX_QUEUE_LIMIT, NO_BOUND
 from multihop.dispatch.replication import Replication
 from multihop.dispatch.sinks import SinkState
 from multihop.dispatch.sources import SourceState, source_error
-from multihop.dispatch.topics import TopicError, check_declared, decode_topics, encode_topics
-from multihop.dispatch.wire import CLIENT_KINDS, M, Record
+from multihop.dispatch.errors import TopicError
+from multihop.dispatch.topics import check_declared, decode_topics, encode_topics
+from multihop.dispatch.wire import CLIENT_KINDS, M
 
 __all__ = ["Clients", "MAX_SKEW_NS"]
 
@@ -30,7 +31,7 @@ MAX_SKEW_NS = 1_000_000_000
 class Clients(Replication):
     """What a peer does with sources, sinks and relays (see the module docstring)."""
 
-    def on_client_hello(self, src: Nid, rec: Record) -> None:
+    def on_client_hello(self, src: Nid, rec: M.messages.client_hello) -> None:
         """A source, sink, relay or administrator opened a channel: welcome it (or refuse another domain's)."""
         if rec.domain != self.domain:
             self.send(src, M.messages.refused(self.me, rec.client, f"this peer belongs to domain {hex_id(self.domain)}, "
@@ -42,7 +43,7 @@ class Clients(Replication):
         self.send(src, M.messages.welcome(self.me, self.domain, self.members.epoch, self.cfg.window,
                                           self.member_list(), topics))
 
-    def member_list(self) -> list[Record]:
+    def member_list(self) -> list[M.member]:
         """The members as the wire's ``member`` structs."""
         return [M.member(n, a) for n, a in self.members.listing()]
 
@@ -51,7 +52,7 @@ class Clients(Replication):
         self.counters["refused"] += 1
         self.send(src, M.messages.refused(self.me, client, reason[:1000]))
 
-    def on_source_info(self, src: Nid, rec: Record) -> None:
+    def on_source_info(self, src: Nid, rec: M.messages.source_info) -> None:
         """A source registers (its QoS), or a peer describes one (snapshot, request for data)."""
         kind = self.links.get(src)
         err = source_error(rec)
@@ -81,7 +82,7 @@ class Clients(Replication):
             if self.random_peer() is not None:
                 self.want(st, first, rec.next_seq - 1)
 
-    def on_news(self, src: Nid, rec: Record) -> None:
+    def on_news(self, src: Nid, rec: M.messages.news) -> None:
         """A news from a source (or, from another domain, from a relay)."""
         kind = self.links.get(src)
         key = (rec.source, rec.seq)
@@ -152,7 +153,7 @@ class Clients(Replication):
         for s in targets:
             self.enqueue(s, n)
 
-    def on_sink_info(self, src: Nid, rec: Record) -> None:
+    def on_sink_info(self, src: Nid, rec: M.messages.sink_info) -> None:
         """A sink's JOIN (partition NO_PARTITION: we choose), its registration from a peer, or its attach."""
         kind = self.links.get(src)
         from_sink = kind == "sink" and src == rec.sink
@@ -182,7 +183,8 @@ class Clients(Replication):
                 except ValueError:
                     self.refuse(src, rec.sink, "no active peer serves a partition yet; try again")
                     return
-                info = M.messages.sink_info(*(part if f == "partition" else getattr(rec, f) for f in rec._fields))
+                info = M.messages.sink_info(rec.sink, part, rec.join_ns, rec.max_delivery_ns, rec.min_delivery_ns, rec.reliable,
+                                            rec.history, rec.queue_limit, rec.overflow, rec.topics, rec.exclusive)
                 known = self.add_sink(info)
                 self.to_peers(info)
             self.send(src, known.info)
@@ -195,7 +197,7 @@ class Clients(Replication):
             known.attached = True
             self.dirty.add(known.id)
 
-    def sink_error(self, rec: Record) -> str | None:
+    def sink_error(self, rec: M.messages.sink_info) -> str | None:
         """Why a sink registration is unacceptable, or None."""
         try:
             topics = decode_topics(rec.topics)
@@ -217,7 +219,7 @@ class Clients(Replication):
             return f"queue_limit {rec.queue_limit} is outside 1..{MAX_QUEUE_LIMIT}"
         return None
 
-    def add_sink(self, info: Record) -> SinkState:
+    def add_sink(self, info: M.messages.sink_info) -> SinkState:
         """Register a sink and queue what it is owed from the store (the join cut, or all of history)."""
         s = SinkState(info)
         self.sinks[s.id] = s
@@ -252,7 +254,7 @@ class Clients(Replication):
             self.to_peers(M.messages.sink_left(self.me, sid))
         self.event("sink_removed", sink=short(sid))
 
-    def on_leave(self, src: Nid, rec: Record) -> None:
+    def on_leave(self, src: Nid, rec: M.messages.leave) -> None:
         """A client closes: a sink is forgotten by every peer; a source stops being monitored."""
         if rec.client != src:
             self.counters["unexpected"] += 1
@@ -263,7 +265,7 @@ class Clients(Replication):
         elif kind == "source" and src in self.sources:
             self.sources[src].connected = False
 
-    def on_sink_left(self, src: Nid, rec: Record) -> None:
+    def on_sink_left(self, src: Nid, rec: M.messages.sink_left) -> None:
         """Another peer says a sink is gone."""
         self.remove_sink(rec.sink, broadcast=False)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -30,6 +30,10 @@ import multihop as mh
 from multihop import dispatch
 from multihop.dispatch.ids import hex_id
 from multihop.dispatch.workload import CTX, Load, plain_broker, plain_publisher
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 
 __all__ = ["Step", "MacroResult", "macro_sinks", "Takeover", "takeover", "Saturation", "saturation", "plain_saturation",
            "ges_saturation"]
@@ -109,18 +113,20 @@ def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int =
         try:
             load.add_sinks(1)
             _, go, result = load.source(rate, size, seconds=max_sinks * interval * 2 + 30)
+            counter = load.sent
+            assert counter is not None  # source() made it
             go.set()
             time.sleep(interval)
             load.report()  # warm-up
             dropped_before = 0
-            sent_before = load.sent.value
+            sent_before = counter.value
             bad_run = 0
             for k in range(1, max_sinks + 1):
                 t0 = time.monotonic()
                 time.sleep(interval)
                 reps = load.report()
                 dt = time.monotonic() - t0
-                sent_now = load.sent.value
+                sent_now = counter.value
                 dropped_now = sum(r.stats.get("expired", 0) + r.stats.get("overflowed", 0) for r in reps)
                 step = Step(k, dt, (sent_now - sent_before) * k, sum(r.count for r in reps), sum(r.late for r in reps),
                             dropped_now - dropped_before, sum(r.count for r in reps) * size,
@@ -222,7 +228,7 @@ class Saturation:
         return float(np.percentile(self.latencies, q) / 1e3) if len(self.latencies) else float("nan")
 
 
-def _run(load: Load, go: Any, result: Any, seconds: float, sinks: int, size: int, path: str) -> Saturation:
+def _run(load: Load, go: Event, result: Queue[dict[str, Any]], seconds: float, sinks: int, size: int, path: str) -> Saturation:
     load.report()
     go.set()
     time.sleep(seconds)

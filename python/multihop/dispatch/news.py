@@ -8,9 +8,12 @@ most :data:`MAX_PAYLOAD` bytes.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from multihop.dispatch.ids import Nid, NewsKey
+
+if TYPE_CHECKING:
+    from multihop.dispatch.wire import M
 
 __all__ = ["News", "StoredNews", "MAX_PAYLOAD"]
 
@@ -71,9 +74,9 @@ class StoredNews:
         self.wire_topics = wire_topics
         self.payload = payload
         self.refs = 0  # sink queues (and in-flight tables) holding it
-        self._deliver: Any = None
+        self._deliver: M.messages.deliver | None = None
 
-    def deliver(self) -> Any:
+    def deliver(self) -> M.messages.deliver:
         """The ``deliver`` message of this news (one object for every sink: drivers encode it once)."""
         if self._deliver is None:
             from multihop.dispatch.wire import M

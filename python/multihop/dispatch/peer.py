@@ -30,13 +30,13 @@ hashing over the active peers) and the new owners deliver from their copies.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from multihop.dispatch.clients import MAX_SKEW_NS, Clients
 from multihop.dispatch.config import PeerConfig
 from multihop.dispatch.ids import Nid, hex_id, short
 from multihop.dispatch.partition import owner_map
-from multihop.dispatch.wire import M, Record
+from multihop.dispatch.wire import Handler, M, Record, route
 
 __all__ = ["PeerMachine", "MAX_SKEW_NS"]
 
@@ -63,16 +63,18 @@ class PeerMachine(Clients):
             self.connect(peer)
         if not existing:
             self.event("active", why="first peer of the domain")
-        self._handlers: dict[str, Callable[[Nid, Record], None]] = {
-            "client_hello": self.on_client_hello, "source_info": self.on_source_info, "news": self.on_news,
-            "sink_info": self.on_sink_info, "sink_ack": self.on_sink_ack, "leave": self.on_leave,
-            "peer_hello": self.on_peer_hello, "heartbeat": self.on_heartbeat, "queue_updates": self.on_queue_updates,
-            "stored_news": self.on_stored_news, "snapshot_request": self.on_snapshot_request,
-            "snapshot_end": self.on_snapshot_end, "news_request": self.on_news_request,
-            "request_data": self.on_request_data, "node_unknown": self.on_node_unknown,
-            "sink_left": self.on_sink_left, "peer_leave": self.on_peer_leave,
-            "status_request": self.on_status_request, "shutdown": self.on_shutdown,
-        }
+        m = M.messages
+        self._handlers: dict[str, Handler] = dict((
+            route(m.client_hello, self.on_client_hello), route(m.source_info, self.on_source_info),
+            route(m.news, self.on_news), route(m.sink_info, self.on_sink_info), route(m.sink_ack, self.on_sink_ack),
+            route(m.leave, self.on_leave), route(m.peer_hello, self.on_peer_hello),
+            route(m.heartbeat, self.on_heartbeat), route(m.queue_updates, self.on_queue_updates),
+            route(m.stored_news, self.on_stored_news), route(m.snapshot_request, self.on_snapshot_request),
+            route(m.snapshot_end, self.on_snapshot_end), route(m.news_request, self.on_news_request),
+            route(m.request_data, self.on_request_data), route(m.node_unknown, self.on_node_unknown),
+            route(m.sink_left, self.on_sink_left), route(m.peer_leave, self.on_peer_leave),
+            route(m.status_request, self.on_status_request), route(m.shutdown, self.on_shutdown),
+        ))
 
     # ---- inputs ----------------------------------------------------------
 
@@ -204,7 +206,7 @@ class PeerMachine(Clients):
             self.hello_sent.add(node)
             self.send(node, M.messages.peer_hello(self.me, self.domain, self.active))
 
-    def on_peer_hello(self, src: Nid, rec: Record) -> None:
+    def on_peer_hello(self, src: Nid, rec: M.messages.peer_hello) -> None:
         """A peer opened a channel to us (or answered ours)."""
         if rec.domain != self.domain or rec.peer != src:
             self.refuse(src, rec.peer, "peer of another domain (or not the node it claims)")
@@ -214,7 +216,7 @@ class PeerMachine(Clients):
         if self.members.heard(src, self.now_ns, rec.active):
             self.membership_changed(f"peer {short(src)} said hello")
 
-    def on_heartbeat(self, src: Nid, rec: Record) -> None:
+    def on_heartbeat(self, src: Nid, rec: M.messages.heartbeat) -> None:
         """A peer is alive (and active or not)."""
         if self.links.get(src) != "peer" or rec.peer != src:
             self.counters["unexpected"] += 1
@@ -224,7 +226,7 @@ class PeerMachine(Clients):
         if self.members.heard(src, self.now_ns, rec.active, rec.load):
             self.membership_changed(f"peer {short(src)} is {'active' if rec.active else 'joining'}")
 
-    def on_peer_leave(self, src: Nid, rec: Record) -> None:
+    def on_peer_leave(self, src: Nid, rec: M.messages.peer_leave) -> None:
         """A peer leaves gracefully: its partitions go to the others now."""
         if rec.peer != src:
             return
@@ -278,7 +280,7 @@ class PeerMachine(Clients):
         if not self.join_candidates:
             self.become_active("no peer could give a snapshot")
 
-    def on_snapshot_end(self, src: Nid, rec: Record) -> None:
+    def on_snapshot_end(self, src: Nid, rec: M.messages.snapshot_end) -> None:
         """The snapshot we asked for is complete: go active."""
         if src == self.join_target and not self.active:
             self.become_active(f"snapshot from {short(src)}: {rec.sources} sources, {rec.sinks} sinks, {rec.stored} news")
@@ -317,7 +319,7 @@ class PeerMachine(Clients):
         self.stopped = True
         self.event("stopped")
 
-    def on_status_request(self, src: Nid, rec: Record) -> None:
+    def on_status_request(self, src: Nid, rec: M.messages.status_request) -> None:
         """Answer ``multihop dispatch status`` (without the per-sink and per-source details if they do not fit)."""
         text = self.status_json()
         if len(text.encode()) > 1_040_000:
@@ -327,7 +329,7 @@ class PeerMachine(Clients):
             text = json.dumps(st, sort_keys=True, default=str)
         self.send(src, M.messages.status_reply(self.me, text))
 
-    def on_shutdown(self, src: Nid, rec: Record) -> None:
+    def on_shutdown(self, src: Nid, rec: M.messages.shutdown) -> None:
         """``multihop dispatch down``: leave gracefully."""
         self.event("shutdown", by=short(src))
         self.leave()

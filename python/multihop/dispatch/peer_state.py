@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from typing import Any
+from typing import Any, Callable
 
 from multihop.dispatch.config import PeerConfig
 from multihop.dispatch.ids import Nid
@@ -46,7 +46,7 @@ class PeerState:
         self.dirty: set[Nid] = set()  # sinks whose deliveries may move
         self.leaving = False
         self.stopped = False
-        self.status_hook: Any = None  # the driver's counters for status replies (None in the simulator)
+        self.status_hook: Callable[[], dict[str, Any]] | None = None  # the driver's counters for status replies (None in the simulator)
         self._out: deque[tuple[Nid, Record]] = deque()
         self._connects: deque[Nid] = deque()
         self._events: deque[tuple[str, dict[str, Any]]] = deque()

@@ -41,7 +41,7 @@ from multihop.dispatch.ids import Nid, NewsKey, hex_id, new_id
 from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, peer_dir
 from multihop.dispatch.news import News
 from multihop.dispatch.topics import check_topics, encode_topics
-from multihop.dispatch.wire import M, Record
+from multihop.dispatch.wire import M
 
 __all__ = ["RelayMachine", "Relay", "relay", "RELAY_SYSTEM"]
 
@@ -60,7 +60,7 @@ class RelayMachine:
         self.seen: OrderedDict[NewsKey, None] = OrderedDict()
         self.counters = {"out": 0, "in": 0, "dropped_own": 0, "dropped_seen": 0, "not_local": 0}
 
-    def outgoing(self, n: News) -> Record | None:
+    def outgoing(self, n: News) -> M.messages.news | None:
         """The ``news`` to send to the other relays for a news the local sink got, or None (not local)."""
         if n.origin != self.local:
             self.counters["not_local"] += 1
@@ -68,7 +68,7 @@ class RelayMachine:
         self.counters["out"] += 1
         return M.messages.news(n.source, n.seq, n.priority, n.entry_ns, n.origin, encode_topics(n.topics), n.payload)
 
-    def incoming(self, rec: Record) -> Record | None:
+    def incoming(self, rec: M.messages.news) -> M.messages.news | None:
         """The ``news`` to inject locally for one from another relay, or None (ours, or injected already)."""
         if rec.origin == self.local:
             self.counters["dropped_own"] += 1

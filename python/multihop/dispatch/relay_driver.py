@@ -34,53 +34,56 @@ __all__ = ["RelayDriver", "main"]
 log = logging.getLogger("multihop.dispatch.relay")
 
 
-class _Injector(_Client):
+class _InjectorMachine:
+    """The injector's protocol: hello each local peer, bind to every member the peers list."""
+
+    def __init__(self, me: Nid, domain: Nid) -> None:
+        self.me, self.domain = me, domain
+        self.linked: set[Nid] = set()
+        self.known: set[Nid] = set()
+        self.epoch = 0
+        self._out: deque[tuple[Nid, Record]] = deque()
+        self._connects: deque[Nid] = deque()
+
+    def handle_connected(self, peer: Nid, now: int) -> None:
+        self.linked.add(peer)
+        self.known.add(peer)
+        self._out.append((peer, M.messages.client_hello(M.client_kind.CLIENT_RELAY, self.me, self.domain)))
+
+    def handle_connect_failed(self, peer: Nid, now: int) -> None:
+        self.known.discard(peer)
+
+    def handle_closed(self, peer: Nid, now: int) -> None:
+        self.linked.discard(peer)
+        self.known.discard(peer)
+
+    def handle_message(self, src: Nid, rec: Record, now: int) -> None:
+        if isinstance(rec, (M.messages.welcome, M.messages.members)):
+            self.epoch = max(self.epoch, rec.epoch)
+            for m in rec.members:
+                if m.id not in self.known:
+                    self.known.add(m.id)
+                    self._connects.append(m.id)
+
+    def has_output(self) -> bool:
+        return bool(self._out or self._connects)
+
+    def poll_transmit(self) -> tuple[Nid, Record] | None:
+        return self._out.popleft() if self._out else None
+
+    def poll_connect(self) -> Nid | None:
+        return self._connects.popleft() if self._connects else None
+
+    def poll_close(self) -> Nid | None:
+        return None
+
+
+class _Injector(_Client[_InjectorMachine]):
     """The relay's clients of the local peers (kind CLIENT_RELAY): it writes foreign news to every peer."""
-
-    class _Machine:
-        def __init__(self, me: Nid, domain: Nid) -> None:
-            self.me, self.domain = me, domain
-            self.linked: set[Nid] = set()
-            self.known: set[Nid] = set()
-            self.epoch = 0
-            self._out: deque[tuple[Nid, Record]] = deque()
-            self._connects: deque[Nid] = deque()
-
-        def handle_connected(self, peer: Nid, now: int) -> None:
-            self.linked.add(peer)
-            self.known.add(peer)
-            self._out.append((peer, M.messages.client_hello(M.client_kind.CLIENT_RELAY, self.me, self.domain)))
-
-        def handle_connect_failed(self, peer: Nid, now: int) -> None:
-            self.known.discard(peer)
-
-        def handle_closed(self, peer: Nid, now: int) -> None:
-            self.linked.discard(peer)
-            self.known.discard(peer)
-
-        def handle_message(self, src: Nid, rec: Record, now: int) -> None:
-            if rec.name in ("welcome", "members"):
-                self.epoch = max(self.epoch, rec.epoch)
-                for m in rec.members:
-                    if m.id not in self.known:
-                        self.known.add(m.id)
-                        self._connects.append(m.id)
-
-        def has_output(self) -> bool:
-            return bool(self._out or self._connects)
-
-        def poll_transmit(self) -> tuple[Nid, Record] | None:
-            return self._out.popleft() if self._out else None
-
-        def poll_connect(self) -> Nid | None:
-            return self._connects.popleft() if self._connects else None
-
-        def poll_close(self) -> Nid | None:
-            return None
 
     def __init__(self, runtime: str, system: str, me: Nid, core: int | None) -> None:
         super().__init__(runtime, system, core, "ump", None)
-        self.machine = self._Machine(me, self.domain)
+        self.machine = _InjectorMachine(me, self.domain)
         self._connect_all()
 
     def inject(self, rec: Record) -> None:
@@ -113,7 +116,7 @@ class RelayDriver:
         others = [r for r in listed_peers(self.rrt, self.relay_system, "relay") if r != self.me]
         register_peer(self.rrt, self.relay_system, self.me, {"pid": os.getpid(), "local": local_runtime,
                                                              "system": system}, "relay")
-        self.early: list[tuple[mh.Channel, bytes]] = []  # what came with the answers to our hellos
+        self.early: list[M.messages.news] = []  # news that came with the answers to our hellos
         hello = M.messages.relay_hello(self.me, self.machine.local)
         for other in others:
             try:
@@ -132,11 +135,13 @@ class RelayDriver:
         while True:
             data = ch.recv(max(0.0, deadline - time.monotonic()))
             try:
-                if decode(data).name == "relay_hello":
-                    return
+                rec = decode(data)
             except DecodeError:
                 continue
-            self.early.append((ch, data))
+            if isinstance(rec, M.messages.relay_hello):
+                return
+            if isinstance(rec, M.messages.news):  # anything else from a relay means nothing here
+                self.early.append(rec)
 
     def _accept_loop(self) -> None:
         while not self.stopping.is_set():
@@ -165,8 +170,8 @@ class RelayDriver:
     def _incoming(self) -> None:
         """News from other relays -> the local peers."""
         hello = M.messages.relay_hello(self.me, self.machine.local)
-        for _, data in self.early:
-            out = self.machine.incoming(decode(data))
+        for early in self.early:
+            out = self.machine.incoming(early)
             if out is not None:
                 self.injector.inject(out)
         self.early.clear()
@@ -192,12 +197,12 @@ class RelayDriver:
                         rec = decode(data)
                     except DecodeError:
                         continue
-                    if rec.name == "relay_hello":
+                    if isinstance(rec, M.messages.relay_hello):
                         with self.lock:
                             if self.mesh.node(ch) is None:
                                 self.mesh.name(ch, rec.relay)
                                 self.mesh.queue(rec.relay, hello)
-                    elif rec.name == "news":
+                    elif isinstance(rec, M.messages.news):
                         out = self.machine.incoming(rec)
                         if out is not None:
                             self.injector.inject(out)

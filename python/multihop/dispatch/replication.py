@@ -23,7 +23,8 @@ from multihop.dispatch.ids import Nid, NewsKey
 from multihop.dispatch.news import StoredNews
 from multihop.dispatch.serving import Serving
 from multihop.dispatch.sources import SourceState
-from multihop.dispatch.topics import TopicError, decode_topics
+from multihop.dispatch.errors import TopicError
+from multihop.dispatch.topics import decode_topics
 from multihop.dispatch.wire import M, Record
 
 __all__ = ["Replication", "MAX_GAP"]
@@ -39,7 +40,7 @@ class Replication(Serving):
 
     def init_replication(self) -> None:
         """Set up this part's fields (called by the machine's constructor)."""
-        self.updates: list[Record] = []
+        self.updates: list[M.queue_update] = []
         self.updates_since: int | None = None
         self.acks_due: set[Nid] = set()
         self.asked: dict[Nid, int] = {}  # node asked for with request_data -> when
@@ -79,7 +80,7 @@ class Replication(Serving):
         since = self.updates_since if self.updates_since is not None else self.now_ns
         return since + self.cfg.ns("update_delay")
 
-    def on_queue_updates(self, src: Nid, rec: Record) -> None:
+    def on_queue_updates(self, src: Nid, rec: M.messages.queue_updates) -> None:
         """Another peer delivered news: drop them from our copies."""
         self.counters["updates_received"] += len(rec.updates)
         for u in rec.updates:
@@ -109,7 +110,7 @@ class Replication(Serving):
         self.counters["requests_for_data"] += 1
         self.send(peer, M.messages.request_data(self.me, node))
 
-    def on_request_data(self, src: Nid, rec: Record) -> None:
+    def on_request_data(self, src: Nid, rec: M.messages.request_data) -> None:
         """Describe a source or sink to the peer that asked."""
         node = rec.node
         st = self.sources.get(node)
@@ -120,7 +121,7 @@ class Replication(Serving):
         else:
             self.send(src, M.messages.node_unknown(self.me, node))
 
-    def on_node_unknown(self, src: Nid, rec: Record) -> None:
+    def on_node_unknown(self, src: Nid, rec: M.messages.node_unknown) -> None:
         """The peer we asked does not know the node either."""
         self.counters["nodes_unknown"] += 1
 
@@ -165,7 +166,7 @@ class Replication(Serving):
         return [M.messages.stored_news(n.key[0], n.key[1], n.priority, n.entry_ns, n.release_ns, n.origin, n.wire_topics,
                                        n.payload, chunk) for chunk in chunks]
 
-    def on_news_request(self, src: Nid, rec: Record) -> None:
+    def on_news_request(self, src: Nid, rec: M.messages.news_request) -> None:
         """Send the asking peer the news of the range that we hold."""
         first, last = rec.first, min(rec.last, rec.first + MAX_GAP - 1)
         for seq in range(first, last + 1):
@@ -174,7 +175,7 @@ class Replication(Serving):
                 for m in self.stored_messages(n):
                     self.send(src, m)
 
-    def on_stored_news(self, src: Nid, rec: Record) -> None:
+    def on_stored_news(self, src: Nid, rec: M.messages.stored_news) -> None:
         """A news from another peer (snapshot or recovery), with the sinks it is pending for there."""
         key = (rec.source, rec.seq)
         st = self.sources.get(rec.source)
@@ -219,7 +220,7 @@ class Replication(Serving):
 
     # ---- snapshots -------------------------------------------------------
 
-    def on_snapshot_request(self, src: Nid, rec: Record) -> None:
+    def on_snapshot_request(self, src: Nid, rec: M.messages.snapshot_request) -> None:
         """Send a joining peer our whole state."""
         sources = [st for st in self.sources.values() if st.info is not None and not st.foreign]
         for st in sources:

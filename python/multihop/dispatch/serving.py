@@ -9,11 +9,11 @@ drops (and tells the sink) what expired.
 
 from __future__ import annotations
 
-from multihop.dispatch.ids import NewsKey
+from multihop.dispatch.ids import Nid, NewsKey
 from multihop.dispatch.news import StoredNews
 from multihop.dispatch.peer_state import PeerState
 from multihop.dispatch.sinks import NOTICE_KINDS, SinkState
-from multihop.dispatch.wire import Record
+from multihop.dispatch.wire import M
 
 __all__ = ["Serving"]
 
@@ -58,9 +58,9 @@ class Serving(PeerState):
         if not self.serves(sink):
             return
         now = self.now_ns
-        for key in sink.queue.pop_expired(now):
-            self.unref(key)
-            sink.note(EXPIRED, key)
+        for gone in sink.queue.pop_expired(now):
+            self.unref(gone)
+            sink.note(EXPIRED, gone)
             self.counters["expired"] += 1
         window = self.cfg.window
         store = self.store
@@ -92,7 +92,7 @@ class Serving(PeerState):
             if sink is not None:
                 self.pump(sink)
 
-    def on_sink_ack(self, src: object, rec: Record) -> None:
+    def on_sink_ack(self, src: Nid, rec: M.messages.sink_ack) -> None:
         """A sink acknowledged news we delivered: free its window; for a reliable sink, tell the other peers."""
         sink = self.sinks.get(rec.sink)
         if sink is None or src != rec.sink:

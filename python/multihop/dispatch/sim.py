@@ -38,6 +38,9 @@ __all__ = ["Sim", "SimSource", "SimSink", "Sent"]
 
 Machine = Union[PeerMachine, SourceMachine, SinkMachine]
 
+Payload = Union[bytes, Record, None]
+"""What an event carries: a message (its bytes with ``wire_check``, else its record), or nothing."""
+
 
 @dataclass(frozen=True)
 class Sent:
@@ -127,7 +130,7 @@ class Sim:
         self.links: set[tuple[Nid, Nid]] = set()  # (a, b) with a < b
         self.sent: list[Sent] = []
         self.events: list[tuple[int, Nid, str, dict[str, Any]]] = []
-        self._queue: list[tuple[int, int, str, Nid, Nid, Any]] = []
+        self._queue: list[tuple[int, int, str, Nid, Nid, Payload]] = []
         self._seq = itertools.count()
         self._last_arrival: dict[tuple[Nid, Nid], int] = {}
 
@@ -202,14 +205,14 @@ class Sim:
 
     # ---- the network -------------------------------------------------------
 
-    def _schedule(self, at: int, kind: str, dst: Nid, src: Nid, payload: Any) -> None:
+    def _schedule(self, at: int, kind: str, dst: Nid, src: Nid, payload: Payload) -> None:
         heapq.heappush(self._queue, (at, next(self._seq), kind, dst, src, payload))
 
     def transmit(self, src: Nid, dst: Nid, rec: Record) -> None:
         """Put a message on the channel src -> dst (dropped if there is none)."""
         if (min(src, dst), max(src, dst)) not in self.links:
             return
-        data: Any = encode(rec) if self.wire_check else rec
+        data: Payload = encode(rec) if self.wire_check else rec
         at = max(self.now_ns + self.latency_ns, self._last_arrival.get((src, dst), 0))
         self._last_arrival[(src, dst)] = at
         self._schedule(at, "msg", dst, src, data)
@@ -233,13 +236,14 @@ class Sim:
             while (peer := m.poll_close()) is not None:
                 self.links.discard((min(node, peer), max(node, peer)))
 
-    def _deliver(self, kind: str, dst: Nid, src: Nid, payload: Any) -> None:
+    def _deliver(self, kind: str, dst: Nid, src: Nid, payload: Payload) -> None:
         m = self.nodes.get(dst)
         if m is None or dst in self.dead:
             return
         now = self.now_ns
         if kind == "msg":
-            rec = decode(payload) if self.wire_check else payload
+            assert payload is not None  # transmit() always puts the message in
+            rec = decode(payload) if isinstance(payload, bytes) else payload
             m.handle_message(src, rec, now)
         elif kind == "connect":
             if src in self.dead or src not in self.nodes:

@@ -52,7 +52,7 @@ class SinkMachine:
         self.history = history
         self.join_ns = now_ns
         self.dedupe_horizon_ns = dedupe_horizon_ns
-        self.info: Record | None = None  # our registration, once a peer gave us a partition
+        self.info: M.messages.sink_info | None = None  # our registration, once a peer gave us a partition
         self.contact: Nid | None = None
         self.refused: str | None = None
         self.topic_error: str | None = None  # our topics are outside the domain's declared ones
@@ -63,7 +63,7 @@ class SinkMachine:
         self.welcomed: set[Nid] = set()
         self.ready: deque[News] = deque()
         self.seen: OrderedDict[NewsKey, int] = OrderedDict()
-        self.acks: dict[Nid, list[Record]] = {}
+        self.acks: dict[Nid, list[M.news_id]] = {}
         self.pending_acks = 0
         self.ack_since: int | None = None  # when the oldest batched ack was made
         self.notice_ids: dict[int, set[NewsKey]] = {_EXPIRED: set(), _OVERFLOW: set()}
@@ -77,7 +77,7 @@ class SinkMachine:
 
     # ---- inputs ----------------------------------------------------------
 
-    def join_record(self, partition: int = NO_PARTITION) -> Record:
+    def join_record(self, partition: int = NO_PARTITION) -> M.messages.sink_info:
         """Our ``sink_info`` (a JOIN without a partition)."""
         q = self.qos
         return M.messages.sink_info(self.me, partition, self.join_ns, q.max_delivery_ns, q.min_delivery_ns, q.reliable,
@@ -108,29 +108,29 @@ class SinkMachine:
 
     def handle_message(self, src: Nid, rec: Record, now_ns: int) -> None:
         """A message from peer ``src``."""
-        name = rec.name
-        if name == "deliver":
+        if isinstance(rec, M.messages.deliver):
             self.on_deliver(src, rec, now_ns)
-        elif name == "sink_notice":
+        elif isinstance(rec, M.messages.sink_notice):
             self.on_notice(src, rec)
-        elif name in ("welcome", "members"):
-            if name == "welcome":
+        elif isinstance(rec, (M.messages.welcome, M.messages.members)):
+            welcome = isinstance(rec, M.messages.welcome)
+            if isinstance(rec, M.messages.welcome):
                 self.welcomed.add(src)
                 self.declared = frozenset(decode_topics(rec.topics)) if rec.topics else None
-            if rec.epoch >= self.epoch or name == "welcome":
+            if rec.epoch >= self.epoch or welcome:
                 self.epoch = max(self.epoch, rec.epoch)
                 self.update_members([(m.id, m.active) for m in rec.members])
             self.try_join()
-        elif name == "sink_info" and rec.sink == self.me and rec.partition != NO_PARTITION:
+        elif isinstance(rec, M.messages.sink_info) and rec.sink == self.me and rec.partition != NO_PARTITION:
             if self.info is None:
                 self.info = rec
                 for peer in sorted(self.linked):
                     if peer != src:
                         self._out.append((peer, rec))
-        elif name == "refused":
+        elif isinstance(rec, M.messages.refused):
             if self.info is None:
                 self.refused = f"peer {short(src)}: {rec.reason}"
-        elif name == "peer_leave":
+        elif isinstance(rec, M.messages.peer_leave):
             self.members.pop(src, None)
 
     def update_members(self, listing: Sequence[tuple[Nid, bool]]) -> None:
@@ -156,7 +156,7 @@ class SinkMachine:
                 self._out.append((peer, self.join_record()))
                 return
 
-    def on_deliver(self, src: Nid, rec: Record, now_ns: int) -> None:
+    def on_deliver(self, src: Nid, rec: M.messages.deliver, now_ns: int) -> None:
         """A news from the peer serving us: hand it out once, unless it is late."""
         key = (rec.source, rec.seq)
         self.counters["received"] += 1
@@ -174,7 +174,7 @@ class SinkMachine:
         self.ready.append(News(rec.source, rec.seq, rec.priority, decode_topics(rec.topics), rec.entry_ns, rec.origin,
                                bytes(rec.payload), now_ns, src))
 
-    def on_notice(self, src: Nid, rec: Record) -> None:
+    def on_notice(self, src: Nid, rec: M.messages.sink_notice) -> None:
         """Expired or overflowed news, told by a peer."""
         kind = int(rec.kind)
         ids = self.notice_ids[kind]

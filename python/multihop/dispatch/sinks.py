@@ -14,7 +14,7 @@ from multihop.dispatch.ids import Nid, NewsKey
 from multihop.dispatch.qos import NO_BOUND, OVERFLOW_POLICIES
 from multihop.dispatch.queues import SinkQueue
 from multihop.dispatch.topics import decode_topics
-from multihop.dispatch.wire import M, Record
+from multihop.dispatch.wire import M
 
 __all__ = ["SinkState", "MAX_NOTICE_IDS", "NOTICE_KINDS"]
 
@@ -30,7 +30,7 @@ class SinkState:
     __slots__ = ("id", "info", "topics", "exclusive", "queue", "inflight", "attached", "notices", "totals",
                  "delivered", "acked")
 
-    def __init__(self, info: Record) -> None:
+    def __init__(self, info: M.messages.sink_info) -> None:
         self.id: Nid = info.sink
         self.info = info
         self.topics = decode_topics(info.topics)
@@ -71,9 +71,9 @@ class SinkState:
         if len(ids) < MAX_NOTICE_IDS:
             ids.append(key)
 
-    def take_notices(self) -> list[Record]:
+    def take_notices(self) -> list[M.messages.sink_notice]:
         """The ``sink_notice`` messages to send now (ids in chunks of 512), emptying the lists."""
-        out: list[Record] = []
+        out: list[M.messages.sink_notice] = []
         for kind in NOTICE_KINDS:
             ids = self.notices[kind]
             if not ids:

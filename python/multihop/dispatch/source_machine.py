@@ -69,20 +69,20 @@ class SourceMachine:
 
     def handle_message(self, src: Nid, rec: Record, now_ns: int) -> None:
         """A message from peer ``src``."""
-        name = rec.name
-        if name == "news_ack":
+        if isinstance(rec, M.messages.news_ack):
             self.acked[src] = max(self.acked.get(src, 0), rec.next_seq)
-        elif name in ("welcome", "members"):
-            if name == "welcome":
+        elif isinstance(rec, (M.messages.welcome, M.messages.members)):
+            welcome = isinstance(rec, M.messages.welcome)
+            if isinstance(rec, M.messages.welcome):
                 self.declared = frozenset(decode_topics(rec.topics)) if rec.topics else None
-            if rec.epoch >= self.epoch or name == "welcome":
+            if rec.epoch >= self.epoch or welcome:
                 self.epoch = max(self.epoch, rec.epoch)
                 self.update_members([(m.id, m.active) for m in rec.members])
-        elif name == "rate_alarm":
+        elif isinstance(rec, M.messages.rate_alarm):
             self.alarmed.setdefault(rec.unit, (rec.units, rec.count))
-        elif name == "refused":
+        elif isinstance(rec, M.messages.refused):
             self.refusals.append(f"peer {short(src)}: {rec.reason}")
-        elif name == "peer_leave":
+        elif isinstance(rec, M.messages.peer_leave):
             self.members.pop(src, None)
             if src in self.linked:
                 self._closing.append(src)
@@ -96,7 +96,7 @@ class SourceMachine:
 
     # ---- the source's own calls ------------------------------------------
 
-    def make_news(self, topics: Sequence[str], payload: bytes, now_ns: int) -> Record:
+    def make_news(self, topics: Sequence[str], payload: bytes, now_ns: int) -> M.messages.news:
         """The next news (checked), to send to every linked peer; raises TopicError, UnknownTopic, PayloadTooLarge."""
         names = check_topics(topics)
         check_declared(names, self.declared, "send")

@@ -13,17 +13,20 @@ one of another domain whose news a relay brings: it has no schedule here
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from multihop.dispatch.ids import Nid
 from multihop.dispatch.qos import MAX_PRIORITY
 from multihop.dispatch.rates import RateMonitor, RateSchedule
-from multihop.dispatch.wire import M, Record
+from multihop.dispatch.wire import M
+
+if TYPE_CHECKING:
+    from multihop.dispatch.news import StoredNews
 
 __all__ = ["SourceState", "source_error"]
 
 
-def source_error(rec: Record) -> str | None:
+def source_error(rec: M.messages.source_info) -> str | None:
     """Why a ``source_info`` is unacceptable, or None (a peer checks what a client might have forged)."""
     if rec.priority > MAX_PRIORITY:
         return f"priority {rec.priority} is above {MAX_PRIORITY}"
@@ -40,13 +43,13 @@ class SourceState:
     __slots__ = ("id", "info", "foreign", "next_seq", "missing", "parked", "gap_tries", "gap_due", "schedule", "monitor",
                  "acked", "received", "duplicates", "rejected", "connected")
 
-    def __init__(self, info: Record | None, source: Nid, grace_ns: int, foreign: bool = False) -> None:
+    def __init__(self, info: M.messages.source_info | None, source: Nid, grace_ns: int, foreign: bool = False) -> None:
         self.id = source
         self.info = info
         self.foreign = foreign
         self.next_seq = 0  # the next sequence number expected from the source
         self.missing: set[int] = set()  # sequence numbers asked of other peers
-        self.parked: list[Any] = []  # news after a gap, held until the gap is filled or given up (order per source)
+        self.parked: list[StoredNews] = []  # news after a gap, held until the gap is filled or given up (order per source)
         self.gap_tries = 0
         self.gap_due: int | None = None
         self.schedule: RateSchedule | None = None
@@ -65,7 +68,7 @@ class SourceState:
         """Whether the source asked for acknowledgements."""
         return bool(self.info is not None and self.info.reliable)
 
-    def describe(self) -> Record:
+    def describe(self) -> M.messages.source_info:
         """This source as a ``source_info`` (next_seq: what this peer expects next)."""
         i = self.info
         assert i is not None

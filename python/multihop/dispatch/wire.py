@@ -7,17 +7,27 @@ definition of every message; the drivers turn records into bytes with
 that is not one of these messages).  ``dispatch_if.py`` is generated:
 regenerate it with ``multihop stubgen flounder-idl/dispatch.if --lang python
 -o python/multihop/dispatch/dispatch_if.py`` (a test checks it is current).
+Type checkers read its typed stub ``dispatch_if.pyi`` instead (each message's
+record class with its typed fields): regenerate it with ``python -m
+multihop.idl.pyi flounder-idl/dispatch.if -o
+python/multihop/dispatch/dispatch_if.pyi`` (a test checks it is current too).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 from multihop.dispatch import dispatch_if as M
+from multihop.dispatch.ids import Nid
 from multihop.idl.errors import DecodeError
 from multihop.idl.wire import Record
 
-__all__ = ["M", "Record", "encode", "decode", "DecodeError", "CLIENT_KINDS"]
+__all__ = ["M", "Record", "encode", "decode", "DecodeError", "CLIENT_KINDS", "Handler", "route"]
+
+R = TypeVar("R", bound=Record)
+
+Handler = Callable[[Nid, Record], None]
+"""What a machine's message table holds: a function of the sending node and any record."""
 
 _ENCODERS: dict[int, Callable[..., bytes]] = {}
 for _name, _number in M.MESSAGE_NUMBERS.items():
@@ -31,7 +41,7 @@ for _name, _number in M.MESSAGE_NUMBERS.items():
 
     _ENCODERS[_number] = _make(_name, _cls._fields)
 
-CLIENT_KINDS = {
+CLIENT_KINDS: dict[int, str] = {
     M.client_kind.CLIENT_SOURCE: "source",
     M.client_kind.CLIENT_SINK: "sink",
     M.client_kind.CLIENT_RELAY: "relay",
@@ -48,3 +58,15 @@ def encode(rec: Record) -> bytes:
 def decode(data: bytes) -> Record:
     """The record of received bytes; raises :class:`DecodeError` if they are not a dispatch message."""
     return M.decode(data)
+
+
+def route(cls: type[R], handler: Callable[[Nid, R], None]) -> tuple[str, Handler]:
+    """An entry of a message table looked up by ``rec.name``: the name of ``cls`` and its handler.
+
+    The table may hold ``handler`` as taking any record because it is called only with records
+    whose name is ``cls.name``, and the generated module has exactly one class per message name
+    (records built in-process and decoded ones alike).  A type checker cannot tie a string key to
+    a class, hence the cast; the alternative, an ``isinstance`` per message, costs every message
+    a call through a wrapper.
+    """
+    return cls.name, cast(Handler, handler)

@@ -24,7 +24,7 @@ import os
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import multihop as mh
 from multihop import dispatch
@@ -32,6 +32,12 @@ from multihop.dispatch.channels import drain
 from multihop.dispatch.ids import Nid
 
 __all__ = ["Load", "sink_host", "paced_source", "plain_broker", "plain_publisher", "SinkReport"]
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 
 CTX = mp.get_context("spawn")
 _STAMP = struct.Struct("<qQ")  # plain path: send time (ns), sequence number
@@ -61,7 +67,13 @@ def _plain_sink(runtime: str, core: int) -> tuple[mh.Dispatcher, mh.Channel]:
     return d, ch
 
 
-def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns: int, every: int,
+class SharedInt(Protocol):
+    """A shared integer (``multiprocessing.Value("q", ...)``): one process writes, others read."""
+
+    value: int
+
+
+def sink_host(runtime: str, system: str, conn: Connection[Any, Any], qos: dict[str, Any], late_ns: int, every: int,
               plain: bool = False) -> None:
     """Hold sinks; commands on ``conn``: ("add", n) -> ids, ("report",) -> {index: SinkReport}, ("stop",)."""
     sinks: list[Any] = []
@@ -139,8 +151,8 @@ def sink_host(runtime: str, system: str, conn: Any, qos: dict[str, Any], late_ns
             conn.poll(0.05)
 
 
-def paced_source(runtime: str, system: str, rate: float | None, size: int, seconds: float, go: Any, result: Any,
-                 reliable: bool = True, counter: Any = None) -> None:
+def paced_source(runtime: str, system: str, rate: float | None, size: int, seconds: float, go: Event,
+                 result: Queue[dict[str, Any]], reliable: bool = True, counter: SharedInt | None = None) -> None:
     """Send news of ``size`` bytes on topic "all" at ``rate`` per second (None: as fast as possible) once ``go`` is set.
 
     ``counter`` (a shared integer) follows how many were sent.
@@ -172,7 +184,7 @@ def paced_source(runtime: str, system: str, rate: float | None, size: int, secon
     result.put({"sent": sent, "seconds": elapsed, "stats": st})
 
 
-def plain_broker(runtime: str, core: int, subscribers: int, ready: Any, stop: Any) -> None:
+def plain_broker(runtime: str, core: int, subscribers: int, ready: Event, stop: Event) -> None:
     """Accept one publisher and ``subscribers`` sinks; copy each message to every sink (blocking sends)."""
     d = mh.Runtime.attach(runtime).dispatcher(core)
     svc = d.export(BROKER)
@@ -200,7 +212,7 @@ def plain_broker(runtime: str, core: int, subscribers: int, ready: Any, stop: An
     d.detach()
 
 
-def plain_publisher(runtime: str, core: int, size: int, seconds: float, go: Any, result: Any) -> None:
+def plain_publisher(runtime: str, core: int, size: int, seconds: float, go: Event, result: Queue[dict[str, Any]]) -> None:
     """Publish as fast as the broker takes them, each stamped with its send time."""
     d = mh.Runtime.attach(runtime).dispatcher(core)
     ch = d.bind(BROKER, timeout=10)
@@ -226,10 +238,10 @@ class Load:
         self.runtime, self.system = runtime, system
         self.qos = qos or {}
         self.late_ns, self.per_host, self.every, self.plain = late_ns, per_host, every, plain
-        self.hosts: list[tuple[Any, Any, int]] = []  # (process, conn, sinks held)
-        self.procs: list[Any] = []
+        self.hosts: list[tuple[SpawnProcess, Connection[Any, Any], int]] = []  # (process, conn, sinks held)
+        self.procs: list[SpawnProcess] = []
         self.sink_ids: list[Nid] = []
-        self.sent: Any = None  # news sent by the last source started (a shared integer)
+        self.sent: SharedInt | None = None  # news sent by the last source started
 
     def add_sinks(self, n: int) -> None:
         """Start ``n`` more sinks (new host processes as needed); returns once they joined."""
@@ -258,7 +270,7 @@ class Load:
         return out
 
     @staticmethod
-    def _answer(p: Any, conn: Any, what: str, timeout: float = 60.0) -> Any:
+    def _answer(p: SpawnProcess, conn: Connection[Any, Any], what: str, timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
         while not conn.poll(0.1):
             if not p.is_alive():
@@ -267,7 +279,8 @@ class Load:
                 raise RuntimeError(f"a sink host did not {what} within {timeout} s")
         return conn.recv()
 
-    def source(self, rate: float | None, size: int, seconds: float, reliable: bool = True) -> tuple[Any, Any, Any]:
+    def source(self, rate: float | None, size: int, seconds: float,
+               reliable: bool = True) -> tuple[SpawnProcess, Event, Queue[dict[str, Any]]]:
         """Start a paced source; returns (process, go event, result queue)."""
         go, result = CTX.Event(), CTX.Queue()
         self.sent = CTX.Value("q", 0, lock=False)  # written by the source only
@@ -277,7 +290,7 @@ class Load:
         self.procs.append(p)
         return p, go, result
 
-    def spawn(self, target: Any, *args: Any) -> Any:
+    def spawn(self, target: Callable[..., None], *args: Any) -> SpawnProcess:
         """Start any helper process (stopped by :meth:`close`)."""
         p = CTX.Process(target=target, args=args, daemon=True)
         p.start()

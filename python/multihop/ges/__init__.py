@@ -19,7 +19,9 @@ One module per concept: :mod:`~multihop.ges.address`, :mod:`~multihop.ges.topolo
 :mod:`~multihop.ges.routing_cache`, :mod:`~multihop.ges.gpp`, :mod:`~multihop.ges.nap`,
 :mod:`~multihop.ges.broker`, :mod:`~multihop.ges.simulator`, :mod:`~multihop.ges.reliable`,
 :mod:`~multihop.ges.scenarios`, :mod:`~multihop.ges.live` (broker processes),
-:mod:`~multihop.ges.picture` and :mod:`~multihop.ges.command` (``multihop ges``).
+:mod:`~multihop.ges.picture` and :mod:`~multihop.ges.command` (``multihop ges``); durability:
+:mod:`~multihop.ges.storage`, :mod:`~multihop.ges.storage_sqlite`, :mod:`~multihop.ges.durability`,
+:mod:`~multihop.ges.durable_scenarios`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from multihop.ges.address import BLOCK_LIMIT, Address, gateway_level
 from multihop.ges.costs import CostMatrix
 from multihop.ges.delivery import DeliveryReport, History, check_delivery
 from multihop.ges.event import Event, EventId
-from multihop.ges.errors import AddressError, GesError, GesStateError, TopologyError
+from multihop.ges.errors import AddressError, GesError, GesStateError, ResumeRefused, StorageError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.client import LiveClient, connect
 from multihop.ges.scenarios import random_topology
+from multihop.ges.storage import MemoryStorage, Storage
+from multihop.ges.storage_sqlite import SqliteStorage
 from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.topology import Topology
 
@@ -52,6 +56,11 @@ __all__ = [
     "GesError",
     "GesStateError",
     "NotQuiet",
+    "MemoryStorage",
+    "ResumeRefused",
+    "SqliteStorage",
+    "Storage",
+    "StorageError",
     "Simulator",
     "Topology",
     "TopologyError",

@@ -15,10 +15,11 @@ event routing (:mod:`~multihop.ges.erp`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multihop.ges.address import Address
 from multihop.ges.costs import CostMatrix
+from multihop.ges.durability import Durability
 from multihop.ges.gpp import GatewayPropagation
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import (
@@ -27,6 +28,9 @@ from multihop.ges.messages import (
     Attach,
     Connections,
     Deliver,
+    DurableAck,
+    DurableAttach,
+    DurableNak,
     EventAck,
     Events,
     JoinReply,
@@ -36,9 +40,13 @@ from multihop.ges.messages import (
     ProfileUpdate,
     Publish,
     Refused,
+    Relay,
     Subscribe,
     Unsubscribe,
 )
+
+if TYPE_CHECKING:
+    from multihop.ges.storage import Storage
 
 __all__ = ["BrokerCore", "ClientSession"]
 
@@ -56,7 +64,19 @@ class ClientSession:
 class BrokerCore:
     """The protocol state of broker ``address`` (see the module docstring)."""
 
-    def __init__(self, address: Address, costs: CostMatrix | None = None, thresholds: tuple[int, ...] = (8, 4)) -> None:
+    def __init__(
+        self,
+        address: Address,
+        costs: CostMatrix | None = None,
+        thresholds: tuple[int, ...] = (8, 4),
+        *,
+        storage_brokers: dict[int, int] | None = None,
+        storage: "Storage | None" = None,
+        epoch: int = 0,
+    ) -> None:
+        """``storage_brokers`` (cluster unit -> its storage broker) turns durability on
+        (:mod:`multihop.ges.durability`); ``storage`` is this broker's store if it is one;
+        ``epoch`` counts the broker's restarts (its profile versions start above the old ones)."""
         from multihop.ges.erp import EventRouting
         from multihop.ges.nap import NodeOrganization
         from multihop.ges.ppp import ProfilePropagation
@@ -76,12 +96,22 @@ class BrokerCore:
         self.erp = EventRouting(self)
         #: client peer id (chosen by the driver) -> session
         self.clients: dict[int, ClientSession] = {}
+        self.durable = storage_brokers is not None
+        self.durability = Durability(self, storage_brokers or {}, storage)
+        if self.durable:
+            self.erp.durable = True
+            # deciders take a restarted broker's snapshot as newer; a storage broker always sends one (even empty),
+            # so a restarted decider knows when it has every profile
+            self.ppp.version = (epoch << 32) + (storage is not None)
+            self.durability.start(epoch)
 
     # ---- broker inputs ------------------------------------------------------------------------
 
     def link_up(self, peer: int, incarnation: int = 0, cost: int = 0) -> None:
         """A gateway to broker ``peer`` is up."""
         self.gpp.link_up(peer, incarnation, cost)
+        if self.durable:
+            self.durability.retry_all()
 
     def link_down(self, peer: int) -> None:
         """The gateway to broker ``peer`` is lost."""
@@ -99,6 +129,8 @@ class BrokerCore:
                 self.refused += 1
         elif t is EventAck:
             self.erp.on_ack(peer, msg)
+        elif t is Relay:
+            self.durability.on_relay(msg)
         elif t is Connections:
             self.gpp.receive(peer, msg.records)
         elif t is ProfileUpdate:
@@ -114,13 +146,27 @@ class BrokerCore:
 
     # ---- client inputs -------------------------------------------------------------------------
 
-    def client_attach(self, peer: int, msg: Attach) -> None:
-        """A client's channel opened with ``Attach`` (``peer`` is the driver's id for the channel)."""
+    def client_attach(self, peer: int, msg: Attach | DurableAttach) -> None:
+        """A client's channel opened with ``Attach`` or ``DurableAttach`` (``peer`` is the driver's id for the channel)."""
+        if type(msg) is DurableAttach:
+            if not self.durable:
+                self.send(peer, Refused("DurableAttach", f"broker {self.address} runs without stable storage"))
+                return
+            self.clients[peer] = ClientSession(msg.client, msg.incarnation)
+            self.durability.attach(peer, msg)
+            return
+        if self.durable:
+            self.send(peer, Refused("Attach", f"broker {self.address} has stable storage: clients attach as durable clients"))
+            return
         self.clients[peer] = ClientSession(msg.client, msg.incarnation)
 
     def client_detach(self, peer: int) -> None:
         """A client's channel closed: its subscriptions go."""
         if self.clients.pop(peer, None) is not None:
+            if self.durable:
+                self.durability.detach(peer)
+                self._out.pop(peer, None)
+                return
             self.ppp.client_gone(peer)
             self.erp.client_gone(peer)
             self._out.pop(peer, None)
@@ -133,7 +179,9 @@ class BrokerCore:
             return
         t = type(msg)
         try:
-            if t is Publish:
+            if self.durable:
+                self._durable_request(peer, session, msg)
+            elif t is Publish:
                 if msg.event.id.publisher != session.client or msg.event.id.incarnation != session.incarnation:
                     raise ValueError(f"event id {msg.event.id} is not of this client ({session.client!r}, incarnation {session.incarnation})")
                 self.erp.publish(msg.event)
@@ -156,8 +204,32 @@ class BrokerCore:
             self.refused += 1
             self.send(peer, Refused(t.__name__, str(e)))
 
+    def _durable_request(self, peer: int, session: ClientSession, msg: Any) -> None:
+        t = type(msg)
+        d = self.durability
+        if t is Publish:
+            i = msg.event.id
+            if i.publisher != session.client or i.incarnation > session.incarnation:
+                raise ValueError(f"event id {i} is not of this client ({session.client!r}, incarnation <= {session.incarnation})")
+            d.publish(peer, msg.event, msg.prev)  # (the live wire validated it, as for plain clients)
+        elif t is DurableAck:
+            d.ack(peer, msg.upto, False)
+        elif t is DurableNak:
+            d.ack(peer, msg.after, True)
+        elif t is Subscribe:
+            d.subscribe(peer, msg.sub, msg.chain)
+        elif t is Unsubscribe:
+            d.subscribe(peer, msg.sub, None)
+        elif t is ActiveQuery:
+            d.active(peer, msg.sub)
+        else:
+            raise ValueError(f"a client cannot send {t.__name__}")
+
     def fire(self, name: Any) -> None:
         """A timer set through :meth:`take_timers` fired."""
+        if type(name) is tuple and name and name[0] in ("dur-rto", "dur-retry"):
+            self.durability.fire(name)
+            return
         self.erp.fire(name)
 
     def set_timer(self, delay: float, name: Any) -> None:
@@ -177,6 +249,10 @@ class BrokerCore:
         messages, then event copies and acknowledgements.  Per client: replies, then
         one :class:`Deliver` with its events in order.
         """
+        self.durability.flush()
+        st = self.durability.store
+        if st is not None:
+            st.storage.commit()  # before any ack or "stored" this batch allows leaves
         self.ppp.flush()
         out: dict[int, list[Any]] = {}
         for peer, records in self.gpp.take_outbox().items():

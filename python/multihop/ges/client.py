@@ -12,11 +12,46 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Iterable, Mapping
 
-from multihop.ges.event import SEQUENCE_MAX, Event, EventId, make_event
-from multihop.ges.messages import ActiveQuery, ActiveReply, Attach, Deliver, Publish, Refused, Subscribe, Unsubscribe
+from multihop.ges.durability import order_key
+from multihop.ges.errors import GesStateError
+from multihop.ges.event import SEQUENCE_MAX, Event, EventData, EventId, make_event
+from multihop.ges.messages import (
+    ActiveQuery,
+    ActiveReply,
+    Attach,
+    Deliver,
+    DurableAck,
+    DurableAttach,
+    DurableDeliver,
+    DurableNak,
+    Publish,
+    Refused,
+    Stored,
+    Subscribe,
+    Unsubscribe,
+    Welcome,
+)
 from multihop.ges.profile import Chain, make_chain
 
-__all__ = ["ClientCore", "check_client_id"]
+__all__ = ["ClientCore", "DurableState", "check_client_id", "QUEUE_MAX"]
+
+#: events a durable client keeps while they are not yet in stable storage (published while
+#: disconnected, or not yet confirmed); publishing more raises GesStateError
+QUEUE_MAX = 10_000
+
+
+class DurableState:
+    """What a durable client keeps across its incarnations (its "disk"): home store, last event per publisher,
+    the events not yet stored, its subscriptions, the broker it was last attached to."""
+
+    def __init__(self) -> None:
+        self.home = -1
+        self.previous = -1
+        self.last: dict[str, EventId] = {}
+        self.queue: dict[EventId, tuple[EventData, EventId | None]] = {}  #: event id -> (event, the one before)
+        self.last_published: EventId | None = None
+        self.subs: dict[int, Any] = {}
+        self.next_sub = 1
 
 
 def check_client_id(client_id: Any) -> str:
@@ -31,15 +66,37 @@ def check_client_id(client_id: Any) -> str:
 class ClientCore:
     """One client's protocol state (see the module docstring)."""
 
-    def __init__(self, client_id: str, incarnation: int, now_us: int) -> None:
+    def __init__(
+        self, client_id: str, incarnation: int, now_us: int, durable: DurableState | None = None, resume: bool = False, broker: int = -1
+    ) -> None:
         self.client = check_client_id(client_id)
         self.incarnation = int(incarnation)
         self.timestamp = int(now_us)
         self.sequence = 0
         self._next_sub = 1
         self.subs: dict[int, Chain] = {}
-        self.outbox: list[Any] = [Attach(self.client, self.incarnation)]
         self.inbox: deque[Event] = deque()
+        #: durable clients: the state kept across incarnations (None: a plain client)
+        self.durable = durable
+        self.connected = True
+        #: durable: the storage entry received last in this session (-1: the session starts)
+        self.last_entry = -1
+        #: durable: the broker accepted the attach (Welcome) / refused it (the reason)
+        self.welcomed = False
+        self.refused: str | None = None
+        #: durable: events waiting in storage when this incarnation started, and how many of them arrived
+        self.replay = 0
+        self.replayed = 0
+        if durable is None:
+            self.outbox: list[Any] = [Attach(self.client, self.incarnation)]
+        else:
+            self.subs = durable.subs
+            self._next_sub = durable.next_sub
+            last = tuple(durable.last.values())
+            self.outbox = [DurableAttach(self.client, self.incarnation, durable.home, durable.previous, last, resume)]
+            durable.previous = broker
+            # events not yet stored go out again, before anything new (their ids are of their incarnation)
+            self.outbox.extend(Publish(ev, prev) for ev, prev in durable.queue.values())
         #: every event delivered so far, in order
         self.received: list[Event] = []
         #: subscription -> last active level the broker reported
@@ -52,6 +109,8 @@ class ClientCore:
         chain = make_chain(list(profile))
         sub = self._next_sub
         self._next_sub += 1
+        if self.durable is not None:
+            self.durable.next_sub = self._next_sub
         self.subs[sub] = chain
         self.outbox.append(Subscribe(sub, chain))
         return sub
@@ -68,10 +127,19 @@ class ClientCore:
         if self.sequence >= SEQUENCE_MAX:
             self.timestamp = max(self.timestamp + 1, int(now_us or 0))
             self.sequence = 0
+        d = self.durable
+        if d is not None and len(d.queue) >= QUEUE_MAX:
+            raise GesStateError(f"client {self.client!r}: {QUEUE_MAX} published events are not yet in stable storage (the local queue is full)")
         eid = EventId(self.client, self.timestamp, self.sequence, self.incarnation)
         ev = make_event(eid, content, payload)  # checks before the sequence is used
         self.sequence += 1
-        self.outbox.append(Publish(ev))
+        prev = None
+        if d is not None:
+            prev = d.last_published
+            d.queue[eid] = (ev, prev)
+            d.last_published = eid
+        if self.connected:
+            self.outbox.append(Publish(ev, prev))
         return eid
 
     def ask_active(self, sub: int) -> None:
@@ -83,7 +151,22 @@ class ClientCore:
     def on_message(self, msg: Any) -> None:
         """A message from the broker."""
         t = type(msg)
-        if t is Deliver:
+        if t is DurableDeliver:
+            self._durable_deliver(msg)
+        elif t is Stored:
+            q = self.durable.queue  # type: ignore[union-attr]
+            for i in msg.ids:  # stored in publishing order: every event up to i is stored
+                if i in q:
+                    while q:
+                        first = next(iter(q))
+                        del q[first]
+                        if first == i:
+                            break
+        elif t is Welcome:
+            self.welcomed = True
+            self.durable.home = msg.home  # type: ignore[union-attr]
+            self.replay = msg.replay
+        elif t is Deliver:
             for data in msg.events:
                 ev = Event(data)
                 self.inbox.append(ev)
@@ -92,6 +175,40 @@ class ClientCore:
             self.active[msg.sub] = msg.level
         elif t is Refused:
             self.refusals.append((msg.what, msg.reason))
+            if msg.what == "DurableAttach":
+                self.refused = msg.reason
+                self.connected = False
+
+    def _durable_deliver(self, msg: DurableDeliver) -> None:
+        """Entries from the home store: accept the ones that continue the chain, ask again after a gap."""
+        d = self.durable
+        assert d is not None
+        prev = msg.prev
+        if prev == -1:
+            self.last_entry = -1  # a new chain: what we have is filtered by publisher below
+        elif prev != self.last_entry:
+            if msg.entries and msg.entries[-1][0] > self.last_entry:
+                self.outbox.append(DurableNak(self.last_entry))  # a gap: from our last entry again
+            return
+        last = d.last
+        for entry, data in msg.entries:
+            self.last_entry = entry
+            i = data.id
+            have = last.get(i.publisher)
+            if have is not None and order_key(i) <= order_key(have):
+                continue  # had it (a resend after a restart or a resume)
+            last[i.publisher] = i
+            ev = Event(data)
+            self.inbox.append(ev)
+            self.received.append(ev)
+            if self.replayed < self.replay:
+                self.replayed += 1
+        self.outbox.append(DurableAck(self.last_entry))
+
+    def disconnect(self) -> None:
+        """Durable: stop talking to the broker; publishing goes on into the local queue."""
+        self.connected = False
+        self.outbox = []
 
     def take(self) -> list[Any]:
         """Messages to send to the broker, in order."""

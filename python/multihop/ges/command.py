@@ -1,10 +1,15 @@
 """``multihop ges``: start, inspect, draw and stop GES broker systems.
 
-* ``multihop ges up TOPOLOGY --name NAME [--cores 0-1] [--timeout S]``: start the brokers of a
+* ``multihop ges up TOPOLOGY --name NAME [--cores 0-1] [--timeout S] [--durable]``: start the brokers of a
   topology file on runtime NAME (started, detached, if it is not running) and wait until
-  every broker's graph converged;
+  every broker's graph converged; ``--durable``: with stable storage (a storage broker per
+  cluster on an SQLite file, durable clients);
 * ``multihop ges status NAME [--at ADDRESS] [--json]``: each broker's gatekeeper levels,
-  links, connections and routing cache;
+  links, connections and routing cache; with stable storage, per storage broker the stored
+  events, bytes, the oldest unacknowledged event and for whom, and per client its
+  incarnation and replay progress;
+* ``multihop ges crash NAME ADDRESS`` / ``multihop ges restart NAME ADDRESS``: SIGKILL a broker of
+  a durable system / start it again on its storage file;
 * ``multihop ges graph [TOPOLOGY] --at ADDRESS -o graph.png [--name NAME]``: draw a broker's
   connectivity graph and unit tree (simulated from the file, or from the live system NAME);
 * ``multihop ges down NAME``: stop the brokers (and the runtime, if ``up`` started it).
@@ -20,7 +25,7 @@ from typing import Any
 
 __all__ = ["add_arguments", "run", "format_status"]
 
-DESCRIPTION = "GES broker hierarchy: start a topology's brokers, show their graphs and routing caches, stop them"
+DESCRIPTION = "GES broker hierarchy: start a topology's brokers (with stable storage: --durable), show their graphs, routing caches and stores, crash and restart brokers, stop them"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--name", required=True, help="runtime to run on (started, detached, if not running)")
     up.add_argument("--cores", default=None, help='cores of a runtime started here, e.g. "0-1" (default: the file\'s cores, else 0-1)')
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for convergence (default 60)")
+    up.add_argument("--durable", action="store_true", help="stable storage: a storage broker per cluster (SQLite), durable clients")
+    for what, helptext in (("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
+                           ("restart", "start a crashed broker of a durable system again on its storage file")):
+        cr = sub.add_parser(what, help=helptext)
+        cr.add_argument("name")
+        cr.add_argument("address")
     st = sub.add_parser("status", help="each broker's gatekeeper levels, connections and routing cache")
     st.add_argument("name")
     st.add_argument("--at", default=None, metavar="ADDRESS", help="only this broker")
@@ -80,7 +91,30 @@ def format_status(name: str, statuses: dict[str, dict[str, Any]]) -> str:
             out.append(f"  clients {st['clients']}, subscriptions {st['subscriptions']}; decides levels {st['decided_levels'] or 'none'}; profiles held {held}")
             out.append(f"  events: published {ev['published']}, delivered {ev['delivered']}, copies in/out {ev['copies_in']}/{ev['copies_out']}, "
                        f"decisions {ev['decisions']}, duplicates dropped {ev['duplicates']}, rerouted {ev['rerouted']}, unroutable {ev['unroutable']}")
+        if st.get("durability"):
+            out += format_durability(st["durability"])
     return "\n".join(out)
+
+
+def format_durability(d: dict[str, Any]) -> list[str]:
+    """The durability lines of one broker's status: its store (if it is a storage broker) and its durable clients."""
+    out = []
+    store = d.get("store")
+    if store is not None:
+        f = store.get("file") or {}
+        out.append(f"  storage broker ({store['location']}): {store['events']} stored events, {store['bytes']} bytes"
+                   + (f" (file {f['file_bytes']} bytes)" if f else "")
+                   + f"; stored {store['stored']}, collected {store['collected']}, sent {store['sent']}, resent {store['resent']}, refused {store['refused']}")
+        old = store["oldest"]
+        if old is not None:
+            pub, ts, seq, inc = old["event"]
+            out.append(f"    oldest unacknowledged: entry {old['entry']} ({pub} #{seq}, incarnation {inc}), waiting for {', '.join(old['waiting_for'])}")
+        for name, c in sorted(store["clients"].items()):
+            out.append(f"    client {name}: incarnation {c['incarnation']} at {c['broker']}, {'connected' if c['connected'] else 'away'}, "
+                       f"{c['pending']} pending, replayed {c['replayed']} of {c['replay']}")
+    for name, c in sorted(d.get("attached", {}).items()):
+        out.append(f"  durable client {name}: incarnation {c['incarnation']}, home {c['home']}")
+    return out
 
 
 def run(a: argparse.Namespace) -> int:
@@ -93,8 +127,18 @@ def run(a: argparse.Namespace) -> int:
     if a.ges_cmd == "up":
         topo = Topology.load(a.topology)
         cores = parse_cores(a.cores) if a.cores else None
-        system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout)
-        print(f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged")
+        system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout, durable=a.durable)
+        print(f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
+              + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else ""))
+        return 0
+    if a.ges_cmd in ("crash", "restart"):
+        system = LiveSystem.attach(a.name)
+        if a.ges_cmd == "crash":
+            system.crash(a.address)
+            print(f"broker {Address(a.address)} killed (restart it with multihop ges restart {a.name} {Address(a.address)})")
+        else:
+            system.restart(a.address)
+            print(f"broker {Address(a.address)} restarted on its storage file")
         return 0
     if a.ges_cmd == "status":
         system = LiveSystem.attach(a.name)

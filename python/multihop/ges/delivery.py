@@ -10,7 +10,13 @@ content, deliveries per subscriber in arrival order), then
 * **lost**: expected, never delivered;
 * **duplicated**: delivered more than once;
 * **unexpected**: delivered but not matching any profile of the subscriber;
-* **out of order**: delivered after a later event of the same publisher stream.
+* **out of order**: delivered after a later event of the same publisher stream
+  (with ``History(across_incarnations=True)``: of the same publisher, ordered by
+  incarnation, then timestamp and sequence);
+* **replayed** (durable clients): delivered, and published while the subscriber was
+  disconnected (:meth:`History.disconnected`), so it came from stable storage;
+* **lost while disconnected**: expected, never delivered, published while the
+  subscriber was disconnected (counted apart from **lost**).
 
 An event published while a matching subscription was being set up or torn down
 (between ``subscribe`` and ``active``, or ``unsubscribe`` and its completion) may
@@ -48,6 +54,13 @@ class History:
     subs: dict[Hashable, dict[int, _Sub]] = field(default_factory=dict)
     published: dict[EventId, tuple[float, tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     delivered: dict[Hashable, list[EventId]] = field(default_factory=dict)
+    #: order events per publisher across incarnations (durable clients), not per (publisher, incarnation)
+    across_incarnations: bool = False
+    away: dict[Hashable, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def disconnected(self, client: Hashable, t0: float, t1: float = _INF) -> None:
+        """``client`` was disconnected from ``t0`` until ``t1`` (when it resumed)."""
+        self.away.setdefault(client, []).append((t0, t1))
 
     def subscribe(self, client: Hashable, sub: int, profile: Iterable[Any], t: float) -> None:
         """``client`` asked for subscription ``sub`` at ``t``."""
@@ -84,16 +97,18 @@ class DeliveryReport:
     unexpected: list[tuple[EventId, Hashable]] = field(default_factory=list)
     out_of_order: list[tuple[EventId, Hashable]] = field(default_factory=list)
     unknown: list[tuple[EventId, Hashable]] = field(default_factory=list)
+    replayed: int = 0
+    lost_while_disconnected: list[tuple[EventId, Hashable]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """Nothing lost, duplicated, unexpected, out of order or never published."""
-        return not (self.lost or self.duplicated or self.unexpected or self.out_of_order or self.unknown)
+        """Nothing lost (connected or not), duplicated, unexpected, out of order or never published."""
+        return not (self.lost or self.lost_while_disconnected or self.duplicated or self.unexpected or self.out_of_order or self.unknown)
 
     def summary(self) -> str:
         """One line of counts (and the first problems)."""
-        parts = [f"delivered {self.delivered}", f"optional {self.optional}"]
-        for name in ("lost", "duplicated", "unexpected", "out_of_order", "unknown"):
+        parts = [f"delivered {self.delivered}", f"optional {self.optional}", f"replayed {self.replayed}"]
+        for name in ("lost", "lost_while_disconnected", "duplicated", "unexpected", "out_of_order", "unknown"):
             items = getattr(self, name)
             parts.append(f"{name.replace('_', ' ')} {len(items)}" + (f" (e.g. {items[0]})" if items else ""))
         return ", ".join(parts)
@@ -108,12 +123,18 @@ def check_delivery(history: History) -> DeliveryReport:
         for eid in got:
             counts[eid] = counts.get(eid, 0) + 1
         # order: within each stream, deliveries must be increasing
-        last: dict[tuple[str, int], tuple[int, int]] = {}
+        last: dict[Any, tuple[int, ...]] = {}
+        across = history.across_incarnations
+        away = history.away.get(client, [])
         for eid in got:
             if eid not in history.published:
                 r.unknown.append((eid, client))
                 continue
-            key, order = eid.stream, eid.order
+            if across:
+                key: Any = eid.publisher
+                order: tuple[int, ...] = (eid.incarnation, eid.timestamp, eid.sequence)
+            else:
+                key, order = eid.stream, eid.order
             if key in last and order < last[key]:
                 r.out_of_order.append((eid, client))
             elif key not in last or order > last[key]:
@@ -131,8 +152,12 @@ def check_delivery(history: History) -> DeliveryReport:
             if n > 1:
                 r.duplicated.append((eid, client))
             elif must:
+                gone = any(a <= t < b for a, b in away)
                 if n == 1:
                     r.delivered += 1
+                    r.replayed += gone
+                elif gone:
+                    r.lost_while_disconnected.append((eid, client))
                 else:
                     r.lost.append((eid, client))
             elif n == 1:

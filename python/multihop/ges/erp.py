@@ -23,6 +23,17 @@ is lost, the copies sent over it and not acknowledged are routed again, before
 any newer event, over the alternate route (3.7, figure 12b); the duplicate
 filter (:mod:`multihop.ges.dedup`) drops the ones that had arrived.  A copy
 that has passed ``TTL`` brokers is dropped.
+
+**Durable mode** (a system with storage brokers, :mod:`multihop.ges.durability`):
+a copy is acknowledged to the previous hop only once everything made of it is
+safe: every copy it produced was acknowledged by its next hop and every entry
+it produced is in the batch the broker commits before it sends acknowledgements
+(GES service paper 9.1.1: an ACK only after the next hop has the event, all the
+way to the stores, so a hop never forgets an event another hop still needs).  A
+copy with no route (its next broker is down, a gateway is lost without an
+alternate) is *parked* and routed again when the graph changes (9.3.1), instead of
+being dropped.  Storage brokers originate the events published in their cluster
+(:meth:`EventRouting.originate`), and learn when every next hop has them.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ ACK_EVERY = 64
 ACK_DELAY = 0.1
 ACK_TIMER = "erp-ack"
 _DELIVER = 0
+_PARK = None  # the "hop" of targets with no route (durable mode parks them)
 
 
 class EventRouting:
@@ -66,9 +78,28 @@ class EventRouting:
         self._out: dict[int, list[EventCopy]] = {}
         #: client peer -> events to deliver
         self.deliveries: dict[int, list[EventData]] = {}
+        #: durable mode (set by the broker): acknowledgements wait for the next hops, unroutable copies park
+        self.durable = False
+        self._cause: object = None  # what the copies being made now are owed to
+        self._open: dict[object, int] = {}  # cause -> copies/entries it still waits for
+        self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
+        self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
+        self._done: dict[int, list[int]] = {}  # peer -> seqs that became safe since the last ack
+        # a copy dropped as a duplicate must not be acknowledged before the copy it duplicates is safe
+        # (else the previous hop forgets it while the original waits here, parked, and newer events overtake it)
+        self._dup_hit = False
+        self._ev_cause: dict[object, object] = {}  # event id -> open cause that handled it here first
+        self._cause_ev: dict[object, object] = {}  # the reverse
+        self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
+        self._parked_n: dict[object, int] = {}  # cause -> its copies parked here
+        self._had_at: tuple[int, dict[int, bool]] = (-1, {})  # graph version -> level -> _had_deciders
+        self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
+        #: copies with no route now: (cause, copy), routed again when the graph changes
+        self.parked: list[tuple[object, EventCopy]] = []
+        self._parked_at = -1
         self.counters = {
             "published": 0, "delivered": 0, "copies_in": 0, "copies_out": 0, "decisions": 0,
-            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0,
+            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0, "parked": 0,
         }
 
     # ---- inputs ----------------------------------------------------------------------------------
@@ -83,15 +114,65 @@ class EventRouting:
         me = self.code
         self._up(EventCopy(ev, me, UP, 1, (), (me,), 0))
 
+    def originate(self, ev: EventData, cause: object) -> None:
+        """Durable mode: this storage broker routes ``ev`` (stored in its cluster) as its origin.
+
+        ``cause`` is told to the store (:meth:`StoreRole.route_done`) once every next hop acknowledged.
+        """
+        self.counters["published"] += 1
+        self.dedup.accept(ev.id, _DELIVER)
+        me = self.code
+        self._cause = cause
+        self._open[cause] = self._open.get(cause, 0) + 1
+        copy = EventCopy(ev, me, UP, 1, (), (me,), 0)
+        self._dup_hit = False
+        if self.core.durability.restarting:
+            self._park(copy)  # its graph and profiles are not back yet
+        else:
+            self._up(copy)
+        self._cause = None
+        self._hold(cause, ev.id)
+        self._release(cause)
+
+    def _hold(self, cause: object, eid: object) -> None:
+        """After handling a copy: remember the cause that waits for this event here, or make a pure
+        duplicate wait for it."""
+        if self._open[cause] > 1:
+            if eid not in self._ev_cause:
+                self._ev_cause[eid] = cause
+                self._cause_ev[cause] = eid
+        elif self._dup_hit:
+            # only while the older copy is parked here: it has gone nowhere yet, so its chain cannot wait
+            # for this duplicate (a copy of its own that came back), and the wait cannot close a cycle
+            older = self._ev_cause.get(eid)
+            if older is not None and older in self._open and self._parked_n.get(older, 0):
+                self._open[cause] += 1
+                self._listeners.setdefault(older, []).append(cause)
+
     def on_events(self, peer: int, msg: Events) -> None:
         """Copies from neighbour ``peer``."""
         seq = msg.first_seq
         last = self._recv.get(peer, -1)
+        durable = self.durable
         for copy in msg.copies:
             if seq > last:
                 last = seq
                 self.counters["copies_in"] += 1
-                self._handle(copy)
+                if durable:
+                    cause = ("in", peer, self._epoch.get(peer, 0), seq)
+                    self._inq.setdefault(peer, {})[seq] = None
+                    self._open[cause] = 1
+                    self._cause = cause
+                    self._dup_hit = False
+                    if self.core.durability.restarting:
+                        self._park(copy)
+                    else:
+                        self._handle(copy)
+                    self._cause = None
+                    self._hold(cause, copy.event.id)
+                    self._release(cause)
+                else:
+                    self._handle(copy)
             seq += 1
         self._recv[peer] = last
         if peer not in self._ack_due:
@@ -105,8 +186,62 @@ class EventRouting:
         """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
         box = self.unacked.get(peer)
         if box:
-            for s in [s for s in box if s <= msg.upto]:
+            deps = self._deps.get(peer)
+            also = msg.also
+            for s in [s for s in box if s <= msg.upto or (also and s in also)]:
                 del box[s]
+                if deps:
+                    cause = deps.pop(s, None)
+                    if cause is not None:
+                        self._release(cause)
+
+    def _release(self, cause: object) -> None:
+        """One thing ``cause`` waited for is safe; when nothing is left, the cause is done."""
+        n = self._open[cause] - 1
+        if n:
+            self._open[cause] = n
+            return
+        del self._open[cause]
+        eid = self._cause_ev.pop(cause, None)
+        if eid is not None:
+            del self._ev_cause[eid]
+        for waiting in self._listeners.pop(cause, ()):
+            self._release(waiting)
+        if cause[0] == "in":  # type: ignore[index]
+            _, peer, epoch, seq = cause  # type: ignore[misc]
+            if self._epoch.get(peer, 0) != epoch:
+                return  # that gateway is gone: its sender routes the copy again itself
+            q = self._inq.get(peer)
+            if q is not None:
+                q.pop(seq, None)
+            self._done.setdefault(peer, []).append(seq)
+            self._ack_due[peer] = ACK_EVERY  # at once: the origin waits for it before routing the next batch
+        else:
+            st = self.core.durability.store
+            if st is not None:
+                st.route_done(cause[1])  # type: ignore[index]
+
+    def _safe_upto(self, peer: int) -> int:
+        q = self._inq.get(peer)
+        if q:
+            return next(iter(q)) - 1
+        return self._recv[peer]
+
+    def retry_parked(self) -> None:
+        """Route the parked copies again (the graph changed)."""
+        if self.core.durability.restarting:
+            return
+        self._parked_at = self.core.gpp.version
+        parked, self.parked = self.parked, []
+        for cause, copy in parked:
+            n = self._parked_n.pop(cause, 0) - 1
+            if n > 0:
+                self._parked_n[cause] = n
+            self._cause = cause
+            self._route_again(copy)
+            self._cause = None
+            if cause is not None:
+                self._release(cause)
 
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
@@ -115,9 +250,19 @@ class EventRouting:
         self._seq.pop(peer, None)
         self._recv.pop(peer, None)
         self._ack_due.pop(peer, None)
+        deps = self._deps.pop(peer, {})
+        if self.durable:
+            self._epoch[peer] = self._epoch.get(peer, 0) + 1
+            self._inq.pop(peer, None)
+            self._done.pop(peer, None)
         for s in sorted(pending):
             self.counters["rerouted"] += 1
+            cause = deps.get(s)
+            self._cause = cause
             self._route_again(pending[s])
+            self._cause = None
+            if cause is not None:
+                self._release(cause)
 
     def client_gone(self, peer: int) -> None:
         """A client detached."""
@@ -146,17 +291,25 @@ class EventRouting:
         if copy.mode == UP:
             self._up(copy._replace(left=()))
             return
-        fwd: dict[int, list[int]] = {}
-        for t in copy.targets:
-            self._toward(t, fwd, ())
-        self._send_down(copy, fwd, ())
+        self._handle(copy._replace(left=()))
 
     def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
         hop = self.core.gpp.hop_to(target, avoid)
         if hop is None:
+            if self.durable:
+                fwd.setdefault(_PARK, []).append(target)  # type: ignore[arg-type]
+                return
             self.counters["unroutable"] += 1
             return
         fwd.setdefault(hop, []).append(target)
+
+    def _park(self, copy: EventCopy) -> None:
+        self.counters["parked"] += 1
+        cause = self._cause
+        if cause is not None:
+            self._open[cause] = self._open.get(cause, 0) + 1
+            self._parked_n[cause] = self._parked_n.get(cause, 0) + 1
+        self.parked.append((cause, copy))
 
     def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:
         """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
@@ -166,10 +319,15 @@ class EventRouting:
                 self._deliver(ev)
             else:
                 self.counters["duplicates"] += 1
+                self._dup_hit = True
             return
         lvl = unit_level(t)
+        if self.durable and self.core.durability.missing_profiles(lvl):
+            fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]  # restarted: no profiles to decide with yet
+            return
         if not self.dedup.accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
+            self._dup_hit = True
             return
         names, values = names_and_values(ev)
         dests = self.core.ppp.interested(lvl, names, values)
@@ -179,7 +337,9 @@ class EventRouting:
             self.dedup.last.pop((ev.id.publisher, ev.id.incarnation, -lvl), None)
             d = self._nearest(self.core.ppp.deciders()[lvl])
             hop = None if d is None else self.core.gpp.hop_to(d)
-            if hop is None:
+            if hop is None and self.durable:
+                fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]
+            elif hop is None:
                 self.counters["unroutable"] += 1
             else:
                 fwd.setdefault(hop, []).append(t)
@@ -206,8 +366,12 @@ class EventRouting:
         deciders = ppp.deciders()  # also brings ppp.decided up to date
         while lvl <= n1:
             if lvl in ppp.decided:
+                if self.durable and self.core.durability.missing_profiles(lvl):
+                    self._park(copy._replace(level=lvl, targets=(), reached=reached, left=()))
+                    break
                 if not self.dedup.accept(ev.id, lvl):
                     self.counters["duplicates"] += 1
+                    self._dup_hit = True
                     break
                 dests = ppp.interested(lvl, *names_and_values(ev)) or set()
                 came_from = unit_id(origin, lvl - 1, self.levels)
@@ -226,15 +390,42 @@ class EventRouting:
                 ds = {x for x in deciders[lvl] if ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1}
                 d = self._nearest(ds)
                 left = ()
-            if d is not None:
+            if d is None and self.durable and self._had_deciders(lvl):
+                # no decider reachable now (one is down, a gateway is lost): wait for the graph to change
+                self._park(copy._replace(level=lvl, targets=(), reached=reached, left=()))
+            elif d is not None:
                 hop = self.core.gpp.hop_to(d, left)
-                if hop is None:
+                if hop is None and self.durable:
+                    self._park(copy._replace(level=lvl, targets=(d,), reached=reached, left=()))
+                elif hop is None:
                     self.counters["unroutable"] += 1
                 else:
                     self._send(hop, copy._replace(level=lvl, targets=(d,), reached=reached, left=left))
             break
         if fwd:
             self._send_down(copy._replace(reached=reached), fwd, ())
+
+    def _had_deciders(self, lvl: int) -> bool:
+        """Whether the publisher's level-``lvl`` unit has (or had: lost gateways count) a decider inside this
+        broker's level-(lvl-1) unit (this broker too, if its gateway of that level is lost): then the climb
+        must go on once one is reachable."""
+        v = self.core.gpp.version
+        if self._had_at[0] != v:
+            self._had_at = (v, {})
+        hit = self._had_at[1].get(lvl)
+        if hit is None:
+            hit = self._had_at[1][lvl] = self._had_deciders_now(lvl)
+        return hit
+
+    def _had_deciders_now(self, lvl: int) -> bool:
+        known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
+        if any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known):
+            return True
+        # a restarted broker may not know the gateways yet; the storage brokers (one per cluster, from the
+        # configuration) tell whether there are clusters outside this level-(lvl-1) unit: if so, some level
+        # from lvl up has deciders in a connected system, and the climb must not stop here
+        below = unit_id(self.code, lvl - 1, self.levels)
+        return any(not contains(below, s) for s in self.core.durability.storage_brokers.values())
 
     def _nearest(self, candidates: set[int]) -> int | None:
         best = None
@@ -252,6 +443,13 @@ class EventRouting:
 
     def _deliver(self, ev: EventData) -> None:
         names, values = names_and_values(ev)
+        if self.durable:  # the only local subscribers are a storage broker's homed clients: store for them
+            st = self.core.durability.store
+            if st is not None:
+                matched = self.core.ppp.local.match(names, values)
+                if matched:
+                    st.on_match(ev, matched)  # type: ignore[arg-type]
+            return
         for client in self.core.ppp.local.match(names, values):
             self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
             self.counters["delivered"] += 1
@@ -260,11 +458,18 @@ class EventRouting:
 
     def _send_down(self, copy: EventCopy, fwd: dict[int, list[int]], left: tuple[int, ...]) -> None:
         for hop, targets in fwd.items():
-            self._send(hop, EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left))
+            c = EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left)
+            if hop is _PARK:
+                self._park(c._replace(left=()))
+            else:
+                self._send(hop, c)
 
     def _send(self, peer: int, copy: EventCopy) -> None:
         link = self.core.gpp.links.get(peer)
         if link is None:
+            if self.durable:
+                self._park(copy)
+                return
             self.counters["unroutable"] += 1
             return
         if copy.hops >= TTL:
@@ -278,6 +483,10 @@ class EventRouting:
         seq = self._seq.get(peer, 0)
         self._seq[peer] = seq + 1
         self.unacked.setdefault(peer, {})[seq] = out
+        cause = self._cause
+        if cause is not None:
+            self._deps.setdefault(peer, {})[seq] = cause
+            self._open[cause] += 1
         self._out.setdefault(peer, []).append(out)
         self.counters["copies_out"] += 1
 
@@ -295,6 +504,8 @@ class EventRouting:
         it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
         so a quiet stream costs its sender no extra wake-up per event.
         """
+        if self.parked and self._parked_at != self.core.gpp.version:
+            self.retry_parked()
         out: dict[int, list] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)
@@ -302,9 +513,15 @@ class EventRouting:
         due = self._ack_due
         if due:
             links = self.core.gpp.links
+            durable = self.durable
             for peer in [p for p, n in due.items() if n >= ACK_EVERY or p in self._out]:
                 if peer in links:
-                    out.setdefault(peer, []).append(EventAck(self._recv[peer]))
+                    if durable:
+                        upto = self._safe_upto(peer)
+                        also = tuple(s for s in self._done.pop(peer, ()) if s > upto)
+                        out.setdefault(peer, []).append(EventAck(upto, also))
+                    else:
+                        out.setdefault(peer, []).append(EventAck(self._recv[peer]))
                 del due[peer]
         self._out = {}
         return out

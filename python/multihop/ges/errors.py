@@ -25,3 +25,11 @@ class TopologyError(GesError, ValueError):
 
 class GesStateError(GesError, RuntimeError):
     """An operation that does not fit the current state (an unknown broker, a gateway that is not up, ...)."""
+
+
+class StorageError(GesError, RuntimeError):
+    """A storage file that cannot be used (corrupt, foreign, another broker's); the message names the file."""
+
+
+class ResumeRefused(GesError, RuntimeError):
+    """A client's resume was refused (unknown client id, a position it was never given): the message says why."""

@@ -222,7 +222,10 @@ class GatewayPropagation:
     def leaving(self, peer: int, left: tuple[int, ...]) -> tuple[int, ...]:
         """Routing information for a message crossing the gateway to ``peer``: drop what only made sense
         below that gateway's level, and add the unit being left."""
-        p = self.links[peer].level
+        link = self.links.get(peer)
+        if link is None:  # a hop of a stale route (the gateway just went): the message is dropped anyway
+            return left
+        p = link.level
         if p == 0:
             return left
         kept = tuple(u for u in left if unit_level(u) >= p)
@@ -235,19 +238,20 @@ class GatewayPropagation:
         node = g.node_for(code)
         return 0.0 if node is None else g.cache.cost(node)
 
-    def gatekeepers_of_my_units(self) -> dict[int, set[int]]:
+    def gatekeepers_of_my_units(self, include_dead: bool = False) -> dict[int, set[int]]:
         """Level l (1..N+1) -> the brokers of this broker's level-l unit holding a gateway of level >= l - 1.
 
         Those brokers keep the profiles of the unit's children and decide where
         events go inside it (they are the unit's entry points).  Every broker knows
         them exactly: the records of such gateways are disseminated in contexts
-        that contain the unit.
+        that contain the unit.  ``include_dead`` also counts the ends of lost gateways
+        (a unit that had gatekeepers has a level above it to climb to).
         """
         n1 = self.levels + 1
         me = self.code
         out: dict[int, set[int]] = {lvl: set() for lvl in range(1, n1 + 1)}
         for c, _ in self.table.values():
-            if c.dead:
+            if c.dead and not include_dead:
                 continue
             top = min(c.level + 1, n1)
             for b in (c.origin, c.peer):

@@ -7,7 +7,7 @@ of ``flounder-idl/ges_broker.if`` (:mod:`multihop.ges.live.wire`).
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 from multihop.ges.gpp import Record
 
@@ -55,7 +55,7 @@ Message = Union[Connections, JoinRequest, JoinReply]
 
 # ---- profiles and events (profile propagation, event routing, clients) --------------------------
 
-from multihop.ges.event import EventData  # noqa: E402
+from multihop.ges.event import EventData, EventId  # noqa: E402
 from multihop.ges.profile import Chain  # noqa: E402
 
 UP, DOWN = 1, 2  #: EventCopy.mode
@@ -123,9 +123,15 @@ class Events(NamedTuple):
 
 
 class EventAck(NamedTuple):
-    """ERP: every copy numbered up to ``upto`` on this gateway was handled (the sender may forget them)."""
+    """ERP: every copy numbered up to ``upto`` on this gateway was handled (the sender may forget them).
+
+    ``also`` (durable mode): copies after ``upto`` that are safe too (a selective
+    acknowledgement: an older copy still waiting for its next hops must not hold
+    back the acknowledgement of newer ones, which could wait for this very gateway).
+    """
 
     upto: int
+    also: tuple[int, ...] = ()
 
 
 # client <-> broker
@@ -152,9 +158,10 @@ class Unsubscribe(NamedTuple):
 
 
 class Publish(NamedTuple):
-    """Client: publish an event."""
+    """Client: publish an event (durable clients: ``prev`` is the event they published before, if any)."""
 
     event: EventData
+    prev: "EventId | None" = None
 
 
 class ActiveQuery(NamedTuple):
@@ -181,3 +188,160 @@ class Refused(NamedTuple):
 
     what: str
     reason: str
+
+
+# durability (GES service paper 6.1, 8.6-8.9, 9.1): client <-> broker
+
+
+class DurableAttach(NamedTuple):
+    """Client: the first message of a durable client (instead of :class:`Attach`).
+
+    ``home`` is the storage broker that keeps its subscriptions and events (-1: not known
+    yet, the attaching broker's cluster store becomes it); with ``resume`` the client
+    presents ``previous`` (the broker of its last incarnation) and ``last``, the last
+    event it received per publisher.
+    """
+
+    client: str
+    incarnation: int
+    home: int
+    previous: int
+    last: tuple[EventId, ...]
+    resume: bool
+
+
+class Welcome(NamedTuple):
+    """Broker -> client: the durable attach was accepted; ``replay`` events wait in storage."""
+
+    home: int
+    replay: int
+
+
+class Stored(NamedTuple):
+    """Broker -> client: these published events are in stable storage (the client's queue releases them)."""
+
+    ids: tuple[EventId, ...]
+
+
+class DurableDeliver(NamedTuple):
+    """Broker -> client: events from the client's storage broker, numbered by storage entry.
+
+    ``prev`` is the entry sent before the first one here in this session (-1: the
+    session starts, the client filters by its last event per publisher).
+    """
+
+    prev: int
+    entries: tuple[tuple[int, EventData], ...]
+
+
+class DurableAck(NamedTuple):
+    """Client -> broker: every entry up to ``upto`` arrived (garbage collection)."""
+
+    upto: int
+
+
+class DurableNak(NamedTuple):
+    """Client -> broker: a gap after entry ``after``: send again from there (retransmission)."""
+
+    after: int
+
+
+# durability: broker <-> broker, relayed along best hops to ``dst``
+
+
+class Relay(NamedTuple):
+    """A durability message from broker ``src`` to broker ``dst`` (not a neighbour), passed hop by hop."""
+
+    dst: int
+    src: int
+    body: Any
+    left: tuple[int, ...] = ()
+
+
+class SRegister(NamedTuple):
+    """Attaching broker -> home store: a durable client (re)connects."""
+
+    client: str
+    incarnation: int
+    resume: bool
+    last: tuple[EventId, ...]
+    previous: int
+
+
+class SWelcome(NamedTuple):
+    """Store -> attaching broker: accepted (``replay`` entries pending)."""
+
+    client: str
+    incarnation: int
+    replay: int
+
+
+class SRefuse(NamedTuple):
+    """Store -> attaching broker: the resume is refused, and why."""
+
+    client: str
+    incarnation: int
+    reason: str
+
+
+class SSubscribe(NamedTuple):
+    """Attaching broker -> home store: add (``chain`` set) or remove (``chain`` None) a subscription."""
+
+    client: str
+    sub: int
+    chain: Any
+
+
+class SSubAck(NamedTuple):
+    """Store -> attaching broker: the subscription change is stored."""
+
+    client: str
+    sub: int
+
+
+class SPublish(NamedTuple):
+    """Attaching broker -> the client's home store: a client published ``events`` (in order), the first after ``prev``."""
+
+    client: str
+    events: tuple[EventData, ...]
+    prev: EventId | None
+
+
+class SStored(NamedTuple):
+    """Store -> attaching broker: ``event`` is stored (the client's queue may release it)."""
+
+    client: str
+    event: EventId
+
+
+class SDeliver(NamedTuple):
+    """Store -> attaching broker: entries for a client session (see :class:`DurableDeliver`)."""
+
+    client: str
+    incarnation: int
+    prev: int
+    entries: tuple[tuple[int, EventData], ...]
+
+
+class SAck(NamedTuple):
+    """Attaching broker -> store: the client acknowledged up to ``upto`` (``nak``: and wants the rest again)."""
+
+    client: str
+    incarnation: int
+    upto: int
+    nak: bool
+
+
+class SDetach(NamedTuple):
+    """Attaching broker -> store: the client's session ended (it disconnected)."""
+
+    client: str
+    incarnation: int
+
+
+class SActive(NamedTuple):
+    """Attaching broker <-> store: the active level of a subscription (``level`` -2 in the question)."""
+
+    client: str
+    sub: int
+    level: int

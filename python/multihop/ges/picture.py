@@ -84,8 +84,8 @@ def draw_graph(g: ConnectivityGraph, path: str | Path, title: str | None = None)
     ax.set_xticks([])
     for s in ("top", "right", "bottom"):
         ax.spines[s].set_visible(False)
-    ax.text(0.0, -0.55, "arrows: where a shortest path may go (L_UL); label: weight, xN = N gateways; red: partitioned",
-            fontsize=7, color="#555555")
+    ax.text(0.0, -0.55, "arrow u -> v: where a shortest path may go: v is in L_UL(u), u is in L_D(v) (both heads: same "
+            "level, both ways); label: weight, xN = N gateways; red: partitioned (#L_UL = 0)", fontsize=7, color="#555555")
 
     # the unit tree: system at the top, the vertex's own unit at each level among its siblings
     tree.set_axis_off()

@@ -47,11 +47,13 @@ class ScenarioResult:
     lost_gateways: int
     messages: int
     stats: dict[str, int] = field(default_factory=dict)
+    inactive: int = 0
+    """Subscriptions that had not reached the top level once the system was quiet (none should: no partition)."""
 
     @property
     def ok(self) -> bool:
-        """Every delivery right and no event where it had no business."""
-        return self.report.ok and not self.violations
+        """Every delivery right, every subscription active, and no event where it had no business."""
+        return self.report.ok and not self.violations and self.inactive == 0
 
 
 def keeps_units_connected(topo: Topology, without: tuple[Address, Address]) -> bool:
@@ -112,9 +114,12 @@ def run_scenario(seed: int, max_brokers: int = 500) -> ScenarioResult:
             hist.subscribe(c.client_id, sid, prof, sim.now)
             subs.append((c, sid, prof))
     sim.run_until_quiet()
+    inactive = 0
     for c, sid, _ in subs:
         if c.active_level(sid) == levels + 1:
             hist.active(c.client_id, sid, sim.now)
+        else:
+            inactive += 1
     pubs = [sim.client(rng.choice(addrs), f"p{i}") for i in range(rng.randint(1, 3))]
     lost = 0
     events = 0
@@ -164,4 +169,4 @@ def run_scenario(seed: int, max_brokers: int = 500) -> ScenarioResult:
     for core in sim.brokers.values():
         for k, v in core.erp.counters.items():
             stats[k] = stats.get(k, 0) + v
-    return ScenarioResult(seed, len(sim.brokers), report, violations, events, len(clients), lost, sim.delivered, stats)
+    return ScenarioResult(seed, len(sim.brokers), report, violations, events, len(clients), lost, sim.delivered, stats, inactive)

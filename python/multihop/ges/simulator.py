@@ -11,7 +11,9 @@ round.  The same seed gives the same trace: :attr:`Simulator.digest` hashes
 every delivery (time, source, destination, kind).
 
 Changes while it runs: :meth:`add_gateway`, :meth:`remove_gateway`,
-:meth:`set_cost`, :meth:`kill_broker`; :meth:`run_until_quiet` runs until no
+:meth:`set_cost`, :meth:`kill_broker`, and with ``durable=True`` (stable storage:
+:mod:`multihop.ges.durability`, one in-memory store per cluster, in
+:attr:`Simulator.stores`) :meth:`crash_broker` / :meth:`restart_broker`; :meth:`run_until_quiet` runs until no
 message is in flight and returns how many protocol messages were delivered.
 """
 
@@ -24,16 +26,18 @@ import random
 import struct
 from typing import Any, Iterable, Mapping
 
-from multihop.ges.address import Address, AddressLike, level_of_difference, unit_str
+from multihop.ges.address import Address, AddressLike, level_of_difference, unit_id, unit_str
 from multihop.ges.broker import BrokerCore
 from multihop.ges.costs import CostMatrix
 from multihop.errors import ChannelClosed, Timeout
-from multihop.ges.errors import GesStateError, TopologyError
+from multihop.ges.errors import GesStateError, ResumeRefused, TopologyError
 from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import Connections
-from multihop.ges.client import ClientCore, check_client_id
-from multihop.ges.messages import Attach, Events
+from multihop.ges.client import ClientCore, DurableState, check_client_id
+from multihop.ges.messages import Attach, DurableAttach, Events
+from multihop.ges.durability import storage_brokers_of
+from multihop.ges.storage import MemoryStorage
 from multihop.ges.nap import Joiner
 from multihop.ges.reliable import ReliableReceiver, ReliableSender
 from multihop.ges.topology import Topology
@@ -76,6 +80,7 @@ class Simulator:
         costs: CostMatrix | None = None,
         trace: bool = False,
         trace_events: bool = False,
+        durable: bool = False,
     ) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -117,12 +122,32 @@ class Simulator:
         self.trace: list[tuple[float, str, str, str]] | None = [] if trace else None
         #: with trace_events: every event copy delivered between brokers, as (source, destination, copy)
         self.event_trace: list[tuple[int, int, Any]] | None = [] if trace_events else None
+        #: durable mode: cluster -> its storage broker (the cluster's lowest address), and the stores
+        self.durable = durable
+        self.storage_brokers: dict[int, int] | None = None
+        self.stores: dict[int, MemoryStorage] = {}
+        self._epochs: dict[int, int] = {}
+        #: crashed brokers (durable mode), waiting for restart_broker
+        self.crashed: set[int] = set()
+        self._last_client: dict[str, SimClient] = {}
+        if durable:
+            sb = storage_brokers_of(self.topology)
+            self.storage_brokers = sb
+            self.stores = {code: MemoryStorage(f"memory:{Address.from_code(code, self.levels)}") for code in sb.values()}
         for b in self.topology.brokers.values():
-            self.brokers[b.address.code] = BrokerCore(b.address, self.costs, self.topology.thresholds)
+            self.brokers[b.address.code] = self._make_core(b.address)
         for gw in self.topology.gateways.values():
             self._connect(gw.a.code, gw.b.code, gw.cost)
 
     # ---- helpers ---------------------------------------------------------------
+
+    def _make_core(self, addr: Address) -> BrokerCore:
+        if not self.durable:
+            return BrokerCore(addr, self.costs, self.topology.thresholds)
+        return BrokerCore(
+            addr, self.costs, self.topology.thresholds, storage_brokers=self.storage_brokers,
+            storage=self.stores.get(addr.code), epoch=self._epochs.get(addr.code, 0),
+        )
 
     def _code(self, a: AddressLike) -> int:
         addr = Address(a, self.levels)
@@ -230,7 +255,7 @@ class Simulator:
                 return True  # the broker died or the client left while the message flew
             self.delivered += 1
             self._record(src, dst, payload)
-            if type(payload) is Attach:
+            if type(payload) is Attach or type(payload) is DurableAttach:
                 core.client_attach(src, payload)
             elif payload is None:
                 core.client_detach(src)
@@ -240,10 +265,12 @@ class Simulator:
             return True
         if kind == _TO_CLIENT:
             client = self._clients.get(dst)
-            if client is not None and client.broker == src:
+            if client is not None and client.broker == src and not client.closed:
                 self.delivered += 1
                 self._record(src, dst, payload)
                 client.core.on_message(payload)
+                if client.core.durable is not None:
+                    client.flush()  # acknowledgements
             return True
         if kind == _JOIN:
             self.delivered += 1
@@ -369,18 +396,107 @@ class Simulator:
         self.topology.remove_broker(address)
         del self.brokers[x]
 
+    def crash_broker(self, address: AddressLike) -> None:
+        """Durable mode: kill a broker as SIGKILL would (its store keeps what it committed); see :meth:`restart_broker`.
+
+        Its gateways are lost (each neighbour routes what it had not got acknowledged
+        again, or parks it), its clients are cut off (they roam: :meth:`fallback_broker`).
+        """
+        if not self.durable:
+            raise GesStateError("crash_broker needs a durable simulator (Simulator(..., durable=True)); kill_broker removes a broker for good")
+        x = self._code(address)
+        for c in self._clients.values():
+            if c.broker == x:
+                c.closed = True
+        for peer in list(self.brokers[x].gpp.links):
+            self._disconnect(x, peer)
+        st = self.stores.get(x)
+        if st is not None:
+            st.crash()
+        del self.brokers[x]
+        self.crashed.add(x)
+
+    def restart_broker(self, address: AddressLike) -> None:
+        """Durable mode: start a crashed broker again on its store; its gateways to running brokers come up."""
+        addr = Address(address, self.levels)
+        x = addr.code
+        if x not in self.crashed:
+            raise GesStateError(f"broker {addr} has not crashed")
+        self.crashed.discard(x)
+        self._epochs[x] = self._epochs.get(x, 0) + 1
+        self.brokers[x] = self._make_core(addr)
+        for gw in list(self.topology.gateways.values()):
+            a, b = gw.a.code, gw.b.code
+            if x in (a, b):
+                other = b if a == x else a
+                if other in self.brokers and (a, b) not in self._links:
+                    self._connect(a, b, gw.cost)
+        self._schedule_flush(x)
+
+    def fallback_broker(self, address: AddressLike) -> str:
+        """Where the clients of a failed broker roam: the next running broker of its cluster in address order
+        (wrapping around), so the clients of one failed broker all go to the same one."""
+        addr = Address(address, self.levels)
+        cluster = unit_id(addr.code, 1, self.levels)
+        members = sorted(c for c in self.brokers if unit_id(c, 1, self.levels) == cluster and c != addr.code)
+        if not members:
+            raise GesStateError(f"no running broker left in the cluster of {addr}")
+        after = [c for c in members if c > addr.code]
+        return str(Address.from_code((after or members)[0], self.levels))
+
     # ---- clients -----------------------------------------------------------------------------
 
-    def client(self, broker_address: AddressLike, client_id: str | int) -> "SimClient":
-        """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation)."""
+    def client(
+        self,
+        broker_address: AddressLike,
+        client_id: str | int,
+        resume: bool = False,
+        *,
+        last_received: Mapping[str, EventId] | None = None,
+        timeout: float = 5.0,
+    ) -> "SimClient":
+        """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation).
+
+        In a durable simulator the client is durable: its subscriptions and the events
+        for it are kept by its home storage broker.  With ``resume=True`` it reconnects
+        (to the same or another broker) with the state of its previous incarnation, and
+        gets what it missed, then live events.  ``last_received`` replaces the last event
+        per publisher it presents (to test refusals).  A durable attach waits up to
+        ``timeout`` virtual seconds for the answer; a refused resume raises
+        :class:`~multihop.ges.errors.ResumeRefused`.
+        """
         code = self._code(broker_address)
         cid = check_client_id(client_id)
+        if resume and not self.durable:
+            raise GesStateError("resume=True needs a durable simulator (Simulator(..., durable=True))")
         inc = self._incarnations_of.get(cid, -1) + 1
         self._incarnations_of[cid] = inc
         peer = _CLIENT_BASE - len(self._clients)
-        c = SimClient(self, peer, code, ClientCore(cid, inc, int(self.now * 1e6)))
+        state = None
+        if self.durable:
+            prev = self._last_client.get(cid)
+            if resume and prev is not None:
+                if not prev.closed:
+                    prev.disconnect()
+                state = prev.core.durable
+            else:
+                state = DurableState()
+            if last_received is not None:
+                state.last = dict(last_received)
+        c = SimClient(self, peer, code, ClientCore(cid, inc, int(self.now * 1e6), state, resume, code))
         self._clients[peer] = c
         c.flush()
+        if self.durable:
+            self._last_client[cid] = c
+            end = self.now + timeout
+            core = c.core
+            while not core.welcomed and core.refused is None:
+                if not self._heap or self._heap[0][0] > end:
+                    raise Timeout(f"no answer to client {cid!r}'s attach within {timeout} s of virtual time")
+                self.step()
+            if core.refused is not None:
+                c.closed = True
+                raise ResumeRefused(f"client {cid!r} at broker {Address.from_code(code, self.levels)}: {core.refused}")
         return c
 
     def _client_send(self, client: "SimClient", msg: Any) -> None:
@@ -432,7 +548,7 @@ class Simulator:
             raise GesStateError(f"no member took the new node: {r.reason}")
         addr = Address.from_code(r.assigned, self.levels)
         self.topology.add_broker(addr)
-        self.brokers[addr.code] = BrokerCore(addr, self.costs, self.topology.thresholds)
+        self.brokers[addr.code] = self._make_core(addr)
         self.topology.add_gateway(addr, Address.from_code(r.accepted_by, self.levels))
         self._connect(addr.code, r.accepted_by, 0)
         return str(addr)
@@ -476,7 +592,7 @@ class Simulator:
         for a in addrs:
             na = rename(a)
             self.topology.add_broker(na, unit.brokers[a].core)
-            self.brokers[na.code] = BrokerCore(na, self.costs, self.topology.thresholds)
+            self.brokers[na.code] = self._make_core(na)
         for gw in unit.gateways.values():
             x, y = rename(gw.a), rename(gw.b)
             self.topology.add_gateway(x, y, gw.cost)
@@ -574,11 +690,37 @@ class SimClient:
         self.flush()
 
     def publish(self, content: Mapping[str, Any], payload: bytes = b"") -> EventId:
-        """Publish an event (content: attribute -> value in signature order); returns its id."""
-        self._check()
+        """Publish an event (content: attribute -> value in signature order); returns its id.
+
+        A durable client that is disconnected keeps the event in its local queue
+        (at most :data:`~multihop.ges.client.QUEUE_MAX`); it goes out when the client resumes.
+        """
+        if self.core.durable is None or not self.closed:
+            self._check()
         eid = self.core.publish(content, payload, int(self.sim.now * 1e6))
-        self.flush()
+        if not self.closed:
+            self.flush()
         return eid
+
+    def disconnect(self) -> None:
+        """Durable: leave without losing anything: the home store keeps the events for this client
+        until it resumes (``sim.client(broker, id, resume=True)``); publishing goes on into the local queue."""
+        if self.core.durable is None:
+            raise GesStateError("disconnect is for durable clients (Simulator(..., durable=True)); use close()")
+        if not self.closed:
+            self.closed = True
+            self.sim._client_send(self, None)
+        self.core.disconnect()
+
+    @property
+    def queued(self) -> int:
+        """Durable: published events not yet confirmed stored."""
+        return len(self.core.durable.queue) if self.core.durable is not None else 0
+
+    @property
+    def replay_progress(self) -> tuple[int, int]:
+        """Durable: (events replayed so far, events waiting in storage when this incarnation started)."""
+        return (self.core.replayed, self.core.replay)
 
     def next(self, timeout: float | None = 1.0) -> Event:
         """The next event delivered, running the simulation up to ``timeout`` virtual seconds; raises Timeout."""

@@ -26,8 +26,8 @@ from multihop.bench.trace import TraceWriter, case_name
 
 __all__ = ["TRACE_EVERY", "SuiteContext", "need_cores", "record_rtt", "record_samples", "record_totals", "rtt_trace"]
 
-Send = Callable[[bytes], Any]
-Recv = Callable[[], Any]
+Send = Callable[[bytes], object]  # what it returns is not used
+Recv = Callable[[], object]  # the reply is awaited, not read
 
 
 @dataclass

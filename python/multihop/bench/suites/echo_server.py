@@ -14,10 +14,14 @@ import multiprocessing as mp
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import multihop as mh
 from multihop.bench.peers import spawned
+
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.synchronize import Event
 
 _CTX = mp.get_context("spawn")
 
@@ -45,7 +49,7 @@ def _echo(ch: mh.Channel, cpu: int | None) -> None:
         ch.close()
 
 
-def _serve(rt: mh.Runtime, d: Any, core: int, prefix: str, ready: threading.Barrier, stop: Any) -> None:
+def _serve(rt: mh.Runtime, d: mh.Dispatcher, core: int, prefix: str, ready: threading.Barrier, stop: Event) -> None:
     """Accept clients on `core`; each gets its own echo thread, so accepting never waits on echoing."""
     cpu = rt.cpu_of(core) if len(os.sched_getaffinity(0)) > 1 else None
     svc = d.export(service_name(core, prefix))
@@ -60,7 +64,7 @@ def _serve(rt: mh.Runtime, d: Any, core: int, prefix: str, ready: threading.Barr
         threading.Thread(target=_echo, args=(ch, cpu), daemon=True).start()
 
 
-def _main(name: str, cores: list[int], prefix: str, ready: Any, stop: Any, lifetime: float) -> None:
+def _main(name: str, cores: list[int], prefix: str, ready: Event, stop: Event, lifetime: float) -> None:
     rt = mh.Runtime.attach(name)
     dispatchers = [rt.dispatcher(c) for c in cores]
     barrier = threading.Barrier(len(cores) + 1)
@@ -79,7 +83,7 @@ def _main(name: str, cores: list[int], prefix: str, ready: Any, stop: Any, lifet
 
 
 @contextlib.contextmanager
-def echo_server(rt: mh.Runtime, cores: list[int] | None = None, prefix: str = "echo", lifetime: float = 3600.0) -> Iterator[Any]:
+def echo_server(rt: mh.Runtime, cores: list[int] | None = None, prefix: str = "echo", lifetime: float = 3600.0) -> Iterator[SpawnProcess]:
     """Run an echo server process for runtime `rt` on `cores` (default: all) during the block.
 
     It exports ``service_name(core, prefix)`` on each of its cores (give

@@ -90,7 +90,7 @@ def run(ctx: SuiteContext) -> None:
                     d.detach()
 
 
-def _measure(ctx: SuiteContext, rt: mh.Runtime, ds: dict[int, Any], pairs: list[tuple[int, int]], transport: str,
+def _measure(ctx: SuiteContext, rt: mh.Runtime, ds: dict[int, mh.Dispatcher], pairs: list[tuple[int, int]], transport: str,
              params: dict[str, Any], monitors: list[psutil.Process], everyone: list[psutil.Process], n_rtt: int,
              idle_s: float) -> None:
     rss0, _ = _usage(everyone)

@@ -37,9 +37,13 @@ from typing import Any
 import multihop as mh
 from multihop.ges.address import Address
 from multihop.ges.broker import BrokerCore
-from multihop.ges.live import wire
+from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL, KIND_JOINER
+from multihop.ges.address import unit_id
+from multihop.ges.durability import storage_brokers_of
 from multihop.ges.messages import Attach, Deliver, JoinRequest, Refused
+from multihop.ges.storage_sqlite import SqliteStorage
+from multihop.ges.errors import StorageError
 from multihop.ges.topology import Topology
 
 __all__ = ["LiveBroker", "main"]
@@ -65,13 +69,28 @@ class _Peer:
 class LiveBroker:
     """The driver of one broker process (see the module docstring)."""
 
-    def __init__(self, runtime: mh.Runtime, system: str, topology: Topology, address: Address, core: int) -> None:
+    def __init__(
+        self, runtime: mh.Runtime, system: str, topology: Topology, address: Address, core: int,
+        storage_dir: str | None = None, restart: bool = False,
+    ) -> None:
         self.runtime = runtime
         self.system = system
         self.topology = topology
         self.address = address
         self.core_no = core
-        self.core = BrokerCore(address, thresholds=topology.thresholds)
+        #: durable mode (a system with stable storage): the storage brokers, this broker's store
+        self.durable = storage_dir is not None
+        self.storage: SqliteStorage | None = None
+        # a restart's gateways are new incarnations (seconds since 2023: above the topology's 0, growing)
+        self.epoch = max(1, int(time.time()) - 1_672_531_200) if restart else 0
+        if self.durable:
+            sb = storage_brokers_of(topology)
+            if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
+                sync = os.environ.get("MULTIHOP_GES_SYNCHRONOUS", "FULL")  # docs/ges.md: why FULL
+                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)  # type: ignore[arg-type]
+            self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
+        else:
+            self.core = BrokerCore(address, thresholds=topology.thresholds)
         self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
         self.name = wire.service_name(system, str(address))
         self.svc = self.d.export(self.name)
@@ -81,7 +100,7 @@ class LiveBroker:
         self.by_code: dict[int, _Peer] = {}  # neighbour broker code (or client peer id) -> its channel
         self._next_client = -1
         #: brokers allowed to open a gateway to this one -> the incarnation they will announce
-        self.expected: dict[int, int] = {gw.a.code: 0 for gw in topology.gateways.values() if gw.b == address}
+        self.expected: dict[int, int | None] = {gw.a.code: None if restart else 0 for gw in topology.gateways.values() if gw.b == address}
         #: the brokers of the system (gateways to others are refused)
         self.known = {str(a) for a in topology.brokers}
         self.stopping = False
@@ -95,7 +114,7 @@ class LiveBroker:
         self._ready.wait(10.0)
         for gw in topology.gateways.values():
             if gw.a == address:
-                self.dial(gw.b.code, 0, gw.cost)
+                self.dial(gw.b.code, self.epoch, gw.cost)
 
     # ---- threads that hand channels to the loop --------------------------------------
 
@@ -212,6 +231,8 @@ class LiveBroker:
         if peer.kind == KIND_BROKER and self.by_code.get(peer.code) is peer:
             del self.by_code[peer.code]
             self.core.link_down(peer.code)
+            if self.durable and not self.stopping:
+                self._await_restart(peer.code)
         elif peer.kind == KIND_CLIENT and self.by_code.get(peer.code) is peer:
             del self.by_code[peer.code]
             self.core.client_detach(peer.code)
@@ -222,6 +243,15 @@ class LiveBroker:
             peer.ch.close()
         except Exception:
             pass
+
+    def _await_restart(self, code: int) -> None:
+        """Durable mode: a neighbour of the topology was lost (killed?): take it back when it restarts.
+        The lower address dials again (for 60 s), the higher one accepts any new incarnation."""
+        for gw in self.topology.gateways.values():
+            if gw.a == self.address and gw.b.code == code:
+                self.dial(code, max(1, int(time.time()) - 1_672_531_200), gw.cost)
+            elif gw.b == self.address and gw.a.code == code:
+                self.expected[code] = None
 
     def _drain(self, peer: _Peer) -> None:
         try:
@@ -267,7 +297,7 @@ class LiveBroker:
             self._lost(peer)
             return
         if rec.kind == KIND_BROKER:
-            if self.expected.get(rec.address) != rec.incarnation:
+            if rec.address not in self.expected or self.expected[rec.address] not in (None, rec.incarnation):
                 # a gateway this broker was not told about (a forged or confused neighbour): refused
                 self.counters["refused"] += 1
                 self._lost(peer)
@@ -308,6 +338,16 @@ class LiveBroker:
             peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
             return
         if peer.client is None:
+            if rec.name == "durable_attach":
+                peer.client, peer.incarnation = rec.client, rec.incarnation
+                try:
+                    msg = durable_wire.decode_attach(rec)
+                except mh.ProtocolError:
+                    self.counters["refused"] += 1
+                    self._lost(peer)
+                    return
+                core.client_attach(peer.code, msg)
+                return
             if rec.name != "attach":
                 self.counters["refused"] += 1
                 self._lost(peer)  # a client must say who it is first
@@ -394,8 +434,15 @@ class LiveBroker:
             "decided_levels": sorted(self.core.ppp.decided),
             "profiles_held": {str(lvl): g.profiles for lvl, g in self.core.ppp.graphs.items()},
             "events": dict(self.core.erp.counters),
+            "durability": self._durability_status() if self.durable else None,
             "profile_propagation": dict(self.core.ppp.counters),
         }
+
+    def _durability_status(self) -> dict[str, Any]:
+        out = self.core.durability.status()
+        if self.storage is not None:
+            out["store"]["file"] = self.storage.stats()
+        return out
 
     # ---- output ------------------------------------------------------------------------------
 
@@ -462,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtime", required=True)
     ap.add_argument("--config", required=True, help="the system's ges.json")
     ap.add_argument("--address", required=True)
+    ap.add_argument("--restart", action="store_true", help="durable systems: the broker restarts on its storage file")
     a = ap.parse_args(argv)
     cfg = json.loads(Path(a.config).read_text())
     topo = Topology.loads(cfg["topology"], a.config)
@@ -469,7 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     core = int(cfg["brokers"][str(addr)]["core"])
     rt = mh.Runtime.attach(a.runtime)
     try:
-        broker = LiveBroker(rt, cfg["system"], topo, addr, core)
+        try:
+            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart)
+        except StorageError as e:
+            print(f"broker {addr}: {e}", file=sys.stderr, flush=True)
+            return 2
         # the loop makes few reference cycles: collect seldom, and never scan what start-up built
         gc.collect()
         gc.freeze()

@@ -9,6 +9,13 @@ is a generated stub of ``flounder-idl/ges_client.if`` (after a
 time in microseconds, so a client that reconnects (or roams to another
 broker) under the same id always starts a new incarnation; its event ids
 are ``(client_id, timestamp, sequence, incarnation)``.
+
+In a system with stable storage (``LiveSystem.up(..., durable=True)``) clients are
+durable (:mod:`multihop.ges.durability`): ``client.disconnect()`` leaves without
+losing events, ``ges.connect(..., resume=True)`` reconnects (to the same or another
+broker) with what the previous connection of the same client id in this process
+left (its home storage broker, the last event received per publisher, the
+events not yet stored), and gets what it missed, then live events.
 """
 
 from __future__ import annotations
@@ -20,34 +27,44 @@ from typing import Any, Iterable, Mapping
 
 import multihop as mh
 from multihop.ges.address import Address
-from multihop.ges.client import ClientCore
+from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id
 from multihop.ges.event import Event, EventId
-from multihop.ges.errors import GesStateError
-from multihop.ges.live import wire
+from multihop.ges.errors import GesStateError, ResumeRefused
+from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.system import CONFIG
-from multihop.ges.messages import ActiveQuery, Attach, Publish, Subscribe, Unsubscribe
+from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, Publish, Stored, Subscribe, Unsubscribe
 
 __all__ = ["LiveClient", "connect"]
 
 
+#: durable clients' state across their connections in this process: (runtime, client id) -> state
+_STATES: dict[tuple[str, str], DurableState] = {}
+
+
 def connect(runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None) -> "LiveClient":
+            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
+            last_received: Mapping[str, EventId] | None = None) -> "LiveClient":
     """Attach a client to broker ``broker_address`` of the GES system on runtime ``runtime_name``.
 
     ``core``: the runtime core of the client's dispatcher (default: its broker's).
     ``dispatcher``: attach through this process's dispatcher instead of a new one
     (several clients of one process can then wait together in ``Dispatcher.poll``).
+    ``resume`` (durable systems): reconnect with the state the client's previous
+    connection in this process left, and get the events it missed; ``last_received``
+    replaces the last event per publisher it presents (to test refusals).
     Raises RuntimeNotFound, GesStateError (no GES system there, or no such broker),
-    BindError / Timeout if the broker does not answer.
+    BindError / Timeout if the broker does not answer, ResumeRefused if a resume is refused.
     """
-    return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout, dispatcher=dispatcher)
+    return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout,
+                      dispatcher=dispatcher, resume=resume, last_received=last_received)
 
 
 class LiveClient:
     """A client of a live GES system (see the module docstring)."""
 
     def __init__(self, runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None) -> None:
+                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
+                 last_received: Mapping[str, EventId] | None = None) -> None:
         rt = mh.Runtime.attach(runtime_name)
         path = rt.dir / CONFIG
         if not path.exists():
@@ -58,7 +75,21 @@ class LiveClient:
         if info is None:
             raise GesStateError(f"no broker {addr} in the GES system on runtime {runtime_name!r}")
         self.broker = addr
-        self.core = ClientCore(client_id, incarnation if incarnation is not None else time.time_ns() // 1000, time.time_ns() // 1000)
+        inc = incarnation if incarnation is not None else time.time_ns() // 1000
+        self.durable = bool(cfg.get("storage_dir"))
+        if resume and not self.durable:
+            raise GesStateError(f"resume=True needs a GES system with stable storage (the one on {runtime_name!r} has none)")
+        if self.durable:
+            key = (runtime_name, check_client_id(client_id))
+            state = _STATES.get(key) if resume else None
+            if state is None:
+                state = DurableState()
+            if last_received is not None:
+                state.last = dict(last_received)
+            _STATES[key] = state
+            self.core = ClientCore(client_id, inc, time.time_ns() // 1000, state, resume, Address(addr).code)
+        else:
+            self.core = ClientCore(client_id, inc, time.time_ns() // 1000)
         self._own_dispatcher = dispatcher is None
         self._d = rt.dispatcher(info["core"] if core is None else core) if dispatcher is None else dispatcher
         try:
@@ -73,7 +104,26 @@ class LiveClient:
         #: events delivered so far
         self.delivered = 0
         self._active: dict[int, int] = {}
+        self._closed = False
         self._flush()
+        if self.durable:
+            try:
+                self._wait_welcome(timeout)
+            except BaseException:
+                self.close()
+                raise
+
+    def _wait_welcome(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        core = self.core
+        while not core.welcomed and core.refused is None:  # bounded by the deadline
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise mh.Timeout(f"broker {self.broker} did not answer client {self.client_id!r}'s attach within {timeout} s")
+            for data in self.ch.recv_batch(64, timeout=left):
+                self._take(data)
+        if core.refused is not None:
+            raise ResumeRefused(f"client {self.client_id!r} at broker {self.broker}: {core.refused}")
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -98,7 +148,13 @@ class LiveClient:
         enc = wire.client_stub.encode
         for m in self.core.take():
             t = type(m)
-            if t is Publish:
+            if t is Publish and self.durable:
+                data = durable_wire.encode_publish(m)
+            elif t is DurableAck or t is DurableNak:
+                data = durable_wire.encode_client_ack(m)
+            elif t is DurableAttach:
+                data = durable_wire.durable_attach(m)
+            elif t is Publish:
                 ev = m.event
                 data = enc("publish", timestamp=ev.id.timestamp, sequence=ev.id.sequence, signature=ev.signature, values=ev.values, payload=ev.payload)
             elif t is Subscribe:
@@ -127,16 +183,76 @@ class LiveClient:
         self._flush()
 
     def publish(self, content: Mapping[str, Any], payload: bytes = b"") -> EventId:
-        """Publish an event (content: attribute -> value in signature order); returns its id."""
+        """Publish an event (content: attribute -> value in signature order); returns its id.
+
+        A durable client keeps it in its local queue until its home storage broker stored
+        it; while disconnected it only queues it (at most ``QUEUE_MAX``, then GesStateError).
+        """
+        d = self.core.durable
+        if d is not None and not self._closed and len(d.queue) >= 1024:
+            if len(d.queue) % 256 == 0 or len(d.queue) >= QUEUE_MAX:
+                self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
+            if len(d.queue) >= QUEUE_MAX:
+                self.wait_stored(10.0)  # connected and full: wait for the store rather than refuse
         eid = self.core.publish(content, payload, time.time_ns() // 1000)
-        self._flush()
+        if not self._closed:
+            self._flush()
         return eid
+
+    def disconnect(self) -> None:
+        """Durable: leave without losing anything; ``ges.connect(..., resume=True)`` comes back."""
+        if not self.durable:
+            raise GesStateError("disconnect is for clients of a system with stable storage; use close()")
+        self.core.disconnect()
+        self.close()
+
+    @property
+    def queued(self) -> int:
+        """Durable: published events not yet confirmed stored (reads what the broker sent so far)."""
+        if self.core.durable is None:
+            return 0
+        for _ in range(1 << 20):  # bounded: a broker sends a finite backlog
+            batch = self.ch.recv_batch(256, timeout=0) if not self._closed else []
+            for data in batch:
+                self._take(data)
+            if not batch:
+                break
+        return len(self.core.durable.queue)
+
+    @property
+    def replay_progress(self) -> tuple[int, int]:
+        """Durable: (events replayed so far, events waiting in storage when this connection started)."""
+        return (self.core.replayed, self.core.replay)
+
+    def wait_stored(self, timeout: float = 10.0) -> None:
+        """Durable: wait until every event published so far is in stable storage (Timeout otherwise)."""
+        deadline = time.monotonic() + timeout
+        while len(self.core.durable.queue):  # type: ignore[union-attr]  # bounded by the deadline
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise mh.Timeout(f"{self.queued} events of client {self.client_id!r} not stored within {timeout} s")
+            for data in self.ch.recv_batch(64, timeout=left):
+                self._take(data)
 
     # ---- receiving ---------------------------------------------------------------------------
 
     def _take(self, data: bytes) -> None:
         rec = wire.client_stub.decode(data)
         name = rec.name
+        if self.durable:
+            msg = durable_wire.decode_durable_for_client(rec, wire.decode_deliveries)
+            if msg is not None:
+                if type(msg) is tuple:  # stored
+                    msg = Stored((EventId(self.client_id, msg[1], msg[2], msg[3]),))
+                core = self.core
+                core.on_message(msg)
+                if core.inbox:
+                    self.delivered += len(core.inbox)
+                    self._inbox.extend(core.inbox)
+                    core.inbox.clear()
+                    core.received.clear()  # the live client keeps no history
+                self._flush()  # acknowledgements
+                return
         if name == "deliver":
             evs = wire.decode_deliveries(rec)
             self.delivered += len(evs)
@@ -145,6 +261,8 @@ class LiveClient:
             self._active[-1] = rec.level
         elif name == "refused":
             self.core.refusals.append((rec.what, rec.reason))
+            if rec.what == "DurableAttach":
+                self.core.refused = rec.reason
 
     def next(self, timeout: float | None = 1.0) -> Event:
         """The next event delivered; raises Timeout after ``timeout`` seconds (None: wait forever)."""
@@ -171,6 +289,8 @@ class LiveClient:
 
     def drain(self, timeout: float | None = 1.0) -> int:
         """Receive and count deliveries without making Event objects (for clients that only count); returns how many."""
+        if self.durable:
+            return len(self.next_many(1 << 30, timeout))
         n = 0
         for data in self.ch.recv_batch(64, timeout=timeout):
             rec = wire.client_stub.decode(data)
@@ -196,7 +316,11 @@ class LiveClient:
         return self._active.pop(-1)
 
     def close(self) -> None:
-        """Close the channel and detach (the broker drops this client's subscriptions)."""
+        """Close the channel and detach (the broker drops this client's subscriptions; a durable client's stay
+        with its home storage broker)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.ch.close()
         finally:

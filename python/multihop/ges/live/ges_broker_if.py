@@ -31,7 +31,7 @@ def _mh_fast(make, send, layout, names, slow):
     return fallback if make is None else make(layout, list(names), fallback)
 INTERFACE = _mh_IFACE = 'ges_broker'
 DESCRIPTION = 'GES broker: hello, connection records, node organization, control'
-MESSAGE_NUMBERS = {'hello': 1, 'connections': 2, 'join_request': 3, 'join_reply': 4, 'status_call': 5, 'status_response': 6, 'gateway_call': 7, 'gateway_response': 8, 'shutdown': 9, 'profile_update': 10, 'profile_ack': 11, 'profile_resync': 12, 'events': 13, 'event_ack': 14}
+MESSAGE_NUMBERS = {'hello': 1, 'connections': 2, 'join_request': 3, 'join_reply': 4, 'status_call': 5, 'status_response': 6, 'gateway_call': 7, 'gateway_response': 8, 'shutdown': 9, 'profile_update': 10, 'profile_ack': 11, 'profile_resync': 12, 'events': 13, 'event_ack': 14, 'event_ack_also': 15, 'durable': 16}
 
 connection = _mh_namedtuple('connection', ['origin', 'peer', 'incarnation', 'version', 'cost', 'level', 'near', 'dead'])
 connection.__doc__ = 'struct connection { uint64 origin; uint64 peer; uint32 incarnation; uint32 version; uint32 cost; uint8 level; int8 near; bool dead; }'
@@ -53,7 +53,17 @@ def _mhflat_event_head(v):
 def _mhbuild_event_head(t, i):
     return _mhT_event_head(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6], t[i + 7], t[i + 8], t[i + 9], t[i + 10], t[i + 11], t[i + 12], t[i + 13])
 
-_mhTYPES = {'connection': _mhT_connection, 'event_head': _mhT_event_head}
+stored_head = _mh_namedtuple('stored_head', ['entry', 'timestamp', 'sequence', 'incarnation', 'publisher_len', 'signature_len', 'values_len', 'payload_len'])
+stored_head.__doc__ = 'struct stored_head { uint64 entry; uint64 timestamp; uint64 sequence; uint64 incarnation; uint16 publisher_len; uint32 signature_len; uint32 values_len; uint32 payload_len; }'
+_mhT_stored_head = stored_head
+_mhS_stored_head = _mh_Struct('<QQQQHIII')
+def _mhflat_stored_head(v):
+    (_mh23, _mh24, _mh25, _mh26, _mh27, _mh28, _mh29, _mh30,) = v
+    return (_mh23, _mh24, _mh25, _mh26, _mh27, _mh28, _mh29, _mh30,)
+def _mhbuild_stored_head(t, i):
+    return _mhT_stored_head(t[i], t[i + 1], t[i + 2], t[i + 3], t[i + 4], t[i + 5], t[i + 6], t[i + 7])
+
+_mhTYPES = {'connection': _mhT_connection, 'event_head': _mhT_event_head, 'stored_head': _mhT_stored_head}
 
 class _mhR_1(_mh_Record):
     """message hello(uint8 kind, uint64 address, uint32 incarnation, uint32 cost, String system[128])"""
@@ -635,6 +645,129 @@ def _mhdec_14(_mhb):
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'event_ack', _mhb, _mhx) from None
 
+class _mhR_15(_mh_Record):
+    """message event_ack_also(uint64 upto, uint64 also[n, 65536])"""
+    __slots__ = ('upto', 'also', )
+    name = 'event_ack_also'
+    number = 15
+    _fields = ('upto', 'also', )
+    def __init__(self, upto, also):
+        self.upto = upto
+        self.also = also
+_mhR_15.__name__ = _mhR_15.__qualname__ = 'event_ack_also'
+_mhD_15 = (('upto', ('int', 'uint64', 0, 18446744073709551615)), ('also', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 65536, False)))
+_mhS_15 = _mh_Struct('<HQQ')
+_mhP_15 = _mhS_15.pack
+_mhU_15 = _mhS_15.unpack_from
+def _mhenc_15(upto, also):
+    try:
+        _mhn0 = _mh_len(also)
+        if _mhn0 > 65536: raise _mh_Bad
+        return _mhP_15(15, upto, _mhn0) + _mh_pack_array('Q', also)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'event_ack_also', _mhD_15, (upto, also,))
+        raise
+def _mhdec_15(_mhb):
+    try:
+        _mht = _mhU_15(_mhb)
+        _mho = 18
+        _mhn = _mht[2]
+        if _mhn > 65536: raise _mh_Bad(f"argument 'also' has {_mhn} elements, more than its maximum 65536")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'also' runs past the end of the message")
+        _mhv0 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_15(_mht[1], _mhv0)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'event_ack_also', _mhb, _mhx) from None
+
+class _mhR_16(_mh_Record):
+    """message durable(uint64 dst, uint64 src, uint64 left[nleft, 64], uint8 kind, String client[128], uint64 incarnation, int64 a, int64 b, String text[65536], stored_head heads[n, 4096], uint8 data[len, 16777216])"""
+    __slots__ = ('dst', 'src', 'left', 'kind', 'client', 'incarnation', 'a', 'b', 'text', 'heads', 'data', )
+    name = 'durable'
+    number = 16
+    _fields = ('dst', 'src', 'left', 'kind', 'client', 'incarnation', 'a', 'b', 'text', 'heads', 'data', )
+    def __init__(self, dst, src, left, kind, client, incarnation, a, b, text, heads, data):
+        self.dst = dst
+        self.src = src
+        self.left = left
+        self.kind = kind
+        self.client = client
+        self.incarnation = incarnation
+        self.a = a
+        self.b = b
+        self.text = text
+        self.heads = heads
+        self.data = data
+_mhR_16.__name__ = _mhR_16.__qualname__ = 'durable'
+_mhD_16 = (('dst', ('int', 'uint64', 0, 18446744073709551615)), ('src', ('int', 'uint64', 0, 18446744073709551615)), ('left', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 64, False)), ('kind', ('int', 'uint8', 0, 255)), ('client', ('str', 128)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('a', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('b', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('text', ('str', 65536)), ('heads', ('dyn', ('struct', 'stored_head', (('entry', ('int', 'uint64', 0, 18446744073709551615)), ('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('data', ('dyn', ('int', 'uint8', 0, 255), 16777216, True)))
+_mhS_16 = _mh_Struct('<HQQBQqqQ')
+_mhP_16 = _mhS_16.pack
+_mhU_16 = _mhS_16.unpack_from
+def _mhenc_16(dst, src, left, kind, client, incarnation, a, b, text, heads, data):
+    try:
+        _mhn0 = _mh_len(left)
+        if _mhn0 > 64: raise _mh_Bad
+        _mhs1 = client.encode()
+        _mhn1 = _mh_len(_mhs1)
+        if _mhn1 > 128 or b'\0' in _mhs1: raise _mh_Bad
+        _mhs2 = text.encode()
+        _mhn2 = _mh_len(_mhs2)
+        if _mhn2 > 65536 or b'\0' in _mhs2: raise _mh_Bad
+        _mhn3 = _mh_len(heads)
+        if _mhn3 > 4096: raise _mh_Bad
+        _mhn4 = _mh_len(data)
+        if _mhn4 > 16777216: raise _mh_Bad
+        return b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhflat_stored_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'durable', _mhD_16, (dst, src, left, kind, client, incarnation, a, b, text, heads, data,))
+        raise
+def _mhdec_16(_mhb):
+    try:
+        _mht = _mhU_16(_mhb)
+        _mho = 51
+        _mhn = _mht[7]
+        if _mhn > 64: raise _mh_Bad(f"argument 'left' has {_mhn} elements, more than its maximum 64")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'left' runs past the end of the message")
+        _mhv0 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 128: raise _mh_Bad(f"argument 'client' has {_mhn} bytes, more than its maximum 128")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'client' runs past the end of the message")
+        _mhv1 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv1: raise _mh_Bad("string argument 'client' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 65536: raise _mh_Bad(f"argument 'text' has {_mhn} bytes, more than its maximum 65536")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'text' runs past the end of the message")
+        _mhv2 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv2: raise _mh_Bad("string argument 'text' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 46
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
+        _mhv3 = tuple([_mhbuild_stored_head(_mhx, 0) for _mhx in _mhS_stored_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 16777216: raise _mh_Bad(f"argument 'data' has {_mhn} elements, more than its maximum 16777216")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'data' runs past the end of the message")
+        _mhv4 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_16(_mht[1], _mht[2], _mhv0, _mht[3], _mhv1, _mht[4], _mht[5], _mht[6], _mhv2, _mhv3, _mhv4)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'durable', _mhb, _mhx) from None
+
 class messages:
     """The record classes of the messages, by name."""
     hello = _mhR_1
@@ -651,8 +784,10 @@ class messages:
     profile_resync = _mhR_12
     events = _mhR_13
     event_ack = _mhR_14
+    event_ack_also = _mhR_15
+    durable = _mhR_16
 
-_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14,)
+_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14, _mhdec_15, _mhdec_16,)
 
 def decode(data, handles=()):
     """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
@@ -668,7 +803,7 @@ def decode(data, handles=()):
         raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)
     return _mhf(data)
 
-_mhENC = {'hello': _mhenc_1, 'connections': _mhenc_2, 'join_request': _mhenc_3, 'join_reply': _mhenc_4, 'status_call': _mhenc_5, 'status_response': _mhenc_6, 'gateway_call': _mhenc_7, 'gateway_response': _mhenc_8, 'shutdown': _mhenc_9, 'profile_update': _mhenc_10, 'profile_ack': _mhenc_11, 'profile_resync': _mhenc_12, 'events': _mhenc_13, 'event_ack': _mhenc_14}
+_mhENC = {'hello': _mhenc_1, 'connections': _mhenc_2, 'join_request': _mhenc_3, 'join_reply': _mhenc_4, 'status_call': _mhenc_5, 'status_response': _mhenc_6, 'gateway_call': _mhenc_7, 'gateway_response': _mhenc_8, 'shutdown': _mhenc_9, 'profile_update': _mhenc_10, 'profile_ack': _mhenc_11, 'profile_resync': _mhenc_12, 'events': _mhenc_13, 'event_ack': _mhenc_14, 'event_ack_also': _mhenc_15, 'durable': _mhenc_16}
 
 def encode(name, **args):
     """Encode message ``name`` (for an rpc: NAME_call / NAME_response) from keyword arguments."""
@@ -828,6 +963,36 @@ class _mhTx:
             _mhd = b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhflat_event_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'events', _mhD_13, (first_seq, heads, units, text,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def event_ack_also(self, upto, also, *, timeout=None):
+        """Send event_ack_also(uint64 upto, uint64 also[n, 65536])."""
+        try:
+            _mhn0 = _mh_len(also)
+            if _mhn0 > 65536: raise _mh_Bad
+            _mhd = _mhP_15(15, upto, _mhn0) + _mh_pack_array('Q', also)
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'event_ack_also', _mhD_15, (upto, also,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def durable(self, dst, src, left, kind, client, incarnation, a, b, text, heads, data, *, timeout=None):
+        """Send durable(uint64 dst, uint64 src, uint64 left[nleft, 64], uint8 kind, String client[128], uint64 incarnation, int64 a, int64 b, String text[65536], stored_head heads[n, 4096], uint8 data[len, 16777216])."""
+        try:
+            _mhn0 = _mh_len(left)
+            if _mhn0 > 64: raise _mh_Bad
+            _mhs1 = client.encode()
+            _mhn1 = _mh_len(_mhs1)
+            if _mhn1 > 128 or b'\0' in _mhs1: raise _mh_Bad
+            _mhs2 = text.encode()
+            _mhn2 = _mh_len(_mhs2)
+            if _mhn2 > 65536 or b'\0' in _mhs2: raise _mh_Bad
+            _mhn3 = _mh_len(heads)
+            if _mhn3 > 4096: raise _mh_Bad
+            _mhn4 = _mh_len(data)
+            if _mhn4 > 16777216: raise _mh_Bad
+            _mhd = b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhflat_stored_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'durable', _mhD_16, (dst, src, left, kind, client, incarnation, a, b, text, heads, data,))
             raise
         self._mh_send(_mhd, timeout)
 

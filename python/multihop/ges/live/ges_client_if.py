@@ -31,7 +31,7 @@ def _mh_fast(make, send, layout, names, slow):
     return fallback if make is None else make(layout, list(names), fallback)
 INTERFACE = _mh_IFACE = 'ges_client'
 DESCRIPTION = 'GES client <-> broker: subscriptions, publications, deliveries'
-MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8}
+MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8, 'durable_attach': 9, 'welcome': 10, 'publish_durable': 11, 'stored': 12, 'durable_deliver': 13, 'durable_ack': 14}
 
 delivery_head = _mh_namedtuple('delivery_head', ['timestamp', 'sequence', 'incarnation', 'publisher_len', 'signature_len', 'values_len', 'payload_len'])
 delivery_head.__doc__ = 'struct delivery_head { uint64 timestamp; uint64 sequence; uint64 incarnation; uint16 publisher_len; uint32 signature_len; uint32 values_len; uint32 payload_len; }'
@@ -365,6 +365,280 @@ def _mhdec_8(_mhb):
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'refused', _mhb, _mhx) from None
 
+class _mhR_9(_mh_Record):
+    """message durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536])"""
+    __slots__ = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', )
+    name = 'durable_attach'
+    number = 9
+    _fields = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', )
+    def __init__(self, client, incarnation, home, previous, resume, last, text):
+        self.client = client
+        self.incarnation = incarnation
+        self.home = home
+        self.previous = previous
+        self.resume = resume
+        self.last = last
+        self.text = text
+_mhR_9.__name__ = _mhR_9.__qualname__ = 'durable_attach'
+_mhD_9 = (('client', ('str', 128)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('home', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('previous', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('resume', ('bool',)), ('last', ('dyn', ('struct', 'delivery_head', (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('text', ('dyn', ('int', 'uint8', 0, 255), 65536, True)))
+_mhS_9 = _mh_Struct('<HQqq?Q')
+_mhP_9 = _mhS_9.pack
+_mhU_9 = _mhS_9.unpack_from
+def _mhenc_9(client, incarnation, home, previous, resume, last, text):
+    try:
+        _mhs0 = client.encode()
+        _mhn0 = _mh_len(_mhs0)
+        if _mhn0 > 128 or b'\0' in _mhs0: raise _mh_Bad
+        _mhn1 = _mh_len(last)
+        if _mhn1 > 4096: raise _mh_Bad
+        _mhn2 = _mh_len(text)
+        if _mhn2 > 65536: raise _mh_Bad
+        return b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
+        raise
+def _mhdec_9(_mhb):
+    try:
+        _mht = _mhU_9(_mhb)
+        _mho = 35
+        _mhn = _mht[5]
+        if _mhn > 128: raise _mh_Bad(f"argument 'client' has {_mhn} bytes, more than its maximum 128")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'client' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv0: raise _mh_Bad("string argument 'client' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 4096: raise _mh_Bad(f"argument 'last' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 38
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'last' runs past the end of the message")
+        _mhv1 = tuple([_mhbuild_delivery_head(_mhx, 0) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 65536: raise _mh_Bad(f"argument 'text' has {_mhn} elements, more than its maximum 65536")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'text' runs past the end of the message")
+        _mhv2 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_9(_mhv0, _mht[1], _mht[2], _mht[3], _mht[4], _mhv1, _mhv2)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'durable_attach', _mhb, _mhx) from None
+
+class _mhR_10(_mh_Record):
+    """message welcome(int64 home, uint64 replay)"""
+    __slots__ = ('home', 'replay', )
+    name = 'welcome'
+    number = 10
+    _fields = ('home', 'replay', )
+    def __init__(self, home, replay):
+        self.home = home
+        self.replay = replay
+_mhR_10.__name__ = _mhR_10.__qualname__ = 'welcome'
+_mhD_10 = (('home', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('replay', ('int', 'uint64', 0, 18446744073709551615)))
+_mhS_10 = _mh_Struct('<HqQ')
+_mhL_10 = _mh_FixedLayout(10, [('i', 8), ('u', 8)])
+_mhP_10 = _mhS_10.pack
+_mhU_10 = _mhS_10.unpack_from
+def _mhenc_10(home, replay):
+    try:
+        return _mhP_10(10, home, replay)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'welcome', _mhD_10, (home, replay,))
+        raise
+def _mhdec_10(_mhb):
+    try:
+        if len(_mhb) != 18: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 18')
+        _mht = _mhU_10(_mhb)
+        return _mhR_10(_mht[1], _mht[2])
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'welcome', _mhb, _mhx) from None
+
+class _mhR_11(_mh_Record):
+    """message publish_durable(uint64 timestamp, uint64 sequence, uint64 incarnation, bool has_prev, uint64 prev_timestamp, uint64 prev_sequence, uint64 prev_incarnation, String signature[8192], String values[65536], uint8 payload[plen, 524288])"""
+    __slots__ = ('timestamp', 'sequence', 'incarnation', 'has_prev', 'prev_timestamp', 'prev_sequence', 'prev_incarnation', 'signature', 'values', 'payload', )
+    name = 'publish_durable'
+    number = 11
+    _fields = ('timestamp', 'sequence', 'incarnation', 'has_prev', 'prev_timestamp', 'prev_sequence', 'prev_incarnation', 'signature', 'values', 'payload', )
+    def __init__(self, timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload):
+        self.timestamp = timestamp
+        self.sequence = sequence
+        self.incarnation = incarnation
+        self.has_prev = has_prev
+        self.prev_timestamp = prev_timestamp
+        self.prev_sequence = prev_sequence
+        self.prev_incarnation = prev_incarnation
+        self.signature = signature
+        self.values = values
+        self.payload = payload
+_mhR_11.__name__ = _mhR_11.__qualname__ = 'publish_durable'
+_mhD_11 = (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('has_prev', ('bool',)), ('prev_timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('prev_sequence', ('int', 'uint64', 0, 18446744073709551615)), ('prev_incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('signature', ('str', 8192)), ('values', ('str', 65536)), ('payload', ('dyn', ('int', 'uint8', 0, 255), 524288, True)))
+_mhS_11 = _mh_Struct('<HQQQ?QQQQ')
+_mhP_11 = _mhS_11.pack
+_mhU_11 = _mhS_11.unpack_from
+def _mhenc_11(timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload):
+    try:
+        _mhs0 = signature.encode()
+        _mhn0 = _mh_len(_mhs0)
+        if _mhn0 > 8192 or b'\0' in _mhs0: raise _mh_Bad
+        _mhs1 = values.encode()
+        _mhn1 = _mh_len(_mhs1)
+        if _mhn1 > 65536 or b'\0' in _mhs1: raise _mh_Bad
+        _mhn2 = _mh_len(payload)
+        if _mhn2 > 524288: raise _mh_Bad
+        return b''.join((_mhP_11(11, timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, _mhn0), _mhs0, _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), payload))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'publish_durable', _mhD_11, (timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload,))
+        raise
+def _mhdec_11(_mhb):
+    try:
+        _mht = _mhU_11(_mhb)
+        _mho = 59
+        _mhn = _mht[8]
+        if _mhn > 8192: raise _mh_Bad(f"argument 'signature' has {_mhn} bytes, more than its maximum 8192")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'signature' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv0: raise _mh_Bad("string argument 'signature' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 65536: raise _mh_Bad(f"argument 'values' has {_mhn} bytes, more than its maximum 65536")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'values' runs past the end of the message")
+        _mhv1 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv1: raise _mh_Bad("string argument 'values' contains a NUL byte")
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 524288: raise _mh_Bad(f"argument 'payload' has {_mhn} elements, more than its maximum 524288")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'payload' runs past the end of the message")
+        _mhv2 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_11(_mht[1], _mht[2], _mht[3], _mht[4], _mht[5], _mht[6], _mht[7], _mhv0, _mhv1, _mhv2)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'publish_durable', _mhb, _mhx) from None
+
+class _mhR_12(_mh_Record):
+    """message stored(uint64 timestamp, uint64 sequence, uint64 incarnation)"""
+    __slots__ = ('timestamp', 'sequence', 'incarnation', )
+    name = 'stored'
+    number = 12
+    _fields = ('timestamp', 'sequence', 'incarnation', )
+    def __init__(self, timestamp, sequence, incarnation):
+        self.timestamp = timestamp
+        self.sequence = sequence
+        self.incarnation = incarnation
+_mhR_12.__name__ = _mhR_12.__qualname__ = 'stored'
+_mhD_12 = (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)))
+_mhS_12 = _mh_Struct('<HQQQ')
+_mhL_12 = _mh_FixedLayout(12, [('u', 8), ('u', 8), ('u', 8)])
+_mhP_12 = _mhS_12.pack
+_mhU_12 = _mhS_12.unpack_from
+def _mhenc_12(timestamp, sequence, incarnation):
+    try:
+        return _mhP_12(12, timestamp, sequence, incarnation)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'stored', _mhD_12, (timestamp, sequence, incarnation,))
+        raise
+def _mhdec_12(_mhb):
+    try:
+        if len(_mhb) != 26: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 26')
+        _mht = _mhU_12(_mhb)
+        return _mhR_12(_mht[1], _mht[2], _mht[3])
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'stored', _mhb, _mhx) from None
+
+class _mhR_13(_mh_Record):
+    """message durable_deliver(int64 prev, uint64 entries[ne, 4096], delivery_head heads[n, 4096], uint8 text[len, 16777216])"""
+    __slots__ = ('prev', 'entries', 'heads', 'text', )
+    name = 'durable_deliver'
+    number = 13
+    _fields = ('prev', 'entries', 'heads', 'text', )
+    def __init__(self, prev, entries, heads, text):
+        self.prev = prev
+        self.entries = entries
+        self.heads = heads
+        self.text = text
+_mhR_13.__name__ = _mhR_13.__qualname__ = 'durable_deliver'
+_mhD_13 = (('prev', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('entries', ('dyn', ('int', 'uint64', 0, 18446744073709551615), 4096, False)), ('heads', ('dyn', ('struct', 'delivery_head', (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('text', ('dyn', ('int', 'uint8', 0, 255), 16777216, True)))
+_mhS_13 = _mh_Struct('<HqQ')
+_mhP_13 = _mhS_13.pack
+_mhU_13 = _mhS_13.unpack_from
+def _mhenc_13(prev, entries, heads, text):
+    try:
+        _mhn0 = _mh_len(entries)
+        if _mhn0 > 4096: raise _mh_Bad
+        _mhn1 = _mh_len(heads)
+        if _mhn1 > 4096: raise _mh_Bad
+        _mhn2 = _mh_len(text)
+        if _mhn2 > 16777216: raise _mh_Bad
+        return b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'durable_deliver', _mhD_13, (prev, entries, heads, text,))
+        raise
+def _mhdec_13(_mhb):
+    try:
+        _mht = _mhU_13(_mhb)
+        _mho = 18
+        _mhn = _mht[2]
+        if _mhn > 4096: raise _mh_Bad(f"argument 'entries' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 8
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'entries' runs past the end of the message")
+        _mhv0 = _mh_unpack_array('Q', _mhn, _mhb, _mho)
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
+        _mhe = _mho + _mhn * 38
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
+        _mhv1 = tuple([_mhbuild_delivery_head(_mhx, 0) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 16777216: raise _mh_Bad(f"argument 'text' has {_mhn} elements, more than its maximum 16777216")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'text' runs past the end of the message")
+        _mhv2 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_13(_mht[1], _mhv0, _mhv1, _mhv2)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'durable_deliver', _mhb, _mhx) from None
+
+class _mhR_14(_mh_Record):
+    """message durable_ack(int64 upto, bool nak)"""
+    __slots__ = ('upto', 'nak', )
+    name = 'durable_ack'
+    number = 14
+    _fields = ('upto', 'nak', )
+    def __init__(self, upto, nak):
+        self.upto = upto
+        self.nak = nak
+_mhR_14.__name__ = _mhR_14.__qualname__ = 'durable_ack'
+_mhD_14 = (('upto', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('nak', ('bool',)))
+_mhS_14 = _mh_Struct('<Hq?')
+_mhL_14 = _mh_FixedLayout(14, [('i', 8), ('bool', 0)])
+_mhP_14 = _mhS_14.pack
+_mhU_14 = _mhS_14.unpack_from
+def _mhenc_14(upto, nak):
+    try:
+        return _mhP_14(14, upto, nak)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'durable_ack', _mhD_14, (upto, nak,))
+        raise
+def _mhdec_14(_mhb):
+    try:
+        if len(_mhb) != 11: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 11')
+        _mht = _mhU_14(_mhb)
+        return _mhR_14(_mht[1], _mht[2])
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'durable_ack', _mhb, _mhx) from None
+
 class messages:
     """The record classes of the messages, by name."""
     attach = _mhR_1
@@ -375,8 +649,14 @@ class messages:
     publish = _mhR_6
     deliver = _mhR_7
     refused = _mhR_8
+    durable_attach = _mhR_9
+    welcome = _mhR_10
+    publish_durable = _mhR_11
+    stored = _mhR_12
+    durable_deliver = _mhR_13
+    durable_ack = _mhR_14
 
-_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8,)
+_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14,)
 
 def decode(data, handles=()):
     """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
@@ -392,7 +672,7 @@ def decode(data, handles=()):
         raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)
     return _mhf(data)
 
-_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8}
+_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8, 'durable_attach': _mhenc_9, 'welcome': _mhenc_10, 'publish_durable': _mhenc_11, 'stored': _mhenc_12, 'durable_deliver': _mhenc_13, 'durable_ack': _mhenc_14}
 
 def encode(name, **args):
     """Encode message ``name`` (for an rpc: NAME_call / NAME_response) from keyword arguments."""
@@ -426,15 +706,42 @@ def _mhslow_5(_mhsend, level, *, timeout=None):
         _mh_explain(_mh_IFACE, 'active_response', _mhD_5, (level,))
         raise
     _mhsend(_mhd, timeout)
+def _mhslow_10(_mhsend, home, replay, *, timeout=None):
+    """Send welcome(int64 home, uint64 replay)."""
+    try:
+        _mhd = _mhP_10(10, home, replay)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'welcome', _mhD_10, (home, replay,))
+        raise
+    _mhsend(_mhd, timeout)
+def _mhslow_12(_mhsend, timestamp, sequence, incarnation, *, timeout=None):
+    """Send stored(uint64 timestamp, uint64 sequence, uint64 incarnation)."""
+    try:
+        _mhd = _mhP_12(12, timestamp, sequence, incarnation)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'stored', _mhD_12, (timestamp, sequence, incarnation,))
+        raise
+    _mhsend(_mhd, timeout)
+def _mhslow_14(_mhsend, upto, nak, *, timeout=None):
+    """Send durable_ack(int64 upto, bool nak)."""
+    try:
+        _mhd = _mhP_14(14, upto, nak)
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'durable_ack', _mhD_14, (upto, nak,))
+        raise
+    _mhsend(_mhd, timeout)
 class _mhTx:
     """Send side: one method per message."""
-    __slots__ = ('_mh_send', 'unsubscribe', 'active_call', 'active_response', )
+    __slots__ = ('_mh_send', 'unsubscribe', 'active_call', 'active_response', 'welcome', 'stored', 'durable_ack', )
     def __init__(self, channel):
         self._mh_send = channel.send
         _mhmake = getattr(channel, '_fast_sender', None)
         self.unsubscribe = _mh_fast(_mhmake, channel.send, _mhL_3, ('sub',), _mhslow_3)
         self.active_call = _mh_fast(_mhmake, channel.send, _mhL_4, ('sub',), _mhslow_4)
         self.active_response = _mh_fast(_mhmake, channel.send, _mhL_5, ('level',), _mhslow_5)
+        self.welcome = _mh_fast(_mhmake, channel.send, _mhL_10, ('home', 'replay'), _mhslow_10)
+        self.stored = _mh_fast(_mhmake, channel.send, _mhL_12, ('timestamp', 'sequence', 'incarnation'), _mhslow_12)
+        self.durable_ack = _mh_fast(_mhmake, channel.send, _mhL_14, ('upto', 'nak'), _mhslow_14)
     def attach(self, client, incarnation, *, timeout=None):
         """Send attach(String client[128], uint64 incarnation)."""
         try:
@@ -497,6 +804,51 @@ class _mhTx:
             _mhd = b''.join((_mhP_8(8, _mhn0), _mhs0, _mh_U64.pack(_mhn1), _mhs1))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'refused', _mhD_8, (what, reason,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def durable_attach(self, client, incarnation, home, previous, resume, last, text, *, timeout=None):
+        """Send durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536])."""
+        try:
+            _mhs0 = client.encode()
+            _mhn0 = _mh_len(_mhs0)
+            if _mhn0 > 128 or b'\0' in _mhs0: raise _mh_Bad
+            _mhn1 = _mh_len(last)
+            if _mhn1 > 4096: raise _mh_Bad
+            _mhn2 = _mh_len(text)
+            if _mhn2 > 65536: raise _mh_Bad
+            _mhd = b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def publish_durable(self, timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload, *, timeout=None):
+        """Send publish_durable(uint64 timestamp, uint64 sequence, uint64 incarnation, bool has_prev, uint64 prev_timestamp, uint64 prev_sequence, uint64 prev_incarnation, String signature[8192], String values[65536], uint8 payload[plen, 524288])."""
+        try:
+            _mhs0 = signature.encode()
+            _mhn0 = _mh_len(_mhs0)
+            if _mhn0 > 8192 or b'\0' in _mhs0: raise _mh_Bad
+            _mhs1 = values.encode()
+            _mhn1 = _mh_len(_mhs1)
+            if _mhn1 > 65536 or b'\0' in _mhs1: raise _mh_Bad
+            _mhn2 = _mh_len(payload)
+            if _mhn2 > 524288: raise _mh_Bad
+            _mhd = b''.join((_mhP_11(11, timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, _mhn0), _mhs0, _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), payload))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'publish_durable', _mhD_11, (timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def durable_deliver(self, prev, entries, heads, text, *, timeout=None):
+        """Send durable_deliver(int64 prev, uint64 entries[ne, 4096], delivery_head heads[n, 4096], uint8 text[len, 16777216])."""
+        try:
+            _mhn0 = _mh_len(entries)
+            if _mhn0 > 4096: raise _mh_Bad
+            _mhn1 = _mh_len(heads)
+            if _mhn1 > 4096: raise _mh_Bad
+            _mhn2 = _mh_len(text)
+            if _mhn2 > 16777216: raise _mh_Bad
+            _mhd = b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'durable_deliver', _mhD_13, (prev, entries, heads, text,))
             raise
         self._mh_send(_mhd, timeout)
 

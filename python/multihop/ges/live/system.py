@@ -82,6 +82,7 @@ class LiveSystem:
         detached: bool = False,
         timeout: float = 60.0,
         seed: int = 0,
+        durable: bool = False,
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
 
@@ -91,7 +92,11 @@ class LiveSystem:
         Brokers without a core are spread round-robin over the runtime's
         cores.  Raises GesStateError if a system already runs on the runtime,
         or if the brokers do not converge within ``timeout`` seconds (the
-        message names the brokers that differ).
+        message names the brokers that differ).  With ``durable`` the system has stable
+        storage (:mod:`multihop.ges.durability`): the lowest address of each cluster is its
+        storage broker, with an SQLite file ``ges-<address>.db`` in the runtime's directory
+        (a file that is corrupt or not this broker's stops the broker: GesStateError naming it);
+        clients are durable, and :meth:`crash` / :meth:`restart` kill and restart brokers.
         """
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -106,14 +111,15 @@ class LiveSystem:
             want = sorted({b.core for b in topology.brokers.values() if b.core is not None})
             rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached)
         try:
-            return cls._start(rt, owned, topology, detached, timeout, seed)
+            return cls._start(rt, owned, topology, detached, timeout, seed, durable)
         except BaseException:
             if owned is not None:
                 owned.stop()
             raise
 
     @classmethod
-    def _start(cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int) -> "LiveSystem":
+    def _start(cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int,
+               durable: bool = False) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
         for i, b in enumerate(sorted(topology.brokers.values(), key=lambda b: b.address)):
@@ -127,6 +133,7 @@ class LiveSystem:
             "brokers": brokers,
             "runtime_started": owned is not None,
             "detached": detached,
+            "storage_dir": str(rt.dir) if durable else None,
         }
         path = rt.dir / CONFIG
         path.write_text(json.dumps(config, indent=2))
@@ -136,7 +143,7 @@ class LiveSystem:
             for addr in brokers:
                 system._spawn(addr)
             system._save()
-            system.shadow = Simulator(topology, seed=seed)
+            system.shadow = Simulator(topology, seed=seed, durable=durable)
             system.shadow.run_until_quiet()
             system.wait_converged(timeout)
         except BaseException:
@@ -144,9 +151,11 @@ class LiveSystem:
             raise
         return system
 
-    def _spawn(self, addr: str) -> None:
+    def _spawn(self, addr: str, restart: bool = False) -> None:
         info = self.config["brokers"][addr]
         cmd = [sys.executable, "-m", "multihop.ges.live.broker", "--runtime", self.name, "--config", str(self.runtime.dir / CONFIG), "--address", addr]
+        if restart:
+            cmd.append("--restart")
         session = {"start_new_session": True} if self.config["detached"] else {"process_group": 0}
         with open(info["log"], "ab") as log:
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **session)
@@ -358,6 +367,78 @@ class LiveSystem:
             self.shadow.kill_broker(a)
             self.shadow.run_until_quiet()
         self._save()
+
+    @property
+    def durable(self) -> bool:
+        """Whether the system has stable storage."""
+        return bool(self.config.get("storage_dir"))
+
+    def storage_brokers(self) -> list[str]:
+        """Durable systems: the storage broker of each cluster (its lowest address)."""
+        from multihop.ges.durability import storage_brokers_of
+
+        return sorted(str(Address.from_code(c, self.topology.levels)) for c in storage_brokers_of(self.topology).values())
+
+    def storage_file(self, address: AddressLike) -> Path:
+        """Durable systems: a storage broker's SQLite file."""
+        return Path(self.config["storage_dir"]) / f"ges-{Address(address, self.topology.levels)}.db"
+
+    def fallback_broker(self, address: AddressLike) -> str:
+        """Where the clients of a failed broker roam (the simulator's rule): the next running broker of its
+        cluster in address order, wrapping around."""
+        addr = Address(address, self.topology.levels)
+        levels = self.topology.levels
+        running = [Address(a, levels) for a, info in self.config["brokers"].items() if info.get("pid") and _alive(info["pid"])]
+        members = sorted(a for a in running if a.unit_id(1) == addr.unit_id(1) and a != addr)
+        if not members:
+            raise GesStateError(f"no running broker left in the cluster of {addr}")
+        after = [a for a in members if a > addr]
+        return str((after or members)[0])
+
+    def crash(self, address: AddressLike) -> None:
+        """Durable systems: SIGKILL a broker and keep it in the system, to :meth:`restart` it on its storage file.
+
+        Its neighbours see their gateways lost; they take it back when it restarts.  The
+        shadow simulation stops here (the live incarnations of restarted gateways are
+        times, not the simulator's counters).
+        """
+        if not self.durable:
+            raise GesStateError("crash/restart need a system with stable storage (LiveSystem.up(..., durable=True)); kill() removes a broker")
+        a = str(Address(address, self.topology.levels))
+        pid = self.pid(a)
+        c = self._controls.pop(a, None)
+        os.kill(pid, signal.SIGKILL)
+        p = self._procs.pop(a, None)
+        if p is not None:
+            p.wait(10)
+        if c is not None:
+            try:
+                c.close()
+            except mh.MultihopError:
+                pass
+        self.config["brokers"][a]["pid"] = None
+        self.shadow = None
+        self._save()
+
+    def restart(self, address: AddressLike, timeout: float = 30.0) -> None:
+        """Durable systems: start a crashed broker again (on its storage file); returns once it answers."""
+        a = str(Address(address, self.topology.levels))
+        if a not in self.config["brokers"]:
+            raise GesStateError(f"no broker {a} in GES system {self.name!r}")
+        if self.config["brokers"][a].get("pid") and _alive(self.config["brokers"][a]["pid"]):
+            raise GesStateError(f"broker {a} is running")
+        self._spawn(a, restart=True)
+        self._save()
+        deadline = time.monotonic() + timeout
+        while True:  # bounded by the deadline: the broker exports its service once it runs
+            self._check_alive()
+            try:
+                self.control(a, timeout=1.0)
+                return
+            except mh.BindError:
+                if time.monotonic() > deadline:
+                    raise GesStateError(f"broker {a} did not come back within {timeout} s") from None
+                time.sleep(0.02)  # the tool waits for a process to start; brokers never poll
 
     # ---- stop -----------------------------------------------------------------------------------
 

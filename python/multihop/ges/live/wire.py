@@ -17,6 +17,7 @@ from typing import Any
 from multihop.errors import ProtocolError
 from multihop.ges.connection import Connection
 from multihop.ges.event import EventData, EventId, validate_event
+from multihop.ges.live import durable_wire
 from multihop.ges.live import ges_broker_if as stub
 from multihop.ges.live import ges_client_if as client_stub
 from multihop.ges.messages import (
@@ -36,6 +37,7 @@ from multihop.ges.messages import (
     ProfileUpdate,
     Publish,
     Refused,
+    Relay,
     Subscribe,
     Unsubscribe,
 )
@@ -111,7 +113,11 @@ def encode(msg: Any) -> list[bytes]:
         out.append(_events(first, batch))
         return out
     if t is EventAck:
+        if msg.also or msg.upto < 0:
+            return [durable_wire.encode_ack(msg)]
         return [_enc("event_ack", upto=msg.upto)]
+    if t is Relay:
+        return durable_wire.encode_relay(msg)
     if t is Connections:
         recs = [_rec(c.origin, c.peer, c.incarnation, c.version, c.cost, c.level, x, c.dead) for c, x in msg.records]
         return [_enc("connections", recs=recs[i : i + MAX_RECORDS]) for i in range(0, len(recs), MAX_RECORDS)] or [
@@ -182,6 +188,10 @@ def decode_protocol(rec: Any) -> Any:
         return _decode_events(rec)
     if name == "event_ack":
         return EventAck(rec.upto)
+    if name == "event_ack_also":
+        return EventAck(_s64(rec.upto), tuple(rec.also))
+    if name == "durable":
+        return durable_wire.decode_relay(rec)
     if name == "connections":
         create = Connection.create
         return Connections(tuple((create(r.origin, r.peer, r.level, r.incarnation, r.cost, r.version, r.dead), r.near) for r in rec.recs))
@@ -233,6 +243,9 @@ def encode_for_client(msg: Any) -> list[bytes]:
         return [_cenc("active_response", level=msg.level)]
     if t is Refused:
         return [_cenc("refused", what=msg.what[:64], reason=msg.reason[:500])]
+    out = durable_wire.encode_durable_for_client(msg)
+    if out is not None:
+        return out
     raise TypeError(f"no client message for {t.__name__}")
 
 
@@ -270,4 +283,7 @@ def decode_from_client(rec: Any, client: str, incarnation: int) -> Any:
         return Unsubscribe(rec.sub)
     if name == "active_call":
         return ActiveQuery(rec.sub)
+    msg = durable_wire.decode_durable_from_client(rec, client)
+    if msg is not None:
+        return msg
     raise ValueError(f"a client cannot send {name}")
