@@ -4,6 +4,7 @@ groups, convergecast, callbacks, and bad input (clear errors, the runtime unchan
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Iterator
 
@@ -136,3 +137,24 @@ def test_the_service_survives_a_process_that_reattaches_on_the_same_core(rt3: mh
     pid = int((rt3.dir / "gsd.pid").read_text())
     os.kill(pid, 0)  # still running
     assert "failed" not in (rt3.dir / "gsd.log").read_text()
+
+
+def test_without_the_service_installed_views_keep_working_and_membership_calls_say_why(rt3: mh.Runtime) -> None:
+    rt3.group("s", order="fifo")
+    with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
+        a, b = d0.join("s"), d1.join("s")
+        a.sync()
+        pid = int((rt3.dir / "gsd.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not (a._ep.service_gone and b._ep.service_gone):  # each endpoint sees its channel close
+            assert time.monotonic() < deadline, "the endpoints did not see the service go"
+            a.try_recv()
+            b.try_recv()
+        for i in range(50):  # data of the installed view still flows through the monitors
+            a.send(a.broadcast, b"%d" % i)
+        assert [b.recv(timeout=10).payload for _ in range(50)] == [b"%d" % i for i in range(50)]
+        for call in (lambda: b.leave(), lambda: a.create_multicast(), lambda: d2.join("s", timeout=10)):
+            with pytest.raises(mh.MonitorError, match="group service .*is gone"):
+                call()
+        assert a.view.nodes == (a.node, b.node)

@@ -251,6 +251,7 @@ class GroupEndpoint:
         self.left: set[str] = set()
         self.send_failures: list[SendFailed] = []
         self.protocol_errors = 0
+        self.service_gone = False
         self.handled = 0  # frames taken by pump, and the ns it spent on them (waits left out)
         self.handle_ns = 0
         self._early: list[bytes] = []
@@ -286,11 +287,13 @@ class GroupEndpoint:
     def pump(self, wait: float = 0.0) -> bool:
         """Take what arrived (service messages, frames), waiting up to ``wait`` s for frames; True if anything came."""
         got = False
-        for _ in range(4096):
+        for _ in range(4096 if not self.service_gone else 0):
             try:
                 raw = self.ch.try_recv()
             except ChannelClosed:
-                raise mh.MonitorError("the group service is gone (its channel closed)") from None
+                # Data of installed views keeps flowing; membership calls raise (docs/groups.md §9).
+                self.service_gone = True
+                break
             if raw is None:
                 break
             got = True
@@ -375,6 +378,7 @@ class GroupEndpoint:
 
     def _transmit(self, t: object) -> None:
         if isinstance(t, ToService):
+            self._service_check()
             self.ch.send(codec.encode(t.msg), timeout=30)
             return
         frame = t.frame if isinstance(t, (Multicast, Unicast)) else None
@@ -385,6 +389,11 @@ class GroupEndpoint:
             self.port.send(encode_submit(frame, gid, t.node, self.me.core))
         else:
             self.port.send(encode_data(frame, gid, self.me.core, convergecast=frame.payload[:1] == b"\x01"))
+
+    def _service_check(self) -> None:
+        if self.service_gone:
+            raise mh.MonitorError("the group service is gone: installed views keep working, membership "
+                                  "cannot change (restart the runtime to change it)")
 
     def _event(self, e: object) -> None:
         if isinstance(e, Delivered):
@@ -441,15 +450,17 @@ class GroupEndpoint:
 
     # ---- waiting ---------------------------------------------------------------
 
-    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str) -> None:
+    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False) -> None:
         self.pump()
         while not done():
+            if service:
+                self._service_check()  # a membership change cannot complete without the service
             if _expired(deadline):
                 raise Timeout(f"{what}: not done within the timeout")
             self.pump(_left(deadline))
 
-    def _request_result(self, req: int, deadline: float | None, what: str) -> None:
-        self._wait(lambda: req in self.failures or req in self.replies, deadline, what)
+    def _request_result(self, req: int, deadline: float | None, what: str, service: bool = True) -> None:
+        self._wait(lambda: req in self.failures or req in self.replies, deadline, what, service=service)
         if req in self.failures:
             raise GroupError(self.failures.pop(req))
 
@@ -458,33 +469,38 @@ class GroupEndpoint:
     @_locked
     def join(self, name: str, cb: _Callbacks, deadline: float | None) -> Group:
         """Join ``name`` (callbacks ``cb``); returns once a view with this member is installed here."""
+        self.pump()
+        self._service_check()
         if not isinstance(name, str) or not name:
             raise GroupError(f"a group name is a non-empty string, got {name!r}")
         self.pump()
         req = self.member.join(name)
         self.callbacks[name] = cb
         self._flush()
-        self._request_result(req, deadline, f"join of group {name!r}")
-        self._wait(lambda: name in self.member.groups(), deadline, f"join of group {name!r}")
+        self._request_result(req, deadline, f"join of group {name!r}", service=True)
+        self._wait(lambda: name in self.member.groups(), deadline, f"join of group {name!r}", service=True)
         return Group(self, name)
 
     @_locked
     def leave(self, name: str, deadline: float | None) -> None:
         """Leave ``name``; returns once the leave is installed (everything addressed here delivered)."""
         self.pump()
+        self._service_check()
         req = self.member.leave(name)
         self._flush()
-        self._wait(lambda: name in self.left or req in self.failures, deadline, f"leave of group {name!r}")
+        self._wait(lambda: name in self.left or req in self.failures, deadline, f"leave of group {name!r}", service=True)
         if req in self.failures:
             raise GroupError(self.failures.pop(req))
 
     @_locked
     def sync(self, name: str, deadline: float | None) -> None:
         """Return once this member has installed the view the service has installed now (or left ``name``)."""
+        self.pump()
+        self._service_check()
         self._info_next += 1
         req = self._info_next
         self.ch.send(json.dumps({"op": "info", "req": req, "group": name}).encode(), timeout=30)
-        self._wait(lambda: req in self.infos, deadline, f"view of group {name!r}")
+        self._wait(lambda: req in self.infos, deadline, f"view of group {name!r}", service=True)
         info = self.infos.pop(req)
         if info.get("error"):
             raise GroupError(info["error"])
@@ -493,7 +509,7 @@ class GroupEndpoint:
         def caught_up() -> bool:
             return name not in self.member.groups() or self.member.view(name).view_id >= target
 
-        self._wait(caught_up, deadline, f"view {target} of group {name!r}")
+        self._wait(caught_up, deadline, f"view {target} of group {name!r}", service=True)
 
     @_locked
     def send(self, name: str, dest: int, payload: bytes, deadline: float | None) -> None:
@@ -558,13 +574,14 @@ class GroupEndpoint:
     def create_multicast(self, name: str, deadline: float | None) -> int:
         """Create a multicast group in ``name``; returns its id once a view with it is installed here."""
         self.pump()
+        self._service_check()
         req = self.member.create_multicast(name)
         self._flush()
-        self._wait(lambda: req in self.mcreated or req in self.failures, deadline, "multicast creation")
+        self._wait(lambda: req in self.mcreated or req in self.failures, deadline, "multicast creation", service=True)
         if req in self.failures:
             raise GroupError(self.failures.pop(req))
         mcast = self.mcreated.pop(req)
-        self._wait(lambda: self._has_mcast(name, mcast), deadline, "multicast creation")
+        self._wait(lambda: self._has_mcast(name, mcast), deadline, "multicast creation", service=True)
         return mcast
 
     def _has_mcast(self, name: str, mcast: int) -> bool:
@@ -578,17 +595,18 @@ class GroupEndpoint:
     def multicast_change(self, name: str, mcast: int, join: bool, deadline: float | None) -> None:
         """Join (``join``) or leave multicast group ``mcast``; returns once the view shows it."""
         self.pump()
+        self._service_check()
         if name in self.member.groups() and not self._has_mcast(name, mcast):
             self.sync(name, deadline)  # it may be in a view still on its way here
         req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)
         self._flush()
-        self._request_result(req, deadline, "multicast change")
+        self._request_result(req, deadline, "multicast change", service=True)
         node = self.member.node(name)
 
         def installed() -> bool:
             return (node in self.member.view(name).multicast_members(mcast)) == join
 
-        self._wait(installed, deadline, "multicast change")
+        self._wait(installed, deadline, "multicast change", service=True)
 
 
 _ENDPOINTS: dict[int, tuple[_core.Dispatcher, GroupEndpoint]] = {}

@@ -313,7 +313,11 @@ def ensure_service(rt: mh.Runtime, timeout: float = 30.0) -> int:
     """Start ``rt``'s group service unless it runs; returns its pid.
 
     One starter at a time (a lock file in the runtime directory); the pid
-    file is written by the service once ``mh-groups`` is exported.
+    file is written by the service once ``mh-groups`` is exported. A service
+    that ran and died is not started again (its groups died with it).
+
+    Raises:
+        MonitorError: the service died, or did not start.
     """
     pidfile = rt.dir / PIDFILE
     lockpath = rt.dir / "gsd.lock"
@@ -323,6 +327,9 @@ def ensure_service(rt: mh.Runtime, timeout: float = 30.0) -> int:
         pid = _live_pid(pidfile)
         if pid is not None:
             return pid
+        if pidfile.exists():  # it ran and died: its groups' state died with it (docs/groups.md §9)
+            raise mh.MonitorError(f"the group service of runtime {rt.name!r} is gone (pid {pidfile.read_text()}): "
+                                  f"installed views keep working, membership cannot change; restart the runtime")
         log = open(rt.dir / "gsd.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "multihop.groups.gsd", rt.name], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log, close_fds=True, start_new_session=True)
@@ -353,6 +360,12 @@ def _live_pid(pidfile: Any) -> int | None:
         return None
     except PermissionError:
         pass
+    try:  # a killed service that its starter has not reaped yet is a zombie: gone
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+    except (OSError, IndexError):
+        return None
     return pid
 
 
