@@ -158,3 +158,23 @@ def test_without_the_service_installed_views_keep_working_and_membership_calls_s
             with pytest.raises(mh.MonitorError, match="group service .*is gone"):
                 call()
         assert a.view.nodes == (a.node, b.node)
+
+
+def test_a_dead_monitor_closes_the_groups_on_its_core_and_nothing_hangs(rt3: mh.Runtime) -> None:
+    rt3.group("far", order="fifo", tree="flat")   # members on cores 1 and 2
+    rt3.group("near", order="fifo", tree="flat")  # members on cores 0 and 1 only
+    with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
+        a, _ = d1.join("far"), d2.join("far")
+        n0, n1 = d0.join("near"), d1.join("near")
+        a.sync()
+        n0.sync()
+        os.kill(rt3.monitor_pids[2], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        with pytest.raises(mh.ChannelClosed, match="group 'far' is closed: the monitor of core 2 died"):
+            while time.monotonic() < deadline:  # a's next calls: each returns or raises, none hangs
+                a.send(a.broadcast, b"x", timeout=5)
+                a.recv(timeout=0.2)
+        with pytest.raises(mh.ChannelClosed, match="monitor of core 2"):
+            a.convergecast(b"", timeout=5)
+        n0.send(n0.broadcast, b"still")  # a group away from core 2 goes on
+        assert n1.recv(timeout=10).payload == b"still"

@@ -103,7 +103,7 @@ def decode(text: bytes) -> tuple[object, dict[str, Any]]:
         if op == "install":
             return Install(view_from_dict(d["view"]), tuple(_unmark(m) for m in d["closing"]),
                            tuple(d["joined"]), tuple(d["left"]), tuple(d["died"])), d
-        if op in ("hello", "info", "info_reply"):
+        if op in ("hello", "info", "info_reply", "closed"):
             return None, d
     except (ValueError, KeyError, TypeError) as e:
         raise ProtocolError(f"bad group service message {text[:200]!r}: {e}") from None

@@ -252,6 +252,7 @@ class GroupEndpoint:
         self.send_failures: list[SendFailed] = []
         self.protocol_errors = 0
         self.service_gone = False
+        self.closed: dict[str, str] = {}  # group -> why it is closed (a monitor on its trees died)
         self.handled = 0  # frames taken by pump, and the ns it spent on them (waits left out)
         self.handle_ns = 0
         self._early: list[bytes] = []
@@ -316,6 +317,9 @@ class GroupEndpoint:
         msg, d = codec.decode(raw)
         if d["op"] == "info_reply":
             self.infos[int(d["req"])] = d
+            return
+        if d["op"] == "closed":
+            self.closed[str(d["group"])] = str(d["reason"])
             return
         if d["op"] == "install" and "group_id" in d:
             name = d["view"]["group"]
@@ -390,6 +394,11 @@ class GroupEndpoint:
         else:
             self.port.send(encode_data(frame, gid, self.me.core, convergecast=frame.payload[:1] == b"\x01"))
 
+    def _open(self, name: str) -> None:
+        """ChannelClosed if group ``name`` was closed (a monitor on its trees died: docs/groups.md §9)."""
+        if name in self.closed:
+            raise ChannelClosed(self.closed[name])
+
     def _service_check(self) -> None:
         if self.service_gone:
             raise mh.MonitorError("the group service is gone: installed views keep working, membership "
@@ -450,9 +459,12 @@ class GroupEndpoint:
 
     # ---- waiting ---------------------------------------------------------------
 
-    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False) -> None:
+    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False,
+              group: str | None = None) -> None:
         self.pump()
         while not done():
+            if group is not None:
+                self._open(group)
             if service:
                 self._service_check()  # a membership change cannot complete without the service
             if _expired(deadline):
@@ -471,6 +483,7 @@ class GroupEndpoint:
         """Join ``name`` (callbacks ``cb``); returns once a view with this member is installed here."""
         self.pump()
         self._service_check()
+        self._open(name)
         if not isinstance(name, str) or not name:
             raise GroupError(f"a group name is a non-empty string, got {name!r}")
         self.pump()
@@ -486,6 +499,7 @@ class GroupEndpoint:
         """Leave ``name``; returns once the leave is installed (everything addressed here delivered)."""
         self.pump()
         self._service_check()
+        self._open(name)
         req = self.member.leave(name)
         self._flush()
         self._wait(lambda: name in self.left or req in self.failures, deadline, f"leave of group {name!r}", service=True)
@@ -497,6 +511,7 @@ class GroupEndpoint:
         """Return once this member has installed the view the service has installed now (or left ``name``)."""
         self.pump()
         self._service_check()
+        self._open(name)
         self._info_next += 1
         req = self._info_next
         self.ch.send(json.dumps({"op": "info", "req": req, "group": name}).encode(), timeout=30)
@@ -519,6 +534,7 @@ class GroupEndpoint:
         view still on its way here) before the GroupError stands.
         """
         self.pump()
+        self._open(name)
         try:
             self.member.send(name, dest, payload)
         except GroupError:
@@ -536,6 +552,7 @@ class GroupEndpoint:
             self.pump()
             q = self.inbox.setdefault(name, deque())
             while not q:
+                self._open(name)
                 if name not in self.member.groups():
                     raise GroupError(f"endpoint {self.me} is not a member of group {name!r} "
                                      f"(and nothing of it is left to receive)")
@@ -559,7 +576,7 @@ class GroupEndpoint:
                     self.send(name, node, tagged, deadline)
             else:
                 self.send(name, BROADCAST, tagged, deadline)
-            self._wait(lambda: cc.done, deadline, f"convergecast {request} of group {name!r}")
+            self._wait(lambda: cc.done, deadline, f"convergecast {request} of group {name!r}", group=name)
         except Timeout:
             part: Partial = cc._acc
             raise ConvergecastTimeout(f"convergecast {request} of group {name!r} incomplete: "
@@ -575,6 +592,7 @@ class GroupEndpoint:
         """Create a multicast group in ``name``; returns its id once a view with it is installed here."""
         self.pump()
         self._service_check()
+        self._open(name)
         req = self.member.create_multicast(name)
         self._flush()
         self._wait(lambda: req in self.mcreated or req in self.failures, deadline, "multicast creation", service=True)
@@ -596,6 +614,7 @@ class GroupEndpoint:
         """Join (``join``) or leave multicast group ``mcast``; returns once the view shows it."""
         self.pump()
         self._service_check()
+        self._open(name)
         if name in self.member.groups() and not self._has_mcast(name, mcast):
             self.sync(name, deadline)  # it may be in a view still on its way here
         req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)

@@ -117,6 +117,8 @@ class _Daemon:
         self.windows: dict[str, int] = {}
         self.installed: dict[str, set[int]] = defaultdict(set)
         self.anon = 0
+        self.dead_cores: set[int] = set()
+        self.closed: dict[str, str] = {}  # group -> why it is closed (a monitor on it died)
         self.topology = rt.topology
         self.table = _table(rt)
         try:
@@ -168,6 +170,9 @@ class _Daemon:
 
     def emit(self, out: list[tuple[Endpoint, object]]) -> None:
         for ep, msg in out:
+            group = msg.view.group if isinstance(msg, Install) else getattr(msg, "group", None)
+            if group in self.closed and not isinstance(msg, Reply):
+                continue  # a closed group changes no more (its members' calls raise)
             if isinstance(msg, Install):
                 self.install_view(msg.view)
             self.send(ep, msg)
@@ -194,6 +199,11 @@ class _Daemon:
             raise ProtocolError("a group request before hello")
         if isinstance(msg, Request) and msg.endpoint != ep:
             raise ProtocolError(f"request names endpoint {msg.endpoint}, its channel is {ep}'s")
+        if isinstance(msg, Request) and msg.group in self.closed:
+            self.send(ep, Reply(msg.req, msg.group, error=self.closed[msg.group]))
+            return
+        if isinstance(msg, Flushed) and msg.group in self.closed:
+            return
         if isinstance(msg, CreateGroup):
             window = int(d.get("window", DEFAULT_WINDOW))
             if not 1 <= window <= 4096:
@@ -224,8 +234,12 @@ class _Daemon:
         if ep.core < 0:
             return  # an rt.group channel: no member
         self.log(f"endpoint {ep}: its channel closed")
+        if ep.core not in self.dead_cores and ep.core in self.dead_monitors():
+            self.monitor_died(ep.core)  # its monitor took it down: close its groups first
         flushed: list[Flushed] = []
         try:
+            if ep.core in self.dead_cores or ep.core in self.dead_monitors():
+                raise mh.MonitorError(f"the monitor of core {ep.core} is gone")
             marks = self.monitor(ep.core, {"op": "marks", "pid": ep.dispatcher}).get("marks", [])
         except (MultihopError, ValueError) as e:
             self.log(f"no marks for {ep}: {e}")
@@ -239,6 +253,38 @@ class _Daemon:
             flushed.append(Flushed(name, view.view_id, node, self.marks_of(view, node, mine)))
         self.log(f"endpoint {ep} is gone ({len(flushed)} group(s))")
         self.emit(self.svc.handle(Died(ep, tuple(flushed))))
+
+    def dead_monitors(self) -> set[int]:
+        """The cores whose monitor process is no longer running (gone, or a zombie its starter has not reaped)."""
+        from multihop.runtime import _is_process
+
+        return {int(m["core"]) for m in self.rt._meta["monitors"]
+                if not _is_process(m["pid"], m.get("start_ticks")) or _live_pid_of(int(m["pid"])) is None}
+
+    def monitor_died(self, core: int) -> None:
+        """Close every group with a member on ``core`` or a tree through it (docs/groups.md §9): the frames
+        its monitor held are lost, which the view rule cannot survive."""
+        self.dead_cores.add(core)
+        for name, view in self.svc.groups().items():
+            if name in self.closed:
+                continue
+            cores = set(view_entries(view, self.topology, self.table, self.model)) if view.members else set()
+            if core not in cores:
+                continue
+            reason = f"group {name!r} is closed: the monitor of core {core} died"
+            self.closed[name] = reason
+            self.log(reason)
+            for _, ep in view.members:
+                ch = self.chan_of.get(ep)
+                if ch is not None:
+                    with contextlib.suppress(MultihopError):
+                        ch.send(json.dumps({"op": "closed", "group": name, "core": core, "reason": reason}).encode(),
+                                timeout=5)
+            gid = self.svc.group_id(name)
+            for c in self.rt.cores:
+                if c not in self.dead_cores:
+                    with contextlib.suppress(MultihopError, ValueError):
+                        self.monitor(c, {"op": "remove", "group_id": gid})
 
     @staticmethod
     def marks_of(view: View, node: int, marks: list[dict[str, Any]]) -> tuple[StreamMark, ...]:
@@ -277,6 +323,7 @@ def serve(rt: mh.Runtime, ready: Any = None) -> None:
         if ready is not None:
             ready()
         chans: list[Any] = []
+        next_look = 0.0
         try:
             while d.attached:
                 while not fresh.empty():
@@ -303,8 +350,16 @@ def serve(rt: mh.Runtime, ready: Any = None) -> None:
                             daemon.log(f"handling a message failed:\n{traceback.format_exc()}")
                 if not chans:
                     time.sleep(0.01)
-                if not rt.alive:
-                    break
+                if time.monotonic() >= next_look:
+                    next_look = time.monotonic() + 0.1
+                    dead = daemon.dead_monitors()
+                    if len(dead) == len(rt.cores):
+                        break  # the runtime is gone
+                    for core in dead - daemon.dead_cores:
+                        try:
+                            daemon.monitor_died(core)
+                        except Exception:
+                            daemon.log(f"handling the death of monitor {core} failed:\n{traceback.format_exc()}")
         finally:
             stop.set()
 
@@ -354,6 +409,11 @@ def _live_pid(pidfile: Any) -> int | None:
         pid = int(pidfile.read_text())
     except (OSError, ValueError):
         return None
+    return _live_pid_of(pid)
+
+
+def _live_pid_of(pid: int) -> int | None:
+    """``pid`` if that process runs (a zombie does not), else None."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
