@@ -53,7 +53,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
         wait_view(g, 4)
         victim = nodes[3]
         for i in range(1, n + 1):
-            g.send(g.broadcast, payload(g.node, i))
+            g.send(g.broadcast, payload(g.node, i), timeout=60)  # a stall fails the test instead of hanging it
             if i == n // 2:
                 collect(q, "progress", 1, 60)  # the receivers are mid-stream
                 procs[3].kill()
