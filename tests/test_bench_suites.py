@@ -174,10 +174,23 @@ def _check_ges(report: Path, plots: list[str]) -> None:
     assert {"ges_latency_match100.png", "ges_latency_match10.png", "ges_throughput.png", "ges_latency_hops.png"} <= set(plots)
 
 
+def _check_groups(report: Path, plots: list[str]) -> None:
+    lat = [r for r in _csv(report / "latency.csv") if r["suite"] == "groups"]
+    want = {f"group-{m}" for m in ("unicast", "broadcast", "radix", "numa")} | {"pipe"}
+    assert {(r["transport"], int(r["fanout"])) for r in lat} == {(t, k) for t in want for k in (1, 3)}
+    assert all(float(r["p50_ns"]) > 0 for r in lat)
+    tp = [r for r in _csv(report / "throughput.csv") if r["suite"] == "groups"]
+    assert {r["transport"] for r in tp} >= {"group-fifo", "group-total"}
+    for r in tp:
+        if r["transport"] in ("group-fifo", "group-total"):
+            assert int(r["messages"]) == 2000 * 3  # every member got every message
+    assert "groups_shootdown.png" in plots
+
+
 CHECKS = {
     "channels": _check_channels, "hops": _check_hops, "routing": _check_routing, "window": _check_window,
     "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers, "dispatch": _check_dispatch,
-    "ges": _check_ges,
+    "ges": _check_ges, "groups": _check_groups,
 }  # fmt: skip
 
 
@@ -314,7 +327,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
     assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
     assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
-    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch"}
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch", "groups"}  # groups: against Pipes
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
     assert spark.range(3).count() == 3  # the borrowed session was not stopped

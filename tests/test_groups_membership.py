@@ -214,7 +214,7 @@ def test_bad_requests_are_refused_and_change_nothing() -> None:
     net.run()
     assert "unknown group 'nope'" in net.of_kind(stranger, Failed)[0].error
     assert net.members[stranger].groups() == []
-    with pytest.raises(GroupError, match="is a member of group 'g'"):
+    with pytest.raises(GroupError, match="is already a member of group 'g'"):
         net.do(eps[0], "join", "g")
     with pytest.raises(GroupError, match="not a member of group 'g'"):
         net.do(stranger, "send", "g", BROADCAST, b"x")

@@ -195,6 +195,11 @@ pub enum Msg {
         limit: Option<u64>,
     },
     StatusReply { req: u64, status: serde_json::Value },
+    /// Group service -> a monitor (docs/groups.md §5): `body.op` is
+    /// `install`, `remove` or `marks` (`monitor/groups.rs`); answered by
+    /// `GroupReply` or `Fail`.
+    Group { req: u64, body: serde_json::Value },
+    GroupReply { req: u64, body: serde_json::Value },
     /// The handles of one message, out of band (see `caps/`). A UMP channel's
     /// frames are routed by `chan` towards its `to_side` end (0 client, 1
     /// server); a multi-hop channel's by `vci`, as its data is (each hop

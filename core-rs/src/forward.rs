@@ -32,6 +32,8 @@ use serde_json::json;
 
 use crate::channel::UmpChannel;
 use crate::error::ErrorKind;
+use crate::group::frame::is_group_frame;
+use crate::group::table::GroupTable;
 use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
 use crate::link_queue::{LinkQueue, QUANTUM};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
@@ -103,11 +105,13 @@ pub struct Fwd {
     pub max_queue: usize,
     /// Bytes per turn in the link queues.
     quantum: usize,
+    /// Fan-out entries of group frames (`group/table.rs`).
+    pub group: GroupTable,
 }
 
 impl Fwd {
     fn new() -> Fwd {
-        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0, quantum: link_quantum() }
+        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0, quantum: link_quantum(), group: GroupTable::new() }
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
@@ -177,6 +181,12 @@ impl Fwd {
     /// VCI, so a batch of one channel is looked up once (a TEARDOWN, the
     /// only change to the table made here, forgets it).
     fn handle_in_run(&mut self, link: LinkId, msg: &mut [u8], last: &mut Option<(u64, Entry)>) {
+        if is_group_frame(msg) {
+            let mut out = Vec::new();
+            self.group.on_frame(link, msg, &mut out);
+            self.send_group(out);
+            return;
+        }
         let h = match Header::decode(msg) {
             Ok(h) => h,
             Err(_) => {
@@ -244,8 +254,19 @@ impl Fwd {
         self.ring_unrung();
     }
 
+    /// Send what the group table decided (group frames share the links'
+    /// queues under VCI 0: one FIFO per link for all of them).
+    pub fn send_group(&mut self, out: Vec<(LinkId, Vec<u8>)>) {
+        for (l, m) in out {
+            self.send_or_queue(l, 0, &m);
+        }
+    }
+
     /// Tear down every channel through `link` and forget the link.
     pub fn remove_link(&mut self, link: LinkId) {
+        let mut out = Vec::new();
+        self.group.remove_link(link, &mut out);
+        self.send_group(out);
         for ((l, v), e) in self.table.entries_on(link) {
             let hdr = teardown_frame(e.out_vci);
             self.send_or_queue(e.out_link, e.out_vci, &hdr);
@@ -364,7 +385,7 @@ impl Fwd {
                     "quantum": l.queue.quantum(), "forwarded_out": l.forwarded_out})
             })
             .collect();
-        json!({
+        let mut v = json!({
             "links": links,
             "forwarding_entries": self.table.len(),
             "forwarded": self.forwarded,
@@ -372,7 +393,11 @@ impl Fwd {
             "late": self.late,
             "malformed": self.malformed,
             "max_queue": self.max_queue,
-        })
+        });
+        if let (Some(o), serde_json::Value::Object(g)) = (v.as_object_mut(), self.group.status()) {
+            o.extend(g);
+        }
+        v
     }
 }
 

@@ -49,6 +49,7 @@ pub mod fixed_layout;
 pub mod flow;
 pub mod forgery;
 pub mod forward;
+pub mod group;
 pub mod group_weight;
 pub mod idle_poll;
 pub mod link_queue;

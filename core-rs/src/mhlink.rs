@@ -112,11 +112,13 @@ pub struct DispatcherLink {
     /// Set (never cleared) once the monitor is gone; Relaxed: a latch read
     /// by pollers, every channel state it implies is set under its lock.
     dead: AtomicBool,
+    /// Group frames (kinds 4-7) that came on the link (`group/port.rs`).
+    pub(crate) group: crate::group::port::GroupInbox,
 }
 
 impl DispatcherLink {
     pub fn new(link: UmpChannel) -> DispatcherLink {
-        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false) }
+        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false), group: Default::default() }
     }
 
     pub fn ring(&self) -> &UmpChannel {
@@ -213,6 +215,10 @@ impl Sorter<'_> {
         }
         let mut buf = vec![0u8; len];
         copy(&mut buf);
+        if crate::group::frame::is_group_frame(&buf) {
+            self.link.group.take(buf, &self.link.link);
+            return true; // a group port's waiter may be another thread
+        }
         let Ok(h) = Header::decode(&buf) else {
             self.link.dropped.fetch_add(1, Ordering::Relaxed);
             return false;

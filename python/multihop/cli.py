@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from multihop.groups import command as groups_command
 
-    gr = sub.add_parser("groups", help="group communication: machine models, trees, simulated shoot-down, calibration",
+    gr = sub.add_parser("groups", help="group communication: live groups through the monitors (rt.group, d.join), machine models, trees, simulated shoot-down, calibration",
                         description=groups_command.DESCRIPTION)
     groups_command.add_arguments(gr)
     gr.set_defaults(func=_cmd_groups)

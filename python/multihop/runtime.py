@@ -401,6 +401,12 @@ class Runtime:
             os.sched_setaffinity(0, {cpu})
         return d
 
+    def group(self, name: str, order: str = "fifo", tree: str = "numa", **kwargs: Any) -> Any:
+        """The application group `name`, created if need be: see :func:`multihop.groups.endpoint.group`."""
+        from multihop.groups.endpoint import group
+
+        return group(self, name, order, tree, **kwargs)
+
     def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
         """A dict: name, directory, cores, routing, and each monitor's status.
 

@@ -32,13 +32,15 @@
 //! - [`binds`]: what every bind shares (resolve, ask the service, records);
 //! - [`bind_ump`], [`bind_multihop`]: the two transports' binds;
 //! - [`status`]: what `multihop status` shows;
-//! - [`caps`]: handles passing through (TN-006 2.7).
+//! - [`caps`]: handles passing through (TN-006 2.7);
+//! - [`groups`]: the group service's requests (fan-out entries, marks).
 
 mod bind_multihop;
 mod bind_ump;
 mod binds;
 mod caps;
 mod dispatchers;
+mod groups;
 mod lifecycle;
 mod links;
 mod registry;

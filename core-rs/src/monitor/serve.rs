@@ -157,6 +157,7 @@ impl Monitor {
                 self.bind_at_server(req, iref, transport, chan, timeout_ms, client_pid, client_core, fds)
             }
             Msg::Status { req, limit } => (Msg::StatusReply { req, status: self.status(limit) }, vec![]),
+            Msg::Group { req, body } => (self.group_request(req, body), vec![]),
             Msg::Shutdown { req } => {
                 self.begin_shutdown();
                 (Msg::Done { req }, vec![])

@@ -53,6 +53,11 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// The engine's dispatcher (group ports, `group.rs`).
+    pub(crate) fn engine(&self) -> &EngineDispatcher {
+        &self.d
+    }
+
     /// Remember a new channel (weakly) for `poll` and hand it out.
     pub(crate) fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
         let obj = Bound::new(py, ch)?;
@@ -249,6 +254,29 @@ impl Dispatcher {
                 Waited::Ready => {}
             }
         }
+    }
+
+    /// Join application group `name` (issue 14): see `multihop.groups.endpoint.join`.
+    #[pyo3(signature = (name, on_join=None, on_leave=None, on_view=None, reply=None, timeout=30.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn join<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyAny>,
+        on_join: Option<&Bound<'py, PyAny>>,
+        on_leave: Option<&Bound<'py, PyAny>>,
+        on_view: Option<&Bound<'py, PyAny>>,
+        reply: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let f = slf.py().import("multihop.groups.endpoint")?.getattr("join")?;
+        f.call1((slf, name, on_join, on_leave, on_view, reply, timeout))
+    }
+
+    /// Leave application group `name`: see `multihop.groups.endpoint.leave`.
+    #[pyo3(signature = (name, timeout=30.0))]
+    fn leave<'py>(slf: &Bound<'py, Self>, name: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        let f = slf.py().import("multihop.groups.endpoint")?.getattr("leave")?;
+        f.call1((slf, name, timeout))
     }
 
     /// Messages that reached this dispatcher's link for no channel of ours.

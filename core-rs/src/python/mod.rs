@@ -26,6 +26,7 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
+mod group;
 mod handles;
 mod pending_bind;
 mod service;
@@ -45,6 +46,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pending_bind::PendingBind>()?;
     m.add_class::<async_call::AsyncCall>()?;
     functions::register(m)?;
+    group::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;

@@ -409,4 +409,7 @@ def make_plots(tables: Mapping[str, Table], out_dir: str | Path) -> PlotSet:
     from multihop.analysis.ges import ges_plots
 
     result.plots += [Plot(f, title, caption) for f, title, caption in ges_plots(dict(tables), out)]
+    from multihop.analysis.groups import groups_plots
+
+    result.plots += [Plot(f, title, caption) for f, title, caption in groups_plots(dict(tables), out)]
     return result

@@ -143,7 +143,7 @@ class GroupMember:
             GroupError: already a member, or a join of it already pending.
         """
         if group in self._groups:
-            state = "a member of" if self._groups[group].streams is not None else "already joining"
+            state = "already a member of" if self._groups[group].streams is not None else "already joining"
             raise GroupError(f"endpoint {self.endpoint} is {state} group {group!r}")
         self._groups[group] = _Membership()
         self._left.pop(group, None)

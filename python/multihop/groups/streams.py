@@ -81,8 +81,9 @@ class ViewStreams:
         """Send ``payload`` to ``dest`` in this view: the transmits and the local events (Sent, Delivered).
 
         Raises:
-            GroupError: ``dest`` is not a destination of this view, or a
-                total-order destination with no member.
+            GroupError: ``dest`` is not a destination of this view, a
+                total-order destination with no member, or (total order) a
+                multicast group this member is not in.
         """
         view = self.view
         recipients = view.destinations(dest)
@@ -90,6 +91,11 @@ class ViewStreams:
             from multihop.groups.errors import GroupError
 
             raise GroupError(f"destination {dest} of group {view.group!r} has no member in view {view.view_id}")
+        if view.order == "total" and not is_node(dest) and self.me not in recipients:
+            from multihop.groups.errors import GroupError
+
+            raise GroupError(f"node {self.me} is not in multicast group {dest} of total-order group {view.group!r}: "
+                             f"a total-order sender must be among the recipients (its stamped copy is its receipt)")
         st = self._stream(dest)
         sent = Sent(view.group, view.view_id, dest, payload, tuple(view.endpoint(n) for n in recipients))
         tx: list[Transmit] = []

@@ -7,7 +7,8 @@ Suites (one module each): ``channels`` (UMP versus multi-hop, sizes 0 B to
 receivers), ``resources`` (memory and CPU per channel and per monitor),
 ``peers`` (Pipe, Queue and ZeroMQ next to ours), ``dispatch`` (RE.VE.N.GE.
 news dispatching: saturation next to a plain broker, take-over, macro-sinks),
-``ges`` (the GES testbed of the routing paper, live) and ``all`` (every one, in
+``ges`` (the GES testbed of the routing paper, live), ``groups`` (one-to-all
+shoot-downs through the monitors against core count) and ``all`` (every one, in
 that order).  ``--quick`` makes each take seconds.
 
 Every suite module has ``NAME``, ``check(options, attached)`` (raises
@@ -29,7 +30,7 @@ from types import ModuleType
 
 import multihop as mh
 from multihop.bench.progress import Progress
-from multihop.bench.suites import channels, dispatch, fanout, ges, hops, peers, resources, routing, window
+from multihop.bench.suites import channels, dispatch, fanout, ges, groups, hops, peers, resources, routing, window
 from multihop.bench.suites.common import SuiteContext
 from multihop.bench.suites.options import BenchOptions, OptionError
 from multihop.bench.trace import TraceWriter
@@ -37,7 +38,7 @@ from multihop.bench.trace import TraceWriter
 __all__ = ["SUITES", "BenchOptions", "OptionError", "run"]
 
 _MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers,
-                                                       dispatch, ges)}
+                                                       dispatch, ges, groups)}
 
 SUITES = (*_MODULES, "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""

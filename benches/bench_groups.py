@@ -1,0 +1,115 @@
+"""Group communication, phase 2: one-to-all shoot-downs through the monitors against core count, Pipes as baseline.
+
+Run: .venv/bin/python benches/bench_groups.py [--quick] [--max-cores 32] [--rounds 200]
+
+For N = 2, 4, 8, 16, 32 cores (virtual cores on this machine's CPUs, declared as
+4 sockets once N >= 8; root core 0, one member process on each other core), in
+one run, the median shoot-down (the root sends, every member acknowledges, the
+root has every ack; :mod:`multihop.groups.shootdown`) of:
+
+* ``unicast``: the root's dispatcher sends one message per member;
+* ``broadcast``: one message, the root's monitor copies it to every member core;
+* ``radix`` (k = 2) and ``numa``: the monitors forward copies down those trees;
+* ``pipe``: the same round over ``multiprocessing`` Pipes (the baseline);
+
+with ns and cycles per member, the crossover (the smallest N where a tree beats
+unicast), then on 2 real and 8 virtual cores the machine model's prediction (a
+calibration of the runtime's own multi-hop channels from the root, with the group
+endpoints' measured send, handling and ack costs as the pair costs; simulated flat
+unicast with direct acks) against the measured ``unicast`` (goal: within 25 %), and
+total-order throughput against FIFO (one sender, 3 members; goal >= 1/2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import multihop as mh
+from multihop.groups import simulate
+from multihop.groups.calibrate import calibrate
+from multihop.groups.shootdown import (
+    MODES, group_path_model, measure_endpoint_costs, measure_group_shootdown, measure_pipe_shootdown,
+    measure_throughput,
+)
+from multihop.groups.simulate import Workload
+from multihop.groups.trees import flat
+
+
+def topology(n: int) -> mh.Topology:
+    """n virtual cores: one socket below 8 cores, else 4 sockets of n/4."""
+    if n < 8:
+        return mh.Topology([list(range(n))])
+    per = n // 4
+    return mh.Topology([list(range(s * per, (s + 1) * per)) for s in range(4)])
+
+
+def cpu_ghz() -> float:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) / 1000.0
+    except OSError:
+        pass
+    return 1.0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="up to 8 cores, 60 rounds")
+    p.add_argument("--max-cores", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=200)
+    a = p.parse_args()
+    sizes = [n for n in (2, 4, 8, 16, 32) if n <= (8 if a.quick else a.max_cores)]
+    rounds = 60 if a.quick else a.rounds
+    ghz = cpu_ghz()
+    print(f"group shoot-downs through the monitors; {len(os.sched_getaffinity(0))} CPUs at {ghz:.2f} GHz, "
+          f"virtual cores beyond them; {rounds} rounds per case (medians)")
+    print(f"\n  {'cores':>5} {'members':>7} " + " ".join(f"{m:>11}" for m in (*MODES, "pipe"))
+          + f" {'best tree':>10} {'tree/uni':>8} {'ns/member':>10} {'cyc/member':>10}")
+    crossover = None
+    for n in sizes:
+        with mh.Runtime.start(f"bgrp-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
+            members = list(range(1, n))
+            med = {m: measure_group_shootdown(rt, 0, members, m, rounds=rounds).median for m in MODES}
+            med["pipe"] = measure_pipe_shootdown(rt, 0, members, rounds=rounds).median
+        best = min(("broadcast", "radix", "numa"), key=lambda m: med[m])
+        ratio = med[best] / med["unicast"]
+        if crossover is None and len(members) > 1 and ratio < 0.9:
+            crossover = n  # one member: every mode is the same path
+        per = med[best] / len(members)
+        print(f"  {n:>5} {len(members):>7} " + " ".join(f"{med[m] / 1000:>8.1f} us" for m in (*MODES, "pipe"))
+              + f" {best:>10} {ratio:>8.2f} {per:>10,.0f} {per * ghz:>10,.0f}", flush=True)
+    print(f"\n  crossover: a tree beats unicast by more than 10 % from {crossover} cores on" if crossover
+          else "\n  crossover: no tree beat unicast by more than 10 % at these sizes")
+
+    for n in sorted({2, min(8, max(sizes))}):
+        with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
+            t0 = time.monotonic()
+            model = calibrate(rt, pairs="from", source=0, transport="multihop", rounds=100, bursts=5, burst=32)
+            costs = measure_endpoint_costs(rt, 0, 1)
+            tree = flat(0, list(range(n)))
+            bare = simulate(model, tree, Workload(acks="direct")).shootdown
+            predicted = simulate(group_path_model(model, 0, costs), tree, Workload(acks="direct")).shootdown
+            measured = measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median
+            err = (predicted - measured) / measured
+            print(f"\n  model, {n} cores ({'real' if n <= len(os.sched_getaffinity(0)) else 'virtual'}; calibrated over "
+                  f"multi-hop channels from core 0 in {time.monotonic() - t0:.0f} s): channels alone predict "
+                  f"{bare / 1000:.1f} us; with the group endpoints' costs (send {costs.send / 1000:.1f}, handle "
+                  f"{costs.handle / 1000:.1f}, ack {costs.ack / 1000:.1f} us) {predicted / 1000:.1f} us; measured unicast "
+                  f"{measured / 1000:.1f} us: error {err * 100:+.0f} % (goal within 25 %: "
+                  f"{'met' if abs(err) <= 0.25 else 'not met'})", flush=True)
+    with mh.Runtime.start(f"bgrp-tp-{os.getpid()}", cores=[0, 1, 2, 3], topology=topology(4)) as rt:
+        k = 3
+        count = 5_000 if a.quick else 20_000
+        rates = {}
+        for order in ("fifo", "total"):
+            deliveries, ns = measure_throughput(rt, 0, [1, 2, 3], order, n=count)
+            rates[order] = deliveries / (ns / 1e9)
+    ratio = rates["total"] / rates["fifo"]
+    print(f"\n  throughput, 1 sender, {k} members, {count} x 64 B: fifo {rates['fifo']:,.0f} deliveries/s, "
+          f"total {rates['total']:,.0f}: total/fifo {ratio:.2f} (goal >= 0.5: {'met' if ratio >= 0.5 else 'not met'})")
+
+if __name__ == "__main__":
+    main()
