@@ -307,7 +307,7 @@ fn main() {
         v[1]
     };
     let b = med3(&bare);
-        let r56 = med3(&|| ring_pingpong(56));
+    let r56 = med3(&|| ring_pingpong(56));
     let r64 = med3(&|| ring_pingpong(64));
     let c64 = med3(&|| channel_pingpong(64));
     let fwd = med3(&forward_step);

@@ -226,7 +226,11 @@ impl Uring {
 enum Engine {
     Uring(Uring),
     /// A bridge thread parks on the doorbell and writes this eventfd.
-    Bridge { efd: Arc<OwnedFd>, wanted: Arc<(Mutex<Option<u32>>, std::sync::Condvar)>, stop: Arc<AtomicBool> },
+    Bridge {
+        efd: Arc<OwnedFd>,
+        wanted: Arc<(Mutex<Option<u32>>, std::sync::Condvar)>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
 struct State {
@@ -441,7 +445,8 @@ mod tests {
     #[test]
     fn bridge_fallback() {
         let bell = Arc::new(Doorbell::create().unwrap());
-        let ab = AsyncBell { bell: bell.clone(), state: Mutex::new(State { engine: AsyncBell::bridge(&bell).unwrap(), armed: false, in_flight: false }) };
+        let ab =
+            AsyncBell { bell: bell.clone(), state: Mutex::new(State { engine: AsyncBell::bridge(&bell).unwrap(), armed: false, in_flight: false }) };
         assert_eq!(ab.kind(), "bridge");
         rings_turn_the_descriptor_readable(ab, bell);
     }

@@ -146,9 +146,7 @@ unsafe fn string<'a>(what: &str, arg: &str, p: *const c_char) -> Result<&'a str>
     if p.is_null() {
         return Err(null(what, arg));
     }
-    CStr::from_ptr(p)
-        .to_str()
-        .map_err(|e| Error::invalid(format!("{what}: {arg} is not valid UTF-8 ({e})")))
+    CStr::from_ptr(p).to_str().map_err(|e| Error::invalid(format!("{what}: {arg} is not valid UTF-8 ({e})")))
 }
 
 /// A handle argument as a reference.
@@ -203,8 +201,7 @@ pub unsafe extern "C" fn mh_attach(runtime_name: *const c_char, core: u32, out: 
                 format!("no runtime named {name:?} (looked for {}); start one with multihop up {name}", dir.display()),
             ));
         }
-        let disp = Dispatcher::attach(&dir, core)
-            .map_err(|e| Error::new(e.kind, format!("runtime {name:?}, core {core}: {}", e.message)))?;
+        let disp = Dispatcher::attach(&dir, core).map_err(|e| Error::new(e.kind, format!("runtime {name:?}, core {core}: {}", e.message)))?;
         *out = Box::into_raw(Box::new(mh_dispatcher { disp }));
         Ok(())
     })
@@ -289,18 +286,13 @@ pub unsafe extern "C" fn mh_accept(s: *mut mh_service, timeout_ms: i64, out: *mu
         let end = deadline(timeout_ms);
         loop {
             // Slices of at most 100 ms: the wait is a condition variable, not a spin.
-            let slice = end.map_or(Duration::from_millis(100), |d| {
-                d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))
-            });
+            let slice = end.map_or(Duration::from_millis(100), |d| d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
             if let Some(ch) = s.svc.accept_next(slice)? {
                 *out = Box::into_raw(Box::new(mh_channel { ch }));
                 return Ok(());
             }
             if end.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::timeout(format!(
-                    "mh_accept: no client bound to {:?} within {timeout_ms} ms",
-                    s.svc.name
-                )));
+                return Err(Error::timeout(format!("mh_accept: no client bound to {:?} within {timeout_ms} ms", s.svc.name)));
             }
         }
     })
@@ -336,10 +328,7 @@ pub unsafe extern "C" fn mh_bind(
         let name = string("mh_bind", "name", name)?;
         let transport = string("mh_bind", "transport", transport)?;
         let opts = BindOptions { transport: transport.to_string(), max_message: None, window: 16, timeout: duration(timeout_ms) };
-        let ch = d
-            .disp
-            .bind(name, 0, &opts, &mut || Ok(()))
-            .map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
+        let ch = d.disp.bind(name, 0, &opts, &mut || Ok(())).map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
         *out = Box::into_raw(Box::new(mh_channel { ch }));
         Ok(())
     })
@@ -414,11 +403,8 @@ pub unsafe extern "C" fn mh_recv(ch: *mut mh_channel, buf: *mut u8, cap: usize, 
                 return Ok(());
             }
             *len = 0;
-            let what = if timeout_ms == 0 {
-                "mh_recv: no message waiting".to_string()
-            } else {
-                format!("mh_recv: no message within {timeout_ms} ms")
-            };
+            let what =
+                if timeout_ms == 0 { "mh_recv: no message waiting".to_string() } else { format!("mh_recv: no message within {timeout_ms} ms") };
             if timeout_ms == 0 {
                 return Err(Error::timeout(what));
             }
@@ -454,9 +440,11 @@ pub unsafe extern "C" fn mh_send_handles(
             (_, 0) => &[],
             (true, _) => return Err(null("mh_send_handles", "fds (with nfds > 0)")),
             (false, n) if n > 64 => {
-                return Err(Error::cap_refused(crate::caps::reason::TOO_MANY, Some(MH_MAX_HANDLES), format!(
-                    "mh_send_handles: {n} handles on one message; at most {MH_MAX_HANDLES}"
-                )))
+                return Err(Error::cap_refused(
+                    crate::caps::reason::TOO_MANY,
+                    Some(MH_MAX_HANDLES),
+                    format!("mh_send_handles: {n} handles on one message; at most {MH_MAX_HANDLES}"),
+                ))
             }
             (false, n) => std::slice::from_raw_parts(fds, n),
         };
@@ -694,10 +682,8 @@ mod tests {
     #[test]
     fn every_kind_has_a_distinct_code_with_a_description() {
         use ErrorKind::*;
-        let kinds = [
-            RuntimeNotFound, RuntimeExists, Monitor, Export, Bind, ChannelClosed, TxBusy, Timeout, MessageTooLarge, Protocol,
-            InvalidArgument, Os,
-        ];
+        let kinds =
+            [RuntimeNotFound, RuntimeExists, Monitor, Export, Bind, ChannelClosed, TxBusy, Timeout, MessageTooLarge, Protocol, InvalidArgument, Os];
         let mut codes: Vec<c_int> = kinds.iter().map(|k| code_of(*k)).collect();
         codes.sort();
         codes.dedup();

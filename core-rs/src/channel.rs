@@ -31,9 +31,7 @@ use crate::error::{Error, ErrorKind, Progress, Result};
 pub use crate::park::Waited;
 use crate::park::{spin_budget, wait_until, Doorbell};
 use crate::peer::PeerWatch;
-use crate::ring::{
-    ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS,
-};
+use crate::ring::{ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS};
 use crate::shm::Segment;
 
 const MAGIC: u64 = 0x4d48_5f55_4d50_0001; // "MH_UMP" v1
@@ -92,7 +90,6 @@ pub enum Want {
     /// Every message sent so far consumed by the peer (a flush).
     Flushed,
 }
-
 
 /// Counters of one endpoint.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -164,9 +161,7 @@ pub fn segment_bytes(max_message: usize) -> usize {
 
 fn check_max_message(max_message: usize) -> Result<()> {
     if max_message == 0 || max_message > LIMIT_MAX_MESSAGE {
-        return Err(Error::invalid(format!(
-            "max_message {max_message} out of range 1..={LIMIT_MAX_MESSAGE}"
-        )));
+        return Err(Error::invalid(format!("max_message {max_message} out of range 1..={LIMIT_MAX_MESSAGE}")));
     }
     Ok(())
 }
@@ -205,13 +200,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl UmpChannel {
     /// Open one end over a segment made by `create_segment` (ours, or the
     /// client's as received by the server, whose header is checked here).
-    pub fn open(
-        seg: Segment,
-        mut info: ChannelInfo,
-        my_doorbell: Arc<Doorbell>,
-        peer_doorbell: Doorbell,
-        peer: PeerWatch,
-    ) -> Result<UmpChannel> {
+    pub fn open(seg: Segment, mut info: ChannelInfo, my_doorbell: Arc<Doorbell>, peer_doorbell: Doorbell, peer: PeerWatch) -> Result<UmpChannel> {
         let (geo, max_message) = {
             // SAFETY: `at` checked bounds and alignment; the header is
             // written once by the creator before the segment is sent and only
@@ -349,10 +338,7 @@ impl UmpChannel {
         if self.flags().closed[self.info.side.peer().index()].load(Ordering::Acquire) != 0 {
             Error::closed(format!("channel {:#x} to {:?}: the peer closed it", self.info.id, self.info.service))
         } else {
-            Error::closed(format!(
-                "channel {:#x} to {:?}: the peer process {} died",
-                self.info.id, self.info.service, self.peer.pid()
-            ))
+            Error::closed(format!("channel {:#x} to {:?}: the peer process {} died", self.info.id, self.info.service, self.peer.pid()))
         }
     }
 
@@ -567,11 +553,7 @@ impl UmpChannel {
     /// (`Ok(false)` leaves the message it was shown in the ring).
     /// Returns how many were taken; `ChannelClosed` only if none were and the
     /// peer is gone.
-    pub fn try_recv_many(
-        &self,
-        max: usize,
-        each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
-    ) -> Result<usize> {
+    pub fn try_recv_many(&self, max: usize, each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>) -> Result<usize> {
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -584,14 +566,19 @@ impl UmpChannel {
                 // Carries handles: the caller takes none, so they are closed
                 // (unless it leaves the message in the ring).
                 let mut go = true;
-                let r = self.take_marked(&mut rx, h, |len, copy| {
-                    go = each(len, copy)?;
-                    if go {
-                        Ok(())
-                    } else {
-                        Err(Error::new(ErrorKind::Interrupted, "left in the ring"))
-                    }
-                }, None);
+                let r = self.take_marked(
+                    &mut rx,
+                    h,
+                    |len, copy| {
+                        go = each(len, copy)?;
+                        if go {
+                            Ok(())
+                        } else {
+                            Err(Error::new(ErrorKind::Interrupted, "left in the ring"))
+                        }
+                    },
+                    None,
+                );
                 if !go {
                     break;
                 }

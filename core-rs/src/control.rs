@@ -65,11 +65,24 @@ pub struct CapRefusal {
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Msg {
-    Hello { role: Role, core: u32 },
-    Welcome { monitor_pid: u32, core: u32, conn: u64 },
+    Hello {
+        role: Role,
+        core: u32,
+    },
+    Welcome {
+        monitor_pid: u32,
+        core: u32,
+        conn: u64,
+    },
 
-    Export { req: u64, name: String },
-    Exported { req: u64, iref: u64 },
+    Export {
+        req: u64,
+        name: String,
+    },
+    Exported {
+        req: u64,
+        iref: u64,
+    },
     /// Descriptors: [channel segment, client doorbell].
     Bind {
         req: u64,
@@ -101,7 +114,11 @@ pub enum Msg {
         #[serde(default)]
         hops: u32,
     },
-    Fail { req: u64, kind: ErrorKind, message: String },
+    Fail {
+        req: u64,
+        kind: ErrorKind,
+        message: String,
+    },
     /// A channel end of this dispatcher closed. `teardown`, when not 0, is
     /// the outgoing VCI of a multi-hop end whose TEARDOWN did not fit on the
     /// link: the monitor drains the link, then tears the circuit down.
@@ -131,7 +148,9 @@ pub enum Msg {
     },
     /// The bind of connect request `conn` gave up (timed out): a service
     /// that has not taken it yet drops it.
-    ConnectCancel { conn: u64 },
+    ConnectCancel {
+        conn: u64,
+    },
     /// UMP descriptors: [server doorbell] when `accept`. Multi-hop: `vci`
     /// is what the server receives on.
     ConnectReply {
@@ -150,17 +169,33 @@ pub enum Msg {
     /// RTS -> initial monitor: the whole routing table
     /// (`table[src][dst] = next hop`).
     /// (Pairs, not maps: JSON map keys are strings.)
-    SetTable { req: u64, table: Vec<(u32, Vec<(u32, u32)>)> },
+    SetTable {
+        req: u64,
+        table: Vec<(u32, Vec<(u32, u32)>)>,
+    },
     /// A monitor asks the initial monitor for its row at boot.
-    GetRow { req: u64, core: u32 },
+    GetRow {
+        req: u64,
+        core: u32,
+    },
     /// Its row, the neighbours it must open links to, and all its neighbours.
-    Row { req: u64, row: Vec<(u32, u32)>, initiate: Vec<u32>, neighbours: Vec<u32> },
+    Row {
+        req: u64,
+        row: Vec<(u32, u32)>,
+        initiate: Vec<u32>,
+        neighbours: Vec<u32>,
+    },
     /// Open a monitor-to-monitor link. Descriptors: [segment, doorbell];
     /// answered by `Done` with [doorbell].
-    LinkOpen { req: u64, from_core: u32 },
+    LinkOpen {
+        req: u64,
+        from_core: u32,
+    },
     /// A dispatcher opens its link to its monitor. Descriptors: [segment,
     /// doorbell]; answered by `Done` with [doorbell].
-    DispatcherLink { req: u64 },
+    DispatcherLink {
+        req: u64,
+    },
     /// One hop of a multi-hop bind: `vci` is what the receiver of this
     /// request sends back (towards the client) with.
     BindHop {
@@ -179,12 +214,34 @@ pub enum Msg {
     },
     /// The hop's answer: `vci` is what the asker sends (towards the server)
     /// with; `hops` the monitors on the whole path.
-    HopOk { req: u64, vci: u64, hops: u32, server_pid: u32, server_core: u32 },
+    HopOk {
+        req: u64,
+        vci: u64,
+        hops: u32,
+        server_pid: u32,
+        server_core: u32,
+    },
 
-    Register { req: u64, name: String, core: u32, pid: u32 },
-    Lookup { req: u64, name: String, iref: u64 },
-    Found { req: u64, name: String, iref: u64, core: u32 },
-    Unregister { iref: u64 },
+    Register {
+        req: u64,
+        name: String,
+        core: u32,
+        pid: u32,
+    },
+    Lookup {
+        req: u64,
+        name: String,
+        iref: u64,
+    },
+    Found {
+        req: u64,
+        name: String,
+        iref: u64,
+        core: u32,
+    },
+    Unregister {
+        iref: u64,
+    },
 
     /// `limit`: most entries per list (dispatchers, services, channels,
     /// registry) in the reply; counts are always whole. `None`: every entry
@@ -194,12 +251,21 @@ pub enum Msg {
         #[serde(default)]
         limit: Option<u64>,
     },
-    StatusReply { req: u64, status: serde_json::Value },
+    StatusReply {
+        req: u64,
+        status: serde_json::Value,
+    },
     /// Group service -> a monitor (docs/groups.md §5): `body.op` is
     /// `install`, `remove` or `marks` (`monitor/groups.rs`); answered by
     /// `GroupReply` or `Fail`.
-    Group { req: u64, body: serde_json::Value },
-    GroupReply { req: u64, body: serde_json::Value },
+    Group {
+        req: u64,
+        body: serde_json::Value,
+    },
+    GroupReply {
+        req: u64,
+        body: serde_json::Value,
+    },
     /// The handles of one message, out of band (see `caps/`). A UMP channel's
     /// frames are routed by `chan` towards its `to_side` end (0 client, 1
     /// server); a multi-hop channel's by `vci`, as its data is (each hop
@@ -220,9 +286,16 @@ pub enum Msg {
         refused: Option<CapRefusal>,
     },
     /// A dispatcher withdraws one of its services (its handle was dropped).
-    Unexport { req: u64, iref: u64 },
-    Shutdown { req: u64 },
-    Done { req: u64 },
+    Unexport {
+        req: u64,
+        iref: u64,
+    },
+    Shutdown {
+        req: u64,
+    },
+    Done {
+        req: u64,
+    },
 }
 
 impl Msg {
@@ -303,10 +376,9 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
 /// the answer (a stopped monitor accepts connections but never answers).
 pub fn connect_within(path: &Path, role: Role, core: u32, timeout: Duration) -> Result<(SeqSocket, u32)> {
     let sock = SeqSocket::connect(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => Error::new(
-            ErrorKind::Monitor,
-            format!("permission denied: the monitor at {} belongs to another user", path.display()),
-        ),
+        std::io::ErrorKind::PermissionDenied => {
+            Error::new(ErrorKind::Monitor, format!("permission denied: the monitor at {} belongs to another user", path.display()))
+        }
         _ => Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display())),
     })?;
     let timeout = timeout.max(Duration::from_millis(1));

@@ -27,10 +27,10 @@ use crate::control::{self, monitor_socket, Msg, Role};
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mhchannel::MAX_WINDOW;
-use crate::pending_bind::PendingBind;
 use crate::mhlink::{DispatcherLink, LINK_MAX_MESSAGE};
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
+use crate::pending_bind::PendingBind;
 use crate::service::{Acceptor, PendingConnect, Service, ServiceQueue, MAX_BACKLOG};
 use crate::shm::dup_cloexec;
 use crate::sock::SeqSocket;
@@ -110,10 +110,7 @@ impl BindOptions {
         };
         if let Some(m) = self.max_message {
             if m == 0 || m > limit {
-                return Err(Error::invalid(format!(
-                    "max_message must be in 1..={limit} on a {} channel, got {m}",
-                    self.transport
-                )));
+                return Err(Error::invalid(format!("max_message must be in 1..={limit} on a {} channel, got {m}", self.transport)));
             }
         }
         if self.window == 0 || self.window > MAX_WINDOW {
@@ -130,10 +127,7 @@ impl Dispatcher {
         match std::fs::metadata(&path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(Error::new(
-                    ErrorKind::Monitor,
-                    format!("permission denied: the runtime at {} belongs to another user", dir.display()),
-                ));
+                return Err(Error::new(ErrorKind::Monitor, format!("permission denied: the runtime at {} belongs to another user", dir.display())));
             }
             Err(_) => {
                 return Err(Error::new(
@@ -232,13 +226,7 @@ impl Dispatcher {
     }
 
     /// Send a request and wait for its reply.
-    fn request(
-        &self,
-        make: impl FnOnce(u64) -> Msg,
-        fds: &[OwnedFd],
-        deadline: Instant,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<Reply> {
+    fn request(&self, make: impl FnOnce(u64) -> Msg, fds: &[OwnedFd], deadline: Instant, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<Reply> {
         let raw: Vec<_> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         self.request_raw(make, &raw, deadline, interrupt)
     }
@@ -423,11 +411,11 @@ fn ring_event_loop() {
 fn end(inner: &Inner) {
     inner.alive.store(false, Ordering::Relaxed);
     lock(&inner.waiters).clear(); // dropping the senders wakes every requester
-    // The monitor is gone (or this dispatcher detached): the multi-hop channels
-    // riding on its link end now. Take what it wrote before it went, then end
-    // them (rings the doorbell), so a waiter learns it from this EOF rather
-    // than from its next look at the monitor's pidfd (an event loop has no
-    // park slice to make that look).
+                                  // The monitor is gone (or this dispatcher detached): the multi-hop channels
+                                  // riding on its link end now. Take what it wrote before it went, then end
+                                  // them (rings the doorbell), so a waiter learns it from this EOF rather
+                                  // than from its next look at the monitor's pidfd (an event loop has no
+                                  // park slice to make that look).
     if let Some(link) = inner.link.get() {
         for _ in 0..4096 {
             if link.pump() == 0 {
@@ -459,11 +447,7 @@ fn dispatch_cap(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>, truncated: bool
 
 fn dispatch(inner: &Arc<Inner>, msg: Msg, fds: Vec<OwnedFd>) {
     let req = match &msg {
-        Msg::Exported { req, .. }
-        | Msg::Bound { req, .. }
-        | Msg::Fail { req, .. }
-        | Msg::StatusReply { req, .. }
-        | Msg::Done { req } => Some(*req),
+        Msg::Exported { req, .. } | Msg::Bound { req, .. } | Msg::Fail { req, .. } | Msg::StatusReply { req, .. } | Msg::Done { req } => Some(*req),
         _ => None,
     };
     if let Some(req) = req {

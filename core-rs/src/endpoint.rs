@@ -117,8 +117,7 @@ impl Endpoint {
     /// The error of a flush whose time ran out.
     pub fn flush_timeout(&self) -> Error {
         let n = self.unconsumed();
-        Error::timeout(format!("flush timed out: {n} of the messages sent were not consumed by the peer yet"))
-            .with_progress(Progress::Unconsumed(n))
+        Error::timeout(format!("flush timed out: {n} of the messages sent were not consumed by the peer yet")).with_progress(Progress::Unconsumed(n))
     }
 
     pub fn close(&self) {
@@ -143,11 +142,7 @@ impl Endpoint {
         both!(self, c => c.try_recv_with(make))
     }
 
-    pub fn try_recv_many(
-        &self,
-        max: usize,
-        each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
-    ) -> Result<usize> {
+    pub fn try_recv_many(&self, max: usize, each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>) -> Result<usize> {
         both!(self, c => c.try_recv_many(max, each))
     }
 
@@ -228,13 +223,7 @@ impl Endpoint {
     /// the message; `interrupt` runs between waits. On any error nothing was
     /// delivered and the channel goes on: `CapSend` (refused, with the
     /// reason), `Timeout`, `ChannelClosed`, `MessageTooLarge`.
-    pub fn send_with_handles(
-        &self,
-        data: &[u8],
-        fds: &[RawFd],
-        deadline: Option<Instant>,
-        interrupt: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<()> {
+    pub fn send_with_handles(&self, data: &[u8], fds: &[RawFd], deadline: Option<Instant>, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.send_handles(data, fds, deadline, interrupt, true)
     }
 

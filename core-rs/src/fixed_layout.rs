@@ -50,7 +50,9 @@ impl Field {
                 let bits = 8 * n as u32;
                 (n == 8 || (x >= -(1i64 << (bits - 1)) && x < (1i64 << (bits - 1)))).then_some(x as u64)
             }
-            (Field::Signed(n), Value::Unsigned(x)) => (x <= i64::MAX as u64).then_some(x as i64).and_then(|x| Field::Signed(n).encode(Value::Signed(x))),
+            (Field::Signed(n), Value::Unsigned(x)) => {
+                (x <= i64::MAX as u64).then_some(x as i64).and_then(|x| Field::Signed(n).encode(Value::Signed(x)))
+            }
             (Field::Bool, Value::Bool(b)) => Some(b as u64),
             (Field::Enum(count), Value::Unsigned(x)) => (x < count as u64).then_some(x),
             (Field::Enum(count), Value::Signed(x)) => (x >= 0 && (x as u64) < count as u64).then_some(x as u64),
@@ -135,7 +137,8 @@ mod tests {
         let l = FixedLayout::new(3, vec![Field::Unsigned(8), Field::Signed(2), Field::Bool, Field::Enum(3), Field::Unsigned(1)]).unwrap();
         assert_eq!(l.size(), 2 + 8 + 2 + 1 + 4 + 1);
         let mut out = [0u8; 64];
-        let n = l.encode(&[Value::Unsigned(0x0102), Value::Signed(-2), Value::Bool(true), Value::Unsigned(2), Value::Unsigned(255)], &mut out).unwrap();
+        let n =
+            l.encode(&[Value::Unsigned(0x0102), Value::Signed(-2), Value::Bool(true), Value::Unsigned(2), Value::Unsigned(255)], &mut out).unwrap();
         assert_eq!(&out[..n], &[3, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0xFE, 0xFF, 1, 2, 0, 0, 0, 255]);
     }
 

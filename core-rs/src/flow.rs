@@ -120,8 +120,7 @@ impl Credits {
     /// Whether a dummy ack is due: we have consumed `window / 2` messages
     /// without acknowledging them, or everything the peer asked an ack for.
     pub fn ack_due(&self) -> bool {
-        self.consumed_unacked >= (self.window / 2).max(1)
-            || (self.consumed_unacked > 0 && self.ack_mark.is_some_and(|m| self.consumed >= m))
+        self.consumed_unacked >= (self.window / 2).max(1) || (self.consumed_unacked > 0 && self.ack_mark.is_some_and(|m| self.consumed >= m))
     }
 
     /// Undo `on_dummy` when the dummy could not be written.

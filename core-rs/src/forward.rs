@@ -111,7 +111,17 @@ pub struct Fwd {
 
 impl Fwd {
     fn new() -> Fwd {
-        Fwd { links: Vec::new(), table: ForwardTable::new(), forwarded: 0, dropped: 0, late: 0, malformed: 0, max_queue: 0, quantum: link_quantum(), group: GroupTable::new() }
+        Fwd {
+            links: Vec::new(),
+            table: ForwardTable::new(),
+            forwarded: 0,
+            dropped: 0,
+            late: 0,
+            malformed: 0,
+            max_queue: 0,
+            quantum: link_quantum(),
+            group: GroupTable::new(),
+        }
     }
 
     pub fn add_link(&mut self, ch: UmpChannel, peer: LinkPeer) -> LinkId {
@@ -511,9 +521,14 @@ impl Forwarder {
             }
             poll.before_park();
             self.promotions.store(poll.promotions(), Ordering::Relaxed);
-            let w = wait_until(&self.bell, &self.parks, relay_spin_budget(), None, &mut || {
-                self.stop.load(Ordering::Relaxed) || self.lock().any_ready()
-            }, &mut || false);
+            let w = wait_until(
+                &self.bell,
+                &self.parks,
+                relay_spin_budget(),
+                None,
+                &mut || self.stop.load(Ordering::Relaxed) || self.lock().any_ready(),
+                &mut || false,
+            );
             if w == Waited::Interrupted {
                 continue;
             }

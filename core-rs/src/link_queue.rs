@@ -244,7 +244,11 @@ mod tests {
         for _ in 0..1000 {
             let m = q.front().unwrap();
             let (vci, _) = who(m);
-            if vci == 1 { b1 += m.len() as i64 } else { b2 += m.len() as i64 }
+            if vci == 1 {
+                b1 += m.len() as i64
+            } else {
+                b2 += m.len() as i64
+            }
             q.pop();
             assert!((b1 - b2).abs() <= 2000, "bytes out {b1} vs {b2}");
         }

@@ -449,11 +449,7 @@ impl MhChannel {
     }
 
     /// Receive up to `max` queued messages (see `UmpChannel::try_recv_many`).
-    pub fn try_recv_many(
-        &self,
-        max: usize,
-        each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>,
-    ) -> Result<usize> {
+    pub fn try_recv_many(&self, max: usize, each: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> Result<bool>) -> Result<usize> {
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -465,14 +461,18 @@ impl MhChannel {
                 // Carries handles: the caller takes none, so they are closed
                 // (unless it leaves the message queued).
                 let mut go = true;
-                let r = self.take_marked(&mut st, |len, copy| {
-                    go = each(len, copy)?;
-                    if go {
-                        Ok(())
-                    } else {
-                        Err(Error::new(ErrorKind::Interrupted, "left queued"))
-                    }
-                }, None);
+                let r = self.take_marked(
+                    &mut st,
+                    |len, copy| {
+                        go = each(len, copy)?;
+                        if go {
+                            Ok(())
+                        } else {
+                            Err(Error::new(ErrorKind::Interrupted, "left queued"))
+                        }
+                    },
+                    None,
+                );
                 if !go {
                     break;
                 }

@@ -118,7 +118,13 @@ pub struct DispatcherLink {
 
 impl DispatcherLink {
     pub fn new(link: UmpChannel) -> DispatcherLink {
-        DispatcherLink { link, demux: Mutex::new(VciMap::default()), dropped: AtomicU64::new(0), dead: AtomicBool::new(false), group: Default::default() }
+        DispatcherLink {
+            link,
+            demux: Mutex::new(VciMap::default()),
+            dropped: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            group: Default::default(),
+        }
     }
 
     pub fn ring(&self) -> &UmpChannel {

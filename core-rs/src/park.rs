@@ -154,14 +154,9 @@ impl Doorbell {
 /// `FUTEX_WAIT` on a shared (not process-private) word. `Ok(true)` when woken
 /// or the word had changed, `Ok(false)` on timeout, `Err` on EINTR.
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> io::Result<bool> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: futex on a valid, aligned u32 in shared memory.
-    let r = unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec)
-    };
+    let r = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec) };
     if r == 0 {
         return Ok(true);
     }
@@ -310,9 +305,7 @@ mod tests {
         let t = Instant::now();
         let mut got = false;
         while t.elapsed() < Duration::from_secs(5) {
-            if db.park(Duration::from_secs(5), &mut || flag.load(Ordering::Acquire)) == Wake::Ready
-                && flag.load(Ordering::Acquire)
-            {
+            if db.park(Duration::from_secs(5), &mut || flag.load(Ordering::Acquire)) == Wake::Ready && flag.load(Ordering::Acquire) {
                 got = true;
                 break;
             }

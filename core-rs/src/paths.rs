@@ -137,11 +137,7 @@ fn can_create_file_in(dir: &[u8]) -> bool {
 /// The directory Python's `tempfile.gettempdir()` returns.
 pub fn temp_dir() -> Result<PathBuf> {
     let cwd = std::env::current_dir().ok().map(|p| p.into_os_string().into_vec());
-    let mut candidates: Vec<Vec<u8>> = ["TMPDIR", "TEMP", "TMP"]
-        .iter()
-        .filter_map(|n| env(n))
-        .map(|v| v.into_vec())
-        .collect();
+    let mut candidates: Vec<Vec<u8>> = ["TMPDIR", "TEMP", "TMP"].iter().filter_map(|n| env(n)).map(|v| v.into_vec()).collect();
     candidates.extend([b"/tmp".to_vec(), b"/var/tmp".to_vec(), b"/usr/tmp".to_vec()]);
     candidates.push(cwd.clone().unwrap_or_else(|| b".".to_vec()));
     for c in candidates {
@@ -173,10 +169,7 @@ fn private_dir(path: PathBuf) -> Result<PathBuf> {
     let md = std::fs::metadata(&path).map_err(|e| Error::os(format!("stat {}", path.display()), e))?;
     let uid = rustix::process::getuid().as_raw();
     if md.uid() != uid {
-        return Err(Error::new(
-            ErrorKind::Os,
-            format!("runtime root {} belongs to uid {}, not to us (uid {uid})", path.display(), md.uid()),
-        ));
+        return Err(Error::new(ErrorKind::Os, format!("runtime root {} belongs to uid {}, not to us (uid {uid})", path.display(), md.uid())));
     }
     if md.mode() & 0o077 != 0 {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
@@ -210,9 +203,7 @@ pub fn check_name(name: &str) -> Result<&str> {
     if ok {
         Ok(name)
     } else {
-        Err(Error::invalid(format!(
-            "invalid runtime name {name:?}: use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
-        )))
+        Err(Error::invalid(format!("invalid runtime name {name:?}: use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -")))
     }
 }
 
@@ -248,14 +239,7 @@ mod tests {
 
     #[test]
     fn pathlib_norm_like_python() {
-        let cases: &[(&str, &str)] = &[
-            ("a//b/./c/", "a/b/c"),
-            ("/a/../b", "/a/../b"),
-            ("//a", "//a"),
-            ("///a", "/a"),
-            ("./a", "a"),
-            (".", "."),
-        ];
+        let cases: &[(&str, &str)] = &[("a//b/./c/", "a/b/c"), ("/a/../b", "/a/../b"), ("//a", "//a"), ("///a", "/a"), ("./a", "a"), (".", ".")];
         for (i, o) in cases {
             assert_eq!(pathlib_norm(i.as_bytes()), PathBuf::from(o), "Path({i:?})");
         }

@@ -171,14 +171,32 @@ impl PendingBind {
                     abandon_segment(&seg);
                     return Err(Error::protocol("bind reply carries no doorbell"));
                 };
-                let info = ChannelInfo { id: chan, service, transport: "ump", side: Side::Client, peer_pid: server_pid, peer_core: server_core, max_message, ring_slots: 0 };
+                let info = ChannelInfo {
+                    id: chan,
+                    service,
+                    transport: "ump",
+                    side: Side::Client,
+                    peer_pid: server_pid,
+                    peer_core: server_core,
+                    max_message,
+                    ring_slots: 0,
+                };
                 let ch = UmpChannel::open(seg, info, bell, Doorbell::from_fd(peer_bell)?, PeerWatch::new(server_pid)?)?;
                 caps.set_route(crate::caps::end::Route::Ump { chan, peer_side: Side::Server as u8 });
                 ch.set_caps(caps);
                 Endpoint::Ump(ch)
             }
             Half::Multihop { pending, caps } => {
-                let info = ChannelInfo { id: chan, service, transport: "multihop", side: Side::Client, peer_pid: server_pid, peer_core: server_core, max_message: 0, ring_slots: 0 };
+                let info = ChannelInfo {
+                    id: chan,
+                    service,
+                    transport: "multihop",
+                    side: Side::Client,
+                    peer_pid: server_pid,
+                    peer_core: server_core,
+                    max_message: 0,
+                    ring_slots: 0,
+                };
                 let ch = pending.complete(info, vci, DIR_TO_SERVER, hops, Some(self.disp.inner.clone()));
                 caps.set_route(crate::caps::end::Route::Multihop { vci_out: vci });
                 ch.set_caps(caps);

@@ -428,10 +428,7 @@ impl Consumer {
         let kind = (cw >> 32) as u8;
         let len = (cw & 0xFFFF_FFFF) as usize;
         if kind == 0 || kind == KIND_CONT || len > self.max_len {
-            return Err(Error::protocol(format!(
-                "corrupt ring slot at position {}: kind {kind}, length {len} (max {})",
-                self.rpos, self.max_len
-            )));
+            return Err(Error::protocol(format!("corrupt ring slot at position {}: kind {kind}, length {len} (max {})", self.rpos, self.max_len)));
         }
         Ok(Some(Header { kind, len }))
     }
@@ -528,9 +525,7 @@ unsafe impl Send for HeapRing {}
 impl HeapRing {
     pub(crate) fn new(geo: RingGeometry) -> HeapRing {
         let line = Box::new(ConsumerLine { read: AtomicU64::new(0), _pad: [0; 56], room_wanted: AtomicU64::new(0) });
-        let slots = (0..geo.nslots)
-            .map(|_| Slot { payload: Cell::new([MaybeUninit::uninit(); SLOT_PAYLOAD]), ctrl: AtomicU64::new(0) })
-            .collect();
+        let slots = (0..geo.nslots).map(|_| Slot { payload: Cell::new([MaybeUninit::uninit(); SLOT_PAYLOAD]), ctrl: AtomicU64::new(0) }).collect();
         HeapRing { line, slots, geo }
     }
 
@@ -538,9 +533,7 @@ impl HeapRing {
     pub(crate) fn ends(&self, max_len: usize) -> (Producer, Consumer) {
         let line: *const ConsumerLine = &*self.line;
         // SAFETY: both point into `self`, which the caller keeps alive; one end each.
-        unsafe {
-            (Producer::from_parts(line, self.slots.as_ptr(), self.geo), Consumer::from_parts(line, self.slots.as_ptr(), self.geo, max_len))
-        }
+        unsafe { (Producer::from_parts(line, self.slots.as_ptr(), self.geo), Consumer::from_parts(line, self.slots.as_ptr(), self.geo, max_len)) }
     }
 }
 

@@ -57,10 +57,8 @@ impl Segment {
             return Err(Error::invalid("a segment needs a non-zero length"));
         }
         let name = CString::new(format!("multihop:{label}")).map_err(|_| Error::invalid("segment label contains NUL"))?;
-        let fd = memfd_create(name.as_c_str(), MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
-            .map_err(|e| Error::os("memfd_create", e.into()))?;
-        ftruncate(&fd, len as u64)
-            .map_err(|e| Error::os(format_args!("ftruncate segment to {len} bytes"), e.into()))?;
+        let fd = memfd_create(name.as_c_str(), MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).map_err(|e| Error::os("memfd_create", e.into()))?;
+        ftruncate(&fd, len as u64).map_err(|e| Error::os(format_args!("ftruncate segment to {len} bytes"), e.into()))?;
         fcntl_add_seals(&fd, required_seals()).map_err(|e| Error::os("seal segment", e.into()))?;
         Segment::map(fd, len)
     }
@@ -68,8 +66,7 @@ impl Segment {
     /// Map a segment received from a peer. Its seals and size are checked:
     /// `min_len` is the least size the caller's layout needs.
     pub fn from_fd(fd: OwnedFd, min_len: usize) -> Result<Segment> {
-        let seals = fcntl_get_seals(&fd)
-            .map_err(|_| Error::protocol("received descriptor is not a sealable memfd segment"))?;
+        let seals = fcntl_get_seals(&fd).map_err(|_| Error::protocol("received descriptor is not a sealable memfd segment"))?;
         if !seals.contains(required_seals()) {
             return Err(Error::protocol("received segment is not sealed against resizing"));
         }
@@ -83,16 +80,7 @@ impl Segment {
 
     fn map(fd: OwnedFd, len: usize) -> Result<Segment> {
         // SAFETY: mapping a descriptor we own, shared, for its full length.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             return Err(Error::os(format_args!("mmap {len} bytes"), io::Error::last_os_error()));
         }

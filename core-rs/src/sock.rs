@@ -171,9 +171,8 @@ impl SeqSocket {
         let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
         // SAFETY: `cred` and `len` are valid out pointers of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len)
-        };
+        let r =
+            unsafe { libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len) };
         if r != 0 {
             return Err(Error::os("getsockopt(SO_PEERCRED)", io::Error::last_os_error()));
         }
@@ -183,7 +182,13 @@ impl SeqSocket {
     fn set_timeout(&self, opt: libc::c_int, what: &str, tv: libc::timeval) -> Result<()> {
         // SAFETY: `tv` is a valid timeval and the length matches it.
         let r = unsafe {
-            libc::setsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, opt, &tv as *const _ as *const libc::c_void, std::mem::size_of::<libc::timeval>() as libc::socklen_t)
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
         };
         if r != 0 {
             // A timeout that did not take would silently become an infinite wait.
@@ -302,12 +307,8 @@ impl SeqSocket {
                         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control frame over {limit} bytes")));
                     }
                 }
-                PIECE_MORE => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "descriptors on a piece that is not a frame's last"))
-                }
-                other => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control datagram with unknown first byte {other}")))
-                }
+                PIECE_MORE => return Err(io::Error::new(io::ErrorKind::InvalidData, "descriptors on a piece that is not a frame's last")),
+                other => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control datagram with unknown first byte {other}"))),
             }
         }
     }

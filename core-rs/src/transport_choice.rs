@@ -24,55 +24,28 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// when `name` is empty, to `iref`): `"ump"` or `"multihop"`.
 pub fn choose(d: &Dispatcher, name: &str, iref: u64) -> Result<&'static str> {
     let initial = initial_monitor(d.runtime_dir())?;
-    let ask = |msg: &Msg| {
-        control::call(&initial, Role::Tool, msg, &[], ASK_TIMEOUT).map(|(reply, _)| reply)
-    };
-    let lookup = Msg::Lookup {
-        req: 1,
-        name: name.to_string(),
-        iref,
-    };
+    let ask = |msg: &Msg| control::call(&initial, Role::Tool, msg, &[], ASK_TIMEOUT).map(|(reply, _)| reply);
+    let lookup = Msg::Lookup { req: 1, name: name.to_string(), iref };
     let service_core = match ask(&lookup)? {
         Msg::Found { core, .. } => core,
-        other => {
-            return Err(Error::protocol(format!(
-                "the registry answered a lookup with {other:?}"
-            )))
-        }
+        other => return Err(Error::protocol(format!("the registry answered a lookup with {other:?}"))),
     };
     if service_core == d.core() {
         return Ok("ump");
     }
-    let row = match ask(&Msg::GetRow {
-        req: 2,
-        core: d.core(),
-    })? {
+    let row = match ask(&Msg::GetRow { req: 2, core: d.core() })? {
         Msg::Row { row, .. } => row,
-        other => {
-            return Err(Error::protocol(format!(
-                "a routing-row request got {other:?}"
-            )))
-        }
+        other => return Err(Error::protocol(format!("a routing-row request got {other:?}"))),
     };
-    let direct = row
-        .iter()
-        .any(|&(dst, next)| dst == service_core && next == service_core);
+    let direct = row.iter().any(|&(dst, next)| dst == service_core && next == service_core);
     Ok(if direct { "ump" } else { "multihop" })
 }
 
 /// The socket of the runtime's initial monitor: its first core, from `runtime.json`.
 fn initial_monitor(dir: &Path) -> Result<std::path::PathBuf> {
     let meta = dir.join("runtime.json");
-    let text = std::fs::read_to_string(&meta).map_err(|e| {
-        Error::new(
-            ErrorKind::RuntimeNotFound,
-            format!("cannot read {}: {e}", meta.display()),
-        )
-    })?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::protocol(format!("{} is not valid JSON: {e}", meta.display())))?;
-    let first = value["cores"][0]
-        .as_u64()
-        .ok_or_else(|| Error::protocol(format!("{} names no cores", meta.display())))?;
+    let text = std::fs::read_to_string(&meta).map_err(|e| Error::new(ErrorKind::RuntimeNotFound, format!("cannot read {}: {e}", meta.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::protocol(format!("{} is not valid JSON: {e}", meta.display())))?;
+    let first = value["cores"][0].as_u64().ok_or_else(|| Error::protocol(format!("{} names no cores", meta.display())))?;
     Ok(monitor_socket(dir, first as u32))
 }

@@ -31,7 +31,13 @@ fn unix_path(fd: RawFd, peer: bool) -> Option<String> {
     let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
     let p = &mut addr as *mut libc::sockaddr_un as *mut libc::sockaddr;
     // SAFETY: `addr` and `len` are valid out pointers of the size given.
-    let r = unsafe { if peer { libc::getpeername(fd, p, &mut len) } else { libc::getsockname(fd, p, &mut len) } };
+    let r = unsafe {
+        if peer {
+            libc::getpeername(fd, p, &mut len)
+        } else {
+            libc::getsockname(fd, p, &mut len)
+        }
+    };
     if r != 0 || addr.sun_family != libc::AF_UNIX as libc::sa_family_t {
         return None;
     }
@@ -68,7 +74,11 @@ pub fn runtime_owned(fd: RawFd) -> Option<String> {
 /// (reason code, index, text) for the first that may not.
 pub fn check_all(fds: &[RawFd]) -> Result<(), (&'static str, usize, String)> {
     if fds.len() > super::MAX_HANDLES {
-        return Err((super::reason::TOO_MANY, super::MAX_HANDLES, format!("{} handles on one message; at most {} may travel with one", fds.len(), super::MAX_HANDLES)));
+        return Err((
+            super::reason::TOO_MANY,
+            super::MAX_HANDLES,
+            format!("{} handles on one message; at most {} may travel with one", fds.len(), super::MAX_HANDLES),
+        ));
     }
     for (i, &fd) in fds.iter().enumerate() {
         if !is_open(fd) {

@@ -30,28 +30,15 @@ pub(crate) fn on_frame(inner: &Inner, msg: Msg, fds: Vec<OwnedFd>, truncated: bo
         CapStage::Send => {
             let (verdict, back_vci) = match &inbox {
                 Some(ib) => (ib.store(seq, count, fds, truncated), ib.reply_vci()),
-                None => (
-                    Err(CapRefusal {
-                        reason: reason::CLOSED.into(),
-                        message: "the receiving end of the channel is closed".into(),
-                        index: None,
-                    }),
-                    0,
-                ),
+                None => {
+                    (Err(CapRefusal { reason: reason::CLOSED.into(), message: "the receiving end of the channel is closed".into(), index: None }), 0)
+                }
             };
             if vci != 0 && back_vci == 0 {
                 return; // no way back (the end is gone): the sender sees the channel close
             }
-            let reply = Msg::Cap {
-                stage: CapStage::Reply,
-                req,
-                chan,
-                to_side: 1 - to_side.min(1),
-                vci: back_vci,
-                seq,
-                count: 0,
-                refused: verdict.err(),
-            };
+            let reply =
+                Msg::Cap { stage: CapStage::Reply, req, chan, to_side: 1 - to_side.min(1), vci: back_vci, seq, count: 0, refused: verdict.err() };
             let _ = control::send(&inner.sock, &reply, &[]);
         }
         CapStage::Reply => {} // replies are matched to their request by the reader

@@ -128,7 +128,9 @@ impl CapEnd {
             |req| {
                 sent_it = true;
                 match template {
-                    Msg::Cap { stage, chan, to_side, vci, seq, count, refused, .. } => Msg::Cap { stage, req, chan, to_side, vci, seq, count, refused },
+                    Msg::Cap { stage, chan, to_side, vci, seq, count, refused, .. } => {
+                        Msg::Cap { stage, req, chan, to_side, vci, seq, count, refused }
+                    }
                     other => other,
                 }
             },

@@ -82,10 +82,7 @@ impl Inbox {
         if truncated {
             return Err(CapRefusal {
                 reason: reason::NO_ROOM.into(),
-                message: format!(
-                    "the receiving process's descriptor table is full (RLIMIT_NOFILE): it could take {} of {count} handles",
-                    fds.len()
-                ),
+                message: format!("the receiving process's descriptor table is full (RLIMIT_NOFILE): it could take {} of {count} handles", fds.len()),
                 index: Some(fds.len() as u32),
             });
         }

@@ -123,7 +123,13 @@ pub struct GroupPort {
 
 impl GroupPort {
     pub fn new(d: &Dispatcher) -> Result<GroupPort> {
-        Ok(GroupPort { link: d.link()?.clone(), _keep: d.clone(), parks: AtomicU64::new(0), sent: AtomicU64::new(0), credit_waits: AtomicU64::new(0) })
+        Ok(GroupPort {
+            link: d.link()?.clone(),
+            _keep: d.clone(),
+            parks: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            credit_waits: AtomicU64::new(0),
+        })
     }
 
     /// The window of group `group_id` (credits per tree edge).
@@ -139,7 +145,10 @@ impl GroupPort {
     /// Ok(false): no credit or no room now.
     pub fn try_send(&self, frame: &[u8]) -> Result<bool> {
         if frame.len() > LINK_MAX_MESSAGE {
-            return Err(Error::new(ErrorKind::MessageTooLarge, format!("group frame of {} bytes exceeds the link maximum of {LINK_MAX_MESSAGE} bytes", frame.len())));
+            return Err(Error::new(
+                ErrorKind::MessageTooLarge,
+                format!("group frame of {} bytes exceeds the link maximum of {LINK_MAX_MESSAGE} bytes", frame.len()),
+            ));
         }
         let h = GroupHeader::decode(frame)?;
         if self.link.is_dead() {
@@ -173,20 +182,27 @@ impl GroupPort {
         loop {
             let mut err = None;
             let mut sent = false;
-            let w = wait_until(self.link.ring().doorbell(), &self.parks, relay_spin_budget(), deadline, &mut || {
-                self.link.pump();
-                match self.try_send(frame) {
-                    Ok(true) => {
-                        sent = true;
-                        true
+            let w = wait_until(
+                self.link.ring().doorbell(),
+                &self.parks,
+                relay_spin_budget(),
+                deadline,
+                &mut || {
+                    self.link.pump();
+                    match self.try_send(frame) {
+                        Ok(true) => {
+                            sent = true;
+                            true
+                        }
+                        Ok(false) => false,
+                        Err(e) => {
+                            err = Some(e);
+                            true
+                        }
                     }
-                    Ok(false) => false,
-                    Err(e) => {
-                        err = Some(e);
-                        true
-                    }
-                }
-            }, &mut || self.link.is_dead());
+                },
+                &mut || self.link.is_dead(),
+            );
             if let Some(e) = err {
                 return Err(e);
             }
@@ -197,7 +213,10 @@ impl GroupPort {
                 return Err(self.closed());
             }
             if w == Waited::TimedOut {
-                return Err(Error::new(ErrorKind::Timeout, "no credit on the group tree within the timeout (a member downstream is slow or stopped)"));
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    "no credit on the group tree within the timeout (a member downstream is slow or stopped)",
+                ));
             }
             interrupt()?;
         }
@@ -218,10 +237,17 @@ impl GroupPort {
             if self.link.is_dead() {
                 return Err(self.closed());
             }
-            let w = wait_until(self.link.ring().doorbell(), &self.parks, relay_spin_budget(), deadline, &mut || {
-                self.link.pump();
-                self.link.group.has_frames()
-            }, &mut || self.link.is_dead());
+            let w = wait_until(
+                self.link.ring().doorbell(),
+                &self.parks,
+                relay_spin_budget(),
+                deadline,
+                &mut || {
+                    self.link.pump();
+                    self.link.group.has_frames()
+                },
+                &mut || self.link.is_dead(),
+            );
             match w {
                 Waited::Ready | Waited::Interrupted => {}
                 Waited::Slice => interrupt()?,

@@ -67,18 +67,18 @@ impl Monitor {
             let s = services.get(&b.iref).ok_or_else(|| Error::new(ErrorKind::Bind, format!("service {:?} is gone", b.service)))?;
             LinkPeer::Dispatcher(s.dispatcher)
         } else {
-            let hop = lock(&self.row).get(&b.target_core).copied().ok_or_else(|| {
-                Error::new(ErrorKind::Bind, format!("monitor {} has no route to core {}", self.cfg.core, b.target_core))
-            })?;
+            let hop = lock(&self.row)
+                .get(&b.target_core)
+                .copied()
+                .ok_or_else(|| Error::new(ErrorKind::Bind, format!("monitor {} has no route to core {}", self.cfg.core, b.target_core)))?;
             LinkPeer::Monitor(hop)
         };
         // The server-to-client entry goes in first: the server may send as
         // soon as it has accepted, before our answer reaches the client.
         let (right, v_left, v_right) = {
             let mut f = self.fwd.lock();
-            let right = f.link_to(next).ok_or_else(|| {
-                Error::new(ErrorKind::Bind, format!("monitor {} has no link to {next:?} (yet)", self.cfg.core))
-            })?;
+            let right =
+                f.link_to(next).ok_or_else(|| Error::new(ErrorKind::Bind, format!("monitor {} has no link to {next:?} (yet)", self.cfg.core)))?;
             let v_left = f.table.draw(left)?;
             let v_right = match f.table.draw(right) {
                 Ok(v) => v,

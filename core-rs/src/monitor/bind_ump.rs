@@ -31,11 +31,25 @@ impl Monitor {
                 return Err(Error::protocol(format!("bind carries {} descriptors, expected 2", fds.len())));
             }
             if transport != "ump" {
-                return Err(Error::new(ErrorKind::Bind, format!("transport {transport:?} is not available (this runtime offers \"ump\" and \"multihop\")")));
+                return Err(Error::new(
+                    ErrorKind::Bind,
+                    format!("transport {transport:?} is not available (this runtime offers \"ump\" and \"multihop\")"),
+                ));
             }
             let (name, iref, core) = self.resolve(req, name, iref)?;
             let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
-            let fwd = Msg::Bind { req, name: name.clone(), iref, transport: transport.clone(), chan, timeout_ms, client_pid, client_core, window: 0, vci: 0 };
+            let fwd = Msg::Bind {
+                req,
+                name: name.clone(),
+                iref,
+                transport: transport.clone(),
+                chan,
+                timeout_ms,
+                client_pid,
+                client_core,
+                window: 0,
+                vci: 0,
+            };
             let path = monitor_socket(&self.cfg.dir, core);
             let (reply, rfds) = control::call(&path, Role::Monitor, &fwd, &Self::raw(&fds), Duration::from_millis(timeout_ms + 2000))?;
             match reply {

@@ -87,11 +87,11 @@ impl Monitor {
             Ok((other, _)) => Err(Error::protocol(format!("service answered {}", other.op()))),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::new(
                 ErrorKind::Timeout,
-                format!("service {service:?} did not take the connection within {timeout_ms} ms (its backlog stayed full, or its process is stopped)"),
+                format!(
+                    "service {service:?} did not take the connection within {timeout_ms} ms (its backlog stayed full, or its process is stopped)"
+                ),
             )),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} went away")))
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::new(ErrorKind::Bind, format!("the dispatcher exporting {service:?} went away"))),
         }
     }
 }

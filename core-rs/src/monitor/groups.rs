@@ -38,7 +38,12 @@ fn list_u32(v: &Value, name: &str) -> Result<Vec<u32>> {
     };
     items
         .iter()
-        .map(|x| x.as_u64().filter(|&x| x <= u32::MAX as u64).map(|x| x as u32).ok_or_else(|| Error::invalid(format!("group request: {name:?} holds {x}, not a u32"))))
+        .map(|x| {
+            x.as_u64()
+                .filter(|&x| x <= u32::MAX as u64)
+                .map(|x| x as u32)
+                .ok_or_else(|| Error::invalid(format!("group request: {name:?} holds {x}, not a u32")))
+        })
         .collect()
 }
 

@@ -39,7 +39,13 @@ impl Monitor {
         let (reply, mut fds) = control::recv(&sock)?.ok_or_else(|| Error::new(ErrorKind::Monitor, "peer hung up"))?;
         reply.into_result()?;
         let bell = fds.pop().ok_or_else(|| Error::protocol("link answer without a doorbell"))?;
-        let ch = UmpChannel::open(seg, self.link_info(peer, peer_pid, Side::Client), self.bell.clone(), Doorbell::from_fd(bell)?, PeerWatch::new(peer_pid)?)?;
+        let ch = UmpChannel::open(
+            seg,
+            self.link_info(peer, peer_pid, Side::Client),
+            self.bell.clone(),
+            Doorbell::from_fd(bell)?,
+            PeerWatch::new(peer_pid)?,
+        )?;
         self.fwd.lock().add_link(ch, LinkPeer::Monitor(peer));
         self.fwd.poke();
         Ok(())

@@ -17,10 +17,7 @@ impl Monitor {
         }
         let mut reg = lock(&self.registry);
         if let Some((iref, c)) = reg.get(&name) {
-            return Msg::fail(
-                req,
-                &Error::new(ErrorKind::Export, format!("service name {name:?} is already exported (iref {iref:#x} on core {c})")),
-            );
+            return Msg::fail(req, &Error::new(ErrorKind::Export, format!("service name {name:?} is already exported (iref {iref:#x} on core {c})")));
         }
         let iref = (core as u64) << 40 | self.next_id();
         reg.insert(name, (iref, core));
@@ -87,11 +84,7 @@ impl Monitor {
     pub(super) fn unexport(&self, conn: u64, only: Option<u64>) {
         let gone: Vec<u64> = {
             let mut services = lock(&self.services);
-            let irefs: Vec<u64> = services
-                .iter()
-                .filter(|(i, s)| s.dispatcher == conn && only.is_none_or(|o| o == **i))
-                .map(|(i, _)| *i)
-                .collect();
+            let irefs: Vec<u64> = services.iter().filter(|(i, s)| s.dispatcher == conn && only.is_none_or(|o| o == **i)).map(|(i, _)| *i).collect();
             for i in &irefs {
                 services.remove(i);
             }

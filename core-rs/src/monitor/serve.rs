@@ -137,7 +137,8 @@ impl Monitor {
                 let left = self.fwd.lock().link_to(LinkPeer::Monitor(from_core));
                 let result = match left {
                     Some(left) => {
-                        let hop = super::bind_multihop::Hop { iref, service: &service, target_core, chan, window, client_pid, client_core, timeout_ms };
+                        let hop =
+                            super::bind_multihop::Hop { iref, service: &service, target_core, chan, window, client_pid, client_core, timeout_ms };
                         self.route_bind(left, vci, hops, &hop)
                     }
                     None => Err(Error::new(ErrorKind::Bind, format!("monitor {} has no link from monitor {from_core}", self.cfg.core))),

@@ -84,9 +84,7 @@ pub(crate) fn int(obj: &Bound<'_, PyAny>, name: &str, lo: i128, hi: i128) -> PyR
     }
     let v = match obj.extract::<i128>() {
         Ok(v) => v,
-        Err(_) if obj.is_instance_of::<PyInt>() => {
-            return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {}", obj.repr()?)))
-        }
+        Err(_) if obj.is_instance_of::<PyInt>() => return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {}", obj.repr()?))),
         Err(_) => return Err(PyTypeError::new_err(format!("{name} must be an int, got {} {}", type_name(obj), obj.repr()?))),
     };
     if v < lo || v > hi {
@@ -102,9 +100,14 @@ pub(crate) fn count(obj: &Bound<'_, PyAny>, name: &str, lo: usize, hi: usize) ->
 
 /// A string argument that is valid Unicode (no lone surrogates).
 pub(crate) fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
-    let s = obj.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {} {}", type_name(obj), obj.repr().map(|r| r.to_string()).unwrap_or_default())))?;
+    let s = obj.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!("{name} must be a str, got {} {}", type_name(obj), obj.repr().map(|r| r.to_string()).unwrap_or_default()))
+    })?;
     s.to_str().map(str::to_string).map_err(|e| {
-        PyValueError::new_err(format!("{name} {} is not valid Unicode (it cannot be encoded as UTF-8: {e})", obj.repr().map(|r| r.to_string()).unwrap_or_default()))
+        PyValueError::new_err(format!(
+            "{name} {} is not valid Unicode (it cannot be encoded as UTF-8: {e})",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
     })
 }
 

@@ -25,7 +25,11 @@ pub(crate) enum Op {
 
 enum State {
     /// Not run yet.
-    Start { ch: Py<Channel>, op: Op, timeout: Option<f64> },
+    Start {
+        ch: Py<Channel>,
+        op: Op,
+        timeout: Option<f64>,
+    },
     /// Waiting: every step goes to this `multihop.aio` coroutine.
     Waiting(Py<PyAny>),
     Done,
@@ -109,7 +113,13 @@ impl AsyncCall {
     /// Coroutine protocol: raise an exception where the call waits (before
     /// its first step: nothing was taken or sent).
     #[pyo3(signature = (typ, val=None, tb=None))]
-    fn throw(&mut self, py: Python<'_>, typ: &Bound<'_, PyAny>, val: Option<&Bound<'_, PyAny>>, tb: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn throw(
+        &mut self,
+        py: Python<'_>,
+        typ: &Bound<'_, PyAny>,
+        val: Option<&Bound<'_, PyAny>>,
+        tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Waiting(coro) => {
                 let c = coro.bind(py).clone();
@@ -141,4 +151,3 @@ impl AsyncCall {
         Ok(())
     }
 }
-

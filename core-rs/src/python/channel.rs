@@ -351,7 +351,10 @@ impl Channel {
                 break;
             }
             if let Some(len) = mismatch {
-                return Err(to_py(py, Error::protocol(format!("next message has {len} bytes, not the record size {record_size}; read it with recv()"))));
+                return Err(to_py(
+                    py,
+                    Error::protocol(format!("next message has {len} bytes, not the record size {record_size}; read it with recv()")),
+                ));
             }
             if !wait(py, &self.ch, Want::Readable, until)? {
                 break;

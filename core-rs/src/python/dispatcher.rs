@@ -246,7 +246,9 @@ impl Dispatcher {
                 return Ok(ready);
             }
             let w = py.detach(|| {
-                crate::park::wait_until(&bell, &parks, crate::park::relay_spin_budget(), until, &mut || eps.iter().any(|e| e.readable()), &mut || false)
+                crate::park::wait_until(&bell, &parks, crate::park::relay_spin_budget(), until, &mut || eps.iter().any(|e| e.readable()), &mut || {
+                    false
+                })
             });
             match w {
                 Waited::TimedOut => return Ok(PyList::empty(py)),

@@ -93,7 +93,13 @@ fn value_of(f: Field, v: Borrowed<'_, '_, PyAny>) -> Option<Value> {
 impl FastSend {
     /// Hand the call to the stub's Python encoder unchanged (the slow path:
     /// the stable ABI of Python 3.11 has no vectorcall for us to forward with).
-    fn call_fallback<'py>(&self, py: Python<'py>, all: &[*mut ffi::PyObject], nargs: usize, kwnames: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
+    fn call_fallback<'py>(
+        &self,
+        py: Python<'py>,
+        all: &[*mut ffi::PyObject],
+        nargs: usize,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<Bound<'py, PyAny>> {
         // SAFETY: borrowed references valid for this call.
         let item = |i: usize| unsafe { Bound::from_borrowed_ptr(py, all[i]) };
         let positional = PyTuple::new(py, (0..nargs).map(item))?;
@@ -180,7 +186,12 @@ impl FastSend {
     }
 }
 
-unsafe extern "C" fn call(slf: *mut ffi::PyObject, args: *const *mut ffi::PyObject, nargs: ffi::Py_ssize_t, kwnames: *mut ffi::PyObject) -> *mut ffi::PyObject {
+unsafe extern "C" fn call(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: CPython calls us holding the GIL.
         let py = unsafe { Python::assume_attached() };

@@ -25,7 +25,11 @@ impl FixedLayout {
                 ("i", 1 | 2 | 4 | 8) => Field::Signed(n as u8),
                 ("bool", _) => Field::Bool,
                 ("enum", _) => Field::Enum(n),
-                _ => return Err(PyValueError::new_err(format!("unknown fixed field ({kind:?}, {n}): expected ('u'|'i', 1|2|4|8), ('bool', 0) or ('enum', count)"))),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "unknown fixed field ({kind:?}, {n}): expected ('u'|'i', 1|2|4|8), ('bool', 0) or ('enum', count)"
+                    )))
+                }
             });
         }
         if out.len() > 64 {
@@ -40,4 +44,3 @@ impl FixedLayout {
         self.layout.size()
     }
 }
-

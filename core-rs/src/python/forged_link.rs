@@ -34,4 +34,3 @@ impl ForgedMonitorLink {
         self.link.close();
     }
 }
-

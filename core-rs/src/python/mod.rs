@@ -18,8 +18,8 @@
 //! - [`fast_send`]: generated stubs' native send methods.
 
 mod args;
-mod async_call;
 mod async_bell;
+mod async_call;
 mod channel;
 mod dispatcher;
 mod fast_send;

@@ -106,9 +106,7 @@ impl Service {
             if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 return Err(e);
             }
-            let slice = until.map_or(Duration::from_millis(50), |u| {
-                u.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))
-            });
+            let slice = until.map_or(Duration::from_millis(50), |u| u.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
             match py.detach(|| self.svc.accept_next(slice)).map_err(|e| to_py(py, e))? {
                 Some(ch) => return self.owner.bind(py).get().adopt(py, Channel::new(ch)),
                 None => {

@@ -25,8 +25,7 @@ impl<'py> Bytes<'py> {
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(Bytes::Bytes(b.clone()));
         }
-        let buf = PyUntypedBuffer::get(obj)
-            .map_err(|_| PyTypeError::new_err(format!("expected a bytes-like object, got {}", type_name(obj))))?;
+        let buf = PyUntypedBuffer::get(obj).map_err(|_| PyTypeError::new_err(format!("expected a bytes-like object, got {}", type_name(obj))))?;
         if !buf.is_c_contiguous() {
             return Err(PyValueError::new_err("the buffer must be C-contiguous"));
         }
