@@ -97,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000, help="message rows (default 10M)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument(
-        "--keep", type=Path, default=None, help="write trace and report here and keep them"
-    )
+    parser.add_argument("--keep", type=Path, default=None, help="write trace and report here and keep them")
     args = parser.parse_args(argv)
 
     from multihop.analysis import run

@@ -222,11 +222,15 @@ def main() -> None:
             p.join(10)
     print(f"\n64-byte messages, client on CPU 0, blocking peer on CPU 1; doorbell descriptor: {bell}; medians of 3")
     print(f"asyncio streams over a Unix socket: round trip {s_rt:.1f} us, one-way {s_tp / 1e3:.0f} k msg/s\n")
-    print(f"{'transport':13} {'rtt asyncio':>12} {'rtt blocking':>13} {'asyncio/blk':>12} {'streams/asyncio':>16}"
-          f" {'tput asyncio':>13} {'tput blocking':>14} {'asyncio/blk':>12} {'asyncio/streams':>16}")
+    print(
+        f"{'transport':13} {'rtt asyncio':>12} {'rtt blocking':>13} {'asyncio/blk':>12} {'streams/asyncio':>16}"
+        f" {'tput asyncio':>13} {'tput blocking':>14} {'asyncio/blk':>12} {'asyncio/streams':>16}"
+    )
     for transport, a_rt, b_rt, a_tp, b_tp in rows:
-        print(f"{transport:13} {a_rt:10.1f}us {b_rt:11.1f}us {a_rt / b_rt:11.2f}x {s_rt / a_rt:15.2f}x"
-              f" {a_tp / 1e3:9.0f}k/s {b_tp / 1e3:10.0f}k/s {a_tp / b_tp:11.2f}x {a_tp / s_tp:15.2f}x")
+        print(
+            f"{transport:13} {a_rt:10.1f}us {b_rt:11.1f}us {a_rt / b_rt:11.2f}x {s_rt / a_rt:15.2f}x"
+            f" {a_tp / 1e3:9.0f}k/s {b_tp / 1e3:10.0f}k/s {a_tp / b_tp:11.2f}x {a_tp / s_tp:15.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,11 @@ import scenario  # noqa: E402
 
 def snapshot() -> dict[str, object]:
     me = psutil.Process()
-    monitors = [p.pid for p in psutil.process_iter(["cmdline"]) if "multihop.monitor" in " ".join(p.info["cmdline"] or []) and str(ROOT) in " ".join(p.info["cmdline"] or [])]
+    monitors = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "multihop.monitor" in " ".join(p.info["cmdline"] or []) and str(ROOT) in " ".join(p.info["cmdline"] or [])
+    ]
     return {
         "fds": len(os.listdir("/proc/self/fd")),
         "threads": me.num_threads(),
@@ -90,8 +94,10 @@ def start_stop(cycles: int) -> None:
         for _ in range(3):
             subprocess.run([sys.executable, "-c", "pass"], check=True)
     bare = (time.monotonic() - t0) / min(cycles, 20)
-    print(f"  {cycles} start/use/stop cycles (3 monitors, cores 0-2, core 2 virtual): {per * 1000:.0f} ms per cycle; "
-          f"3 bare interpreters {bare * 1000:.0f} ms: {per / bare:.2f}x")
+    print(
+        f"  {cycles} start/use/stop cycles (3 monitors, cores 0-2, core 2 virtual): {per * 1000:.0f} ms per cycle; "
+        f"3 bare interpreters {bare * 1000:.0f} ms: {per / bare:.2f}x"
+    )
     print(f"    before {before}\n    after  {after}\n    growth: {growth(before, after)}")
 
 
@@ -110,8 +116,10 @@ def up_down(cycles: int) -> None:
         subprocess.run([*cli, "--help"], check=True, capture_output=True)
         subprocess.run([*cli, "--help"], check=True, capture_output=True)
     bare = (time.monotonic() - t0) / min(cycles, 20)
-    print(f"  {cycles} `multihop up` / `multihop down` cycles: {per * 1000:.0f} ms per cycle; two `multihop --help` "
-          f"{bare * 1000:.0f} ms: {per / bare:.2f}x")
+    print(
+        f"  {cycles} `multihop up` / `multihop down` cycles: {per * 1000:.0f} ms per cycle; two `multihop --help` "
+        f"{bare * 1000:.0f} ms: {per / bare:.2f}x"
+    )
     print(f"    growth: {growth(before, after)}")
 
 
@@ -120,8 +128,10 @@ def streams(k: int, n: int, transport: str) -> tuple[float, bool]:
     with mh.Runtime.start(name, cores=[0, 1]):
         ready, result, done = procs.CTX.Event(), procs.CTX.Queue(), procs.CTX.Barrier(2)
         t0 = time.monotonic()
-        with procs.child(procs.mh_stream_peer, name, 1, "server", "s", k, n, ready, result, done, transport), \
-                procs.child(procs.mh_stream_peer, name, 0, "client", "s", k, n, ready, result, done, transport):
+        with (
+            procs.child(procs.mh_stream_peer, name, 1, "server", "s", k, n, ready, result, done, transport),
+            procs.child(procs.mh_stream_peer, name, 0, "client", "s", k, n, ready, result, done, transport),
+        ):
             got = [result.get(timeout=900), result.get(timeout=900)]
         took = time.monotonic() - t0
     ok = all(sent == [n] * k and recvd == [n] * k for _, sent, recvd in got)
@@ -143,9 +153,11 @@ def main() -> None:
     up_down(a.updown)
     mh_rate, mh_ok = streams(a.channels, a.messages, "multihop")
     ump_rate, ump_ok = streams(a.channels, a.messages, "ump")
-    print(f"  {a.channels} channels x {a.messages:,} messages each way, every one checked: multi-hop {mh_rate:,.0f} msg/s "
-          f"({'0 lost, duplicated or reordered' if mh_ok else 'LOSS, DUPLICATION OR REORDER'}); UMP {ump_rate:,.0f} msg/s "
-          f"({'clean' if ump_ok else 'BROKEN'}): {mh_rate / ump_rate:.2f}x UMP (real cores 0 and 1)")
+    print(
+        f"  {a.channels} channels x {a.messages:,} messages each way, every one checked: multi-hop {mh_rate:,.0f} msg/s "
+        f"({'0 lost, duplicated or reordered' if mh_ok else 'LOSS, DUPLICATION OR REORDER'}); UMP {ump_rate:,.0f} msg/s "
+        f"({'clean' if ump_ok else 'BROKEN'}): {mh_rate / ump_rate:.2f}x UMP (real cores 0 and 1)"
+    )
     n = 60_000 if a.quick else 600_000
     for action in ("kill", "stop"):
         for target in scenario.TARGETS:
@@ -157,9 +169,12 @@ def main() -> None:
                 verdict = f"BROKE: {e}"
             ends = {r: getattr(o, r) for r in ("client", "server")}
             late = {r: f"{v[2] - o.acted_at:.3f} s" for r, v in ends.items() if v and action == "kill" and r != target}
-            print(f"  {action:>4} {target:<18} mid-stream ({n:,} msgs): {verdict}; "
-                  f"client {ends['client'][:2] if ends['client'] else '-'}, server {ends['server'][:2] if ends['server'] else '-'}"
-                  f"{', closed after ' + str(late) if late else ''}", flush=True)
+            print(
+                f"  {action:>4} {target:<18} mid-stream ({n:,} msgs): {verdict}; "
+                f"client {ends['client'][:2] if ends['client'] else '-'}, server {ends['server'][:2] if ends['server'] else '-'}"
+                f"{', closed after ' + str(late) if late else ''}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -110,8 +110,7 @@ def main() -> None:
             rows.append((f"UMP 0->1, {per}/msg", bench_channel(rt, "ump", 0, 1, a.count, per), base))
             rows.append((f"multi-hop 0->1 (2 monitors), {per}/msg", bench_channel(rt, "multihop", 0, 1, a.count, per), base))
         with mh.Runtime.start(f"bench-caps3-{os.getpid()}", cores=[0, 1, 2], routing="ring") as rt:
-            rows.append((f"multi-hop 0->2 (3 monitors, virtual core 2), {per}/msg",
-                         bench_channel(rt, "multihop", 0, 2, a.count, per), base))
+            rows.append((f"multi-hop 0->2 (3 monitors, virtual core 2), {per}/msg", bench_channel(rt, "multihop", 0, 2, a.count, per), base))
     print(f"{a.count} messages per case; two processes on CPUs 0 and 1 (real cores; core 2 is virtual)")
     print(f"{'case':52} {'msgs/s':>10} {'handles/s':>10} {'baseline handles/s':>19} {'ratio':>7}")
     for (case, took, base), per in zip(rows, [1] * 4 + [4] * 4):

@@ -97,8 +97,10 @@ def main() -> None:
     sizes = [1000, 10000] if a.quick else [int(s) for s in a.sizes.split(",")]
     os.environ.setdefault("MULTIHOP_RUNTIME_ROOT", tempfile.mkdtemp(prefix="mh-bench-cp-"))
     print("control plane: two monitors on real cores 0 and 1, both channel ends in this process")
-    print(f"  {'channels':>9} {'transport':>9} | {'binds/s':>9} {'exchg/s':>9} {'ratio':>6} | "
-          f"{'status':>9} {'summary':>9} {'ratio':>7} | {'monitor B/ch':>12} {'ends B/ch':>10} {'ratio':>6}")
+    print(
+        f"  {'channels':>9} {'transport':>9} | {'binds/s':>9} {'exchg/s':>9} {'ratio':>6} | "
+        f"{'status':>9} {'summary':>9} {'ratio':>7} | {'monitor B/ch':>12} {'ends B/ch':>10} {'ratio':>6}"
+    )
     rows = [(n, "multihop") for n in sizes] + [(1000, "ump")]
     for n, transport in rows:
         r = one_size(n, transport)

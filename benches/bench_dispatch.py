@@ -61,23 +61,29 @@ def main() -> int:
 
 def _macro(runtime: str, a: argparse.Namespace) -> None:
     k = a.compress
-    print(f"\n== macro-sinks: 65 news/s per peer and a macro-sink every 15 s, compressed {k:g}x "
-          f"({65 * k:,.0f} news/s, a sink every {15 / k:.3f} s, late after {3 / k * 1e3:.0f} ms); news of {a.size} B ==")
+    print(
+        f"\n== macro-sinks: 65 news/s per peer and a macro-sink every 15 s, compressed {k:g}x "
+        f"({65 * k:,.0f} news/s, a sink every {15 / k:.3f} s, late after {3 / k * 1e3:.0f} ms); news of {a.size} B =="
+    )
     base = measure.plain_saturation(runtime, 10, size=a.size, seconds=1.5)
-    print(f"baseline (same run): plain broker, 10 sinks, {a.size} B: {base.deliveries_per_s * a.size / 1e6:,.1f} MB/s "
-          f"delivered")
+    print(f"baseline (same run): plain broker, 10 sinks, {a.size} B: {base.deliveries_per_s * a.size / 1e6:,.1f} MB/s delivered")
     print("delivered = sinks x news/s x size, sustained before the threshold; paper time = wall / compression")
-    print(f"{'peers':>5} {'sinks ok':>8} {'threshold at':>12} {'delivered MB/s':>14} {'paper-time Mbit/s':>17} "
-          f"{'p99 ms':>7} {'vs plain':>8}  why")
-    for peers in ((1, 2) if a.quick else (1, 2, 3)):
-        r = measure.macro_sinks(runtime, peers, compress=k, size=a.size, max_sinks=a.max_sinks,
-                                progress=lambda s: print(f"   {s}", file=sys.stderr))
+    print(f"{'peers':>5} {'sinks ok':>8} {'threshold at':>12} {'delivered MB/s':>14} {'paper-time Mbit/s':>17} {'p99 ms':>7} {'vs plain':>8}  why")
+    for peers in (1, 2) if a.quick else (1, 2, 3):
+        r = measure.macro_sinks(runtime, peers, compress=k, size=a.size, max_sinks=a.max_sinks, progress=lambda s: print(f"   {s}", file=sys.stderr))
         good = r.last_good
         th = r.threshold
-        why = "not reached" if th is None else (
-            f"{th.late} late, {th.dropped} dropped of {th.expected}" if th.bad > 0.01 else
-            f"{th.short:.0%} short of {th.expected}" if th.short > 0.1 else
-            f"source at {th.offered:.0%} of its rate: the CPUs are saturated")
+        why = (
+            "not reached"
+            if th is None
+            else (
+                f"{th.late} late, {th.dropped} dropped of {th.expected}"
+                if th.bad > 0.01
+                else f"{th.short:.0%} short of {th.expected}"
+                if th.short > 0.1
+                else f"source at {th.offered:.0%} of its rate: the CPUs are saturated"
+            )
+        )
         if good is None:
             print(f"{peers:>5} {0:>8} {th.sinks if th else '-':>12}  (late from the first sink)  {why}")
             continue
@@ -85,8 +91,7 @@ def _macro(runtime: str, a: argparse.Namespace) -> None:
         lat = sorted(good.latencies)
         p99 = lat[int(0.99 * (len(lat) - 1))] / 1e6 if lat else float("nan")
         ratio = mbs * 1e6 / (base.deliveries_per_s * a.size)
-        print(f"{peers:>5} {good.sinks:>8} {th.sinks if th else '-':>12} {mbs:>14.2f} {mbs * 8 / k:>17.2f} "
-              f"{p99:>7.1f} {ratio:>7.2f}x  {why}")
+        print(f"{peers:>5} {good.sinks:>8} {th.sinks if th else '-':>12} {mbs:>14.2f} {mbs * 8 / k:>17.2f} {p99:>7.1f} {ratio:>7.2f}x  {why}")
 
 
 def _takeover(runtime: str) -> None:
@@ -99,18 +104,22 @@ def _takeover(runtime: str) -> None:
 
 
 def _saturation(runtime: str, quick: bool) -> None:
-    print("\n== saturation: one reliable source as fast as it can, 64 B news, 1 peer; the plain broker and the GES path "
-          "(3 brokers of one cluster, 100 % matching) in the same run; ratios are against the plain broker ==")
+    print(
+        "\n== saturation: one reliable source as fast as it can, 64 B news, 1 peer; the plain broker and the GES path "
+        "(3 brokers of one cluster, 100 % matching) in the same run; ratios are against the plain broker =="
+    )
     print(f"{'sinks':>5} {'path':<16} {'news/s':>10} {'deliveries/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>7}")
-    for sinks in ((1, 10) if quick else (1, 10, 100)):
+    for sinks in (1, 10) if quick else (1, 10, 100):
         secs = 1.5 if quick else 3.0
         d = measure.saturation(runtime, sinks, seconds=secs)
         b = measure.plain_saturation(runtime, sinks, seconds=secs)
         g = measure.ges_saturation(sinks, count=5_000 if quick else 20_000)
         for x in (d, g, b):
             ratio = "" if x is b else f"{x.deliveries_per_s / b.deliveries_per_s:.3f}x"
-            print(f"{sinks:>5} {x.path:<16} {x.news_per_s:>10,.0f} {x.deliveries_per_s:>13,.0f} "
-                  f"{x.percentile(50) / 1e3:>8.2f} {x.percentile(99) / 1e3:>8.2f} {ratio:>7}")
+            print(
+                f"{sinks:>5} {x.path:<16} {x.news_per_s:>10,.0f} {x.deliveries_per_s:>13,.0f} "
+                f"{x.percentile(50) / 1e3:>8.2f} {x.percentile(99) / 1e3:>8.2f} {ratio:>7}"
+            )
 
 
 if __name__ == "__main__":

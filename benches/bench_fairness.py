@@ -56,8 +56,13 @@ def measure(quantum: int | None, n: int, runs: int, window: int) -> dict[str, fl
         link = _link(rt, 0, 1)
     finally:
         rt.stop()
-    return {"alone": statistics.median(alone), "flooded": statistics.median(flooded),
-            "rate": statistics.median(rates), "max_queued": link["max_queued"], "max_overtaken": link["max_overtaken"]}
+    return {
+        "alone": statistics.median(alone),
+        "flooded": statistics.median(flooded),
+        "rate": statistics.median(rates),
+        "max_queued": link["max_queued"],
+        "max_overtaken": link["max_overtaken"],
+    }
 
 
 def main() -> None:
@@ -66,13 +71,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--window", type=int, default=link_share.FLOOD_WINDOW, help="the flood's credit window")
     a = ap.parse_args()
-    print(f"ping-pong 64 B over a monitor link, alone and next to a flood (window {a.window}, 64 B, batches of 16); "
-          f"real cores (2 CPUs), medians of {a.runs} runs of {a.n}")
+    print(
+        f"ping-pong 64 B over a monitor link, alone and next to a flood (window {a.window}, 64 B, batches of 16); "
+        f"real cores (2 CPUs), medians of {a.runs} runs of {a.n}"
+    )
     print(f"{'link queues':<22}{'alone us':>10}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}{'max queued':>12}{'max ahead':>11}")
     for label, quantum in (("fair (DRR, default)", None), ("unfair (whole backlog)", link_share.UNFAIR_QUANTUM)):
         r = measure(quantum, a.n, a.runs, a.window)
-        print(f"{label:<22}{r['alone']:>10.1f}{r['flooded']:>12.1f}{r['flooded'] / r['alone']:>7.2f}x"
-              f"{r['rate']:>13,.0f}{r['max_queued']:>12}{r['max_overtaken']:>11}")
+        print(
+            f"{label:<22}{r['alone']:>10.1f}{r['flooded']:>12.1f}{r['flooded'] / r['alone']:>7.2f}x"
+            f"{r['rate']:>13,.0f}{r['max_queued']:>12}{r['max_overtaken']:>11}"
+        )
     print("goal: flooded / alone <= 2x with fair queues")
 
 

@@ -139,8 +139,10 @@ def sqlite_floor(path: Path, n: int, batch: int, synchronous: str) -> float:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={synchronous}")
-    db.execute("CREATE TABLE events (entry INTEGER PRIMARY KEY, publisher TEXT, ts INTEGER, seq INTEGER, inc INTEGER, "
-               "signature TEXT, vals TEXT, payload BLOB, bits BLOB)")
+    db.execute(
+        "CREATE TABLE events (entry INTEGER PRIMARY KEY, publisher TEXT, ts INTEGER, seq INTEGER, inc INTEGER, "
+        "signature TEXT, vals TEXT, payload BLOB, bits BLOB)"
+    )
     rows = [(i + 1, "pub", 1, i, 1, "n:int", f"i{i}", PAYLOAD, b"\x03") for i in range(n)]
     t0 = time.perf_counter()
     for s in range(0, n, batch):
@@ -196,8 +198,10 @@ def live(n: int, replay: int) -> None:
             pub.publish({"n": i}, PAYLOAD)
         pub.wait_stored(120)
         ours = n / (time.perf_counter() - t0)
-        print(f"live persistent publish: {ours:,.0f} events/s stored and acknowledged at the publisher; "
-              f"without storage, delivered to a subscriber: {base:,.0f}/s ({ours / base:.2f}x)")
+        print(
+            f"live persistent publish: {ours:,.0f} events/s stored and acknowledged at the publisher; "
+            f"without storage, delivered to a subscriber: {base:,.0f}/s ({ours / base:.2f}x)"
+        )
         for i in range(n, replay):
             pub.publish({"n": i}, PAYLOAD)
         pub.wait_stored(300)
@@ -236,8 +240,7 @@ def scenarios(n: int) -> int:
         if not r.ok:
             bad += 1
             print(f"  seed {seed}: {r.report.summary()}; left in storage {r.left_in_storage}, in queues {r.left_in_queues}")
-    print(f"scenarios: {n} seeds in {time.perf_counter() - t0:.1f} s, {events} events, {replayed} replayed deliveries, faults {totals}: "
-          f"{bad} failed")
+    print(f"scenarios: {n} seeds in {time.perf_counter() - t0:.1f} s, {events} events, {replayed} replayed deliveries, faults {totals}: {bad} failed")
     return bad
 
 
@@ -259,8 +262,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ges-dur-") as tmp:
         d = Path(tmp)
         print("events/s on the wall clock (the machine is shared: see the load) and per CPU second of this process")
-        print(f"{'batch':>6} {'sqlite ev/s':>12} {'(per CPU-s)':>12} {'memory ev/s':>12} {'raw insert/s':>13} {'vs memory':>10} {'vs raw':>7} "
-              f"{'round p50':>10} {'round p99':>10}")
+        print(
+            f"{'batch':>6} {'sqlite ev/s':>12} {'(per CPU-s)':>12} {'memory ev/s':>12} {'raw insert/s':>13} {'vs memory':>10} {'vs raw':>7} "
+            f"{'round p50':>10} {'round p99':>10}"
+        )
         for b in batches:
             n = a.events if b > 1 else min(a.events, 5000)
             f = d / f"pub-{b}.db"
@@ -270,16 +275,22 @@ def main() -> int:
             lat.sort()
             p50 = statistics.median(lat)
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-            print(f"{b:>6} {ours:>12,.0f} {ours_cpu:>12,.0f} {mem:>12,.0f} {raw:>13,.0f} {ours / mem:>9.2f}x {ours / raw:>6.2f}x "
-                  f"{p50 * 1e3:>8.2f}ms {p99 * 1e3:>8.2f}ms")
+            print(
+                f"{b:>6} {ours:>12,.0f} {ours_cpu:>12,.0f} {mem:>12,.0f} {raw:>13,.0f} {ours / mem:>9.2f}x {ours / raw:>6.2f}x "
+                f"{p50 * 1e3:>8.2f}ms {p99 * 1e3:>8.2f}ms"
+            )
         big = max(batches)
         ours, _, ours_cpu = publish_run(SqliteStorage(d / "goal.db", str(ME), a.synchronous), a.events, big)
-        print(f"persistent publish, batches of {big}: {ours:,.0f} events/s, {ours_cpu:,.0f} per CPU second "
-              f"(goal 50,000: {'met' if ours >= 50_000 else 'MISSED'} on the wall clock)")
+        print(
+            f"persistent publish, batches of {big}: {ours:,.0f} events/s, {ours_cpu:,.0f} per CPU second "
+            f"(goal 50,000: {'met' if ours >= 50_000 else 'MISSED'} on the wall clock)"
+        )
         rep, rep_cpu = replay_run(SqliteStorage(d / "replay.db", str(ME), a.synchronous), a.replay)
         rep_mem, _ = replay_run(MemoryStorage(), a.replay)
-        print(f"replay of {a.replay} missed events: {rep:,.0f} events/s on SQLite ({rep_cpu:,.0f} per CPU second), "
-              f"{rep_mem:,.0f} in memory ({rep / rep_mem:.2f}x); goal 200,000: {'met' if rep >= 200_000 else 'MISSED'} on the wall clock")
+        print(
+            f"replay of {a.replay} missed events: {rep:,.0f} events/s on SQLite ({rep_cpu:,.0f} per CPU second), "
+            f"{rep_mem:,.0f} in memory ({rep / rep_mem:.2f}x); goal 200,000: {'met' if rep >= 200_000 else 'MISSED'} on the wall clock"
+        )
     if a.live:
         live(a.events, a.replay)
     if a.scenarios:

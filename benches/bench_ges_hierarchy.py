@@ -81,8 +81,10 @@ def simulated(n: int, seed: int) -> None:
     mid = addrs[len(addrs) // 2]
     mem, nodes, edges = graph_memory(sim, mid)
     table = len(sim.broker(mid).gpp.table)
-    print(f"  memory of one broker's graph + routing cache ({mid}): {mem / 1024:.1f} KiB "
-          f"({nodes} nodes, {edges} edges; its record table holds {table} records)")
+    print(
+        f"  memory of one broker's graph + routing cache ({mid}): {mem / 1024:.1f} KiB "
+        f"({nodes} nodes, {edges} edges; its record table holds {table} records)"
+    )
 
     for lvl_wanted in (0, 1, 2, 3):
         gws = [g for g in topo.gateways.values() if g.level == lvl_wanted]
@@ -100,10 +102,12 @@ def simulated(n: int, seed: int) -> None:
         m_add = sim.run_until_quiet()
         dt_add, r_add = time.perf_counter() - t0, sim.records_sent - r0
         flat1 = 2 * (2 * L - B + 1)
-        print(f"  level-{lvl_wanted} gateway {a} - {b}, context {ctx} brokers: "
-              f"lost {m_rm} msgs / {r_rm} records ({r_rm / ctx:.2f} per context broker) in {dt_rm * 1e3:.1f} ms; "
-              f"added {m_add} msgs / {r_add} records ({r_add / ctx:.2f} per context broker) in {dt_add * 1e3:.1f} ms; "
-              f"flat flooding ~{flat1} per change, ours/flat = {r_rm / flat1:.3f}")
+        print(
+            f"  level-{lvl_wanted} gateway {a} - {b}, context {ctx} brokers: "
+            f"lost {m_rm} msgs / {r_rm} records ({r_rm / ctx:.2f} per context broker) in {dt_rm * 1e3:.1f} ms; "
+            f"added {m_add} msgs / {r_add} records ({r_add / ctx:.2f} per context broker) in {dt_add * 1e3:.1f} ms; "
+            f"flat flooding ~{flat1} per change, ours/flat = {r_rm / flat1:.3f}"
+        )
     if B >= 10_000 or n >= 10_000:
         verdict = "met" if t_start < 60 else "MISSED"
         print(f"  goal: converge in under 60 s -> {t_start:.1f} s, {verdict}")

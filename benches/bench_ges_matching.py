@@ -112,12 +112,16 @@ def table(sizes: list[int], n_events: int, seed: int, dests: int, wild: float) -
             assert match(names, vals) == {u for c, u in profs if chain_matches(c, names, vals)}
         print(f"{n:>10} {ours:>12.0f} {ours_cpu:>12.0f} {scan:>12.1f} {ours / scan:>10.0f} {mem / n:>10.0f} {g.edges:>10} {hits / len(evs):>9.1f}")
         if n == 100_000 and not dests:
-            print(f"{'':>10} (not the goal's graph: each event has {hits / len(evs):.0f} destinations, "
-                  f"{hits / len(evs) * ours_cpu / 1e6:.1f} M destinations per CPU second, load average {os.getloadavg()[0]:.1f})")
+            print(
+                f"{'':>10} (not the goal's graph: each event has {hits / len(evs):.0f} destinations, "
+                f"{hits / len(evs) * ours_cpu / 1e6:.1f} M destinations per CPU second, load average {os.getloadavg()[0]:.1f})"
+            )
         elif n == 100_000:
             verdict = "met" if ours >= 100_000 else ("MISSED on the wall clock, met per CPU second" if ours_cpu >= 100_000 else "MISSED")
-            print(f"{'':>10} goal 100,000 events/s against 100,000 profiles: {verdict} "
-                  f"({ours:.0f}/s wall, {ours_cpu:.0f} per CPU second, load average {os.getloadavg()[0]:.1f})")
+            print(
+                f"{'':>10} goal 100,000 events/s against 100,000 profiles: {verdict} "
+                f"({ours:.0f}/s wall, {ours_cpu:.0f} per CPU second, load average {os.getloadavg()[0]:.1f})"
+            )
         del g, profs
 
 

@@ -62,8 +62,10 @@ def main() -> int:
         clients.append(c)
     sim.run_until_quiet()
     m_ppp = sim.delivered - before
-    print(f"{10 * len(clients)} subscriptions on {len({c.broker for c in clients})} brokers: profile propagation "
-          f"{m_ppp} messages ({m_ppp / (10 * len(clients)):.1f} per subscription) in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"{10 * len(clients)} subscriptions on {len({c.broker for c in clients})} brokers: profile propagation "
+        f"{m_ppp} messages ({m_ppp / (10 * len(clients)):.1f} per subscription) in {time.perf_counter() - t0:.1f} s"
+    )
     pubs = [sim.client(rng.choice(addrs), f"p{i}") for i in range(20)]
     sim.run_until_quiet()
     copies0 = sum(c.erp.counters["copies_out"] for c in sim.brokers.values())
@@ -78,11 +80,15 @@ def main() -> int:
     copies = sum(c.erp.counters["copies_out"] for c in sim.brokers.values()) - copies0
     deliv = sum(c.erp.counters["delivered"] for c in sim.brokers.values()) - deliv0
     per = copies / a.events
-    print(f"{a.events} events: {per:.1f} broker-to-broker copies per event, {deliv / a.events:.1f} deliveries to clients "
-          f"per event ({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"{a.events} events: {per:.1f} broker-to-broker copies per event, {deliv / a.events:.1f} deliveries to clients "
+        f"per event ({time.perf_counter() - t0:.1f} s)"
+    )
     tree, flood = B - 1, 2 * L - B + 1
-    print(f"baseline flood-to-all on the same topology: {tree} copies per event over a spanning tree, {flood} by plain "
-          f"flooding -> ours / spanning tree = {per / tree:.3f}, ours / flooding = {per / flood:.4f}")
+    print(
+        f"baseline flood-to-all on the same topology: {tree} copies per event over a spanning tree, {flood} by plain "
+        f"flooding -> ours / spanning tree = {per / tree:.3f}, ours / flooding = {per / flood:.4f}"
+    )
     return 0
 
 

@@ -55,8 +55,10 @@ def summary(res: CaseResult, where: str) -> tuple[float, float, float, float, in
 def line(label: str, res: CaseResult, where: str) -> tuple[float, float]:
     mean, med, p90, rate, others = summary(res, where)
     cpu = f"; brokers' CPU {res.broker_cpu_per_event * 1e6:5.0f} us/event" if res.broker_cpu else ""
-    print(f"  {label:44s} mean {mean:8.3f} ms  median {med:8.3f} ms  p90 {p90:8.3f} ms  "
-          f"client {rate:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {others}{cpu})")
+    print(
+        f"  {label:44s} mean {mean:8.3f} ms  median {med:8.3f} ms  p90 {p90:8.3f} ms  "
+        f"client {rate:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {others}{cpu})"
+    )
     return mean, rate
 
 
@@ -78,13 +80,19 @@ def main() -> int:
         for m in (50, 10):
             line(f"{m} %, 50 B, flat out", tb.run_case(m, 50, 0, a.flat_count), "1.6.1.10")
     per_event = flat.broker_cpu_per_event
-    print(f"  at 100 %, flat out: the 22 brokers used {per_event * 1e6:.0f} us of CPU per event together "
-          f"(brokers alone could carry {os.cpu_count() or 1} CPUs / that = {(os.cpu_count() or 1) / per_event:,.0f} events/s), "
-          f"the subscriber processes {flat.subscriber_cpu / flat.published * 1e6:.0f} us; load average now {os.getloadavg()[0]:.1f}")
-    print(f"  baseline (paper): {PAPER_LATENCY_MS} ms mean at 1/s -> ours is {PAPER_LATENCY_MS / g_lat:.1f}x faster "
-          f"(goal < 1 ms: {'met' if g_lat < 1 else 'MISSED'})")
-    print(f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "
-          f"(goal 10,000/s: {'met' if g_tp >= 10_000 else 'MISSED'})")
+    print(
+        f"  at 100 %, flat out: the 22 brokers used {per_event * 1e6:.0f} us of CPU per event together "
+        f"(brokers alone could carry {os.cpu_count() or 1} CPUs / that = {(os.cpu_count() or 1) / per_event:,.0f} events/s), "
+        f"the subscriber processes {flat.subscriber_cpu / flat.published * 1e6:.0f} us; load average now {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  baseline (paper): {PAPER_LATENCY_MS} ms mean at 1/s -> ours is {PAPER_LATENCY_MS / g_lat:.1f}x faster "
+        f"(goal < 1 ms: {'met' if g_lat < 1 else 'MISSED'})"
+    )
+    print(
+        f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "
+        f"(goal 10,000/s: {'met' if g_tp >= 10_000 else 'MISSED'})"
+    )
     with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22")) as tb:
         print("== GES, figure 20: latency against broker hops, 50 % matching, 50 B ==")
         res = tb.run_case(50, 50, a.low_rate, a.low_count)
@@ -99,7 +107,9 @@ def main() -> int:
         print(f"NATS peer skipped: {missing}")
         return 0
     with NatsTestbed() as nt:
-        print(f"== NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients, publisher and measuring client on different servers ==")
+        print(
+            f"== NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients, publisher and measuring client on different servers =="
+        )
         n_lat, _ = line(f"100 %, 50 B, {a.low_rate:g}/s", nt.run_case(100, 50, a.low_rate, a.low_count), "nats")
         _, n_tp = line("100 %, 50 B, flat out", nt.run_case(100, 50, 0, a.flat_count), "nats")
     print(f"== side by side ==\n  latency at {a.low_rate:g}/s: GES {g_lat:.3f} ms, NATS {n_lat:.3f} ms -> GES/NATS = {g_lat / n_lat:.2f}")

@@ -30,7 +30,11 @@ import multihop as mh
 from multihop.groups import simulate
 from multihop.groups.calibrate import calibrate
 from multihop.groups.shootdown import (
-    MODES, group_path_model, measure_endpoint_costs, measure_group_shootdown, measure_pipe_shootdown,
+    MODES,
+    group_path_model,
+    measure_endpoint_costs,
+    measure_group_shootdown,
+    measure_pipe_shootdown,
     measure_throughput,
 )
 from multihop.groups.simulate import Workload
@@ -64,10 +68,15 @@ def main() -> None:
     sizes = [n for n in (2, 4, 8, 16, 32) if n <= (8 if a.quick else a.max_cores)]
     rounds = 60 if a.quick else a.rounds
     ghz = cpu_ghz()
-    print(f"group shoot-downs through the monitors; {len(os.sched_getaffinity(0))} CPUs at {ghz:.2f} GHz, "
-          f"virtual cores beyond them; {rounds} rounds per case (medians)")
-    print(f"\n  {'cores':>5} {'members':>7} " + " ".join(f"{m:>11}" for m in (*MODES, "pipe"))
-          + f" {'best tree':>10} {'tree/uni':>8} {'ns/member':>10} {'cyc/member':>10}")
+    print(
+        f"group shoot-downs through the monitors; {len(os.sched_getaffinity(0))} CPUs at {ghz:.2f} GHz, "
+        f"virtual cores beyond them; {rounds} rounds per case (medians)"
+    )
+    print(
+        f"\n  {'cores':>5} {'members':>7} "
+        + " ".join(f"{m:>11}" for m in (*MODES, "pipe"))
+        + f" {'best tree':>10} {'tree/uni':>8} {'ns/member':>10} {'cyc/member':>10}"
+    )
     crossover = None
     for n in sizes:
         with mh.Runtime.start(f"bgrp-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
@@ -79,10 +88,17 @@ def main() -> None:
         if crossover is None and len(members) > 1 and ratio < 0.9:
             crossover = n  # one member: every mode is the same path
         per = med[best] / len(members)
-        print(f"  {n:>5} {len(members):>7} " + " ".join(f"{med[m] / 1000:>8.1f} us" for m in (*MODES, "pipe"))
-              + f" {best:>10} {ratio:>8.2f} {per:>10,.0f} {per * ghz:>10,.0f}", flush=True)
-    print(f"\n  crossover: a tree beats unicast by more than 10 % from {crossover} cores on" if crossover
-          else "\n  crossover: no tree beat unicast by more than 10 % at these sizes")
+        print(
+            f"  {n:>5} {len(members):>7} "
+            + " ".join(f"{med[m] / 1000:>8.1f} us" for m in (*MODES, "pipe"))
+            + f" {best:>10} {ratio:>8.2f} {per:>10,.0f} {per * ghz:>10,.0f}",
+            flush=True,
+        )
+    print(
+        f"\n  crossover: a tree beats unicast by more than 10 % from {crossover} cores on"
+        if crossover
+        else "\n  crossover: no tree beat unicast by more than 10 % at these sizes"
+    )
 
     for n in sorted({2, min(8, max(sizes))}):
         with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
@@ -94,12 +110,15 @@ def main() -> None:
             predicted = simulate(group_path_model(model, 0, costs), tree, Workload(acks="direct")).shootdown
             measured = measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median
             err = (predicted - measured) / measured
-            print(f"\n  model, {n} cores ({'real' if n <= len(os.sched_getaffinity(0)) else 'virtual'}; calibrated over "
-                  f"multi-hop channels from core 0 in {time.monotonic() - t0:.0f} s): channels alone predict "
-                  f"{bare / 1000:.1f} us; with the group endpoints' costs (send {costs.send / 1000:.1f}, handle "
-                  f"{costs.handle / 1000:.1f}, ack {costs.ack / 1000:.1f} us) {predicted / 1000:.1f} us; measured unicast "
-                  f"{measured / 1000:.1f} us: error {err * 100:+.0f} % (goal within 25 %: "
-                  f"{'met' if abs(err) <= 0.25 else 'not met'})", flush=True)
+            print(
+                f"\n  model, {n} cores ({'real' if n <= len(os.sched_getaffinity(0)) else 'virtual'}; calibrated over "
+                f"multi-hop channels from core 0 in {time.monotonic() - t0:.0f} s): channels alone predict "
+                f"{bare / 1000:.1f} us; with the group endpoints' costs (send {costs.send / 1000:.1f}, handle "
+                f"{costs.handle / 1000:.1f}, ack {costs.ack / 1000:.1f} us) {predicted / 1000:.1f} us; measured unicast "
+                f"{measured / 1000:.1f} us: error {err * 100:+.0f} % (goal within 25 %: "
+                f"{'met' if abs(err) <= 0.25 else 'not met'})",
+                flush=True,
+            )
     with mh.Runtime.start(f"bgrp-tp-{os.getpid()}", cores=[0, 1, 2, 3], topology=topology(4)) as rt:
         k = 3
         count = 5_000 if a.quick else 20_000
@@ -108,8 +127,11 @@ def main() -> None:
             deliveries, ns = measure_throughput(rt, 0, [1, 2, 3], order, n=count)
             rates[order] = deliveries / (ns / 1e9)
     ratio = rates["total"] / rates["fifo"]
-    print(f"\n  throughput, 1 sender, {k} members, {count} x 64 B: fifo {rates['fifo']:,.0f} deliveries/s, "
-          f"total {rates['total']:,.0f}: total/fifo {ratio:.2f} (goal >= 0.5: {'met' if ratio >= 0.5 else 'not met'})")
+    print(
+        f"\n  throughput, 1 sender, {k} members, {count} x 64 B: fifo {rates['fifo']:,.0f} deliveries/s, "
+        f"total {rates['total']:,.0f}: total/fifo {ratio:.2f} (goal >= 0.5: {'met' if ratio >= 0.5 else 'not met'})"
+    )
+
 
 if __name__ == "__main__":
     main()

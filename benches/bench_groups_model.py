@@ -58,7 +58,7 @@ def crossover(name: str) -> None:
     print(f"\n  members against shoot-down on {name}, root 0, members the lowest cores  [simulated]")
     print(f"    {'members':>7} {'flat':>9} {'numa':>9} {'machine':>9} {'numa/flat':>10} {'machine/flat':>13}")
     for n in (1, 2, 4, 8, 12, 16, 24, 32, 48, 63):
-        members = list(m.cores[1:n + 1])
+        members = list(m.cores[1 : n + 1])
         f = simulate(m, flat(0, members)).shootdown
         nu = simulate(m, build_tree("numa", 0, members, model=m)).shootdown
         ma = machine_tree(m, 0, members, budget=800).result.shootdown
@@ -72,11 +72,13 @@ def measured(cores: list[int], label: str, rounds: int, counts: list[int]) -> li
     with mh.Runtime.start(name, cores=cores) as rt:
         t0 = time.perf_counter()
         model = calibrate(rt, pairs="from", rounds=rounds)
-        print(f"\n  {label}: cores {cores} on CPUs {sorted({rt.cpu_of(c) for c in cores})}; calibrated in "
-              f"{time.perf_counter() - t0:.1f} s (switch {model.switch:,.0f} ns)")
+        print(
+            f"\n  {label}: cores {cores} on CPUs {sorted({rt.cpu_of(c) for c in cores})}; calibrated in "
+            f"{time.perf_counter() - t0:.1f} s (switch {model.switch:,.0f} ns)"
+        )
         print(f"    {'members':>7} {'measured median':>16} {'p10-p90':>19} {'predicted':>11} {'error':>7}")
         for k in counts:
-            members = cores[1:k + 1]
+            members = cores[1 : k + 1]
             live = measure_shootdown(rt, cores[0], members, rounds=rounds)
             pred = simulate(model, flat(cores[0], members), Workload("direct")).shootdown
             err = (pred - live.median) / live.median
@@ -109,13 +111,13 @@ def main() -> None:
     real = measured([0, 1], "real cores", rounds, [1])
     n = max(2, a.virtual)
     counts = [1, 2, 4, n - 1] if a.quick else list(range(1, n))
-    virt = measured(list(range(n)), f"virtual cores ({n} on {len(os.sched_getaffinity(0))} CPUs)", rounds,
-                    sorted(set(counts)))
+    virt = measured(list(range(n)), f"virtual cores ({n} on {len(os.sched_getaffinity(0))} CPUs)", rounds, sorted(set(counts)))
     print("\n  goal: the prediction within 25 % of the measured shoot-down")
     for label, errs in (("real cores", real), ("virtual cores", virt)):
         worst = max(abs(e) for e in errs)
-        print(f"    {label}: median |error| {statistics.median(abs(e) for e in errs):.0%}, worst {worst:.0%}  "
-              f"{'met' if worst <= 0.25 else 'NOT MET'}")
+        print(
+            f"    {label}: median |error| {statistics.median(abs(e) for e in errs):.0%}, worst {worst:.0%}  {'met' if worst <= 0.25 else 'NOT MET'}"
+        )
 
 
 if __name__ == "__main__":

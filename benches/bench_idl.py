@@ -87,14 +87,12 @@ def server(name: str, core: int, cpu: int | None, ready: Any) -> None:
                     run, received, nbytes, t0 = msg.run, 0, 0, time.perf_counter_ns()
                     b.tx.ready(run=run, timeout=T)
                 elif msg.name == "nop":  # end of a round: what arrived since the last start or nop
-                    b.tx.done(run=run, received=received - 1, bytes=nbytes - len(m), elapsed=time.perf_counter_ns() - t0,
-                              timeout=T)
+                    b.tx.done(run=run, received=received - 1, bytes=nbytes - len(m), elapsed=time.perf_counter_ns() - t0, timeout=T)
                     received, nbytes, t0 = 0, 0, time.perf_counter_ns()
                 elif msg.name == "rtt_call":
                     b.tx.rtt_response(seq_back=msg.seq, timeout=T)
                 elif msg.name == "req":
-                    b.tx.resp(seq=msg.seq, t_send=msg.t_send, t_recv=time.perf_counter_ns(), payload=msg.payload,
-                              timeout=T)
+                    b.tx.resp(seq=msg.seq, t_send=msg.t_send, t_recv=time.perf_counter_ns(), payload=msg.payload, timeout=T)
                 elif msg.name != "three":
                     raise mh.ProtocolError(f"bench server: unexpected message {msg!r}")
 

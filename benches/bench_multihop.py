@@ -88,8 +88,7 @@ def window_bound(window: int, work_ns: int, batch: bool) -> float | None:
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "window_bound"
         subprocess.run([gcc, "-O2", str(src), "-o", str(exe)], check=True, capture_output=True)
-        out = subprocess.run([str(exe), str(window), str(work_ns), "1" if batch else "0"], check=True,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run([str(exe), str(window), str(work_ns), "1" if batch else "0"], check=True, capture_output=True, text=True, timeout=300)
     return float(out.stdout.strip())
 
 
@@ -195,21 +194,31 @@ def main() -> None:
     print("goals")
     print(f"  round trip no slower than Pipe: {pipe_rtt / mh_rtt:.2f}x Pipe -> {'met' if mh_rtt <= pipe_rtt else 'NOT met'}")
     best = max(mh_stream, mh_batched)
-    print(f"  one-way window 16 >= 5x Pipe: {mh_stream / pipe_stream:.2f}x per message, {mh_batched / pipe_stream:.2f}x batched -> {'met' if best >= 5 * pipe_stream else 'NOT met'}")
+    print(
+        f"  one-way window 16 >= 5x Pipe: {mh_stream / pipe_stream:.2f}x per message, {mh_batched / pipe_stream:.2f}x batched -> {'met' if best >= 5 * pipe_stream else 'NOT met'}"
+    )
     worst_rtt = max(f.rtt_us / f.pipe_rtt_us for f in lays)
     worst_stream = min(f.stream / f.pipe_stream for f in lays)
-    print(f"  every layout: round trip <= 0.5x Pipe: worst {worst_rtt:.2f}x -> {'met' if worst_rtt <= 0.5 else 'NOT met'};"
-          f" one-way window 16 >= 5x Pipe: worst {worst_stream:.2f}x -> {'met' if worst_stream >= 5 else 'NOT met'}")
+    print(
+        f"  every layout: round trip <= 0.5x Pipe: worst {worst_rtt:.2f}x -> {'met' if worst_rtt <= 0.5 else 'NOT met'};"
+        f" one-way window 16 >= 5x Pipe: worst {worst_stream:.2f}x -> {'met' if worst_stream >= 5 else 'NOT met'}"
+    )
     if bounds[0][2] is not None:
         bound16 = bounds[0][2]
-        print(f"  one-way window 16 >= 90 % of window_bound.c (work 0): {mh_stream / bound16:.0%} per message,"
-              f" {mh_batched / bound16:.0%} batched, worst layout {min(f.stream for f in lays) / bound16:.0%}"
-              f" -> {'met' if min(min(f.stream for f in lays), mh_stream) >= 0.9 * bound16 else 'NOT met'}")
-    print(f"  send_batch of 16 >= 2x one send per message (window 16): {mh_batched / mh_stream:.2f}x"
-          f" -> {'met' if mh_batched >= 2 * mh_stream else 'NOT met'}")
+        print(
+            f"  one-way window 16 >= 90 % of window_bound.c (work 0): {mh_stream / bound16:.0%} per message,"
+            f" {mh_batched / bound16:.0%} batched, worst layout {min(f.stream for f in lays) / bound16:.0%}"
+            f" -> {'met' if min(min(f.stream for f in lays), mh_stream) >= 0.9 * bound16 else 'NOT met'}"
+        )
+    print(
+        f"  send_batch of 16 >= 2x one send per message (window 16): {mh_batched / mh_stream:.2f}x"
+        f" -> {'met' if mh_batched >= 2 * mh_stream else 'NOT met'}"
+    )
     print(f"  monitor CPU per message in a stream < 200 ns (issue 17 §2): {cpu_ns:.0f} ns -> {'met' if cpu_ns < 200 else 'NOT met'}")
-    print(f"  forwarding step <= 100 ns per message (live, CPU time): {fwd_ns:.0f} ns -> {'met' if fwd_ns <= 100 else 'NOT met'}"
-          " (the bare step: cargo bench -p multihop-core --bench pingpong)")
+    print(
+        f"  forwarding step <= 100 ns per message (live, CPU time): {fwd_ns:.0f} ns -> {'met' if fwd_ns <= 100 else 'NOT met'}"
+        " (the bare step: cargo bench -p multihop-core --bench pingpong)"
+    )
 
 
 if __name__ == "__main__":

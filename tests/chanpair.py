@@ -20,8 +20,9 @@ _names = itertools.count()
 
 
 @contextmanager
-def channel_pair(rt: mh.Runtime, transport: str = "ump", client_core: int = 0, server_core: int = 1,
-                 **bind: Any) -> Iterator[tuple[mh.Channel, mh.Channel]]:
+def channel_pair(
+    rt: mh.Runtime, transport: str = "ump", client_core: int = 0, server_core: int = 1, **bind: Any
+) -> Iterator[tuple[mh.Channel, mh.Channel]]:
     """``(client_end, service_end)`` of a fresh channel; both closed and their dispatchers
     detached on exit, even if the body fails."""
     with ExitStack() as stack:

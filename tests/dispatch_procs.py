@@ -9,8 +9,9 @@ from typing import Any
 from multihop import dispatch
 
 
-def record_sink(runtime: str, topics: list[str], want: int, qos: dict[str, Any], ready: Any, result: Any,
-                seconds: float = 60.0, system: str = "main") -> None:
+def record_sink(
+    runtime: str, topics: list[str], want: int, qos: dict[str, Any], ready: Any, result: Any, seconds: float = 60.0, system: str = "main"
+) -> None:
     """Join, say ready (with the sink's id), read until ``want`` news or ``seconds`` pass, report what came."""
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     snk = dispatch.sink(runtime, topics, qos=dispatch.SinkQoS(**qos), system=system)

@@ -31,8 +31,9 @@ def wait_view(g: Any, size: int, timeout: float = 60) -> None:
         g._ep.pump(0.01)
 
 
-def member(name: str, core: int, group: str, n_send: int, expect: int, q: Any, go: Any, finish: Any,
-           unicast_every: int = 0, size: int = 8, members: int = 6) -> None:
+def member(
+    name: str, core: int, group: str, n_send: int, expect: int, q: Any, go: Any, finish: Any, unicast_every: int = 0, size: int = 8, members: int = 6
+) -> None:
     """Join ``group``, wait for ``go``, send ``n_send`` broadcasts (and a unicast to the next node every
     ``unicast_every``) while delivering, until ``expect`` deliveries; report the event history; leave on ``finish``.
 

@@ -143,8 +143,9 @@ def child(target: Any, *args: Any) -> Iterator[Any]:
         p.join(10)
 
 
-def mh_stream_peer(name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any,
-                   done: Any, transport: str = "multihop") -> None:
+def mh_stream_peer(
+    name: str, core: int, role: str, service: str, k: int, n: int, ready: Any, result: Any, done: Any, transport: str = "multihop"
+) -> None:
     """One side of the k-channel multi-hop stream test: send n seqs on each of
     k channels while checking the peer's n seqs per channel arrive in order;
     `done` (a two-party barrier) holds the channels open until the peer is finished too."""

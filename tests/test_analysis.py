@@ -108,9 +108,7 @@ def _write_run(
         if scale == 1:
             expo = rng.exponential(1000.0, N_EXPO).astype(np.int64)
             s2 = np.arange(N_EXPO, dtype=np.int64) * 1000
-            w.add_messages(
-                "expo", {"transport": "ump", "size": 256, "hops": 0}, s2, s2 + expo, kind="oneway"
-            )
+            w.add_messages("expo", {"transport": "ump", "size": 256, "hops": 0}, s2, s2 + expo, kind="oneway")
             expected["expo"] = expo
             s3 = np.arange(N_PAIR, dtype=np.int64) * 1000
             for src in range(3):
@@ -180,11 +178,7 @@ def test_percentiles_within_stated_accuracy(report: Path, traces: dict[str, Any]
 
 
 def test_cdf_points(report: Path, traces: dict[str, Any]) -> None:
-    rows = [
-        r
-        for r in read_csv(report / "latency_cdf.csv")
-        if r["run_id"] == "runA" and r["case"] == "expo"
-    ]
+    rows = [r for r in read_csv(report / "latency_cdf.csv") if r["run_id"] == "runA" and r["case"] == "expo"]
     assert [float(r["quantile"]) for r in rows] == list(QUANTILES)
     values = [int(r["latency_ns"]) for r in rows]
     assert values == sorted(values)
@@ -213,9 +207,7 @@ def test_cost_per_hop_is_the_least_squares_line(report: Path, traces: dict[str, 
         assert num(r["intercept_ns"]) == pytest.approx(intercept, rel=1e-9)
         r2 = np.corrcoef(hops, lat)[0, 1] ** 2
         assert num(r["r2"]) == pytest.approx(r2, rel=1e-6)
-    assert num(
-        _by(rows, run_id="runA", transport="multihop", size="64")["intercept_ns"]
-    ) == pytest.approx(2000 + noise.mean(), rel=1e-9)
+    assert num(_by(rows, run_id="runA", transport="multihop", size="64")["intercept_ns"]) == pytest.approx(2000 + noise.mean(), rel=1e-9)
     # groups with one hop count (the direct core pairs, ump) have no line
     assert {(r["transport"], r["size"]) for r in rows} == {("multihop", "64")}
 
@@ -230,9 +222,7 @@ def test_baseline_ratios_against_pipe(report: Path, traces: dict[str, Any]) -> N
             lo_c, hi_c = bounds(a[f"mh-64-h{h}"], q)
             lo_b, hi_b = bounds(a["pipe-64"], q)
             assert lo_c / hi_b <= num(r[col]) <= hi_c / lo_b
-        assert num(r["mean_ratio"]) == pytest.approx(
-            a[f"mh-64-h{h}"].mean() / a["pipe-64"].mean(), rel=1e-9
-        )
+        assert num(r["mean_ratio"]) == pytest.approx(a[f"mh-64-h{h}"].mean() / a["pipe-64"].mean(), rel=1e-9)
         assert num(r["throughput_ratio"]) == pytest.approx(1 / (h + 1))
     w4 = _by(rows, run_id="runA", case="ump-w4")  # a throughput-only case: no latency ratio
     assert w4["p50_ratio"] == "" and num(w4["throughput_ratio"]) == pytest.approx(40_000 / N)
@@ -273,13 +263,9 @@ def test_throughput_tables(report: Path) -> None:
         ("1", 10_000.0), ("2", 20_000.0), ("4", 40_000.0), ("8", 80_000.0)
     ]  # fmt: skip
     per_case = read_csv(report / "throughput.csv")
-    assert num(_by(per_case, run_id="runB", case="mh-64-h1")["throughput_msgs"]) == pytest.approx(
-        N / 4
-    )
+    assert num(_by(per_case, run_id="runB", case="mh-64-h1")["throughput_msgs"]) == pytest.approx(N / 4)
     by_size = read_csv(report / "throughput_by_size.csv")
-    assert num(
-        _by(by_size, run_id="runA", transport="pipe", size="64")["throughput_msgs"]
-    ) == pytest.approx(N)
+    assert num(_by(by_size, run_id="runA", transport="pipe", size="64")["throughput_msgs"]) == pytest.approx(N)
     machines = read_csv(report / "machines.csv")
     assert [m["run_id"] for m in machines] == ["runA", "runB"]
 
@@ -349,9 +335,7 @@ def test_cli_with_a_case_as_baseline(
     ratios = read_csv(out / "baseline_ratios.csv")
     assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]
     assert 2.9 < num(ratios[0]["p50_ratio"]) < 3.1 and num(ratios[0]["throughput_ratio"]) == 0.5
-    pairs = read_csv(
-        out / "core_pairs.csv"
-    )  # one case per pair: the medians come from the case quantiles
+    pairs = read_csv(out / "core_pairs.csv")  # one case per pair: the medians come from the case quantiles
     assert [(r["routing"], r["transport"], r["src_core"], r["dst_core"]) for r in pairs] == [
         ("(none)", "pipe", "0", "1"),
         ("(none)", "ump", "1", "0"),
@@ -501,8 +485,10 @@ def test_one_analyze_parser() -> None:
     sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     ours = sub.choices["analyze"]
     alone = build_parser()
+
     def spec(p: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str | None, Any]]:
         return [(tuple(a.option_strings), a.dest, a.default) for a in p._actions if a.dest != "help"]
+
     assert spec(ours) == spec(alone)
     assert all(a.help for a in ours._actions)
     text = ours.format_help()
@@ -561,14 +547,10 @@ def test_master_precedence() -> None:
 
 
 def test_preset_conf_reads_submit_args_and_defaults(tmp_path: Path) -> None:
-    (tmp_path / "spark-defaults.conf").write_text(
-        "# comment\nspark.master   spark://d:7077\nspark.ui.enabled true\n"
-    )
+    (tmp_path / "spark-defaults.conf").write_text("# comment\nspark.master   spark://d:7077\nspark.ui.enabled true\n")
     env = {"SPARK_CONF_DIR": str(tmp_path)}
     assert preset_conf(env) == {"spark.master": "spark://d:7077", "spark.ui.enabled": "true"}
-    env["PYSPARK_SUBMIT_ARGS"] = (
-        "--master local[5] --conf spark.sql.shuffle.partitions=3 pyspark-shell"
-    )
+    env["PYSPARK_SUBMIT_ARGS"] = "--master local[5] --conf spark.sql.shuffle.partitions=3 pyspark-shell"
     conf = preset_conf(env)
     assert conf["spark.master"] == "local[5]" and conf["spark.sql.shuffle.partitions"] == "3"
     assert preset_conf({"SPARK_CONF_DIR": str(tmp_path / "none")}) == {}
@@ -586,9 +568,7 @@ def test_messages_only(spark: Any, tmp_path: Path) -> None:  # noqa: F811
     assert "No cases rows: throughput tables skipped." in md
     assert "Throughput against message size plot skipped" in md
     assert not (out / "throughput.csv").exists()
-    ratios = read_csv(
-        out / "baseline_ratios.csv"
-    )  # pipe cases exist: transport=pipe is the default
+    ratios = read_csv(out / "baseline_ratios.csv")  # pipe cases exist: transport=pipe is the default
     assert [(r["case"], r["baseline_case"]) for r in ratios] == [("ump-tiny", "pipe-tiny")]
 
 
@@ -706,8 +686,9 @@ def test_mixed_suites_core_pairs_are_the_routing_suite(mixed: tuple[Path, dict[s
     assert {r["suite"] for r in pairs} == {"routing"} and len(pairs) == 2 * 16
     for r in pairs:
         if r["size"] == "64":  # the channels and peers suites' 0 -> 1 (90 us, 2-20 us) are not in it
-            assert exp[("pair", int(r["src_core"]), int(r["dst_core"]))] <= num(r["p50_ns"]) <= exp[
-                ("pair", int(r["src_core"]), int(r["dst_core"]))] + 2
+            assert (
+                exp[("pair", int(r["src_core"]), int(r["dst_core"]))] <= num(r["p50_ns"]) <= exp[("pair", int(r["src_core"]), int(r["dst_core"]))] + 2
+            )
     maps = sorted(p.name for p in out.glob("heatmap_*.png"))
     assert maps == ["heatmap_mixed_routing_direct_multihop_64.png", "heatmap_mixed_routing_direct_multihop_bind.png"]
 
@@ -716,8 +697,12 @@ def test_mixed_suites_baseline_is_peers_pipe_only(mixed: tuple[Path, dict[str, A
     out, _ = mixed
     ratios = read_csv(out / "baseline_ratios.csv")
     assert {r["suite"] for r in ratios} == {"peers"}
-    assert sorted((r["case"].split("transport=")[1].split(",")[0], r["case"].split("kind=")[1].split(",")[0])
-                  for r in ratios) == [("multihop", "oneway"), ("multihop", "rtt"), ("ump", "oneway"), ("ump", "rtt")]
+    assert sorted((r["case"].split("transport=")[1].split(",")[0], r["case"].split("kind=")[1].split(",")[0]) for r in ratios) == [
+        ("multihop", "oneway"),
+        ("multihop", "rtt"),
+        ("ump", "oneway"),
+        ("ump", "rtt"),
+    ]
     assert {r["baseline_case"].split("transport=")[1] for r in ratios} == {"pipe"}
     ump = [r for r in ratios if "transport=ump" in r["case"]]
     assert num(next(r for r in ump if "kind=oneway" in r["case"])["throughput_ratio"]) == pytest.approx(10.0)
@@ -749,8 +734,10 @@ def test_mixed_suites_plots_have_readable_legends(mixed: tuple[Path, dict[str, A
     out, _ = mixed
     md = (out / "report.md").read_text()
     cdfs = sorted(p.name for p in out.glob("latency_cdf_*.png"))
-    assert cdfs == sorted([f"latency_cdf_mixed_{s}.png" for s in ("channels", "fanout", "hops", "peers")]
-                          + ["latency_cdf_mixed_routing_direct_binds.png", "latency_cdf_mixed_routing_direct_messages.png"])
+    assert cdfs == sorted(
+        [f"latency_cdf_mixed_{s}.png" for s in ("channels", "fanout", "hops", "peers")]
+        + ["latency_cdf_mixed_routing_direct_binds.png", "latency_cdf_mixed_routing_direct_messages.png"]
+    )
     # 16 core pairs per figure: coloured by hop count, one legend entry per hop count
     assert md.count("One line per case, coloured by hop count.") == 2
     assert "legend omitted" not in md
@@ -853,8 +840,7 @@ def test_analyze_without_the_analysis_extra(tmp_path: Path, missing: str) -> Non
     trace = _tiny(tmp_path / "t", f"no-{missing}")
     r = _analyze_cmd(trace, tmp_path / "rep", _env(), pre=f"import sys; sys.modules[{missing!r}] = None; ")
     assert r.returncode == 1, r.stderr
-    assert r.stderr.startswith(f"multihop analyze: AnalysisUnavailable: multihop analyze needs the analysis extra; "
-                               f"missing: {missing} (")
+    assert r.stderr.startswith(f"multihop analyze: AnalysisUnavailable: multihop analyze needs the analysis extra; missing: {missing} (")
     assert "pip install 'multihop[analysis]'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "rep").exists()
 
@@ -862,8 +848,11 @@ def test_analyze_without_the_analysis_extra(tmp_path: Path, missing: str) -> Non
 # ---------------------------------------------------------------- the CLI, in this process's Spark session
 
 
-def test_cli_analyze_borrows_the_running_session(spark: Any, tmp_path: Path,  # noqa: F811
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_analyze_borrows_the_running_session(
+    spark: Any,
+    tmp_path: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     trace = _tiny(tmp_path / "t", "borrow")
     assert cli.main(["analyze", str(trace), "-o", str(tmp_path / "rep")]) == 0
     assert f"report: {tmp_path / 'rep' / 'report.md'}" in capsys.readouterr().out
@@ -929,6 +918,9 @@ def test_a_selector_baseline_stays_within_each_suite(spark: Any, tmp_path: Path)
         assert "transport=ump" in base and f"suite={r['suite']}" in base  # the same suite's ump case
         for key in ("kind=", "size="):
             assert case.split(key)[1].split(",")[0] == base.split(key)[1].split(",")[0]
-    chan = _by(ratios, suite="channels", case=next(r["case"] for r in ratios if r["suite"] == "channels"
-                                                   and "kind=oneway" in r["case"] and "size=0" in r["case"]))
+    chan = _by(
+        ratios,
+        suite="channels",
+        case=next(r["case"] for r in ratios if r["suite"] == "channels" and "kind=oneway" in r["case"] and "size=0" in r["case"]),
+    )
     assert num(chan["throughput_ratio"]) == pytest.approx(0.5)  # multihop 250k against ump 500k msg/s

@@ -322,8 +322,12 @@ def test_flounder_next_async_and_rpc_async(rt: mh.Runtime, tmp_path: Path, trans
     """The generated kvstore binding's rpc_async calls against a blocking server in another
     process; a message that came while an rpc waited is kept for rx.next_async."""
     out = tmp_path / "kvstore_if.py"
-    r = subprocess.run([sys.executable, "-m", "multihop.cli", "stubgen", str(ROOT / "flounder-idl" / "kvstore.if"),
-                        "--lang", "python", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.cli", "stubgen", str(ROOT / "flounder-idl" / "kvstore.if"), "--lang", "python", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     mod = import_file(out)
     service = unique_name("kv")
@@ -436,8 +440,9 @@ def test_closing_an_end_wakes_its_own_waiting_task(rt: mh.Runtime, transport: st
 
 def test_the_asyncio_benchmark_runs() -> None:
     """benches/bench_asyncio.py keeps working (a tiny scale; its figures are not judged here)."""
-    r = subprocess.run([sys.executable, str(ROOT / "benches" / "bench_asyncio.py"), "--scale", "0.01"],
-                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benches" / "bench_asyncio.py"), "--scale", "0.01"], capture_output=True, text=True, timeout=240, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
     rows = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith(("ump ", "multihop "))]
     assert rows == ["ump", "multihop", "multihop"], r.stdout

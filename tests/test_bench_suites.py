@@ -42,8 +42,9 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 def _bench(suite: str, out: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([*CLI, "bench", suite, "--quick", "--out", str(out), *extra],
-                       capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    r = subprocess.run(
+        [*CLI, "bench", suite, "--quick", "--out", str(out), *extra], capture_output=True, text=True, timeout=timeout, env=os.environ.copy()
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 
@@ -60,9 +61,7 @@ def _check_plots(report_dir: Path) -> list[str]:
 def _check_channels(report: Path, plots: list[str]) -> None:
     every = _csv(report / "latency.csv")
     rows = [r for r in every if "@" not in r["transport"]]
-    assert {(r["transport"], int(r["size"])) for r in rows} == {
-        (t, s) for t in ("ump", "multihop") for s in (0, 64, 4096, 65536)
-    }
+    assert {(r["transport"], int(r["size"])) for r in rows} == {(t, s) for t in ("ump", "multihop") for s in (0, 64, 4096, 65536)}
     assert {int(r["hops"]) for r in rows if r["transport"] == "ump"} == {0}
     assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
     oneway = [r for r in _csv(report / "throughput.csv") if r["kind"] == "oneway"]
@@ -166,7 +165,11 @@ def _check_dispatch(report: Path, plots: list[str]) -> None:
 def _check_ges(report: Path, plots: list[str]) -> None:
     rows = _csv(report / "ges_latency.csv")
     assert {(r["topology"], r["measuring"], int(r["hops"])) for r in rows} == {
-        ("fig14", "1.6.1.10", 9), ("fig20", "1.6.1.10", 4), ("fig20", "1.5.1.1", 2), ("fig20", "1.5.1.22", 1)}
+        ("fig14", "1.6.1.10", 9),
+        ("fig20", "1.6.1.10", 4),
+        ("fig20", "1.5.1.1", 2),
+        ("fig20", "1.5.1.22", 1),
+    }
     for r in rows:
         expected = int(r["published"]) * int(r["match"]) // 100
         assert int(r["received"]) == expected and int(r["others_min"]) == expected, r  # every subscriber, every match
@@ -241,8 +244,14 @@ def _interrupt(out: Path, args: list[str], at: Callable[[str], bool], new_thread
     root = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
     before = set(root.iterdir()) if root.exists() else set()
     shm_before = set(os.listdir("/dev/shm"))
-    p = subprocess.Popen([*CLI, "bench", *args, "--out", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True, env=os.environ.copy())
+    p = subprocess.Popen(
+        [*CLI, "bench", *args, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=os.environ.copy(),
+    )
     err: list[str] = []
     try:
         deadline = time.monotonic() + 120
@@ -310,8 +319,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     it borrows the session's Spark (no second JVM) and must leave it running.
     """
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert ("bash .ci/setup && .venv/bin/multihop bench all --quick --out bench-out && "
-            ".venv/bin/multihop analyze bench-out -o report") in readme
+    assert ("bash .ci/setup && .venv/bin/multihop bench all --quick --out bench-out && .venv/bin/multihop analyze bench-out -o report") in readme
     out, rep = tmp_path / "bench-out", tmp_path / "report"
     r = _bench("all", out, timeout=400)
     order = [line.split(": ")[0].split("] ")[1] for line in r.stderr.splitlines() if line.startswith("[1/")]
@@ -339,8 +347,7 @@ def test_unknown_suite_is_a_clear_error() -> None:
 
 
 def test_bad_trace_interval_is_a_clear_error(tmp_path: Path) -> None:
-    r = subprocess.run([*CLI, "bench", "window", "--quick", "--trace-every", "0", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*CLI, "bench", "window", "--quick", "--trace-every", "0", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "sampling interval must be a positive integer, got 0" in r.stderr
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
 
@@ -367,8 +374,7 @@ def test_attach_runs_on_a_runtime_started_with_up(tmp_path: Path) -> None:
         assert mh.Runtime.attach(name).alive  # and the attached one still runs
         bad = _cli("bench", "routing", "--quick", "--attach", small, "--out", str(tmp_path / "bad"))
         assert bad.returncode == 1
-        assert (f"suite routing needs at least 2 cores (core pairs to route between); the attached runtime "
-                f"{small!r} has cores [0]") in bad.stderr
+        assert (f"suite routing needs at least 2 cores (core pairs to route between); the attached runtime {small!r} has cores [0]") in bad.stderr
         assert not (tmp_path / "bad").exists()
         both = _cli("bench", "window", "--attach", name, "--routing", "ring", "--out", str(tmp_path / "bad"))
         assert both.returncode == 1 and "leave out --routing" in both.stderr

@@ -92,7 +92,10 @@ def ensure_cdylib() -> Path:
     if why is not None:
         r = subprocess.run(
             ["cargo", "build", "--release", "-p", "multihop-core", "--target-dir", str(CAPI_TARGET)],
-            cwd=ROOT, capture_output=True, text=True, timeout=1800,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         if r.returncode != 0:
             pytest.fail(f"cargo build of libmultihop_core.so ({why}) failed:\n{r.stderr[-4000:]}")
@@ -524,16 +527,14 @@ print(json.dumps(out))
 
 
 def _probe(capi_path: Path, env: dict[str, str], cwd: Path, names: list[str]) -> dict[str, list[str]]:
-    r = subprocess.run([sys.executable, "-c", _PROBE, str(capi_path), *names], env=env, cwd=cwd,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", _PROBE, str(capi_path), *names], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
 def test_runtime_dir_matches_python(capi: Any, tmp_path: Path) -> None:
     capi_path = ensure_cdylib()
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("MULTIHOP_RUNTIME_ROOT", "XDG_RUNTIME_DIR", "TMPDIR", "TEMP", "TMP")}
+    base = {k: v for k, v in os.environ.items() if k not in ("MULTIHOP_RUNTIME_ROOT", "XDG_RUNTIME_DIR", "TMPDIR", "TEMP", "TMP")}
     (tmp_path / "xdg").mkdir()
     (tmp_path / "tmp").mkdir()
     (tmp_path / "tmp2").mkdir()

@@ -270,6 +270,7 @@ def test_receiver_killed_with_handles_in_flight_leaks_nothing_in_any_monitor(rin
         p.join(10)
         if p.is_alive():
             p.kill()
+
     # Every monitor is back to (at most) where it was: no handle, socket or segment of the dead one
     # kept, and not one descriptor of the handles' memfd anywhere in a monitor. (At most: the
     # baseline may include the end of a status connection the monitor had not closed yet.)

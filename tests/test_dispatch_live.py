@@ -37,8 +37,9 @@ FAST = dispatch.PeerConfig(heartbeat=0.05, dead_after=0.4)
 
 
 @contextmanager
-def domain(peers: int, config: dispatch.PeerConfig = FAST, cores: tuple[int, ...] = (0, 1),
-           name: str | None = None) -> Iterator[tuple[mh.Runtime, dispatch.System]]:
+def domain(
+    peers: int, config: dispatch.PeerConfig = FAST, cores: tuple[int, ...] = (0, 1), name: str | None = None
+) -> Iterator[tuple[mh.Runtime, dispatch.System]]:
     """A runtime and its dispatch peers, all stopped at the end whatever happens."""
     rt = mh.Runtime.start(name or unique_name("dsp"), cores=list(cores))
     system = None
@@ -52,12 +53,10 @@ def domain(peers: int, config: dispatch.PeerConfig = FAST, cores: tuple[int, ...
 
 
 @contextmanager
-def child_sink(rt: mh.Runtime, topics: list[str], want: int, qos: dict[str, Any] | None = None,
-               seconds: float = 60.0) -> Iterator[tuple[Nid, Any]]:
+def child_sink(rt: mh.Runtime, topics: list[str], want: int, qos: dict[str, Any] | None = None, seconds: float = 60.0) -> Iterator[tuple[Nid, Any]]:
     """A sink in its own process; yields (its id, the queue its recording arrives on); killed at the end."""
     ready, result = CTX.Queue(), CTX.Queue()
-    p = CTX.Process(target=dispatch_procs.record_sink, args=(rt.name, topics, want, qos or {}, ready, result, seconds),
-                    daemon=True)
+    p = CTX.Process(target=dispatch_procs.record_sink, args=(rt.name, topics, want, qos or {}, ready, result, seconds), daemon=True)
     p.start()
     try:
         hi, lo = ready.get(timeout=30)
@@ -176,11 +175,11 @@ def test_relays_carry_news_between_two_domains() -> None:
                 while (x := s.try_next()) is not None:
                     g.append(x)
             time.sleep(0.005)
-        world = [Sent(src_a.id, i, 7, ("world",), 0) for i in range(len(sent_a))] + \
-                [Sent(src_b.id, i, 0, ("world",), 0) for i in range(len(sent_b))]
+        world = [Sent(src_a.id, i, 7, ("world",), 0) for i in range(len(sent_a))] + [Sent(src_b.id, i, 0, ("world",), 0) for i in range(len(sent_b))]
         local = [Sent(src_b.id, 50, 0, ("local",), 0)]
-        checkers.no_loss_in_order(world + local, {snk_a.id: got[snk_a], snk_b.id: got[snk_b]},
-                                  topics={snk_a.id: ["world"], snk_b.id: ["world", "local"]}).assert_ok()
+        checkers.no_loss_in_order(
+            world + local, {snk_a.id: got[snk_a], snk_b.id: got[snk_b]}, topics={snk_a.id: ["world"], snk_b.id: ["world", "local"]}
+        ).assert_ok()
         from_a = [x for x in got[snk_b] if x.source == src_a.id]
         assert {x.origin for x in from_a} == {dispatch.ids.domain_id(a.name, "main")}
         assert all(x.priority == 7 for x in from_a)  # the QoS travelled with the news
@@ -199,8 +198,7 @@ def test_a_relay_takes_the_news_that_came_before_another_relays_hello_and_nothin
         d = relays.dispatcher(0)
         stack.callback(d.detach)
         svc = d.export(relay_service(RELAY_SYSTEM, other))
-        register_peer(relays, RELAY_SYSTEM, other, {"pid": os.getpid(), "local": "elsewhere", "system": "main"},
-                      "relay")
+        register_peer(relays, RELAY_SYSTEM, other, {"pid": os.getpid(), "local": "elsewhere", "system": "main"}, "relay")
         elsewhere, source = domain_id("elsewhere", "main"), new_id("source")
         channels: list[mh.Channel] = []
         stack.callback(lambda: [ch.close() for ch in channels])
@@ -233,8 +231,11 @@ def test_bad_input_gets_clear_errors_and_other_sinks_are_unaffected() -> None:
             dispatch.source(rt.name, qos=dispatch.SourceQoS(min_per_unit=9, max_per_unit=3))
         with pytest.raises(dispatch.QosError, match="min_delivery_time=2 s is above max_delivery_time=1 s"):
             dispatch.sink(rt.name, ["sport"], qos=dispatch.SinkQoS(min_delivery_time=2, max_delivery_time=1))
-        with pytest.raises(dispatch.UnknownTopic, match=r"unknown topic\(s\) \['golf'\]; this domain declares only: "
-                                                        "sport, tech"):
+        with pytest.raises(
+            dispatch.UnknownTopic,
+            match=r"unknown topic\(s\) \['golf'\]; this domain declares only: "
+            "sport, tech",
+        ):
             dispatch.sink(rt.name, ["sport", "golf"])
         with pytest.raises(dispatch.TopicError, match="topic 'sport' is listed twice"):
             dispatch.sink(rt.name, ["sport", "sport"])
@@ -289,8 +290,7 @@ def test_cli_up_status_down(tmp_path: Any) -> None:
     r = run("up", name, "--cores", "0-1")
     assert r.returncode == 0, r.stderr
     try:
-        r = run("dispatch", "up", name, "--peers", "2", "--topics", "sport,tech", "--heartbeat", "0.05",
-                "--dead-after", "0.4")
+        r = run("dispatch", "up", name, "--peers", "2", "--topics", "sport,tech", "--heartbeat", "0.05", "--dead-after", "0.4")
         assert r.returncode == 0, r.stderr
         assert "dispatch system 'main' up" in r.stdout
         rt = mh.Runtime.attach(name)

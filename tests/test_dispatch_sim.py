@@ -33,8 +33,7 @@ def _sim(peers: int = 1, **cfg: object) -> Sim:
 
 
 def _owed(sim: Sim, sinks: list) -> checkers.Verdict:
-    return checkers.no_loss_in_order(sim.sent, {s.id: s.got for s in sinks},
-                                     topics={s.id: s.machine.topics for s in sinks})
+    return checkers.no_loss_in_order(sim.sent, {s.id: s.got for s in sinks}, topics={s.id: s.machine.topics for s in sinks})
 
 
 def test_priority_order_under_load() -> None:
@@ -170,8 +169,8 @@ def test_exclusive_topics_go_only_to_the_exclusive_sinks() -> None:
     sim.run(0.2)
     ids = {k: s.id for k, s in sinks.items()}
     checkers.exactly_the_exclusive_sinks(
-        sim.sent, {s.id: s.got for s in sinks.values()}, {ids[k]: t for k, (t, _) in spec.items()},
-        {ids[k]: e for k, (_, e) in spec.items()}).assert_ok()
+        sim.sent, {s.id: s.got for s in sinks.values()}, {ids[k]: t for k, (t, _) in spec.items()}, {ids[k]: e for k, (_, e) in spec.items()}
+    ).assert_ok()
     assert len(sinks["b"].got) == 0 and len(sinks["c"].got) == 0  # both lost their topic to an exclusive sink
     assert len(sinks["e"].got) == 6 and len(sinks["a"].got) == 9
 
@@ -356,10 +355,8 @@ def test_forged_and_bad_messages_are_refused_and_the_peer_runs_on() -> None:
     sink = new_id()
     p.handle_message(sink, M.messages.client_hello(M.client_kind.CLIENT_SINK, sink, dom), sim.now_ns)
     p.poll_transmit()
-    for topics, excl, why in [("golf", "", "unknown topic"), ("sport", "tech", "not among the sink's topics"),
-                              ("", "", "at least one topic")]:
-        p.handle_message(sink, M.messages.sink_info(sink, 0xFFFFFFFF, 0, 10, 20, True, False, 10, 0, topics, excl),
-                         sim.now_ns)
+    for topics, excl, why in [("golf", "", "unknown topic"), ("sport", "tech", "not among the sink's topics"), ("", "", "at least one topic")]:
+        p.handle_message(sink, M.messages.sink_info(sink, 0xFFFFFFFF, 0, 10, 20, True, False, 10, 0, topics, excl), sim.now_ns)
         r = p.poll_transmit()[1]
         assert r.name == "refused" and why in r.reason, (why, r.reason)
     assert p.counters["refused"] >= 6 and not p.sinks

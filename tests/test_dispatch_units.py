@@ -31,32 +31,39 @@ S = 1_000_000_000
 
 # ---- QoS -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, text", [
-    (dict(min_per_unit=5, max_per_unit=2), "min_per_unit=5 is above max_per_unit=2"),
-    (dict(unit=-1.0), "SourceQoS.unit=-1.0: a time cannot be negative"),
-    (dict(unit=0), "SourceQoS.unit=0: must be more than 0 seconds"),
-    (dict(unit=float("nan")), "must be a finite number of seconds"),
-    (dict(priority=256), "SourceQoS.priority=256: must be in 0..255"),
-    (dict(priority=-1), "SourceQoS.priority=-1: must be in 0..255"),
-    (dict(priority=1.5), "expected an integer"),
-    (dict(max_per_unit=0), "SourceQoS.max_per_unit=0: must be in 1.."),
-    (dict(reliable="yes"), "SourceQoS.reliable='yes': expected True or False"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        (dict(min_per_unit=5, max_per_unit=2), "min_per_unit=5 is above max_per_unit=2"),
+        (dict(unit=-1.0), "SourceQoS.unit=-1.0: a time cannot be negative"),
+        (dict(unit=0), "SourceQoS.unit=0: must be more than 0 seconds"),
+        (dict(unit=float("nan")), "must be a finite number of seconds"),
+        (dict(priority=256), "SourceQoS.priority=256: must be in 0..255"),
+        (dict(priority=-1), "SourceQoS.priority=-1: must be in 0..255"),
+        (dict(priority=1.5), "expected an integer"),
+        (dict(max_per_unit=0), "SourceQoS.max_per_unit=0: must be in 1.."),
+        (dict(reliable="yes"), "SourceQoS.reliable='yes': expected True or False"),
+    ],
+)
 def test_contradictory_or_bad_source_qos_is_a_clear_error(kwargs: dict, text: str) -> None:
     with pytest.raises(QosError, match=text.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         SourceQoS(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, text", [
-    (dict(min_delivery_time=3.0, max_delivery_time=1.0), "min_delivery_time=3.0 s is above max_delivery_time=1.0 s"),
-    (dict(max_delivery_time=-2), "SinkQoS.max_delivery_time=-2: a time cannot be negative"),
-    (dict(max_delivery_time=0), "SinkQoS.max_delivery_time=0: must be more than 0 seconds"),
-    (dict(min_delivery_time=-0.5), "SinkQoS.min_delivery_time=-0.5: a time cannot be negative"),
-    (dict(queue_limit=0), "SinkQoS.queue_limit=0: must be in 1..1000000"),
-    (dict(overflow="drop-all"), "SinkQoS.overflow='drop-all': must be one of drop-oldest, drop-newest"),
-    (dict(exclusive="sport"), "expected a list of booleans"),
-    (dict(exclusive=[True, "sport"]), "mixes booleans and names"),
-])
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        (dict(min_delivery_time=3.0, max_delivery_time=1.0), "min_delivery_time=3.0 s is above max_delivery_time=1.0 s"),
+        (dict(max_delivery_time=-2), "SinkQoS.max_delivery_time=-2: a time cannot be negative"),
+        (dict(max_delivery_time=0), "SinkQoS.max_delivery_time=0: must be more than 0 seconds"),
+        (dict(min_delivery_time=-0.5), "SinkQoS.min_delivery_time=-0.5: a time cannot be negative"),
+        (dict(queue_limit=0), "SinkQoS.queue_limit=0: must be in 1..1000000"),
+        (dict(overflow="drop-all"), "SinkQoS.overflow='drop-all': must be one of drop-oldest, drop-newest"),
+        (dict(exclusive="sport"), "expected a list of booleans"),
+        (dict(exclusive=[True, "sport"]), "mixes booleans and names"),
+    ],
+)
 def test_contradictory_or_bad_sink_qos_is_a_clear_error(kwargs: dict, text: str) -> None:
     with pytest.raises(QosError, match=text.replace(".", r"\.")):
         SinkQoS(**kwargs)
@@ -89,17 +96,21 @@ def test_peer_config_checks() -> None:
 
 # ---- topics ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("topics, text", [
-    ("sport", "must be a list of topic names, got the string 'sport'"),
-    ([], "is empty"),
-    (["a", "a"], "topic 'a' is listed twice"),
-    (["has space"], "'has space' is not a topic name"),
-    ([""], "'' is not a topic name"),
-    (["x" * 129], "is not a topic name"),
-    ([3], "3 is not a topic name"),
-    ([f"t{i}" for i in range(65)], "lists 65 topics; at most 64"),
-    (None, "must be a list of topic names, got NoneType"),
-])
+
+@pytest.mark.parametrize(
+    "topics, text",
+    [
+        ("sport", "must be a list of topic names, got the string 'sport'"),
+        ([], "is empty"),
+        (["a", "a"], "topic 'a' is listed twice"),
+        (["has space"], "'has space' is not a topic name"),
+        ([""], "'' is not a topic name"),
+        (["x" * 129], "is not a topic name"),
+        ([3], "3 is not a topic name"),
+        ([f"t{i}" for i in range(65)], "lists 65 topics; at most 64"),
+        (None, "must be a list of topic names, got NoneType"),
+    ],
+)
 def test_bad_topic_lists_are_clear_errors(topics: object, text: str) -> None:
     with pytest.raises(TopicError, match=text.replace("(", r"\(").replace(")", r"\)")):
         check_topics(topics)
@@ -126,6 +137,7 @@ def test_topic_table_applies_exclusivity_per_topic() -> None:
 
 
 # ---- rate units ------------------------------------------------------------------------------------
+
 
 def test_max_per_unit_holds_excess_into_the_next_units() -> None:
     r = RateSchedule(origin_ns=0, unit_ns=S, max_per_unit=3)
@@ -169,6 +181,7 @@ def test_min_per_unit_judges_each_unit_once_it_is_over() -> None:
 
 
 # ---- sink queues -----------------------------------------------------------------------------------
+
 
 def _k(i: int) -> tuple:
     return (ZERO, i)
@@ -230,6 +243,7 @@ def test_queue_survives_many_removals() -> None:
 
 # ---- partitions, membership, ids ---------------------------------------------------------------------
 
+
 def test_rendezvous_moves_only_the_dead_peers_partitions() -> None:
     peers = sorted(new_id() for _ in range(4))
     before = owner_map(64, peers)
@@ -278,27 +292,34 @@ def test_ids_are_128_bit_and_round_trip() -> None:
 
 # ---- wire ------------------------------------------------------------------------------------------
 
+
 def test_generated_stubs_are_current(tmp_path: Path) -> None:
     """python/multihop/dispatch/dispatch_if.py is what stubgen makes of flounder-idl/dispatch.if today."""
     out = tmp_path / "dispatch_if.py"
-    r = subprocess.run([sys.executable, "-m", "multihop.cli", "stubgen", "flounder-idl/dispatch.if", "--lang", "python",
-                        "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.cli", "stubgen", "flounder-idl/dispatch.if", "--lang", "python", "-o", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     shipped = (ROOT / "python/multihop/dispatch/dispatch_if.py").read_text()
-    assert out.read_text() == shipped, "regenerate: multihop stubgen flounder-idl/dispatch.if --lang python " \
-                                       "-o python/multihop/dispatch/dispatch_if.py"
+    assert out.read_text() == shipped, (
+        "regenerate: multihop stubgen flounder-idl/dispatch.if --lang python -o python/multihop/dispatch/dispatch_if.py"
+    )
 
 
 def test_typed_stub_is_current(tmp_path: Path) -> None:
     """python/multihop/dispatch/dispatch_if.pyi (what mypy reads for the generated module) is what
     multihop.idl.pyi makes of flounder-idl/dispatch.if today."""
     out = tmp_path / "dispatch_if.pyi"
-    r = subprocess.run([sys.executable, "-m", "multihop.idl.pyi", "flounder-idl/dispatch.if", "-o", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.idl.pyi", "flounder-idl/dispatch.if", "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     shipped = (ROOT / "python/multihop/dispatch/dispatch_if.pyi").read_text()
-    assert out.read_text() == shipped, "regenerate: python -m multihop.idl.pyi flounder-idl/dispatch.if " \
-                                       "-o python/multihop/dispatch/dispatch_if.pyi"
+    assert out.read_text() == shipped, "regenerate: python -m multihop.idl.pyi flounder-idl/dispatch.if -o python/multihop/dispatch/dispatch_if.pyi"
 
 
 def test_typed_stub_names_every_field_of_the_generated_records() -> None:
@@ -351,6 +372,7 @@ def test_malformed_messages_are_decode_errors() -> None:
 
 # ---- checkers catch what they are about --------------------------------------------------------------
 
+
 def _news(src: object, seq: int, entry: int, got: int, prio: int = 0) -> News:
     return News(src, seq, prio, ("t",), entry, ZERO, b"", got, ZERO)  # type: ignore[arg-type]
 
@@ -366,8 +388,7 @@ def test_checkers_find_loss_duplicates_disorder_and_lateness() -> None:
     assert "twice" in text and "after #2" in text and "never got news" in text
     with pytest.raises(AssertionError, match="no loss, in order"):
         bad.assert_ok()
-    late = checkers.none_later_than_the_bound({sink: [_news(src, 0, 0, 5), _news(src, 1, 0, 11)]}, {sink: 10},
-                                              {sink: 6})
+    late = checkers.none_later_than_the_bound({sink: [_news(src, 0, 0, 5), _news(src, 1, 0, 11)]}, {sink: 10}, {sink: 6})
     assert len(late.violations) == 2
     prio = checkers.priority_order([_news(src, 0, 0, 0, 9), _news(src, 1, 0, 0, 1), _news(src, 2, 0, 0, 5)])
     assert len(prio.violations) == 1
@@ -383,6 +404,7 @@ def test_exclusive_checker_names_wrong_and_missed_sinks() -> None:
 
 
 # ---- the package's own rules -----------------------------------------------------------------------
+
 
 def test_every_public_dispatch_function_and_class_is_documented_and_annotated() -> None:
     """Every module of multihop.dispatch (but the generated stubs): docstrings, and full annotations."""
@@ -404,8 +426,7 @@ def test_every_public_dispatch_function_and_class_is_documented_and_annotated() 
             if name not in ("self", "cls") and name not in ann:
                 problems.append(f"{qual}: parameter '{name}' has no annotation")
 
-    mods = [pkg] + [importlib.import_module(f"multihop.dispatch.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)
-                    if m.name != "dispatch_if"]
+    mods = [pkg] + [importlib.import_module(f"multihop.dispatch.{m.name}") for m in pkgutil.iter_modules(pkg.__path__) if m.name != "dispatch_if"]
     assert len(mods) > 25
     for mod in mods:
         if not inspect.getdoc(mod):

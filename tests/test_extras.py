@@ -95,8 +95,10 @@ def test_bench_without_its_extra_names_it(without_extras: dict[str, str], tmp_pa
 def test_analyze_without_its_extra_names_it(without_extras: dict[str, str], tmp_path: Path) -> None:
     r = run(["-m", "multihop.cli", "analyze", str(tmp_path), "-o", str(tmp_path / "rep")], without_extras)
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr.startswith("multihop analyze: AnalysisUnavailable: multihop analyze needs the analysis extra; "
-                               "missing: pyarrow (No module named 'pyarrow' (shadowed)), pyspark (")
+    assert r.stderr.startswith(
+        "multihop analyze: AnalysisUnavailable: multihop analyze needs the analysis extra; "
+        "missing: pyarrow (No module named 'pyarrow' (shadowed)), pyspark ("
+    )
     assert "Install it with pip install 'multihop[analysis]'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "rep").exists()
 

@@ -76,8 +76,9 @@ def _quiet_stores(system: LiveSystem, limit: float = 15.0) -> dict[str, int]:
         time.sleep(0.05)  # the test waits for acknowledgements to come back
 
 
-@pytest.mark.parametrize("victim,roam", [("1.1.2", False), ("1.1.2", True), ("1.1.1", False)],
-                         ids=["subscribers-broker", "subscribers-broker-roam", "its-storage-broker"])
+@pytest.mark.parametrize(
+    "victim,roam", [("1.1.2", False), ("1.1.2", True), ("1.1.1", False)], ids=["subscribers-broker", "subscribers-broker-roam", "its-storage-broker"]
+)
 def test_kill_the_broker_the_subscriber_gets_exactly_1_to_n(system: LiveSystem, victim: str, roam: bool) -> None:
     name = system.name
     cid = f"kill-{victim}-{roam}"
@@ -215,8 +216,9 @@ def test_bad_resumes_are_refused_and_status_shows_the_stores(system: LiveSystem)
         forged = EventId(last.publisher, last.timestamp, last.sequence + 500, last.incarnation)
         with pytest.raises(ResumeRefused, match="never gave it"):
             ges.connect(name, "1.1.2", "honest", resume=True, last_received={"pub-honest": forged})
-        out = subprocess.run([sys.executable, "-m", "multihop.cli", "ges", "status", name, "--at", "1.1.1"],
-                             capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "multihop.cli", "ges", "status", name, "--at", "1.1.1"], capture_output=True, text=True, timeout=60
+        ).stdout
         assert "storage broker" in out and "stored events" in out
         assert "oldest unacknowledged" in out and "waiting for honest" in out
         assert "client honest: incarnation" in out and "away" in out

@@ -53,7 +53,9 @@ def test_bad_input_is_refused_and_brokers_keep_running(live: LiveSystem) -> None
     try:
         cases = [
             b"\x00",  # not a Flounder message at all
-            wire.stub.encode("hello", kind=1, address=ges.Address("1.1.1.1").code, incarnation=0, cost=0, system=live.config["system"]),  # a gateway nobody announced
+            wire.stub.encode(
+                "hello", kind=1, address=ges.Address("1.1.1.1").code, incarnation=0, cost=0, system=live.config["system"]
+            ),  # a gateway nobody announced
             wire.stub.encode("hello", kind=3, address=0, incarnation=0, cost=0, system="another-system"),
             wire.stub.encode("hello", kind=9, address=0, incarnation=0, cost=0, system=live.config["system"]),
         ]

@@ -19,8 +19,7 @@ from multihop.ges.pubsub_scenarios import ATTRIBUTES
 EXAMPLES = Path(ges.__file__).parent / "examples"
 
 
-def drain_until(clients: list[ges.LiveClient], done: Callable[[dict[str, list]], bool], limit: float = 30.0,
-                settle: float = 0.3) -> dict[str, list]:
+def drain_until(clients: list[ges.LiveClient], done: Callable[[dict[str, list]], bool], limit: float = 30.0, settle: float = 0.3) -> dict[str, list]:
     """Receive on every client until ``done(got)`` holds (bounded by ``limit``), then for ``settle`` seconds more, so
     that a late duplicate is caught too, not left behind a quiet period."""
     got: dict[str, list] = {c.client_id: [] for c in clients}
@@ -37,12 +36,14 @@ def drain_until(clients: list[ges.LiveClient], done: Callable[[dict[str, list]],
 
 def nothing_lost(hist: ges.History) -> Callable[[dict[str, list]], bool]:
     """``done`` for :func:`drain_until`: every (event, subscriber) pair the history expects has been delivered."""
+
     def done(got: dict[str, list]) -> bool:
         h = copy.deepcopy(hist)
         for cid, evs in got.items():
             for e in evs:
                 h.deliver(cid, e.id)
         return not ges.check_delivery(h).lost
+
     return done
 
 

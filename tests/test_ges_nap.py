@@ -38,8 +38,11 @@ def test_a_full_member_forwards_inside_the_cluster() -> None:
     # node 6 took the first; the nearest member below its threshold (the first newcomer) the next two
     assert accepted == {"1.1.3.6": 1, "1.1.3.0": 2}
     assert sim.brokers[ges.Address("1.1.3.6").code].nap.forwarded == 2
-    assert all(len([g for g in sim.topology.gateways.values() if a in (str(g.a), str(g.b)) and g.level == 0]) <= 3
-               for a in sim.addresses() if a.startswith("1.1.3."))
+    assert all(
+        len([g for g in sim.topology.gateways.values() if a in (str(g.a), str(g.b)) and g.level == 0]) <= 3
+        for a in sim.addresses()
+        if a.startswith("1.1.3.")
+    )
 
 
 def test_when_every_member_is_full_the_newcomer_goes_through_a_level1_gatekeeper() -> None:

@@ -57,12 +57,16 @@ def test_bad_topologies_in_code() -> None:
         ('[[broker]]\naddress = "1.1.1.1"\n\n[[gateway]]\na = "1.1.1.1"\nb = "1.1.1.7"\n', 4, ["unknown broker 1.1.1.7"]),
         ('[[broker]]\naddress = "1.1.1.70"\n', 1, ["block limit", "part 4"]),
         ('[[broker]]\naddress = "1.1.1"\n', 1, ["needs 4"]),
-        ('[[broker]]\ncore = 1\n', 1, ["without an address"]),
+        ("[[broker]]\ncore = 1\n", 1, ["without an address"]),
         ('[[broker]]\naddress = "1.1.1.1"\ncolour = "red"\n', 1, ["unknown key 'colour'"]),
-        ('levels = 3\nbrokers = []\n', 2, ["unknown key 'brokers'"]),
-        ('levels = 0\n', 1, ["levels must be"]),
+        ("levels = 3\nbrokers = []\n", 2, ["unknown key 'brokers'"]),
+        ("levels = 0\n", 1, ["levels must be"]),
         ('[[broker]]\naddress = "1.1.1.1"\n[[broker]]\naddress = "1.1.1.2"\n[[gateway]]\na = "1.1.1.1"\n', 5, ["both ends"]),
-        ('[[broker]]\naddress = "1.1.1.1"\n[[broker]]\naddress = "1.1.1.2"\n[[gateway]]\na = "1.1.1.1"\nb = "1.1.1.2"\ncost = -1\n', 5, ["cost must be"]),
+        (
+            '[[broker]]\naddress = "1.1.1.1"\n[[broker]]\naddress = "1.1.1.2"\n[[gateway]]\na = "1.1.1.1"\nb = "1.1.1.2"\ncost = -1\n',
+            5,
+            ["cost must be"],
+        ),
     ],
 )
 def test_malformed_topology_files_name_the_line(tmp_path: Path, text: str, line: int, words: list[str]) -> None:

@@ -14,8 +14,7 @@ def _event(k: int, payload: int = 10) -> EventData:
 
 
 def _copies(n: int, payload: int = 10) -> tuple[EventCopy, ...]:
-    return tuple(EventCopy(_event(k, payload), 99, (UP, DOWN)[k % 2], k % 4, (5, 6)[: k % 3], (k,), k % 255, (8,) * (k % 2))
-                 for k in range(n))
+    return tuple(EventCopy(_event(k, payload), 99, (UP, DOWN)[k % 2], k % 4, (5, 6)[: k % 3], (k,), k % 255, (8,) * (k % 2)) for k in range(n))
 
 
 def _decoded(parts: list[bytes]) -> list[Events]:
@@ -48,9 +47,11 @@ def test_large_events_are_cut_by_text_size() -> None:
 def test_a_memo_gives_the_same_bytes() -> None:
     copies = _copies(300)
     memo: wire.Memo = {}
-    with_memo = (wire.encode(Events(3, copies), memo), wire.encode(Events(3, copies[::2]), memo),
-                 wire.encode_for_client(Deliver(tuple(c.event for c in copies)), memo))
+    with_memo = (
+        wire.encode(Events(3, copies), memo),
+        wire.encode(Events(3, copies[::2]), memo),
+        wire.encode_for_client(Deliver(tuple(c.event for c in copies)), memo),
+    )
     assert len(memo) == 300  # each event's text made once for the three messages
-    without = (wire.encode(Events(3, copies)), wire.encode(Events(3, copies[::2])),
-               wire.encode_for_client(Deliver(tuple(c.event for c in copies))))
+    without = (wire.encode(Events(3, copies)), wire.encode(Events(3, copies[::2])), wire.encode_for_client(Deliver(tuple(c.event for c in copies))))
     assert with_memo == without

@@ -36,8 +36,20 @@ def test_every_public_name_is_documented_and_annotated() -> None:
     problems: list[str] = []
     mods = modules()
     assert {m.__name__.rsplit(".", 1)[-1] for m in mods} >= {
-        "service", "member", "simnet", "checkers", "trees", "model", "simulate", "machine_tree", "calibrate", "live",
-        "fifo", "causal", "total"}
+        "service",
+        "member",
+        "simnet",
+        "checkers",
+        "trees",
+        "model",
+        "simulate",
+        "machine_tree",
+        "calibrate",
+        "live",
+        "fifo",
+        "causal",
+        "total",
+    }
     for mod in mods:
         if not inspect.getdoc(mod):
             problems.append(f"{mod.__name__} has no module docstring")

@@ -117,10 +117,12 @@ def test_the_groups_command() -> None:
     assert rows["machine"] <= min(rows.values())
     out = cli("groups", "tree", "numa", "--model", "4x8", "--cores", "0-3,8,16,24", "--root", "0")
     assert out.returncode == 0 and out.stdout.splitlines()[:4] == ["0", "  16", "  8", "  24"]
-    for args, problem in ((("tree", "star", "--model", "2x8"), "unknown tree mode 'star'"),
-                          (("simulate", "--model", "9x9"), "no model file '9x9'"),
-                          (("simulate", "--model", "2x8", "--cores", "0-40"), "core 16 is not in model"),
-                          (("calibrate", "no-such-runtime"), "no runtime named 'no-such-runtime'")):
+    for args, problem in (
+        (("tree", "star", "--model", "2x8"), "unknown tree mode 'star'"),
+        (("simulate", "--model", "9x9"), "no model file '9x9'"),
+        (("simulate", "--model", "2x8", "--cores", "0-40"), "core 16 is not in model"),
+        (("calibrate", "no-such-runtime"), "no runtime named 'no-such-runtime'"),
+    ):
         out = cli("groups", *args)
         assert out.returncode == 1 and problem in out.stderr, out.stderr
     assert "groups" in cli("--help").stdout

@@ -65,8 +65,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
         assert part.replies[g.node] == b"ok:ping" and part.replies[nodes[1]] == b""  # own reply callback; empty acks
         # A member that stops before replying and then dies is named missing; the call does not hang.
         os.kill(procs[2].pid, signal.SIGSTOP)
-        killer = threading.Thread(target=lambda: (wait_for("convergecast under way", lambda: g._ep._cc),
-                                                  procs[2].kill()))
+        killer = threading.Thread(target=lambda: (wait_for("convergecast under way", lambda: g._ep._cc), procs[2].kill()))
         killer.start()
         part = g.convergecast(b"again", timeout=30)
         killer.join(30)
@@ -112,8 +111,9 @@ def test_a_stopped_member_bounds_every_monitor_queue_by_the_window(rt4: mh.Runti
         reports = []
         while not q.empty():
             reports.append(q.get())
-        assert max(peaks.values()) == window and all(p <= window for p in peaks.values()), \
+        assert max(peaks.values()) == window and all(p <= window for p in peaks.values()), (
             f"queue peaks {peaks}: the stopped member's edges fill up to the window {window}, never beyond"
+        )
         assert sum(queued.values()) <= 3 * window, queued
         assert not any(r[0] == "sent" for r in reports), "the sender is held back while a member is stopped"
         assert max([r[3] for r in reports if r[0] == "progress"], default=0) < n

@@ -48,8 +48,7 @@ def history(done: list[tuple[Any, ...]]) -> History:
 
 
 @contextlib.contextmanager
-def members(rt: mh.Runtime, group: str, cores: list[int], n_send: list[int], expect: list[int],
-            **kw: Any) -> Iterator[tuple[Any, Any, Any]]:
+def members(rt: mh.Runtime, group: str, cores: list[int], n_send: list[int], expect: list[int], **kw: Any) -> Iterator[tuple[Any, Any, Any]]:
     q, go, finish = CTX.Queue(), CTX.Event(), CTX.Event()
     with contextlib.ExitStack() as stack:
         for core, n, e in zip(cores, n_send, expect):

@@ -161,7 +161,7 @@ def test_without_the_service_installed_views_keep_working_and_membership_calls_s
 
 
 def test_a_dead_monitor_closes_the_groups_on_its_core_and_nothing_hangs(rt3: mh.Runtime) -> None:
-    rt3.group("far", order="fifo", tree="flat")   # members on cores 1 and 2
+    rt3.group("far", order="fifo", tree="flat")  # members on cores 1 and 2
     rt3.group("near", order="fifo", tree="flat")  # members on cores 0 and 1 only
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
         a, _ = d1.join("far"), d2.join("far")

@@ -69,8 +69,7 @@ def test_six_members_every_message_once_to_every_member(order: str, tree: str) -
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(order=st.sampled_from(["fifo", "causal", "total"]), tree=st.sampled_from(["flat", "radix:3", "numa"]),
-       seed=st.integers(0, 2**32 - 1))
+@given(order=st.sampled_from(["fifo", "causal", "total"]), tree=st.sampled_from(["flat", "radix:3", "numa"]), seed=st.integers(0, 2**32 - 1))
 def test_churn_keeps_the_view_rule_and_the_order(order: str, tree: str, seed: int) -> None:
     """Sends from several members while others join, leave and die."""
     net = SimNet(seed=seed, topology=TOPO)
@@ -102,7 +101,7 @@ def test_churn_keeps_the_view_rule_and_the_order(order: str, tree: str, seed: in
         evs = [e for e in net.events[ep] if getattr(e, "group", None) == "g"]
         left = [i for i, e in enumerate(evs) if isinstance(e, Left)]
         if left:  # the leave callback comes after every delivery of the group
-            assert left == [len(evs) - 1] or all(not isinstance(e, Delivered) for e in evs[left[0]:])
+            assert left == [len(evs) - 1] or all(not isinstance(e, Delivered) for e in evs[left[0] :])
     # everyone alive and still in agrees on the final view
     finals = {net.members[e].view("g") for e in net.members if e not in net.dead and "g" in net.members[e].groups()}
     assert len(finals) <= 1 and (not finals or next(iter(finals)) == net.service.view("g"))
@@ -167,8 +166,7 @@ def test_multicast_groups_and_unicast_reach_only_their_members() -> None:
     net.run()
     judge(net, "fifo")
     got = {ep: [e.payload for e in net.of_kind(ep, Delivered)] for ep in eps}
-    assert got == {eps[0]: [], eps[1]: [], eps[2]: [b"to-mcast"], eps[3]: [b"to-mcast"], eps[4]: [b"to-mcast"],
-                   eps[5]: [b"to-node"]}
+    assert got == {eps[0]: [], eps[1]: [], eps[2]: [b"to-mcast"], eps[3]: [b"to-mcast"], eps[4]: [b"to-mcast"], eps[5]: [b"to-node"]}
     net.do(eps[3], "leave_multicast", "g", mcast)
     net.do(eps[4], "leave", "g")
     net.run()
@@ -204,6 +202,7 @@ def test_a_queued_send_to_a_member_that_left_fails_clearly() -> None:
 
 
 # ---- bad input: clear errors, nothing changed --------------------------------------------
+
 
 def test_bad_requests_are_refused_and_change_nothing() -> None:
     net = SimNet(seed=4, topology=TOPO)

@@ -35,14 +35,22 @@ def test_a_model_saved_and_loaded_is_the_same_model(tmp_path: Path) -> None:
     m = load_model("4x8")
     again = load_model(m.save(tmp_path / "m.toml"))
     assert again == m
-    virt = MachineModel("v", Topology([[0, 1], [2, 3]]), [[0, 1.5, 2, 3]] * 4, [[0, 1, 1, 1]] * 4,
-                        [[0, 7, 7, 9.25]] * 4, {0: 0, 1: 1, 2: 0, 3: 1}, 4000.0, 'a "quoted" description')
+    virt = MachineModel(
+        "v",
+        Topology([[0, 1], [2, 3]]),
+        [[0, 1.5, 2, 3]] * 4,
+        [[0, 1, 1, 1]] * 4,
+        [[0, 7, 7, 9.25]] * 4,
+        {0: 0, 1: 1, 2: 0, 3: 1},
+        4000.0,
+        'a "quoted" description',
+    )
     assert load_model(virt.save(tmp_path / "v.toml")) == virt
 
 
 def test_pair_overrides_and_the_level_tables(tmp_path: Path) -> None:
     f = tmp_path / "small.toml"
-    f.write_text('''
+    f.write_text("""
 name = "small"
 [machine]
 sockets = 2
@@ -59,27 +67,33 @@ latency = 30
 src = 0
 dst = 3
 latency = 99
-''')
+""")
     m = load_model(f)
     assert m.one_way(0, 1) == 6 and m.one_way(0, 2) == 60 and m.one_way(0, 3) == 129 and m.one_way(3, 0) == 60
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("name = 'x'", "missing \\[machine\\]"),
-    ("[machine]\nsockets = 2\ncores_per_socket = 2", "give the costs"),
-    ("[machine]\nsockets = 0\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "machine.sockets"),
-    ("[machine]\nsockets = 2\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "no \\[cost.1\\] table"),
-    ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend=-1\nrecv=1\nlatency=1", "cost.0.send"),
-    ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend='fast'\nrecv=1\nlatency=1", "cost.0.send"),
-    ("[machine]\nsockets = 1\ncores_per_socket = 2\n[matrix]\nsend=[[0,1]]\nrecv=[[0,1],[1,0]]\nlatency=[[0,1],[1,0]]",
-     "matrix.send must be 2 rows"),
-    ("[machine]\nsockets = 2\ncores_per_socket = 1\nsocket_hops = [[0, 0], [1, 0]]\n[cost.1]\nsend=1\nrecv=1\nlatency=1",
-     "socket_hops\\[0\\]\\[1\\]"),
-    ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1\n[[pair]]\nsrc=0\ndst=5",
-     "pair"),
-    ("[machine]\nsockets = [[0, 1], [1]]\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "listed twice"),
-    ("this is = = not toml", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("name = 'x'", "missing \\[machine\\]"),
+        ("[machine]\nsockets = 2\ncores_per_socket = 2", "give the costs"),
+        ("[machine]\nsockets = 0\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "machine.sockets"),
+        ("[machine]\nsockets = 2\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "no \\[cost.1\\] table"),
+        ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend=-1\nrecv=1\nlatency=1", "cost.0.send"),
+        ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend='fast'\nrecv=1\nlatency=1", "cost.0.send"),
+        (
+            "[machine]\nsockets = 1\ncores_per_socket = 2\n[matrix]\nsend=[[0,1]]\nrecv=[[0,1],[1,0]]\nlatency=[[0,1],[1,0]]",
+            "matrix.send must be 2 rows",
+        ),
+        (
+            "[machine]\nsockets = 2\ncores_per_socket = 1\nsocket_hops = [[0, 0], [1, 0]]\n[cost.1]\nsend=1\nrecv=1\nlatency=1",
+            "socket_hops\\[0\\]\\[1\\]",
+        ),
+        ("[machine]\nsockets = 1\ncores_per_socket = 2\n[cost.0]\nsend=1\nrecv=1\nlatency=1\n[[pair]]\nsrc=0\ndst=5", "pair"),
+        ("[machine]\nsockets = [[0, 1], [1]]\n[cost.0]\nsend=1\nrecv=1\nlatency=1", "listed twice"),
+        ("this is = = not toml", "not valid TOML"),
+    ],
+)
 def test_bad_model_files_name_what_is_wrong(tmp_path: Path, text: str, problem: str) -> None:
     f = tmp_path / "bad.toml"
     f.write_text(text)
@@ -96,12 +110,16 @@ def test_unknown_model_names_list_the_shipped_ones() -> None:
 
 # ---- the simulator, against schedules worked out by hand ---------------------------------
 
+
 def two_socket_model(switch: float = 0.0, cpu_of: dict[int, int] | None = None) -> MachineModel:
     """Cores 0,1 | 2,3; costs that make every term of a schedule visible."""
-    return model_from_dict({"name": "hand", "machine": {"sockets": [[0, 1], [2, 3]], "switch": switch,
-                            **({"cpu_of": [cpu_of[c] for c in range(4)]} if cpu_of else {})},
-                            "cost": {"0": {"send": 10, "recv": 20, "latency": 100},
-                                     "1": {"send": 30, "recv": 40, "latency": 300}}})
+    return model_from_dict(
+        {
+            "name": "hand",
+            "machine": {"sockets": [[0, 1], [2, 3]], "switch": switch, **({"cpu_of": [cpu_of[c] for c in range(4)]} if cpu_of else {})},
+            "cost": {"0": {"send": 10, "recv": 20, "latency": 100}, "1": {"send": 30, "recv": 40, "latency": 300}},
+        }
+    )
 
 
 def test_simulated_schedules_match_hand_computed_ones() -> None:
@@ -164,6 +182,7 @@ def test_simulation_is_pure_and_bounded_below_by_every_path(seed: int, acks: str
 
 
 # ---- machine-aware trees -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["2x8", "4x8"])
 def test_machine_tree_is_no_worse_than_any_fixed_tree_and_spans_the_members(name: str) -> None:

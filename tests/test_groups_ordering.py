@@ -25,8 +25,7 @@ G = "g"
 CHECKS = {"fifo": [check_fifo], "causal": [check_fifo, check_causal], "total": [check_fifo, check_total]}
 
 
-def run(order: str, *, members: int = 6, senders: int = 3, n: int = 200, seed: int = 0,
-        machines: bool = True, send_bias: float = 0.3) -> History:
+def run(order: str, *, members: int = 6, senders: int = 3, n: int = 200, seed: int = 0, machines: bool = True, send_bias: float = 0.3) -> History:
     """One seeded run; returns the recorded history (msg id = (sender, seq))."""
     rng = random.Random(seed)
     nodes = list(range(1, members + 1))
@@ -102,8 +101,7 @@ def test_without_the_machines_the_checkers_fail(order: str) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(order=st.sampled_from(["fifo", "causal", "total"]), seed=st.integers(0, 2**32 - 1),
-       members=st.integers(2, 7), bias=st.floats(0.05, 0.95))
+@given(order=st.sampled_from(["fifo", "causal", "total"]), seed=st.integers(0, 2**32 - 1), members=st.integers(2, 7), bias=st.floats(0.05, 0.95))
 def test_random_runs_hold_every_checker(order: str, seed: int, members: int, bias: float) -> None:
     h = run(order, members=members, senders=min(3, members), n=60, seed=seed, send_bias=bias)
     assert check_delivery(h) == []
@@ -112,6 +110,7 @@ def test_random_runs_hold_every_checker(order: str, seed: int, members: int, bia
 
 
 # ---- the checkers catch bad histories -------------------------------------------------
+
 
 def history(sends: list[tuple[str, str, list[str]]], events: dict[str, list[str]]) -> History:
     """sends: (process, msg, recipients) in order; events: per process 's:m' / 'd:m' in order."""
@@ -131,14 +130,11 @@ ABC = ["A", "B", "C"]
 
 
 def test_fifo_checker_catches_swaps_and_skips() -> None:
-    good = history([("A", "a1", ABC), ("A", "a2", ABC)],
-                   {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a1", "d:a2"], "C": ["d:a1", "d:a2"]})
+    good = history([("A", "a1", ABC), ("A", "a2", ABC)], {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a1", "d:a2"], "C": ["d:a1", "d:a2"]})
     assert check_fifo(good) == []
-    swapped = history([("A", "a1", ABC), ("A", "a2", ABC)],
-                      {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a2", "d:a1"], "C": ["d:a1", "d:a2"]})
+    swapped = history([("A", "a1", ABC), ("A", "a2", ABC)], {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a2", "d:a1"], "C": ["d:a1", "d:a2"]})
     assert "'B' delivered 'a2'" in check_fifo(swapped)[0]
-    skipped = history([("A", "a1", ABC), ("A", "a2", ABC)],
-                      {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a2"], "C": ["d:a1", "d:a2"]})
+    skipped = history([("A", "a1", ABC), ("A", "a2", ABC)], {"A": ["s:a1", "s:a2", "d:a1", "d:a2"], "B": ["d:a2"], "C": ["d:a1", "d:a2"]})
     assert check_fifo(skipped) and check_delivery(skipped) == ["'B' never delivered 'a1' (sent by 'A' to 'all')"]
 
 
@@ -152,8 +148,12 @@ def test_causal_checker_catches_a_reply_before_its_cause_and_allows_concurrency(
     assert check_fifo(history(sends, bad)) == []  # FIFO alone does not see it
     # transitively: A:m1 -> B delivers, sends m2 -> C delivers m2, sends m3; D gets m3 before m1
     sends = [("A", "m1", list("ABCD")), ("B", "m2", list("ABCD")), ("C", "m3", list("ABCD"))]
-    chain = {"A": ["s:m1", "d:m1", "d:m2", "d:m3"], "B": ["d:m1", "s:m2", "d:m2", "d:m3"],
-             "C": ["d:m1", "d:m2", "s:m3", "d:m3"], "D": ["d:m2", "d:m3", "d:m1"]}
+    chain = {
+        "A": ["s:m1", "d:m1", "d:m2", "d:m3"],
+        "B": ["d:m1", "s:m2", "d:m2", "d:m3"],
+        "C": ["d:m1", "d:m2", "s:m3", "d:m3"],
+        "D": ["d:m2", "d:m3", "d:m1"],
+    }
     found = check_causal(history(sends, chain))
     assert found and "'D' delivered 'm2' before 'm1'" in found[0]
     concurrent = {"A": ["s:m1", "d:m1", "d:m2"], "B": ["s:m2", "d:m2", "d:m1"], "C": ["d:m2", "d:m1"]}
@@ -187,6 +187,7 @@ def test_delivery_checker_catches_duplicates_strangers_and_phantoms() -> None:
 
 
 # ---- the machines reject what they must not deliver -------------------------------------
+
 
 def test_machines_refuse_duplicates_and_stay_unchanged() -> None:
     f = FifoReceiver()

@@ -65,9 +65,11 @@ def check_spanning(tree: Tree, root: int, members: list[int]) -> None:
 
 def fake_rtt(topology: Topology):
     """A round trip that grows with socket distance and differs per socket (so the order is checkable)."""
+
     def rtt(a: int, b: int) -> float:
         sa, sb = topology.socket_of(a), topology.socket_of(b)
         return 0.1 if sa == sb else 1.0 + ((sa * 7 + sb * 3) % 5)
+
     return rtt
 
 
@@ -113,7 +115,7 @@ def check_numa_shape(tree: Tree, root: int, members: list[int], topology: Topolo
     assert set(first) == set(leaders.values()), f"root {root} sends first to {first}, leaders are {leaders}"
     distances = [rtt(root, c) for c in first]
     assert distances == sorted(distances, reverse=True), f"leaders not farthest first: {list(zip(first, distances))}"
-    assert set(tree.children_of(root)[len(leaders):]) == set(by_socket.get(home, []))
+    assert set(tree.children_of(root)[len(leaders) :]) == set(by_socket.get(home, []))
     for s, leader in leaders.items():
         assert sorted(tree.children_of(leader)) == by_socket[s][1:]
     for parent, child in tree.edges():

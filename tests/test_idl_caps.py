@@ -54,8 +54,10 @@ def test_every_barrelfish_interface_generates_and_compiles(tmp_path: Path) -> No
     assert len(files) >= 40 and with_caps >= 37
     cfiles = sorted(str(f) for f in tmp_path.glob("*.c"))
     halves = [cfiles[0::2], cfiles[1::2]]  # two compilers, one per core
-    procs = [subprocess.Popen([gcc(), *CFLAGS, "-c", "-I", str(INCLUDE), "-I", str(tmp_path), *h], cwd=tmp_path,
-                              stderr=subprocess.PIPE, text=True) for h in halves]
+    procs = [
+        subprocess.Popen([gcc(), *CFLAGS, "-c", "-I", str(INCLUDE), "-I", str(tmp_path), *h], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        for h in halves
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -98,9 +100,27 @@ def test_python_and_c_lay_capabilities_out_alike(tmp_path: Path) -> None:
     idl.stubgen(FDPASS, "c", tmp_path)
     (tmp_path / "driver.c").write_text(DRIVER)
     exe = tmp_path / "driver"
-    r = subprocess.run([gcc(), *CFLAGS, "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / "driver.c"),
-                        str(tmp_path / "fdpass.c"), "-L", str(lib.parent), "-lmultihop_core",
-                        f"-Wl,-rpath,{lib.parent}", "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            gcc(),
+            *CFLAGS,
+            "-I",
+            str(INCLUDE),
+            "-I",
+            str(tmp_path),
+            str(tmp_path / "driver.c"),
+            str(tmp_path / "fdpass.c"),
+            "-L",
+            str(lib.parent),
+            "-lmultihop_core",
+            f"-Wl,-rpath,{lib.parent}",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     mod = idl.load(FDPASS)
     cases = [
@@ -120,7 +140,7 @@ def test_python_and_c_lay_capabilities_out_alike(tmp_path: Path) -> None:
     for (data, hs, give), got in zip(cases, out):
         assert got == f"OK {data.hex()}", (data, got)
         assert hs == [100 + i for i in range(len(hs))]
-    assert out[len(cases):] == ["ERR -6", "ERR -6"]
+    assert out[len(cases) :] == ["ERR -6", "ERR -6"]
     # Python decodes what it encoded, each capability taking its handle in wire order
     data, hs, give = cases[3]
     assert give == [True, False]  # the struct's give_away_cap, then the plain cap
@@ -194,9 +214,27 @@ def test_generated_c_client_and_python_service_pass_descriptors_both_ways(tmp_pa
     idl.stubgen(FDPASS, "c", tmp_path)
     (tmp_path / "client.c").write_text(CLIENT)
     exe = tmp_path / "client"
-    r = subprocess.run([gcc(), *CFLAGS, "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / "client.c"),
-                        str(tmp_path / "fdpass.c"), "-L", str(lib.parent), "-lmultihop_core",
-                        f"-Wl,-rpath,{lib.parent}", "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            gcc(),
+            *CFLAGS,
+            "-I",
+            str(INCLUDE),
+            "-I",
+            str(tmp_path),
+            str(tmp_path / "client.c"),
+            str(tmp_path / "fdpass.c"),
+            "-L",
+            str(lib.parent),
+            "-lmultihop_core",
+            f"-Wl,-rpath,{lib.parent}",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     mod = idl.load(FDPASS)
     seen: queue.Queue = queue.Queue()

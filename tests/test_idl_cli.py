@@ -21,8 +21,7 @@ GCC = shutil.which("gcc")
 
 def multihop(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run ``multihop ARGS`` (the console script's entry point, in a fresh interpreter)."""
-    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def written(r: subprocess.CompletedProcess[str]) -> list[Path]:
@@ -65,10 +64,10 @@ def test_defaults_python_into_the_current_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "form",
     [
-        ["--import", "{types}", "{more}"],                 # nargs: one flag, two files
-        ["--import", "{types}", "--import", "{more}"],     # repeated
-        ["-I", "{types}", "-I", "{more}"],                 # short, repeated
-        ["-I", "{types}", "{more}"],                       # short, nargs
+        ["--import", "{types}", "{more}"],  # nargs: one flag, two files
+        ["--import", "{types}", "--import", "{more}"],  # repeated
+        ["-I", "{types}", "-I", "{more}"],  # short, repeated
+        ["-I", "{types}", "{more}"],  # short, nargs
     ],
     ids=["nargs", "repeated", "short-repeated", "short-nargs"],
 )
@@ -80,8 +79,7 @@ def test_import_forms_all_work(tmp_path: Path, extra_import: Path, uses_two: Pat
 
 
 def test_file_after_the_import_list_with_double_dash(tmp_path: Path, extra_import: Path, uses_two: Path) -> None:
-    files = written(multihop("stubgen", "--lang", "python", "-o", str(tmp_path), "--import", str(TYPES_IF),
-                             str(extra_import), "--", str(uses_two)))
+    files = written(multihop("stubgen", "--lang", "python", "-o", str(tmp_path), "--import", str(TYPES_IF), str(extra_import), "--", str(uses_two)))
     assert files == [tmp_path / "two.py"]
 
 
@@ -93,8 +91,7 @@ def test_file_swallowed_by_the_import_list_is_explained(extra_import: Path, uses
 
 def test_c_stubs_compile(tmp_path: Path, extra_import: Path, uses_two: Path) -> None:
     out = tmp_path / "c"
-    files = written(multihop("stubgen", str(uses_two), "--lang", "c", "--out", str(out), "--import", str(TYPES_IF),
-                             str(extra_import)))
+    files = written(multihop("stubgen", str(uses_two), "--lang", "c", "--out", str(out), "--import", str(TYPES_IF), str(extra_import)))
     assert files == [out / "two.h", out / "two.c"]
     files += written(multihop("stubgen", str(BARRELFISH / "ping_pong.if"), "--lang", "c", "-o", str(out)))
     main = out / "main.c"
@@ -103,10 +100,31 @@ def test_c_stubs_compile(tmp_path: Path, extra_import: Path, uses_two: Path) -> 
 
     lib = private_cdylib(tmp_path)
     exe = tmp_path / "main"
-    r = subprocess.run([GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), "-I", str(out),
-                        str(out / "two.c"), str(out / "ping_pong.c"), str(main), "-L", str(lib.parent),
-                        "-lmultihop_core", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            GCC,
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+            str(INCLUDE),
+            "-I",
+            str(out),
+            str(out / "two.c"),
+            str(out / "ping_pong.c"),
+            str(main),
+            "-L",
+            str(lib.parent),
+            "-lmultihop_core",
+            f"-Wl,-rpath,{lib.parent}",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert subprocess.run([str(exe)], timeout=30).returncode == 0
 

@@ -103,7 +103,13 @@ def test_tx_rx_record_shape(pair, echo) -> None:
 def test_module_surface(echo) -> None:
     assert echo.INTERFACE == "echo" and echo.DESCRIPTION.startswith("Echo service")
     assert echo.MESSAGE_NUMBERS == {
-        "ping": 1, "pong": 2, "echo_call": 3, "echo_response": 4, "say_call": 5, "say_response": 6, "bye": 7,
+        "ping": 1,
+        "pong": 2,
+        "echo_call": 3,
+        "echo_response": 4,
+        "say_call": 5,
+        "say_response": 6,
+        "bye": 7,
     }
     data = echo.encode("pong", seq=9, data=b"x")
     assert echo.decode(data) == echo.messages.pong(9, b"x")
@@ -129,8 +135,12 @@ def test_types_enum_struct(kv, ges) -> None:
     assert rec.s == s and type(rec.s) is kv.stats
     ev = ges.event_id(ges.address(1, 2, 3, 4), 10, 11, 12)
     data = ges.encode(
-        "event", id=ev, lvl=ges.level.LEVEL_CLUSTER, visited=[(1, 2, 3, 4), ges.address(5, 6, 7, 8)],
-        topic="t/1", body=b"payload",
+        "event",
+        id=ev,
+        lvl=ges.level.LEVEL_CLUSTER,
+        visited=[(1, 2, 3, 4), ges.address(5, 6, 7, 8)],
+        topic="t/1",
+        body=b"payload",
     )
     out = ges.decode(data)
     assert out.id == ev and out.lvl is ges.level.LEVEL_CLUSTER
@@ -337,10 +347,7 @@ def test_bad_values_in_composite_types(pair, ges, kv) -> None:
 
 
 def test_fixed_arrays_and_small_ints() -> None:
-    mod = idl.load(
-        'interface fa "" { typedef uint8 mac[6]; typedef int16 pair[2];\n'
-        "  message m(mac a, pair p, int8 s, char c, bool b); };"
-    )
+    mod = idl.load('interface fa "" { typedef uint8 mac[6]; typedef int16 pair[2];\n  message m(mac a, pair p, int8 s, char c, bool b); };')
     rec = mod.decode(mod.encode("m", a=b"abcdef", p=(-1, 1), s=-128, c=b"z", b=True))
     assert (rec.a, rec.p, rec.s, rec.c, rec.b) == (b"abcdef", (-1, 1), -128, b"z", True)
     with pytest.raises(ValueError, match="argument 'a': array must have exactly 6 elements, got 5"):
@@ -395,8 +402,7 @@ def test_corrupt_messages_raise_and_the_next_decodes(pair, echo, kv) -> None:
 
 CAP_CASES = [
     # nested struct holding a cap, as an rpc's in argument
-    'interface n "" { typedef struct { uint8 a; cap c; } in_; typedef struct { in_ i; } out_;\n'
-    "  rpc r(in uint8 k, in out_ o, out uint8 z); };",
+    'interface n "" { typedef struct { uint8 a; cap c; } in_; typedef struct { in_ i; } out_;\n  rpc r(in uint8 k, in out_ o, out uint8 z); };',
     # a dynamic array of structs holding a cap
     'interface n "" { typedef struct { uint8 a; cap c; } s;\n  message m(uint8 k, s items[n, 4]); };',
     # an array typedef of caps, through an alias
@@ -415,8 +421,12 @@ def test_caps_anywhere_generate_on_both_back_ends(src: str, tmp_path: Path) -> N
     mod = idl.load(src)
     assert isinstance(idl.generate_python(iface), str) and mod.INTERFACE == iface.name
     idl.stubgen(src, "c", tmp_path)
-    r = subprocess.run([GCC, *CFLAGS, "-fsyntax-only", "-I", str(INCLUDE), "-I", str(tmp_path),
-                        str(tmp_path / f"{iface.name}.c")], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [GCC, *CFLAGS, "-fsyntax-only", "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / f"{iface.name}.c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -427,40 +437,101 @@ _KW = "is a Python keyword, so it gets a trailing '_'"
     "src, line, col, text",
     [
         # renamed keywords that clash with a name as written
-        ('interface x "" {\n  message m(uint8 from, uint8 from_);\n};', 2, 31,
-         f"argument 'from_' clashes with argument 'from' of message 'm': both are 'from_' in Python ('from' {_KW})"),
-        ('interface x "" {\n  rpc r(in uint8 timeout_, in uint8 timeout, out uint8 z);\n};', 2, 37,
-         "argument 'timeout' clashes with argument 'timeout_' of rpc 'r': both are 'timeout_' in Python "
-         "('timeout' is a name the binding uses itself, so it gets a trailing '_')"),
-        ('interface x "" {\n  typedef struct { uint8 class; uint8 class_; } s;\n  message m(s v);\n};', 2, 39,
-         f"field 'class_' clashes with field 'class' of struct 's': both are 'class_' in Python ('class' {_KW})"),
-        ('interface x "" {\n  typedef enum { None, None_ } e;\n  message m(e v);\n};', 2, 24,
-         f"value 'None_' clashes with value 'None' of enum 'e': both are 'None_' in Python ('None' {_KW})"),
-        ('interface x "" {\n  message while(uint8 a);\n  message while_(uint8 b);\n};', 3, 11,
-         f"message 'while_' clashes with message 'while' among the methods of b.tx: both are 'while_' in Python ('while' {_KW})"),
-        ('interface x "" {\n  rpc pass(in uint8 a);\n  message pass_(uint8 b);\n};', 3, 11,
-         f"message 'pass_' clashes with rpc 'pass' among the methods of a serve() handler: both are 'pass_' in Python ('pass' {_KW})"),
-        ('interface x "" {\n  typedef struct { uint8 a; } list;\n  typedef struct { uint8 b; } list_;\n  message m(list p, list_ q);\n};',
-         3, 31, "struct 'list_' clashes with struct 'list' at module level: both are 'list_' in Python "
-         "('list' is a Python builtin, so it gets a trailing '_')"),
+        (
+            'interface x "" {\n  message m(uint8 from, uint8 from_);\n};',
+            2,
+            31,
+            f"argument 'from_' clashes with argument 'from' of message 'm': both are 'from_' in Python ('from' {_KW})",
+        ),
+        (
+            'interface x "" {\n  rpc r(in uint8 timeout_, in uint8 timeout, out uint8 z);\n};',
+            2,
+            37,
+            "argument 'timeout' clashes with argument 'timeout_' of rpc 'r': both are 'timeout_' in Python "
+            "('timeout' is a name the binding uses itself, so it gets a trailing '_')",
+        ),
+        (
+            'interface x "" {\n  typedef struct { uint8 class; uint8 class_; } s;\n  message m(s v);\n};',
+            2,
+            39,
+            f"field 'class_' clashes with field 'class' of struct 's': both are 'class_' in Python ('class' {_KW})",
+        ),
+        (
+            'interface x "" {\n  typedef enum { None, None_ } e;\n  message m(e v);\n};',
+            2,
+            24,
+            f"value 'None_' clashes with value 'None' of enum 'e': both are 'None_' in Python ('None' {_KW})",
+        ),
+        (
+            'interface x "" {\n  message while(uint8 a);\n  message while_(uint8 b);\n};',
+            3,
+            11,
+            f"message 'while_' clashes with message 'while' among the methods of b.tx: both are 'while_' in Python ('while' {_KW})",
+        ),
+        (
+            'interface x "" {\n  rpc pass(in uint8 a);\n  message pass_(uint8 b);\n};',
+            3,
+            11,
+            f"message 'pass_' clashes with rpc 'pass' among the methods of a serve() handler: both are 'pass_' in Python ('pass' {_KW})",
+        ),
+        (
+            'interface x "" {\n  typedef struct { uint8 a; } list;\n  typedef struct { uint8 b; } list_;\n  message m(list p, list_ q);\n};',
+            3,
+            31,
+            "struct 'list_' clashes with struct 'list' at module level: both are 'list_' in Python "
+            "('list' is a Python builtin, so it gets a trailing '_')",
+        ),
         # enum members IntEnum refuses or swallows
-        ('interface x "" {\n  typedef enum { A, mro } e;\n  message m(e v);\n};', 2, 21,
-         "value 'mro' of enum 'e' cannot be a Python enum member: Python's IntEnum refuses it (invalid enum member name(s) 'mro')"),
-        ('interface x "" {\n  typedef enum { A,\n      _missing_ } e;\n  message m(e v);\n};', 3, 7,
-         "value '_missing_' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)"),
-        ('interface x "" {\n  typedef enum { __init__ } e;\n  message m(e v);\n};', 2, 18,
-         "value '__init__' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)"),
+        (
+            'interface x "" {\n  typedef enum { A, mro } e;\n  message m(e v);\n};',
+            2,
+            21,
+            "value 'mro' of enum 'e' cannot be a Python enum member: Python's IntEnum refuses it (invalid enum member name(s) 'mro')",
+        ),
+        (
+            'interface x "" {\n  typedef enum { A,\n      _missing_ } e;\n  message m(e v);\n};',
+            3,
+            7,
+            "value '_missing_' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)",
+        ),
+        (
+            'interface x "" {\n  typedef enum { __init__ } e;\n  message m(e v);\n};',
+            2,
+            18,
+            "value '__init__' of enum 'e' cannot be a Python enum member: Python's IntEnum reserves it (it would not become a member)",
+        ),
         # '_' names: at the field or argument, with the real reason
-        ('interface x "" {\n  typedef struct {\n    uint8 ok;\n    uint8 _hidden;\n  } s;\n  message m(s v);\n};', 4, 11,
-         "field '_hidden' of struct 's' cannot start with '_': a struct is a Python named tuple, whose field names cannot start with '_'"),
-        ('interface x "" {\n  rpc r(in uint8 a, out uint8 _b, out uint8 c);\n};', 2, 31,
-         "out argument '_b' of rpc 'r' cannot start with '_': an rpc with several out arguments returns a Python "
-         "named tuple, whose field names cannot start with '_'"),
-        ('interface x "" {\n  message m(uint8 ok, uint8 __x);\n};', 2, 29,
-         "argument '__x' of message 'm': Python mangles names starting with '__' inside a class"),
-        ('interface x "" {\n  typedef struct { uint8 q; } __name__;\n  message m(__name__ a);\n};', 2, 31,
-         "struct '__name__': names starting with '__' are Python's own at module level (such as __name__ and __doc__)"),
-        ('interface x "" {\n  message m(uint8 _mh1);\n};', 2, 19, "argument '_mh1' of message 'm': names starting with '_mh' are reserved for the generated code"),
+        (
+            'interface x "" {\n  typedef struct {\n    uint8 ok;\n    uint8 _hidden;\n  } s;\n  message m(s v);\n};',
+            4,
+            11,
+            "field '_hidden' of struct 's' cannot start with '_': a struct is a Python named tuple, whose field names cannot start with '_'",
+        ),
+        (
+            'interface x "" {\n  rpc r(in uint8 a, out uint8 _b, out uint8 c);\n};',
+            2,
+            31,
+            "out argument '_b' of rpc 'r' cannot start with '_': an rpc with several out arguments returns a Python "
+            "named tuple, whose field names cannot start with '_'",
+        ),
+        (
+            'interface x "" {\n  message m(uint8 ok, uint8 __x);\n};',
+            2,
+            29,
+            "argument '__x' of message 'm': Python mangles names starting with '__' inside a class",
+        ),
+        (
+            'interface x "" {\n  typedef struct { uint8 q; } __name__;\n  message m(__name__ a);\n};',
+            2,
+            31,
+            "struct '__name__': names starting with '__' are Python's own at module level (such as __name__ and __doc__)",
+        ),
+        (
+            'interface x "" {\n  message m(uint8 _mh1);\n};',
+            2,
+            19,
+            "argument '_mh1' of message 'm': names starting with '_mh' are reserved for the generated code",
+        ),
         ('interface x "" {\n  rpc _mhcall(in uint8 a);\n};', 2, 7, "rpc '_mhcall': names starting with '_mh' are reserved for the generated code"),
     ],
 )
@@ -504,26 +575,53 @@ def test_python_back_end_takes_awkward_but_valid_names(pair) -> None:
 @pytest.mark.parametrize(
     "src, line, col, text",
     [
-        ('interface x "" {\n  message m(uint8 int, uint8 int_);\n};', 2, 30,
-         "argument 'int_' clashes with argument 'int' among the C parameters of message 'm': both are 'int_' in C "
-         "('int' is a C keyword or library name, so it gets a trailing '_')"),
-        ('interface x "" {\n  rpc r(in uint8 for, out uint8 for_);\n};', 2, 33,
-         "out argument 'for_' clashes with in argument 'for' among the C parameters of x_r_rpc: both are 'for_' in C "
-         "('for' is a C keyword or library name, so it gets a trailing '_')"),
-        ('interface x "" {\n  message m(uint8 b[free, 4], uint8 free_);\n};', 2, 37,
-         "argument 'free_' clashes with length 'free' of argument 'b' among the C parameters of message 'm': both are "
-         "'free_' in C ('free' is a C keyword or library name, so it gets a trailing '_')"),
-        ('interface x "" {\n  typedef struct { uint8 mh_x; uint8 u_mh_x; } s;\n  message m(s v);\n};', 2, 38,
-         "field 'u_mh_x' clashes with field 'mh_x' of struct 's': both are 'u_mh_x' in C "
-         "('mh_x' is in the generated code's mh_ space, so it gets a 'u_' prefix)"),
-        ('interface x "" {\n  typedef enum { recv, OTHER } e;\n  message m(e v);\n};', 2, 18,
-         "value 'recv' of enum 'e' clashes with the generated function 'x_recv' among the generated C globals: both are 'x_recv' in C"),
-        ('interface x "" {\n  typedef enum { A, m_send } e;\n  message m(e v);\n};', 3, 11,
-         "the send function of message 'm' clashes with value 'm_send' of enum 'e' among the generated C globals: "
-         "both are 'x_m_send' in C"),
-        ('interface x "" {\n  message switch(uint8 a);\n  message switch_(uint8 b);\n};', 3, 11,
-         "message 'switch_' clashes with message 'switch' among the members of the rx_handlers table: both are "
-         "'switch_' in C ('switch' is a C keyword or library name, so it gets a trailing '_')"),
+        (
+            'interface x "" {\n  message m(uint8 int, uint8 int_);\n};',
+            2,
+            30,
+            "argument 'int_' clashes with argument 'int' among the C parameters of message 'm': both are 'int_' in C "
+            "('int' is a C keyword or library name, so it gets a trailing '_')",
+        ),
+        (
+            'interface x "" {\n  rpc r(in uint8 for, out uint8 for_);\n};',
+            2,
+            33,
+            "out argument 'for_' clashes with in argument 'for' among the C parameters of x_r_rpc: both are 'for_' in C "
+            "('for' is a C keyword or library name, so it gets a trailing '_')",
+        ),
+        (
+            'interface x "" {\n  message m(uint8 b[free, 4], uint8 free_);\n};',
+            2,
+            37,
+            "argument 'free_' clashes with length 'free' of argument 'b' among the C parameters of message 'm': both are "
+            "'free_' in C ('free' is a C keyword or library name, so it gets a trailing '_')",
+        ),
+        (
+            'interface x "" {\n  typedef struct { uint8 mh_x; uint8 u_mh_x; } s;\n  message m(s v);\n};',
+            2,
+            38,
+            "field 'u_mh_x' clashes with field 'mh_x' of struct 's': both are 'u_mh_x' in C "
+            "('mh_x' is in the generated code's mh_ space, so it gets a 'u_' prefix)",
+        ),
+        (
+            'interface x "" {\n  typedef enum { recv, OTHER } e;\n  message m(e v);\n};',
+            2,
+            18,
+            "value 'recv' of enum 'e' clashes with the generated function 'x_recv' among the generated C globals: both are 'x_recv' in C",
+        ),
+        (
+            'interface x "" {\n  typedef enum { A, m_send } e;\n  message m(e v);\n};',
+            3,
+            11,
+            "the send function of message 'm' clashes with value 'm_send' of enum 'e' among the generated C globals: both are 'x_m_send' in C",
+        ),
+        (
+            'interface x "" {\n  message switch(uint8 a);\n  message switch_(uint8 b);\n};',
+            3,
+            11,
+            "message 'switch_' clashes with message 'switch' among the members of the rx_handlers table: both are "
+            "'switch_' in C ('switch' is a C keyword or library name, so it gets a trailing '_')",
+        ),
     ],
 )
 def test_c_back_end_refuses_names_that_collide(src: str, line: int, col: int, text: str) -> None:
@@ -703,12 +801,14 @@ def test_c_aliases_of_composite_types_compile(tmp_path: Path) -> None:
         'interface al "" {\n  alias ptwo pair; typedef colour hue; typedef trio three;\n'
         "  typedef struct { uint8 a; uint8 b; } pair;\n  typedef enum { RED, GREEN } colour;\n"
         "  typedef uint16 trio[3];\n  message m(ptwo p, hue h, three t);\n};\n",
-        "c", tmp_path,
+        "c",
+        tmp_path,
     )
     header = (tmp_path / "al.h").read_text()
     assert header.index("} al_pair_t;") < header.index("typedef al_pair_t al_ptwo_t;")
-    r = subprocess.run([GCC, *CFLAGS, "-fsyntax-only", "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / "al.c")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [GCC, *CFLAGS, "-fsyntax-only", "-I", str(INCLUDE), "-I", str(tmp_path), str(tmp_path / "al.c")], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -723,14 +823,31 @@ def test_generated_c_compiles_and_runs(tmp_path: Path, cdylib: Path, runtime: mh
     (tmp_path / "main.c").write_text(C_MAIN)
     sources = sorted(str(p) for p in tmp_path.glob("*.c"))
     exe = tmp_path / "cmain"
-    r = subprocess.run([GCC, *CFLAGS, "-pthread", "-I", str(INCLUDE), "-I", str(tmp_path), *sources,
-                        "-L", str(cdylib.parent), "-lmultihop_core", f"-Wl,-rpath,{cdylib.parent}", "-o", str(exe)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            GCC,
+            *CFLAGS,
+            "-pthread",
+            "-I",
+            str(INCLUDE),
+            "-I",
+            str(tmp_path),
+            *sources,
+            "-L",
+            str(cdylib.parent),
+            "-lmultihop_core",
+            f"-Wl,-rpath,{cdylib.parent}",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     from conftest import unique_name
 
-    run = subprocess.run([str(exe), runtime.name, unique_name("cmain"), transport], capture_output=True, text=True,
-                         timeout=60)
+    run = subprocess.run([str(exe), runtime.name, unique_name("cmain"), transport], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"cmain exited {run.returncode}:\n{run.stdout}\n{run.stderr}"
     out = run.stdout.splitlines()
     echo = idl.load(SHIPPED / "echo.if")

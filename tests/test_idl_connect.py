@@ -63,8 +63,7 @@ class PerClient:
 @pytest.fixture
 def fat_tree() -> Iterator[mh.Runtime]:
     """Four cores in two sockets, fat-tree routing: 0-1 direct, 2-3 direct, leaders 0-2 direct."""
-    rt = mh.Runtime.start(unique_name("fat"), cores=[0, 1, 2, 3], routing="fat-tree",
-                          topology=mh.Topology(sockets=[[0, 1], [2, 3]]))
+    rt = mh.Runtime.start(unique_name("fat"), cores=[0, 1, 2, 3], routing="fat-tree", topology=mh.Topology(sockets=[[0, 1], [2, 3]]))
     try:
         yield rt
     finally:
@@ -259,19 +258,48 @@ def echo_bind_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lib = private_cdylib(out)
     idl.stubgen(ECHO_IF, "c", out)
     exe = out / "echo_bind"
-    r = subprocess.run([GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), "-I", str(out), "-I", str(C_DIR),
-                        str(out / "echo.c"), str(C_DIR / "echo_bind.c"), "-L", str(lib.parent), "-lmultihop_core",
-                        f"-Wl,-rpath,{lib.parent}", "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            GCC,
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+            str(INCLUDE),
+            "-I",
+            str(out),
+            "-I",
+            str(C_DIR),
+            str(out / "echo.c"),
+            str(C_DIR / "echo_bind.c"),
+            "-L",
+            str(lib.parent),
+            "-lmultihop_core",
+            f"-Wl,-rpath,{lib.parent}",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return exe
 
 
-@pytest.mark.parametrize("core, transport, expected", [
-    (0, "null", "multihop"), (1, "auto", "multihop"), (2, "auto", "ump"), (3, "auto", "ump"),
-    (0, "ump", "ump"), (2, "multihop", "multihop"),
-])
-def test_c_bind_picks_the_transport_python_picks(echo_bind_exe: Path, fat_tree: mh.Runtime, core: int,
-                                                 transport: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    "core, transport, expected",
+    [
+        (0, "null", "multihop"),
+        (1, "auto", "multihop"),
+        (2, "auto", "ump"),
+        (3, "auto", "ump"),
+        (0, "ump", "ump"),
+        (2, "multihop", "multihop"),
+    ],
+)
+def test_c_bind_picks_the_transport_python_picks(echo_bind_exe: Path, fat_tree: mh.Runtime, core: int, transport: str, expected: str) -> None:
     rt = fat_tree
     with rt.dispatcher(3) as srv, rt.dispatcher(core) as d:
         server = echo.EchoBinding.export(srv, "c-clients")
@@ -281,8 +309,9 @@ def test_c_bind_picks_the_transport_python_picks(echo_bind_exe: Path, fat_tree: 
             got: list[Any] = []
             t = threading.Thread(target=lambda: got.append(server.accept(timeout=30)))
             t.start()
-            with subprocess.Popen([str(echo_bind_exe), "client", rt.name, str(core), "c-clients", transport],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+            with subprocess.Popen(
+                [str(echo_bind_exe), "client", rt.name, str(core), "c-clients", transport], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ) as p:
                 try:
                     t.join(30)
                     (peer,) = got
@@ -298,8 +327,7 @@ def test_c_bind_picks_the_transport_python_picks(echo_bind_exe: Path, fat_tree: 
 
 def test_c_server_serves_python_clients(echo_bind_exe: Path, fat_tree: mh.Runtime) -> None:
     rt = fat_tree
-    with subprocess.Popen([str(echo_bind_exe), "server", rt.name, "2", "c-server"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+    with subprocess.Popen([str(echo_bind_exe), "server", rt.name, "2", "c-server"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
         try:
             assert p.stdout is not None and p.stdout.readline() == "ready\n"
             with rt.dispatcher(1) as d:
@@ -316,10 +344,9 @@ def test_c_server_serves_python_clients(echo_bind_exe: Path, fat_tree: mh.Runtim
 
 
 def test_c_bind_to_nobody_says_so(echo_bind_exe: Path, rt: mh.Runtime) -> None:
-    r = subprocess.run([str(echo_bind_exe), "nobody", rt.name, "0", "no-such-service"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([str(echo_bind_exe), "nobody", rt.name, "0", "no-such-service"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("-7 bind to \"no-such-service\": ") and "no service" in r.stdout
+    assert r.stdout.startswith('-7 bind to "no-such-service": ') and "no service" in r.stdout
 
 
 def test_the_readme_flounder_example_runs(tmp_path: Path) -> None:

@@ -34,9 +34,19 @@ interface scalars "every scalar the fast path takes" {
 
 NAMES = "abcdefghijklmno"
 RANGES = {
-    "a": (0, 2**8 - 1), "b": (0, 2**16 - 1), "c": (0, 2**32 - 1), "d": (0, 2**64 - 1),
-    "e": (-(2**7), 2**7 - 1), "f": (-(2**15), 2**15 - 1), "g": (-(2**31), 2**31 - 1), "h": (-(2**63), 2**63 - 1),
-    "j": (0, 2**64 - 1), "k": (0, 2**64 - 1), "l": (0, 2**64 - 1), "m": (0, 2), "n": (-(2**63), 2**63 - 1),
+    "a": (0, 2**8 - 1),
+    "b": (0, 2**16 - 1),
+    "c": (0, 2**32 - 1),
+    "d": (0, 2**64 - 1),
+    "e": (-(2**7), 2**7 - 1),
+    "f": (-(2**15), 2**15 - 1),
+    "g": (-(2**31), 2**31 - 1),
+    "h": (-(2**63), 2**63 - 1),
+    "j": (0, 2**64 - 1),
+    "k": (0, 2**64 - 1),
+    "l": (0, 2**64 - 1),
+    "m": (0, 2),
+    "n": (-(2**63), 2**63 - 1),
     "o": (0, 2**64 - 1),
 }
 
@@ -59,8 +69,13 @@ def _value(name: str) -> st.SearchStrategy[Any]:
     else:
         good = st.integers(lo, hi)
     bad = st.one_of(
-        st.integers(lo - 2**70, lo - 1), st.integers(hi + 1, hi + 2**70),  # out of range, some beyond 64 bits
-        st.booleans(), st.floats(allow_nan=False), st.none(), st.text(max_size=2), st.binary(max_size=2),
+        st.integers(lo - 2**70, lo - 1),
+        st.integers(hi + 1, hi + 2**70),  # out of range, some beyond 64 bits
+        st.booleans(),
+        st.floats(allow_nan=False),
+        st.none(),
+        st.text(max_size=2),
+        st.binary(max_size=2),
     )
     return st.one_of(good, good, good, bad)
 
@@ -85,10 +100,10 @@ def _call(values: dict[str, Any], style: str) -> tuple[tuple[Any, ...], dict[str
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(values=st.fixed_dictionaries({n: _value(n) for n in NAMES}),
-       style=st.sampled_from(["keywords", "positional", "mixed", "timeout"]))
-def test_the_fast_path_sends_what_the_encoder_makes_and_fails_alike(mod: Any, pair: tuple[mh.Channel, mh.Channel],
-                                                                     values: dict[str, Any], style: str) -> None:
+@given(values=st.fixed_dictionaries({n: _value(n) for n in NAMES}), style=st.sampled_from(["keywords", "positional", "mixed", "timeout"]))
+def test_the_fast_path_sends_what_the_encoder_makes_and_fails_alike(
+    mod: Any, pair: tuple[mh.Channel, mh.Channel], values: dict[str, Any], style: str
+) -> None:
     a, b = pair
     tx = mod.Binding(a).tx
     args, kwargs = _call(values, style)

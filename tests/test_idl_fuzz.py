@@ -83,7 +83,7 @@ def mutated(draw: st.DrawFn) -> bytes:
         elif what == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif what == "delete":
-            del data[at:at + draw(st.integers(1, 16))]
+            del data[at : at + draw(st.integers(1, 16))]
         else:
             data = data[:at]
     return bytes(data)
@@ -132,9 +132,9 @@ def test_not_utf8_names_file_line_and_column(tmp_path: Path) -> None:
 
 def test_byte_order_mark_is_dropped(tmp_path: Path) -> None:
     f = tmp_path / "bom.if"
-    f.write_bytes(b"\xef\xbb\xbfinterface x \"\" { message m(uint8 a); };\n")
+    f.write_bytes(b'\xef\xbb\xbfinterface x "" { message m(uint8 a); };\n')
     assert idl.parse(f).name == "x"
-    f.write_bytes(b"\xef\xbb\xbfinterface x \"\" { message m(uint8 a) };\n")
+    f.write_bytes(b'\xef\xbb\xbfinterface x "" { message m(uint8 a) };\n')
     with pytest.raises(IdlSyntaxError) as info:
         idl.parse(f)
     assert (info.value.line, info.value.column) == (1, 37)  # counted from after the mark
@@ -143,8 +143,9 @@ def test_byte_order_mark_is_dropped(tmp_path: Path) -> None:
 def test_stubgen_of_a_file_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> None:
     bad = tmp_path / "latin1.if"
     bad.write_bytes('interface caf\xe9 "" { message m(); };\n'.encode("latin-1"))
-    r = subprocess.run([sys.executable, "-m", "multihop.cli", "stubgen", str(bad), "-o", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.cli", "stubgen", str(bad), "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.startswith("multihop stubgen: IdlSyntaxError: ")
     assert f"{bad}:1:14: file is not UTF-8: byte 0xe9 cannot be decoded" in r.stderr
@@ -172,8 +173,12 @@ SAMPLES: list[tuple[str, bytes]] = [
     ("kvstore", MODULES["kvstore"].encode("put_call", key="k", value=b"v" * 40, overwrite=True)),
     ("kvstore", MODULES["kvstore"].encode("list_response", count=2, names=b"a\0b\0")),
     ("kvstore", MODULES["kvstore"].encode("get_stats_response", s=(1, 2, 3, 4, 5))),
-    ("composite_types", MODULES["composite_types"].encode(
-        "event", id=((1, 2, 3, 4), 5, 6, 7), lvl=1, visited=[(0, 0, 0, 1), (0, 0, 1, 0)], topic="t/x", body=b"payload")),
+    (
+        "composite_types",
+        MODULES["composite_types"].encode(
+            "event", id=((1, 2, 3, 4), 5, 6, 7), lvl=1, visited=[(0, 0, 0, 1), (0, 0, 1, 0)], topic="t/x", body=b"payload"
+        ),
+    ),
     ("composite_types", MODULES["composite_types"].encode("add_node_response", status=0, assigned=(1, 1, 1, 1))),
     ("bench", MODULES["bench"].encode("resp", seq=1, t_send=2, t_recv=3, payload=b"\0" * 64)),
     ("bench", MODULES["bench"].encode("three", a=1, b=2, c=3)),
@@ -222,7 +227,7 @@ def test_decoders_take_mutated_messages(sample: tuple[str, bytes], data: st.Data
         elif what == "insert":
             buf[at:at] = data.draw(st.binary(min_size=1, max_size=9))
         elif what == "delete":
-            del buf[at:at + data.draw(st.integers(1, 9))]
+            del buf[at : at + data.draw(st.integers(1, 9))]
         elif what == "truncate":
             buf = buf[:at]
         else:

@@ -48,8 +48,7 @@ def unique_name(prefix: str = "t") -> str:
 
 def stubgen(*args: str) -> list[Path]:
     """Run ``multihop stubgen ARGS`` (the CLI, as a user would) and return the files it wrote."""
-    r = subprocess.run([sys.executable, "-m", "multihop.cli", "stubgen", *args],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "multihop.cli", "stubgen", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, f"multihop stubgen {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
     return [Path(line) for line in r.stdout.split()]
 
@@ -89,8 +88,7 @@ class KvStore:
         return len(names), b"\0".join(n.encode() for n in names)
 
     def get_stats(self) -> Any:
-        return self.mod.stats(keys=len(self.data), bytes=sum(map(len, self.data.values())),
-                              gets=self.gets, puts=self.puts, misses=self.misses)
+        return self.mod.stats(keys=len(self.data), bytes=sum(map(len, self.data.values())), gets=self.gets, puts=self.puts, misses=self.misses)
 
 
 def kv_server(name: str, core: int, service: str, binding_py: str, ready: Any) -> None:
@@ -141,8 +139,7 @@ def kvstore_exchange(mod: types.ModuleType, ch: mh.Channel, keys: int = 200) -> 
     # A message that does not decode is lost alone: the service goes on.
     ch.send(b"\xff\xff not a kvstore message")
     stats = b.rpc.get_stats(timeout=T)
-    assert stats == mod.stats(keys=keys, bytes=1 + sum(map(len, values.values())) - len(values["k000"]),
-                              gets=keys + 2, puts=keys + 3, misses=1)
+    assert stats == mod.stats(keys=keys, bytes=1 + sum(map(len, values.values())) - len(values["k000"]), gets=keys + 2, puts=keys + 3, misses=1)
     ch.close()
 
 
@@ -198,28 +195,79 @@ def allkinds_values(mod: types.ModuleType) -> tuple[dict[str, dict[str, Any]], d
     outer_a = outer(first=inner(200, -300, 70000, True, c.GREEN), tag=2**64 - 2, ch=b"q", small=(-1, 0, 127))
     outer_b = outer(first=inner(0, 32767, 0, False, c.BLUE), tag=0, ch=b"\x01", small=(-128, -127, -126))
     a = {
-        "scalars": dict(u8=255, u16=65535, u32=2**32 - 1, u64=2**64 - 1, i8=-128, i16=-32768, i32=-(2**31),
-                        i64=-(2**63), sz=2**63 + 5, up=0xDEADBEEFCAFEBABE, ip=-(2**62), yes=True, no=False, ch=b"Z",
-                        ref=0x123456789ABCDEF0, err=0xFFFF000000000001, h=42, core=65534),
-        "composite": dict(c=c.BLUE, o=outer_a, t=(1, 65535, 300), fixed=(-5, 0, 5, 2**31 - 1),
-                          pair=(inner(1, -1, 1, False, c.RED), inner(2, -2, 2, True, c.BLUE)), shades=(c.GREEN, c.RED)),
-        "dynamic": dict(blob=bytes((i * 37) % 256 for i in range(1000)), nums=(-1, 0, 1, 2**31 - 1, -(2**31)),
-                        items=tuple(inner(i, -i, i * 1000, i % 2 == 0, c(i % 3)) for i in range(8)),
-                        name_="héllo wörld ✓", text=b"plain char text", old=(1, 2**64 - 1, 0),
-                        oldstr="old-style ünïcode string", empty=b""),
-        "mix_call": dict(seq=7, c=c.GREEN, o=outer_a, t=(3, 2, 1), data=bytes(i % 3 for i in range(30)),
-                         s="ψ rpc", ref=99, err=2**63),
+        "scalars": dict(
+            u8=255,
+            u16=65535,
+            u32=2**32 - 1,
+            u64=2**64 - 1,
+            i8=-128,
+            i16=-32768,
+            i32=-(2**31),
+            i64=-(2**63),
+            sz=2**63 + 5,
+            up=0xDEADBEEFCAFEBABE,
+            ip=-(2**62),
+            yes=True,
+            no=False,
+            ch=b"Z",
+            ref=0x123456789ABCDEF0,
+            err=0xFFFF000000000001,
+            h=42,
+            core=65534,
+        ),
+        "composite": dict(
+            c=c.BLUE,
+            o=outer_a,
+            t=(1, 65535, 300),
+            fixed=(-5, 0, 5, 2**31 - 1),
+            pair=(inner(1, -1, 1, False, c.RED), inner(2, -2, 2, True, c.BLUE)),
+            shades=(c.GREEN, c.RED),
+        ),
+        "dynamic": dict(
+            blob=bytes((i * 37) % 256 for i in range(1000)),
+            nums=(-1, 0, 1, 2**31 - 1, -(2**31)),
+            items=tuple(inner(i, -i, i * 1000, i % 2 == 0, c(i % 3)) for i in range(8)),
+            name_="héllo wörld ✓",
+            text=b"plain char text",
+            old=(1, 2**64 - 1, 0),
+            oldstr="old-style ünïcode string",
+            empty=b"",
+        ),
+        "mix_call": dict(seq=7, c=c.GREEN, o=outer_a, t=(3, 2, 1), data=bytes(i % 3 for i in range(30)), s="ψ rpc", ref=99, err=2**63),
     }
     b = {
-        "scalars": dict(u8=1, u16=2, u32=3, u64=4, i8=127, i16=32767, i32=2**31 - 1, i64=2**63 - 1, sz=0, up=1,
-                        ip=-1, yes=True, no=False, ch=b"\xff", ref=7, err=0, h=2**64 - 1, core=0),
-        "composite": dict(c=c.RED, o=outer_b, t=(0, 0, 7), fixed=(-(2**31), 1, 2, 3),
-                          pair=(inner(9, 9, 9, True, c.GREEN), inner(255, -32768, 2**32 - 1, False, c.RED)),
-                          shades=(c.BLUE, c.BLUE)),
-        "dynamic": dict(blob=b"", nums=tuple(range(-32, 32)), items=(), name_="", text=bytes(range(256)), old=(),
-                        oldstr="B" * 1000, empty=bytes(16)),
-        "mix_response": dict(seq_back=8, c_back=c.BLUE, o_back=outer_b, t_back=(9, 8, 7), data_back=bytes(range(256)),
-                             s_back="x" * 64, ref_back=2**64 - 1, err_back=1),
+        "scalars": dict(
+            u8=1,
+            u16=2,
+            u32=3,
+            u64=4,
+            i8=127,
+            i16=32767,
+            i32=2**31 - 1,
+            i64=2**63 - 1,
+            sz=0,
+            up=1,
+            ip=-1,
+            yes=True,
+            no=False,
+            ch=b"\xff",
+            ref=7,
+            err=0,
+            h=2**64 - 1,
+            core=0,
+        ),
+        "composite": dict(
+            c=c.RED,
+            o=outer_b,
+            t=(0, 0, 7),
+            fixed=(-(2**31), 1, 2, 3),
+            pair=(inner(9, 9, 9, True, c.GREEN), inner(255, -32768, 2**32 - 1, False, c.RED)),
+            shades=(c.BLUE, c.BLUE),
+        ),
+        "dynamic": dict(blob=b"", nums=tuple(range(-32, 32)), items=(), name_="", text=bytes(range(256)), old=(), oldstr="B" * 1000, empty=bytes(16)),
+        "mix_response": dict(
+            seq_back=8, c_back=c.BLUE, o_back=outer_b, t_back=(9, 8, 7), data_back=bytes(range(256)), s_back="x" * 64, ref_back=2**64 - 1, err_back=1
+        ),
     }
     return a, b
 
@@ -270,9 +318,26 @@ def build_c_client(out: Path, interface: Path, main: Path, *imports: Path) -> Pa
     written = stubgen(*args)
     assert sorted(p.name for p in written) == [f"{interface.stem}.c", f"{interface.stem}.h"]
     exe = out / main.stem
-    cmd = [GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I", str(INCLUDE), "-I", str(out),
-           str(out / f"{interface.stem}.c"), str(main), "-L", str(lib.parent), "-lmultihop_core",
-           f"-Wl,-rpath,{lib.parent}", "-o", str(exe)]
+    cmd = [
+        GCC,
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-O1",
+        "-I",
+        str(INCLUDE),
+        "-I",
+        str(out),
+        str(out / f"{interface.stem}.c"),
+        str(main),
+        "-L",
+        str(lib.parent),
+        "-lmultihop_core",
+        f"-Wl,-rpath,{lib.parent}",
+        "-o",
+        str(exe),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"gcc failed:\n{' '.join(cmd)}\n{r.stderr}"
     return exe

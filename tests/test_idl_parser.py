@@ -219,15 +219,26 @@ def test_error_in_the_interface_after_good_imports_names_the_interface(tmp_path:
 @pytest.mark.parametrize(
     "src, line, col, text",
     [
-        ('interface m "" {\n  message a(uint8 b[-1]);\n};', 2, 21,
-         "the size of array 'b' must be a non-negative integer, found -1"),
-        ('interface m "" {\n  rpc r(in uint8 b[n, -2], out uint8 c);\n};', 2, 23,
-         "the maximum length of array 'b' must be a non-negative integer, found -2"),
+        ('interface m "" {\n  message a(uint8 b[-1]);\n};', 2, 21, "the size of array 'b' must be a non-negative integer, found -1"),
+        (
+            'interface m "" {\n  rpc r(in uint8 b[n, -2], out uint8 c);\n};',
+            2,
+            23,
+            "the maximum length of array 'b' must be a non-negative integer, found -2",
+        ),
         ('interface m "" { typedef int32 t[ -7 ]; };', 1, 35, "the length of array type 't' must be a non-negative integer, found -7"),
-        ('interface m "" {\n  message a(in uint8 b);\n};', 2, 13,
-         "'in' belongs only in an rpc's arguments; message 'a' takes plain arguments (TYPE NAME)"),
-        ('interface m "" { call c(uint8 x, out uint8 y); };', 1, 34,
-         "'out' belongs only in an rpc's arguments; call 'c' takes plain arguments (TYPE NAME)"),
+        (
+            'interface m "" {\n  message a(in uint8 b);\n};',
+            2,
+            13,
+            "'in' belongs only in an rpc's arguments; message 'a' takes plain arguments (TYPE NAME)",
+        ),
+        (
+            'interface m "" { call c(uint8 x, out uint8 y); };',
+            1,
+            34,
+            "'out' belongs only in an rpc's arguments; call 'c' takes plain arguments (TYPE NAME)",
+        ),
         ('interface m "" { message a(uint8 b[-x]); };', 1, 36, "expected a length name or a number, found character '-'"),
         ('interface m "" { message a(uint8 b) @; };', 1, 37, "expected ';', found '@'"),
         ('interface m "" { message a(uint8 b, uint8 c+); };', 1, 44, "expected ',' or ')', found character '+'"),
@@ -388,9 +399,7 @@ def test_message_numbering() -> None:
 
 
 def test_argument_shapes() -> None:
-    iface = idl.parse(
-        'interface m "" { message a(uint32 f[3], uint8 d[n, 9], uint8 o[k], String s[5], string t, char c); };'
-    )
+    iface = idl.parse('interface m "" { message a(uint32 f[3], uint8 d[n, 9], uint8 o[k], String s[5], string t, char c); };')
     t = [a.type for a in iface.message("a").args]
     assert isinstance(t[0], Array) and t[0].name is None and t[0].length == 3
     assert t[1] == DynArray(t[1].element, "n", 9)

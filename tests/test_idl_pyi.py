@@ -80,8 +80,7 @@ def test_the_stub_declares_what_the_generated_module_has(name: str) -> None:
 
     # rpcs: one client method each with the runtime method's parameters; several outs -> results.NAME
     rpc = _methods(top["_mhRpc"])
-    runtime_rpc = {n: list(inspect.signature(f).parameters)[1:] for n, f in vars(mod._mhRpc).items()
-                   if inspect.isfunction(f) and n != "__init__"}
+    runtime_rpc = {n: list(inspect.signature(f).parameters)[1:] for n, f in vars(mod._mhRpc).items() if inspect.isfunction(f) and n != "__init__"}
     assert rpc == runtime_rpc
     results = [s.target.id for s in top["results"].body if isinstance(s, ast.AnnAssign)]
     assert sorted(results) == sorted(n for n in vars(mod.results) if not n.startswith("_"))
@@ -97,8 +96,12 @@ def test_stub_of_an_interface_with_capabilities_is_refused_naming_the_argument()
 
 def test_command_line_writes_the_stub_and_reports_a_bad_file(tmp_path: Path) -> None:
     out = tmp_path / "kvstore_if.pyi"
-    r = subprocess.run([sys.executable, "-m", "multihop.idl.pyi", str(IDL / "kvstore.if"), "-I", str(IMPORTS[0]),
-                        "-o", str(out)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.idl.pyi", str(IDL / "kvstore.if"), "-I", str(IMPORTS[0]), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert out.read_text() == generate_pyi(parse(IDL / "kvstore.if", IMPORTS))
     bad = tmp_path / "bad.if"
@@ -108,7 +111,7 @@ def test_command_line_writes_the_stub_and_reports_a_bad_file(tmp_path: Path) -> 
     assert f"{bad}:2:" in r.stderr and "nosuchtype" in r.stderr
 
 
-USES = '''\
+USES = """\
 from stubs import dispatch_if as D, kvstore_if as K
 
 def right(b: K.KvstoreBinding, c: D.messages.news) -> int:
@@ -121,7 +124,7 @@ def wrong(b: K.KvstoreBinding, c: D.messages.news) -> None:
     c.sink
     b.rpc.put("key", "not bytes", True)
     b.tx.invalidate(7)
-'''
+"""
 WRONG = {9: "arg-type", 10: "attr-defined", 11: "arg-type", 12: "arg-type"}
 
 
@@ -135,9 +138,25 @@ def test_mypy_accepts_right_uses_of_the_stubs_and_reports_wrong_ones(tmp_path: P
         iface = parse(IDL / f"{name}.if", IMPORTS)
         (pkg / f"{name}_if.pyi").write_text(generate_pyi(iface))
     (tmp_path / "uses.py").write_text(USES)
-    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c"),
-                        "--config-file", "/dev/null", "stubs", "uses.py"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--config-file",
+            "/dev/null",
+            "stubs",
+            "uses.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     errors = [line for line in r.stdout.splitlines() if ": error: " in line]
     found = {int(line.split(":")[1]): line.rsplit("[", 1)[-1].rstrip("]") for line in errors}
     assert all(line.startswith("uses.py:") for line in errors), r.stdout

@@ -43,14 +43,43 @@ GCC = shutil.which("gcc")
 
 # -- random interfaces ------------------------------------------------------------------------
 
-SCALARS = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "int",
-           "bool", "char", "size", "uintptr", "intptr", "iref", "errval"]
-_RESERVED = set(SCALARS) | {"interface", "message", "call", "response", "rpc", "in", "out", "typedef",
-                            "struct", "enum", "alias", "string", "cap", "give_away_cap"}
+SCALARS = [
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "int",
+    "bool",
+    "char",
+    "size",
+    "uintptr",
+    "intptr",
+    "iref",
+    "errval",
+]
+_RESERVED = set(SCALARS) | {
+    "interface",
+    "message",
+    "call",
+    "response",
+    "rpc",
+    "in",
+    "out",
+    "typedef",
+    "struct",
+    "enum",
+    "alias",
+    "string",
+    "cap",
+    "give_away_cap",
+}
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
-names = st.builds(str.__add__, st.sampled_from(_LOWER), st.text(_LOWER + _DIGITS, max_size=5)).filter(
-    lambda s: s not in _RESERVED)
+names = st.builds(str.__add__, st.sampled_from(_LOWER), st.text(_LOWER + _DIGITS, max_size=5)).filter(lambda s: s not in _RESERVED)
 values_names = st.builds(str.__add__, st.sampled_from(_LOWER.upper()), st.text(_LOWER.upper() + _DIGITS, max_size=4))
 
 
@@ -79,7 +108,7 @@ def interface_source(draw: st.DrawFn, name: str = "r") -> str:
         kind = draw(st.sampled_from(["alias", "typedef", "enum", "array", "struct", "struct"]))
         n = next(pool)
         if kind in ("alias", "typedef"):  # both alias spellings; half the time of an own composite type
-            own = fixed[len(SCALARS):]
+            own = fixed[len(SCALARS) :]
             target = draw(st.sampled_from(own if own and draw(st.booleans()) else SCALARS))
             decls.append(f"alias {n} {target};" if kind == "alias" else f"typedef {target} {n};")
         elif kind == "enum":
@@ -220,8 +249,9 @@ def channel() -> Iterator[tuple[mh.Channel, mh.Channel]]:
 # -- Python <-> Python ------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_python_roundtrip_random_interfaces(channel: tuple[mh.Channel, mh.Channel], data: st.DataObject) -> None:
     """Each message goes out through the generated tx stub over a real channel; the peer's
@@ -304,8 +334,7 @@ def draw_interfaces(n: int) -> list[str]:
     """n distinct random interface sources, new on every run (hypothesis draws them; bounded tries)."""
     found: list[str] = []
 
-    @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(interface_source())
     def grab(src: str) -> None:
         if len(found) < n and src not in found:
@@ -364,16 +393,24 @@ def cdriver(tmp_path_factory: pytest.TempPathFactory):
     cfiles = sorted(out.glob("*.c"))
     halves = [cfiles[0::2], cfiles[1::2]]
     procs = [
-        subprocess.Popen([GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "-I", str(INCLUDE), "-I", str(out),
-                          *map(str, h)], cwd=out, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [GCC, "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "-I", str(INCLUDE), "-I", str(out), *map(str, h)],
+            cwd=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for h in halves
     ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     exe = out / "driver"
-    r = subprocess.run([GCC, *map(str, sorted(out.glob("*.o"))), "-L", str(lib.parent), "-lmultihop_core",
-                        f"-Wl,-rpath,{lib.parent}", "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [GCC, *map(str, sorted(out.glob("*.o"))), "-L", str(lib.parent), "-lmultihop_core", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     drv = CDriver(ifaces, [idl.load(i) for i in ifaces], sources, proc)
@@ -387,12 +424,18 @@ def test_generator_emits_both_alias_spellings() -> None:
     its own composite types (found by search, so the check does not depend on this run's batch)."""
     plain = r"^(?!.*\b(?:struct|enum)\b).*"
     for pattern in (r"\balias (\w+) (\w+);", r"typedef (?!struct|enum)(\w+) (\w+);"):
-        src = find(interface_source(), lambda s, p=pattern: re.search(p, s) is not None,
-                   settings=settings(database=None, max_examples=2000, phases=[Phase.generate]))
+        src = find(
+            interface_source(),
+            lambda s, p=pattern: re.search(p, s) is not None,
+            settings=settings(database=None, max_examples=2000, phases=[Phase.generate]),
+        )
         assert re.search(pattern, src) and re.match(plain, re.search(pattern, src).group(0))
         idl.parse(src)
-    composite = find(interface_source(), lambda s: re.search(r"typedef struct \{[^}]*\} (\w+);.*typedef \1 \w+;", s, re.S) is not None,
-                     settings=settings(database=None, max_examples=5000, phases=[Phase.generate]))
+    composite = find(
+        interface_source(),
+        lambda s: re.search(r"typedef struct \{[^}]*\} (\w+);.*typedef \1 \w+;", s, re.S) is not None,
+        settings=settings(database=None, max_examples=5000, phases=[Phase.generate]),
+    )
     iface = idl.parse(composite)
     assert any(isinstance(t, Struct) for t in iface.aliases.values())
 
@@ -442,7 +485,7 @@ def test_mutated_messages_are_judged_alike(cdriver: CDriver, data: st.DataObject
         i = data.draw(st.integers(0, len(wire) - 1))
         wire[i] ^= data.draw(st.integers(1, 255))
     elif how == "truncate":
-        del wire[data.draw(st.integers(0, len(wire))):]
+        del wire[data.draw(st.integers(0, len(wire))) :]
     elif how == "extend":
         wire += data.draw(st.binary(min_size=1, max_size=9))
     elif wire:
@@ -460,4 +503,3 @@ def test_mutated_messages_are_judged_alike(cdriver: CDriver, data: st.DataObject
         assert got == -6, f"C accepted what Python rejects: {wire.hex()}; interface:\n{cdriver.source(k)}"
     else:
         assert got == expected, f"C and Python disagree on {wire.hex()}; interface:\n{cdriver.source(k)}"
-

@@ -53,11 +53,9 @@ def test_a_flood_on_a_monitor_link_cannot_hold_another_channels_message_back() -
                 for i in range(FLOOD):
                     flood.send(i.to_bytes(4, "little") * (SIZE // 4), timeout=10)
                 # Most of the flood waits in monitor 0's queue for the link (the ring holds a few hundred).
-                before = _wait_for("the flood queues on the link", lambda: _link(rt, 0, 1),
-                                   lambda link: link["queued"] >= FLOOD // 2)
+                before = _wait_for("the flood queues on the link", lambda: _link(rt, 0, 1), lambda link: link["queued"] >= FLOOD // 2)
                 ping.send(b"p" * SIZE, timeout=10)
-                _wait_for("the ping joins the queue", lambda: _link(rt, 0, 1),
-                          lambda link: link["queued_channels"] == 2)
+                _wait_for("the ping joins the queue", lambda: _link(rt, 0, 1), lambda link: link["queued_channels"] == 2)
             finally:
                 os.kill(downstream, signal.SIGCONT)
             assert ping_rx.recv(timeout=30) == b"p" * SIZE

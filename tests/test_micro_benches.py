@@ -19,8 +19,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_micro_benchmarks_run_and_are_not_collected_by_the_suite(tmp_path: Path) -> None:
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
-    r = subprocess.run([sys.executable, "-m", "pytest", "benches/micro", "--benchmark-disable", "-q", "-p", "no:cacheprovider",
-                        "--benchmark-storage", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benches/micro",
+            "--benchmark-disable",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-storage",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     counts = r.stdout.strip().splitlines()[-1]
     passed = re.match(r"(\d+) passed", counts)

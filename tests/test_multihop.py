@@ -166,9 +166,10 @@ def test_million_messages_per_direction_on_eight_channels_in_ring_mode() -> None
     k, n = 8, 1_000_000  # 8 channels, each carrying 1,000,000 messages each way
     with runtime([0, 1, 2], "ring") as rt:
         ready, result, done = procs.CTX.Event(), procs.CTX.Queue(), procs.CTX.Barrier(2)
-        with procs.child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result, done) as srv, procs.child(
-            procs.mh_stream_peer, rt.name, 0, "client", "stream", k, n, ready, result, done
-        ) as cli:
+        with (
+            procs.child(procs.mh_stream_peer, rt.name, 2, "server", "stream", k, n, ready, result, done) as srv,
+            procs.child(procs.mh_stream_peer, rt.name, 0, "client", "stream", k, n, ready, result, done) as cli,
+        ):
             outcomes = [result.get(timeout=600), result.get(timeout=600)]
             for role, sent, received in outcomes:
                 assert sent == [n] * k, f"{role} sent {sent}"

@@ -54,8 +54,7 @@ def test_readme_block_runs(k: int) -> None:
     with tempfile.TemporaryDirectory(prefix="mh-readme-") as root:
         env = {**os.environ, "MULTIHOP_RUNTIME_ROOT": root}
         try:
-            r = subprocess.run([sys.executable, "-c", script(all_blocks, k)], cwd=README.parent, env=env,
-                               capture_output=True, text=True, timeout=120)
+            r = subprocess.run([sys.executable, "-c", script(all_blocks, k)], cwd=README.parent, env=env, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"README.md block {k + 1} (line {line}, {first!r}) did not finish in 120 s:\n{e.stderr or ''}")
         left = os.listdir(root)

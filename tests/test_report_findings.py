@@ -37,33 +37,72 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # -- find() over hand-made tables -------------------------------------------------------------------
 
-LAT_COLS = ["run_id", "suite", "case", "kind", "transport", "routing", "size", "hops", "window", "src_core",
-            "dst_core", "fanout", "samples", "p50_ns"]
-THR_COLS = ["run_id", "suite", "case", "kind", "transport", "routing", "size", "hops", "window", "src_core",
-            "dst_core", "fanout", "throughput_msgs"]
+LAT_COLS = [
+    "run_id",
+    "suite",
+    "case",
+    "kind",
+    "transport",
+    "routing",
+    "size",
+    "hops",
+    "window",
+    "src_core",
+    "dst_core",
+    "fanout",
+    "samples",
+    "p50_ns",
+]
+THR_COLS = ["run_id", "suite", "case", "kind", "transport", "routing", "size", "hops", "window", "src_core", "dst_core", "fanout", "throughput_msgs"]
 
 
-def _lat(run: str, suite: str, transport: str, p50: float, *, size: int = 64, hops: int = -1, window: int = -1,
-         src: int = 0, dst: int = 1, fanout: int = -1, routing: str | None = "direct") -> tuple[Any, ...]:
+def _lat(
+    run: str,
+    suite: str,
+    transport: str,
+    p50: float,
+    *,
+    size: int = 64,
+    hops: int = -1,
+    window: int = -1,
+    src: int = 0,
+    dst: int = 1,
+    fanout: int = -1,
+    routing: str | None = "direct",
+) -> tuple[Any, ...]:
     case = f"{suite}-{transport}-{size}-{hops}-{window}-{src}-{dst}-{fanout}-{routing}"
     return (run, suite, case, "rtt", transport, routing, size, hops, window, src, dst, fanout, 100, p50)
 
 
 def _thr(run: str, suite: str, transport: str, rate: float, *, size: int = 64, window: int = -1) -> tuple[Any, ...]:
-    return (run, suite, f"{suite}-{transport}-{size}-{window}", "oneway", transport, "direct", size, -1, window, 0, 1,
-            -1, rate)
+    return (run, suite, f"{suite}-{transport}-{size}-{window}", "oneway", transport, "direct", size, -1, window, 0, 1, -1, rate)
 
 
 def test_findings_of_channels_and_peers_read_their_ratio_right() -> None:
-    lat = Table("latency", "", LAT_COLS, [
-        _lat("r", "channels", "ump", 1_000), _lat("r", "channels", "multihop", 12_000),
-        _lat("r", "channels", "ump", 900, size=0),  # 64 B is the headline size when measured
-        _lat("r", "peers", "ump", 300), _lat("r", "peers", "multihop", 12_000), _lat("r", "peers", "pipe", 24_000),
-    ])
-    thr = Table("throughput", "", THR_COLS, [
-        _thr("r", "channels", "ump", 6e6), _thr("r", "channels", "multihop", 6e5, window=16),
-        _thr("r", "peers", "pipe", 2e5), _thr("r", "peers", "ump", 8e6),
-    ])
+    lat = Table(
+        "latency",
+        "",
+        LAT_COLS,
+        [
+            _lat("r", "channels", "ump", 1_000),
+            _lat("r", "channels", "multihop", 12_000),
+            _lat("r", "channels", "ump", 900, size=0),  # 64 B is the headline size when measured
+            _lat("r", "peers", "ump", 300),
+            _lat("r", "peers", "multihop", 12_000),
+            _lat("r", "peers", "pipe", 24_000),
+        ],
+    )
+    thr = Table(
+        "throughput",
+        "",
+        THR_COLS,
+        [
+            _thr("r", "channels", "ump", 6e6),
+            _thr("r", "channels", "multihop", 6e5, window=16),
+            _thr("r", "peers", "pipe", 2e5),
+            _thr("r", "peers", "ump", 8e6),
+        ],
+    )
     got = {(f.suite, f.finding): f for f in find({"latency": lat, "throughput": thr})}
     f = got[("channels", "multi-hop round trip, 64 B (p50)")]
     assert (f.value, f.baseline, f.baseline_value, f.ratio, f.reading) == (12_000, "UMP round trip", 1_000, 12.0, "12x slower")
@@ -77,27 +116,46 @@ def test_findings_of_channels_and_peers_read_their_ratio_right() -> None:
 
 
 def test_findings_of_hops_routing_window_fanout_resources() -> None:
-    lat = Table("latency", "", LAT_COLS, [
-        _lat("r", "hops", "multihop", 10_000, hops=1, routing="ring", dst=0),
-        *[_lat("r", "routing", "multihop", 1000 * (1 + (s != d)) * (2 if m == "ring" else 1), src=s, dst=d, routing=m)
-          for m in ("direct", "ring") for s in range(4) for d in range(4)],
-        *[_lat("r", "routing", "multihop", 500_000 if m == "direct" else 250_000, size=-1, src=s, dst=d, routing=m)
-          for m in ("direct", "ring") for s in range(4) for d in range(4)],
-        _lat("r", "fanout", "ump", 1_000, fanout=1), _lat("r", "fanout", "ump", 8_000, fanout=4),
-    ])
-    thr = Table("throughput", "", THR_COLS, [
-        _thr("r", "window", "multihop", 1e5 * w ** 0.5, window=w) for w in (1, 4, 16, 64)
-    ])
-    cost = Table("cost_per_hop", "", ["run_id", "suite", "transport", "routing", "kind", "size", "window", "fanout",
-                                      "hops_min", "hops_max", "slope_ns_per_hop", "r2"],
-                 [("r", "hops", "multihop", "ring", "rtt", 64, 16, -1, 1, 4, 2_500.0, 0.99)])
-    res = Table("resources", "", ["run_id", "suite", "case", "transport", "routing", "component", "rss_bytes", "cpu_s",
-                                  "duration_ns"], [
-        ("r", "resources", "a", "multihop", "direct", "channel", 300 << 10, 0.1, 10**9),
-        ("r", "resources", "b", "ump", "direct", "channel", 200 << 10, 0.1, 10**9),
-        ("r", "resources", "c", "multihop", "direct", "idle-monitor", 20 << 20, 0.005, 5 * 10**8),
-        ("r", "resources", "d", "ump", "direct", "idle-monitor", 20 << 20, 0.001, 5 * 10**8),
-    ])
+    lat = Table(
+        "latency",
+        "",
+        LAT_COLS,
+        [
+            _lat("r", "hops", "multihop", 10_000, hops=1, routing="ring", dst=0),
+            *[
+                _lat("r", "routing", "multihop", 1000 * (1 + (s != d)) * (2 if m == "ring" else 1), src=s, dst=d, routing=m)
+                for m in ("direct", "ring")
+                for s in range(4)
+                for d in range(4)
+            ],
+            *[
+                _lat("r", "routing", "multihop", 500_000 if m == "direct" else 250_000, size=-1, src=s, dst=d, routing=m)
+                for m in ("direct", "ring")
+                for s in range(4)
+                for d in range(4)
+            ],
+            _lat("r", "fanout", "ump", 1_000, fanout=1),
+            _lat("r", "fanout", "ump", 8_000, fanout=4),
+        ],
+    )
+    thr = Table("throughput", "", THR_COLS, [_thr("r", "window", "multihop", 1e5 * w**0.5, window=w) for w in (1, 4, 16, 64)])
+    cost = Table(
+        "cost_per_hop",
+        "",
+        ["run_id", "suite", "transport", "routing", "kind", "size", "window", "fanout", "hops_min", "hops_max", "slope_ns_per_hop", "r2"],
+        [("r", "hops", "multihop", "ring", "rtt", 64, 16, -1, 1, 4, 2_500.0, 0.99)],
+    )
+    res = Table(
+        "resources",
+        "",
+        ["run_id", "suite", "case", "transport", "routing", "component", "rss_bytes", "cpu_s", "duration_ns"],
+        [
+            ("r", "resources", "a", "multihop", "direct", "channel", 300 << 10, 0.1, 10**9),
+            ("r", "resources", "b", "ump", "direct", "channel", 200 << 10, 0.1, 10**9),
+            ("r", "resources", "c", "multihop", "direct", "idle-monitor", 20 << 20, 0.005, 5 * 10**8),
+            ("r", "resources", "d", "ump", "direct", "idle-monitor", 20 << 20, 0.001, 5 * 10**8),
+        ],
+    )
     machines = Table("machines", "", ["run_id", "cores"], [("r", 2)])
     found = find({"latency": lat, "throughput": thr, "cost_per_hop": cost, "resources": res, "machines": machines})
     text = [(f.suite, f.finding, format_amount(f.value, f.unit), f.reading) for f in found]
@@ -113,15 +171,17 @@ def test_findings_of_hops_routing_window_fanout_resources() -> None:
 
 
 def test_findings_per_run_and_amounts() -> None:
-    lat = Table("latency", "", LAT_COLS, [_lat(r, "channels", t, v) for r, t, v in
-                                          (("a", "ump", 1000), ("a", "multihop", 3000), ("b", "multihop", 2000))])
+    lat = Table(
+        "latency", "", LAT_COLS, [_lat(r, "channels", t, v) for r, t, v in (("a", "ump", 1000), ("a", "multihop", 3000), ("b", "multihop", 2000))]
+    )
     found = find({"latency": lat})
     assert [(f.run_id, f.baseline_value, f.ratio) for f in found] == [("a", 1000, 3.0), ("b", None, None)]
     assert found[1].reading == ""
     assert Finding("r", "s", "x", 1.0, "ns", "y", 1.0).reading == "the same"
-    assert [format_amount(v, u) for v, u in ((950, "ns"), (12_345, "ns"), (2.5e6, "ns"), (3e9, "ns"), (5e6, "msg/s"),
-                                             (512, "B"), (3 << 20, "B"), (0.25, "cpu"))] == [
-        "950 ns", "12.3 µs", "2.5 ms", "3 s", "5 M msg/s", "512 B", "3 MiB", "25 % of a CPU"]
+    assert [
+        format_amount(v, u)
+        for v, u in ((950, "ns"), (12_345, "ns"), (2.5e6, "ns"), (3e9, "ns"), (5e6, "msg/s"), (512, "B"), (3 << 20, "B"), (0.25, "cpu"))
+    ] == ["950 ns", "12.3 µs", "2.5 ms", "3 s", "5 M msg/s", "512 B", "3 MiB", "25 % of a CPU"]
 
 
 # -- a synthetic bench-all run, analysed ------------------------------------------------------------
@@ -148,30 +208,45 @@ def _bench_like(out: Path) -> Path:
             for t, lat in FIGURES.items():
                 if suite == "channels" and t == "pipe":
                     continue
-                p = {"transport": t, "routing": None if t == "pipe" else "direct", "size": 64, "src_core": 0,
-                     "dst_core": 1, "window": 16 if t == "multihop" else -1}
+                p = {
+                    "transport": t,
+                    "routing": None if t == "pipe" else "direct",
+                    "size": 64,
+                    "src_core": 0,
+                    "dst_core": 1,
+                    "window": 16 if t == "multihop" else -1,
+                }
                 rtt(suite, p, lat)
                 oneway(suite, p, 10**9 / lat)
         for h, dst in ((1, 0), (2, 1), (4, 3)):
-            rtt("hops", {"transport": "multihop", "routing": "ring", "size": 64, "window": 16, "hops": h,
-                         "src_core": 0, "dst_core": dst}, 5_000 + 3_000 * h)
+            rtt(
+                "hops",
+                {"transport": "multihop", "routing": "ring", "size": 64, "window": 16, "hops": h, "src_core": 0, "dst_core": dst},
+                5_000 + 3_000 * h,
+            )
         for mode, factor in (("direct", 1), ("fat-tree", 3)):
             for s in range(4):
                 for d in range(4):
-                    p = {"transport": "multihop", "routing": mode, "window": 16, "hops": 1 + (s != d),
-                         "src_core": s, "dst_core": d}
+                    p = {"transport": "multihop", "routing": mode, "window": 16, "hops": 1 + (s != d), "src_core": s, "dst_core": d}
                     rtt("routing", dict(p, size=64, op="rtt"), 10_000 * factor, k=20)
                     rtt("routing", dict(p, size=-1, op="bind"), 400_000, k=3)
         for win in (1, 16, 64):
-            oneway("window", {"transport": "multihop", "routing": "direct", "size": 64, "window": win, "hops": 2,
-                              "src_core": 0, "dst_core": 1}, 10_000 * win)
+            oneway(
+                "window",
+                {"transport": "multihop", "routing": "direct", "size": 64, "window": win, "hops": 2, "src_core": 0, "dst_core": 1},
+                10_000 * win,
+            )
         for k in (1, 2, 4):
-            rtt("fanout", {"transport": "ump", "routing": "direct", "size": 64, "fanout": k, "hops": 0, "src_core": 0},
-                1_000 * k * k, k=50)
+            rtt("fanout", {"transport": "ump", "routing": "direct", "size": 64, "fanout": k, "hops": 0, "src_core": 0}, 1_000 * k * k, k=50)
         for t, rss in (("ump", 200 << 10), ("multihop", 300 << 10)):
             for comp in ("channel", "monitor", "idle-monitor"):
-                oneway("resources", {"transport": t, "routing": "direct", "size": 64, "component": comp, "channels": 16,
-                                     "links": 2}, 400, rss_bytes=rss, cpu_s=0.01)
+                oneway(
+                    "resources",
+                    {"transport": t, "routing": "direct", "size": 64, "component": comp, "channels": 16, "links": 2},
+                    400,
+                    rss_bytes=rss,
+                    cpu_s=0.01,
+                )
     return w.run_dir
 
 
@@ -196,8 +271,7 @@ def test_findings_csv_of_a_bench_like_run(report_dir: Path) -> None:
     assert rows[("window", "best window: 64, one-way 64 B")]["reading"] == "4.0x faster"
     assert rows[("fanout", "UMP publish round trip to 4 receivers")]["reading"] == "16x slower"
     assert rows[("resources", "direct: memory per multi-hop channel (RSS growth)")]["reading"] == "1.50x more"
-    assert [s for s, _ in rows] == sorted([s for s, _ in rows], key=["channels", "peers", "hops", "routing", "window",
-                                                                        "fanout", "resources"].index)
+    assert [s for s, _ in rows] == sorted([s for s, _ in rows], key=["channels", "peers", "hops", "routing", "window", "fanout", "resources"].index)
 
 
 def test_report_reads_findings_then_plots_then_tables_then_notes(report_dir: Path) -> None:
@@ -205,8 +279,9 @@ def test_report_reads_findings_then_plots_then_tables_then_notes(report_dir: Pat
     heads = [line for line in md.splitlines() if line.startswith("## ")]
     assert heads == ["## Findings", "## Plots", "## Detailed tables", "## Notes"]
     first_screen = md.splitlines()[:30]
-    assert any("| peers | UMP round trip, 64 B (p50) | 1 µs | Pipe round trip: 24 µs | 24x faster |" == line
-               for line in first_screen), "\n".join(first_screen)
+    assert any("| peers | UMP round trip, 64 B (p50) | 1 µs | Pipe round trip: 24 µs | 24x faster |" == line for line in first_screen), "\n".join(
+        first_screen
+    )
     # The per-case latency table (more than MAX_SHOWN rows) is a link, not a wall of rows.
     with (report_dir / "latency.csv").open(newline="") as f:
         cases = len(list(csv.DictReader(f)))
@@ -249,8 +324,16 @@ def _chromium() -> str:
 
 
 def _headless(browser: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-             "--window-size=1280,1000", f"--user-data-dir={cwd / 'profile'}", "--virtual-time-budget=10000"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--window-size=1280,1000",
+        f"--user-data-dir={cwd / 'profile'}",
+        "--virtual-time-budget=10000",
+    ]
     return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -285,9 +368,13 @@ def test_analyze_prints_progress_and_paths_only(tmp_path: Path) -> None:
     out = tmp_path / "rep"
     env = dict(os.environ)
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    with subprocess.Popen([sys.executable, "-m", "multihop.cli", "analyze", str(traces), "-o", str(out),
-                           "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env) as p:
+    with subprocess.Popen(
+        [sys.executable, "-m", "multihop.cli", "analyze", str(traces), "-o", str(out), "--master", "local[2]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as p:
         try:
             stdout, stderr = p.communicate(timeout=300)
         finally:
@@ -309,9 +396,9 @@ def test_setup_installs_chromium_or_says_how() -> None:
     ok = subprocess.run(script, capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
     assert ok.returncode == 0 and ok.stderr == ""  # this machine has it: silent
     if os.getuid() == 0:  # the not-root path, without installing anything
-        script = [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                  *script]
+        script = [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *script]
     r = subprocess.run(script, capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
     assert r.returncode == 1
-    assert r.stderr.startswith("setup: Chromium is missing (the report test opens report.html in it), "
-                               "and installing it needs root: run 'sudo apt-get install -y chromium'")
+    assert r.stderr.startswith(
+        "setup: Chromium is missing (the report test opens report.html in it), and installing it needs root: run 'sudo apt-get install -y chromium'"
+    )

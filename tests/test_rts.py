@@ -77,9 +77,7 @@ def runtime_leaders(topology: Topology, cores: list[int]) -> set[int]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("topology", "cores"), CASES)
-def test_table_covers_every_pair_and_every_pair_arrives(
-    topology: Topology, cores: list[int] | None, mode: str
-) -> None:
+def test_table_covers_every_pair_and_every_pair_arrives(topology: Topology, cores: list[int] | None, mode: str) -> None:
     order = runtime_cores(topology, cores)
     table = routing_table(topology, mode, cores)
     assert set(table) == set(order)
@@ -115,9 +113,7 @@ def test_ring_follows_the_runtime_order(topology: Topology, cores: list[int] | N
 
 
 @pytest.mark.parametrize(("topology", "cores"), CASES)
-def test_fat_tree_crosses_sockets_only_between_leaders(
-    topology: Topology, cores: list[int] | None
-) -> None:
+def test_fat_tree_crosses_sockets_only_between_leaders(topology: Topology, cores: list[int] | None) -> None:
     order = runtime_cores(topology, cores)
     sockets = socket_index(topology)
     leaders = runtime_leaders(topology, order)
@@ -201,11 +197,13 @@ def test_unknown_mode_names_it_and_the_valid_modes(mode: object) -> None:
 
 @pytest.mark.parametrize(
     ("cores", "named"),
-    [([0, 9], "core 9 is not in the topology; its cores are 0-3"),
-     ([0, 1, 1], "core 1 is given twice"),
-     ([0, -2], "-2"),
-     ([0, "1"], "'1'"),
-     ([], "no cores")],
+    [
+        ([0, 9], "core 9 is not in the topology; its cores are 0-3"),
+        ([0, 1, 1], "core 1 is given twice"),
+        ([0, -2], "-2"),
+        ([0, "1"], "'1'"),
+        ([], "no cores"),
+    ],
 )
 @pytest.mark.parametrize("mode", MODES)
 def test_bad_runtime_cores_are_named(cores: list[object], named: str, mode: str) -> None:

@@ -76,8 +76,7 @@ def test_classes_members_and_signatures_match() -> None:
             assert got == _params(stub_members.pop("__init__")), f"{node.name}(): extension {got}"
         runtime_members = _public(n for n in vars(cls))
         assert set(stub_members) == runtime_members, (
-            f"{node.name}: only in stub {set(stub_members) - runtime_members}, "
-            f"only in extension {runtime_members - set(stub_members)}"
+            f"{node.name}: only in stub {set(stub_members) - runtime_members}, only in extension {runtime_members - set(stub_members)}"
         )
         for name, fn in stub_members.items():
             is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list)
@@ -120,8 +119,7 @@ def _idl_modules() -> list[Any]:
 
     import multihop.idl
 
-    return [multihop.idl] + [importlib.import_module(f"multihop.idl.{m.name}")
-                             for m in pkgutil.iter_modules(multihop.idl.__path__)]
+    return [multihop.idl] + [importlib.import_module(f"multihop.idl.{m.name}") for m in pkgutil.iter_modules(multihop.idl.__path__)]
 
 
 def _undocumented(qual: str, fn: Any) -> list[str]:

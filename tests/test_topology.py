@@ -95,8 +95,7 @@ def test_restrict_keeps_socket_order_and_drops_empty_sockets() -> None:
 
 @pytest.mark.parametrize(
     ("cores", "named"),
-    [([0, 8], "core 8 is not in the topology"), ([0, 0], "core 0 is given twice"),
-     ([], "no cores"), ([0, -1], "-1")],
+    [([0, 8], "core 8 is not in the topology"), ([0, 0], "core 0 is given twice"), ([], "no cores"), ([0, -1], "-1")],
 )
 def test_restrict_rejects_bad_cores(cores: list[int], named: str) -> None:
     with pytest.raises(RoutingError, match=named):
@@ -173,9 +172,17 @@ def test_parse_cores(spec: str, cores: list[int]) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "named"),
-    [("", "empty core spec"), ("  ", "empty core spec"), ("0-x", "'0-x'"), ("1,,2", "''"),
-     ("3-1", "'3-1' runs backwards"), ("0-3,2", "core 2 appears twice"), ("-1", "'-1'"),
-     ("1.5", "'1.5'"), ("0-", "'0-'")],
+    [
+        ("", "empty core spec"),
+        ("  ", "empty core spec"),
+        ("0-x", "'0-x'"),
+        ("1,,2", "''"),
+        ("3-1", "'3-1' runs backwards"),
+        ("0-3,2", "core 2 appears twice"),
+        ("-1", "'-1'"),
+        ("1.5", "'1.5'"),
+        ("0-", "'0-'"),
+    ],
 )
 def test_parse_cores_rejects_bad_specs(spec: str, named: str) -> None:
     with pytest.raises(RoutingError) as info:
@@ -190,8 +197,7 @@ def test_parse_cores_rejects_non_strings() -> None:
 
 @pytest.mark.parametrize(
     ("cores", "spec"),
-    [([], ""), ([0, 1, 2, 3, 6, 8, 9], "0-3,6,8-9"), ([5, 4, 3], "5,4,3"),
-     ([2, 3, 0, 1], "2-3,0-1")],
+    [([], ""), ([0, 1, 2, 3, 6, 8, 9], "0-3,6,8-9"), ([5, 4, 3], "5,4,3"), ([2, 3, 0, 1], "2-3,0-1")],
 )
 def test_format_cores_is_the_inverse_of_parse_cores(cores: list[int], spec: str) -> None:
     assert format_cores(cores) == spec

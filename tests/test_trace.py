@@ -109,9 +109,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
             np.array([9, 10]),
             kind="oneway",
         )
-        row = w.add_case(
-            "mh", params, messages=1000, duration_ns=2_000_000_000, rss_bytes=123, cpu_s=1.5
-        )
+        row = w.add_case("mh", params, messages=1000, duration_ns=2_000_000_000, rss_bytes=123, cpu_s=1.5)
         w.add_case(
             "pipe",
             {"transport": "pipe", "size": 8},
@@ -132,10 +130,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
     for table in TABLES:
         assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "2"
         assert _meta(run_dir / f"{table}.parquet")[META_TABLE] == table
-        assert (
-            pq.read_schema(run_dir / f"{table}.parquet").remove_metadata()
-            == table_schema(table).remove_metadata()
-        )
+        assert pq.read_schema(run_dir / f"{table}.parquet").remove_metadata() == table_schema(table).remove_metadata()
 
     m = pq.read_table(run_dir / "messages.parquet").to_pylist()
     assert len(m) == 12
@@ -251,9 +246,7 @@ def test_writer_rejects_bad_input(tmp_path: Path) -> None:
 
 def test_case_name_and_machine_info() -> None:
     assert case_name({"transport": "ump", "size": 64}) == "size=64,transport=ump"
-    assert case_name({"size": 64, "transport": "ump"}) == case_name(
-        {"transport": "ump", "size": 64}
-    )
+    assert case_name({"size": 64, "transport": "ump"}) == case_name({"transport": "ump", "size": 64})
     info = machine_info("r", started_at="2026-01-01T00:00:00+00:00")
     assert set(info) == set(table_schema("machine").names)
     assert info["started_at"] == "2026-01-01T00:00:00+00:00"
@@ -269,9 +262,7 @@ def test_case_name_and_machine_info() -> None:
     lat=st.lists(st.integers(min_value=0, max_value=10**9), min_size=0, max_size=200),
     every=st.integers(min_value=1, max_value=7),
 )
-def test_any_sampling_round_trips(
-    tmp_path_factory: pytest.TempPathFactory, lat: list[int], every: int
-) -> None:
+def test_any_sampling_round_trips(tmp_path_factory: pytest.TempPathFactory, lat: list[int], every: int) -> None:
     out = tmp_path_factory.mktemp("prop")
     send = np.arange(len(lat), dtype=np.int64) * 1000
     recv = send + np.array(lat, dtype=np.int64)

@@ -27,8 +27,7 @@ class Greeter:
 @pytest.fixture(scope="module")
 def served(runtime: mh.Runtime) -> Iterator[mh.Dispatcher]:
     """The greeter service on core 1 (ring neighbour of core 0: "auto" picks UMP); yields a client dispatcher on core 0."""
-    with runtime.dispatcher(1) as srv, greeter.GreeterBinding.export(srv, "micro-greeter", Greeter()), \
-            runtime.dispatcher(0) as cli:
+    with runtime.dispatcher(1) as srv, greeter.GreeterBinding.export(srv, "micro-greeter", Greeter()), runtime.dispatcher(0) as cli:
         yield cli
 
 

@@ -21,10 +21,17 @@ CASES: dict[str, tuple[Any, str, dict[str, Any]]] = {
     "three scalars": (bench, "three", {"a": 1, "b": 2, "c": 3}),
     "ping 64 B": (echo, "ping", {"seq": 7, "data": b"d" * 64}),
     "kv put (string, bytes, bool)": (kv, "put_call", {"key": "some/key", "value": b"v" * 256, "overwrite": True}),
-    "event (structs, arrays)": (composite, "event", {
-        "id": ((1, 2, 3, 4), 5, 6, 7), "lvl": 2, "visited": [(0, 0, i, 0) for i in range(8)],
-        "topic": "news/sport", "body": b"b" * 512,
-    }),
+    "event (structs, arrays)": (
+        composite,
+        "event",
+        {
+            "id": ((1, 2, 3, 4), 5, 6, 7),
+            "lvl": 2,
+            "visited": [(0, 0, i, 0) for i in range(8)],
+            "topic": "news/sport",
+            "body": b"b" * 512,
+        },
+    ),
 }
 
 

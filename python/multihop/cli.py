@@ -48,8 +48,7 @@ def format_status(st: dict[str, Any]) -> str:
         data = m.get("data", {})
         row = ", ".join(f"{d}->{n}" for d, n in sorted(m.get("routing_row", {}).items(), key=lambda kv: int(kv[0])))
         out.append(
-            f"    routing row: {row or '(none)'}; monitor links: {sorted(m.get('monitor_links_up', []))}"
-            f" (expected {sorted(m.get('neighbours', []))})"
+            f"    routing row: {row or '(none)'}; monitor links: {sorted(m.get('monitor_links_up', []))} (expected {sorted(m.get('neighbours', []))})"
         )
         out.append(
             f"    forwarding entries={data.get('forwarding_entries', 0)} forwarded={data.get('forwarded', 0)}"
@@ -168,9 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show monitors, dispatchers, services and channels")
     status.add_argument("name")
     status.add_argument("--json", action="store_true")
-    status.add_argument("--limit", type=int, default=20, metavar="N",
-                        help="list at most N dispatchers, services and channels per monitor (counts are always whole; "
-                        "-1: all of them)")
+    status.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        metavar="N",
+        help="list at most N dispatchers, services and channels per monitor (counts are always whole; -1: all of them)",
+    )
     status.set_defaults(func=_cmd_status)
 
     demo = sub.add_parser("demo", help="ping-pong and throughput between two processes, against multiprocessing.Pipe")
@@ -183,17 +186,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("suite", help=f"suite to run: {', '.join(suites_names())}")
     bench.add_argument("--quick", action="store_true", help="a few seconds per suite")
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
-    bench.add_argument("--cores", default=None, metavar="CORES",
-                       help='cores to run on, e.g. "0-3,6": the runtime of channels, window, fanout and peers '
-                       "(default 0-1), the ring of hops, the two sockets of routing and resources (their default: "
-                       "virtual cores 0-3, or 0-7 without --quick)")
-    bench.add_argument("--routing", default=None, choices=MODES,
-                       help="routing mode (default: direct; hops: ring; routing and resources: all three)")
-    bench.add_argument("--attach", default=None, metavar="NAME",
-                       help="run on the runtime NAME started with `multihop up` instead of starting any "
-                       "(not with --cores or --routing)")
-    bench.add_argument("--trace-every", type=int, default=16, metavar="N",
-                       help="time one round trip in N and trace it (default 16; 1 traces all)")
+    bench.add_argument(
+        "--cores",
+        default=None,
+        metavar="CORES",
+        help='cores to run on, e.g. "0-3,6": the runtime of channels, window, fanout and peers '
+        "(default 0-1), the ring of hops, the two sockets of routing and resources (their default: "
+        "virtual cores 0-3, or 0-7 without --quick)",
+    )
+    bench.add_argument("--routing", default=None, choices=MODES, help="routing mode (default: direct; hops: ring; routing and resources: all three)")
+    bench.add_argument(
+        "--attach",
+        default=None,
+        metavar="NAME",
+        help="run on the runtime NAME started with `multihop up` instead of starting any (not with --cores or --routing)",
+    )
+    bench.add_argument("--trace-every", type=int, default=16, metavar="N", help="time one round trip in N and trace it (default 16; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)
 
     from multihop.idl import command as stubgen_command
@@ -204,8 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from multihop.analysis import command as analyze_command
 
-    an = sub.add_parser("analyze", help="analyze benchmark traces with PySpark into a report",
-                        description=analyze_command.DESCRIPTION)
+    an = sub.add_parser("analyze", help="analyze benchmark traces with PySpark into a report", description=analyze_command.DESCRIPTION)
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
 
@@ -217,14 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     from multihop.ges import command as ges_command
 
-    gs = sub.add_parser("ges", help="GES broker hierarchy, publish/subscribe and durability (stable storage, roaming): up [--durable], status, graph, join, crash, restart, down", description=ges_command.DESCRIPTION)
+    gs = sub.add_parser(
+        "ges",
+        help="GES broker hierarchy, publish/subscribe and durability (stable storage, roaming): up [--durable], status, graph, join, crash, restart, down",
+        description=ges_command.DESCRIPTION,
+    )
     ges_command.add_arguments(gs)
     gs.set_defaults(func=_cmd_ges)
 
     from multihop.groups import command as groups_command
 
-    gr = sub.add_parser("groups", help="group communication: live groups through the monitors (rt.group, d.join), machine models, trees, simulated shoot-down, calibration",
-                        description=groups_command.DESCRIPTION)
+    gr = sub.add_parser(
+        "groups",
+        help="group communication: live groups through the monitors (rt.group, d.join), machine models, trees, simulated shoot-down, calibration",
+        description=groups_command.DESCRIPTION,
+    )
     groups_command.add_arguments(gr)
     gr.set_defaults(func=_cmd_groups)
     return p

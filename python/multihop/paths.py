@@ -49,9 +49,7 @@ def runtime_root() -> Path:
 def check_name(name: str) -> str:
     """Return `name` if it is a valid runtime name, else raise ValueError."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(
-            f"invalid runtime name {name!r}: use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
-        )
+        raise ValueError(f"invalid runtime name {name!r}: use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -")
     return name
 
 

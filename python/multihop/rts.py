@@ -37,9 +37,7 @@ RoutingTable = dict[int, dict[int, int]]
 _NextHop = Callable[[int, int], int]
 
 
-def routing_table(
-    topology: Topology, mode: str, cores: Sequence[int] | None = None
-) -> RoutingTable:
+def routing_table(topology: Topology, mode: str, cores: Sequence[int] | None = None) -> RoutingTable:
     """Compute the routing table of every core for one routing mode.
 
     Args:
@@ -68,10 +66,7 @@ def routing_table(
         next_hop = _ring_next_hop(order)
     else:
         next_hop = _fat_tree_next_hop(runtime_topology)
-    return {
-        src: {dst: src if src == dst else next_hop(src, dst) for dst in order}
-        for src in order
-    }
+    return {src: {dst: src if src == dst else next_hop(src, dst) for dst in order} for src in order}
 
 
 def _direct_next_hop(src: int, dst: int) -> int:
@@ -110,9 +105,7 @@ def row(table: Mapping[int, Mapping[int, int]], core: int) -> dict[int, int]:
         RoutingError: ``table`` has no row for ``core``.
     """
     if core not in table:
-        raise RoutingError(
-            f"core {core!r} has no row in the routing table; its cores are {_spell(table)}"
-        )
+        raise RoutingError(f"core {core!r} has no row in the routing table; its cores are {_spell(table)}")
     return dict(table[core])
 
 
@@ -146,12 +139,7 @@ def links(table: Mapping[int, Mapping[int, int]]) -> set[tuple[int, int]]:
     A pair ``(a, b)`` with ``a < b`` is in the set when some row names ``b``
     as the next hop of ``a`` or ``a`` as the next hop of ``b``.
     """
-    return {
-        (min(src, hop), max(src, hop))
-        for src, next_hops in table.items()
-        for hop in next_hops.values()
-        if hop != src
-    }
+    return {(min(src, hop), max(src, hop)) for src, next_hops in table.items() for hop in next_hops.values() if hop != src}
 
 
 def validate_table(table: Mapping[int, Mapping[int, int]]) -> None:
@@ -176,26 +164,17 @@ def validate_table(table: Mapping[int, Mapping[int, int]]) -> None:
             raise RoutingError(f"the row of core {src} must be a mapping, got {next_hops!r}")
         missing = cores - set(next_hops)
         if missing:
-            raise RoutingError(
-                f"the row of core {src} has no entry for destinations {_spell(missing)}"
-            )
+            raise RoutingError(f"the row of core {src} has no entry for destinations {_spell(missing)}")
         extra = set(next_hops) - cores
         if extra:
             raise RoutingError(
-                f"the row of core {src} names destinations {sorted(extra, key=repr)!r} "
-                f"that are not cores of the table ({_spell(cores)})"
+                f"the row of core {src} names destinations {sorted(extra, key=repr)!r} that are not cores of the table ({_spell(cores)})"
             )
         for dst, hop in next_hops.items():
             if hop not in cores or isinstance(hop, bool):
-                raise RoutingError(
-                    f"the row of core {src} sends destination {dst} to {hop!r}, "
-                    f"which is not a core of the table ({_spell(cores)})"
-                )
+                raise RoutingError(f"the row of core {src} sends destination {dst} to {hop!r}, which is not a core of the table ({_spell(cores)})")
         if next_hops[src] != src:
-            raise RoutingError(
-                f"the row of core {src} sends core {src} to {next_hops[src]}; "
-                "a core's next hop to itself must be itself"
-            )
+            raise RoutingError(f"the row of core {src} sends core {src} to {next_hops[src]}; a core's next hop to itself must be itself")
     for dst in table:
         _check_all_reach(table, dst)
 

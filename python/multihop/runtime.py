@@ -211,8 +211,7 @@ class Runtime:
         timeout = _check_timeout(timeout)
         if topology is not None and not isinstance(topology, Topology):
             raise TypeError(
-                f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; "
-                f"got {type(topology).__name__} {topology!r}"
+                f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; got {type(topology).__name__} {topology!r}"
             )
         cpus = _real_cpus()
         if cores is None:
@@ -270,10 +269,19 @@ class Runtime:
 
     def _spawn(self, core: int, initial: int, cpu: int, detached: bool, lock_fd: int) -> None:
         cmd = [
-            sys.executable, "-m", "multihop.monitor",
-            "--dir", str(self.dir), "--core", str(core),
-            "--initial-core", str(initial), "--cpu", str(cpu),
-            "--lock-fd", str(lock_fd),
+            sys.executable,
+            "-m",
+            "multihop.monitor",
+            "--dir",
+            str(self.dir),
+            "--core",
+            str(core),
+            "--initial-core",
+            str(initial),
+            "--cpu",
+            str(cpu),
+            "--lock-fd",
+            str(lock_fd),
         ]
         if not detached:
             cmd += ["--owner-pid", str(os.getpid())]

@@ -50,9 +50,7 @@ def parse_cores(spec: str) -> list[int]:
     for item in spec.split(","):
         match = _CORE_RANGE.fullmatch(item.strip())
         if match is None:
-            raise RoutingError(
-                f"bad core spec {spec!r}: {item.strip()!r} is not a core id or a range a-b"
-            )
+            raise RoutingError(f"bad core spec {spec!r}: {item.strip()!r} is not a core id or a range a-b")
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         if last < first:
@@ -120,10 +118,7 @@ class Topology:
                 raise RoutingError(f"socket {index} is empty; every socket needs a core")
             for core in cores:
                 if core in socket_of:
-                    raise RoutingError(
-                        f"core {core} is listed twice (in socket {socket_of[core]} "
-                        f"and in socket {index})"
-                    )
+                    raise RoutingError(f"core {core} is listed twice (in socket {socket_of[core]} and in socket {index})")
                 socket_of[core] = index
             checked.append(tuple(sorted(cores)))
         object.__setattr__(self, "_sockets", tuple(checked))
@@ -146,7 +141,7 @@ class Topology:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise RoutingError(f"cores_per_socket must be a positive int, got {cores_per_socket!r}")
         listed = list(cores)
-        return cls([listed[i:i + size] for i in range(0, len(listed), size)])
+        return cls([listed[i : i + size] for i in range(0, len(listed), size)])
 
     @classmethod
     def from_sysfs(cls, root: str | os.PathLike[str] = SYSFS_CPU_ROOT) -> Topology:
@@ -177,9 +172,7 @@ class Topology:
     def from_dict(cls, data: Mapping[str, Any]) -> Topology:
         """Rebuild a topology from :meth:`to_dict`'s output (e.g. parsed JSON)."""
         if not isinstance(data, Mapping) or set(data) != {"sockets"}:
-            raise RoutingError(
-                f"a topology dict has exactly one key, 'sockets', got {data!r}"
-            )
+            raise RoutingError(f"a topology dict has exactly one key, 'sockets', got {data!r}")
         return cls(data["sockets"])
 
     def to_dict(self) -> dict[str, list[list[int]]]:
@@ -232,9 +225,7 @@ class Topology:
         """Raise RoutingError unless ``core`` is one of this topology's cores."""
         _check_core_id(core)
         if core not in self._socket_of:
-            raise RoutingError(
-                f"core {core} is not in the topology; its cores are {format_cores(self.cores)}"
-            )
+            raise RoutingError(f"core {core} is not in the topology; its cores are {format_cores(self.cores)}")
 
     def __contains__(self, core: object) -> bool:
         return isinstance(core, int) and not isinstance(core, bool) and core in self._socket_of

@@ -46,8 +46,7 @@ class Outcome:
     leftovers: list[str] = field(default_factory=list)
 
 
-def run(root: Path, name: str, target: str, action: str, transport: str = "multihop", n: int = 200_000,
-        stop_for: float = 0.3) -> Outcome:
+def run(root: Path, name: str, target: str, action: str, transport: str = "multihop", n: int = 200_000, stop_for: float = 0.3) -> Outcome:
     """Play one scenario; return what each side reported."""
     assert target in TARGETS and action in ("kill", "stop")
     assert transport == "multihop" or target in ("client", "server"), "no monitor is on a UMP channel's path"
@@ -64,8 +63,14 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
         server = procs.spawn(procs.attack_server, name, 2, "attack", ready, got, result, n)
         client = procs.spawn(procs.attack_client, name, 0, "attack", transport, ready, sent, result, n)
         children += [server, client]
-        pid = {"client": client.pid, "server": server.pid, "client monitor": monitors[0],
-               "forwarding monitor": monitors[1], "server monitor": monitors[2], "starter": starter.pid}[target]
+        pid = {
+            "client": client.pid,
+            "server": server.pid,
+            "client monitor": monitors[0],
+            "forwarding monitor": monitors[1],
+            "server monitor": monitors[2],
+            "starter": starter.pid,
+        }[target]
         until("the stream is under way", lambda: got.value >= n // 10, seconds=120)
         out.sent_before = sent.value
         out.acted_at = time.monotonic()
@@ -94,7 +99,7 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
             time.sleep(0.02)
         if runtime_dir.exists():
             out.leftovers.append(f"{runtime_dir} still there: {sorted(os.listdir(runtime_dir))}")
-        for p in (monitors.values() if "monitors" in locals() else []):
+        for p in monitors.values() if "monitors" in locals() else []:
             if not process_gone(p):
                 out.leftovers.append(f"monitor {p} still running")
                 os.kill(p, signal.SIGKILL)

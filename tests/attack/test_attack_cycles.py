@@ -105,8 +105,10 @@ def test_many_multihop_channels_lose_duplicate_and_reorder_nothing() -> None:
     name = unique_name("many")
     with mh.Runtime.start(name, cores=[0, 1]) as rt:
         ready, result, done = procs.CTX.Event(), procs.CTX.Queue(), procs.CTX.Barrier(2)
-        with procs.child(procs.mh_stream_peer, name, 1, "server", "streams", k, n, ready, result, done), \
-                procs.child(procs.mh_stream_peer, name, 0, "client", "streams", k, n, ready, result, done):
+        with (
+            procs.child(procs.mh_stream_peer, name, 1, "server", "streams", k, n, ready, result, done),
+            procs.child(procs.mh_stream_peer, name, 0, "client", "streams", k, n, ready, result, done),
+        ):
             got = dict((role, (sent, recvd)) for role, sent, recvd in (result.get(timeout=240), result.get(timeout=240)))
         for role in ("client", "server"):
             sent, recvd = got[role]

@@ -38,8 +38,9 @@ def attacker() -> tuple[int, int]:
     try:
         pw = pwd.getpwnam(USER)
     except KeyError:
-        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], capture_output=True, text=True, timeout=60
+        )
         if r.returncode != 0 and "already exists" not in r.stderr:
             pytest.fail(f"useradd {USER} failed: {r.stderr}")
         pw = pwd.getpwnam(USER)
@@ -52,9 +53,11 @@ def _attack(rt: mh.Runtime, uid: int, gid: int) -> dict[str, Any]:
 
     env = {**os.environ, "MH_MONITOR_PIDS": ",".join(str(p) for p in rt.monitor_pids.values())}
     r = subprocess.run(
-        [sys.executable, str(HERE / "other_uid_attacker.py"), str(uid), str(gid), rt.name, str(rt.dir), str(ensure_cdylib()),
-         *map(str, rt.cores)],
-        capture_output=True, text=True, timeout=240, env=env,
+        [sys.executable, str(HERE / "other_uid_attacker.py"), str(uid), str(gid), rt.name, str(rt.dir), str(ensure_cdylib()), *map(str, rt.cores)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     report: dict[str, Any] = json.loads(r.stdout)
@@ -104,8 +107,13 @@ def test_another_uid_is_refused_everywhere(attacker: tuple[int, int]) -> None:
                 p.chmod(m)
         _all_refused(report)
         for core in rt.cores:
-            for what in (f"Dispatcher.attach core {core}", f"monitor_status core {core}", f"monitor_shutdown core {core}",
-                         f"forged monitor link core {core}", f"raw frames core {core}"):
+            for what in (
+                f"Dispatcher.attach core {core}",
+                f"monitor_status core {core}",
+                f"monitor_shutdown core {core}",
+                f"forged monitor link core {core}",
+                f"raw frames core {core}",
+            ):
                 assert "may not attach to a runtime of uid" in report[what][2], (what, report[what])
         assert "ermission denied" in report["read runtime.json"][2]
         refused = sum(m["refused_peers"] for m in rt.status(limit=0)["monitors"])
@@ -127,8 +135,9 @@ def test_a_monitor_that_cannot_start_its_forwarding_thread_exits_saying_why(atta
     try:
         os.chown(root, uid, gid)
         rdir = root / "nothreads"
-        r = subprocess.run([sys.executable, str(HERE / "monitor_without_threads.py"), str(uid), str(gid), str(rdir)],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, str(HERE / "monitor_without_threads.py"), str(uid), str(gid), str(rdir)], capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 1, (r.returncode, r.stderr)
         assert "cannot start the monitor's forward thread" in r.stderr, r.stderr
         assert not rdir.exists(), "the monitor cleaned up on its way out"

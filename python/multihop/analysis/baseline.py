@@ -37,8 +37,7 @@ def _selector(summary: DataFrame, selector: str) -> tuple[DataFrame | None, str]
     col, value = col.strip(), value.strip()
     if not sep or col not in CASE_COLS:
         raise TraceError(
-            f"baseline {selector!r} is neither a case name in the traces nor a selector "
-            f"COLUMN=VALUE over one of: {', '.join(CASE_COLS)}"
+            f"baseline {selector!r} is neither a case name in the traces nor a selector COLUMN=VALUE over one of: {', '.join(CASE_COLS)}"
         )
     is_base = F.coalesce(F.col(col) == F.lit(value).cast(summary.schema[col].dataType), F.lit(False))
     if summary.where(is_base).limit(1).count() == 0:
@@ -86,9 +85,7 @@ def _with_baseline(summary: DataFrame, baseline: str | None) -> tuple[DataFrame 
         entry = F.struct(*[F.col(m) for m in METRICS])
         table = F.map_from_entries(F.collect_list(F.struct(F.col("case"), entry)).over(w))
         b = F.try_element_at(table, F.col("baseline"))
-        out = summary.select("*", F.col("baseline").alias("baseline_case"), b.alias("_b")).where(
-            F.col("_b").isNotNull()
-        )
+        out = summary.select("*", F.col("baseline").alias("baseline_case"), b.alias("_b")).where(F.col("_b").isNotNull())
         out = out.select("*", *[F.col(f"_b.{m}").alias(f"b_{m}") for m in METRICS]).drop("_b")
         how = "each case against the baseline case named in its cases row"
         if flags["pipe"]:  # the cases that name none (the peers suite) still get their pipe baseline

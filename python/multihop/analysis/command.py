@@ -70,8 +70,13 @@ def run_args(args: argparse.Namespace) -> int:
     require_extras()  # before the job's modules import pyarrow
     from multihop.analysis.job import run
 
-    report = run(args.traces, args.output, master=args.master, baseline=args.baseline,
-                 progress=lambda line: print(f"analyze: {line}", file=sys.stderr, flush=True))
+    report = run(
+        args.traces,
+        args.output,
+        master=args.master,
+        baseline=args.baseline,
+        progress=lambda line: print(f"analyze: {line}", file=sys.stderr, flush=True),
+    )
     print(f"report: {report}")
     print(f"        {report.with_name('report.html')}")
     return 0

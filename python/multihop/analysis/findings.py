@@ -84,8 +84,7 @@ class Finding:
 
     def row(self) -> tuple[Any, ...]:
         """The row of the ``findings`` table."""
-        return (self.run_id, self.suite, self.finding, self.value, self.unit, self.baseline, self.baseline_value,
-                self.ratio, self.reading)
+        return (self.run_id, self.suite, self.finding, self.value, self.unit, self.baseline, self.baseline_value, self.ratio, self.reading)
 
 
 def _times(r: float) -> str:
@@ -161,8 +160,7 @@ def _name(transport: str) -> str:
 # -- per suite ------------------------------------------------------------------------------------
 
 
-def _versus(run: str, suite: str, lat: list[dict[str, Any]], thr: list[dict[str, Any]], ours: Sequence[str],
-            base: str) -> list[Finding]:
+def _versus(run: str, suite: str, lat: list[dict[str, Any]], thr: list[dict[str, Any]], ours: Sequence[str], base: str) -> list[Finding]:
     """Round trip (p50) and one-way throughput of each of ``ours`` against transport ``base``, same size."""
     out: list[Finding] = []
     size = _size([*lat, *thr])
@@ -172,12 +170,10 @@ def _versus(run: str, suite: str, lat: list[dict[str, Any]], thr: list[dict[str,
     one = {t: _one(_pick(thr, transport=t, kind="oneway", size=size), "throughput_msgs") for t in (*ours, base)}
     for t in ours:
         if (r := rtt[t]) is not None:
-            out.append(Finding(run, suite, f"{_name(t)} round trip, {size} B (p50)", r, "ns",
-                               f"{_name(base)} round trip", rtt[base]))
+            out.append(Finding(run, suite, f"{_name(t)} round trip, {size} B (p50)", r, "ns", f"{_name(base)} round trip", rtt[base]))
     for t in ours:
         if (o := one[t]) is not None:
-            out.append(Finding(run, suite, f"{_name(t)} one-way, {size} B", o, "msg/s",
-                               f"{_name(base)} one-way", one[base], lower_is_better=False))
+            out.append(Finding(run, suite, f"{_name(t)} one-way, {size} B", o, "msg/s", f"{_name(base)} one-way", one[base], lower_is_better=False))
     return out
 
 
@@ -186,12 +182,20 @@ def _hops(run: str, lat: list[dict[str, Any]], cost: list[dict[str, Any]]) -> li
     if not fits:
         return []
     fit = fits[0]
-    fewest = _one(_pick(lat, suite="hops", kind="rtt", transport=fit["transport"], size=fit["size"],
-                        hops=fit["hops_min"]), "p50_ns")
+    fewest = _one(_pick(lat, suite="hops", kind="rtt", transport=fit["transport"], size=fit["size"], hops=fit["hops_min"]), "p50_ns")
     r2 = fit.get("r2")
     fit_text = f"hops {fit['hops_min']}-{fit['hops_max']}" + (f", r² {r2:.2f}" if r2 is not None else "")
-    return [Finding(run, "hops", f"round-trip cost per monitor hop, {fit['size']} B ({fit_text})",
-                    float(fit["slope_ns_per_hop"]), "ns/hop", f"round trip through {fit['hops_min']} monitor(s)", fewest)]
+    return [
+        Finding(
+            run,
+            "hops",
+            f"round-trip cost per monitor hop, {fit['size']} B ({fit_text})",
+            float(fit["slope_ns_per_hop"]),
+            "ns/hop",
+            f"round trip through {fit['hops_min']} monitor(s)",
+            fewest,
+        )
+    ]
 
 
 def _routing(run: str, lat: list[dict[str, Any]]) -> list[Finding]:
@@ -211,8 +215,7 @@ def _routing(run: str, lat: list[dict[str, Any]]) -> list[Finding]:
             if value is None or (m == "direct" and len(modes) > 1):
                 continue
             text = f"{m}: {what}, median over core pairs" + (f", {label}" if sel >= 0 else "")
-            out.append(Finding(run, "routing", text, value, "ns", "direct" if m != "direct" else "",
-                               base if m != "direct" else None))
+            out.append(Finding(run, "routing", text, value, "ns", "direct" if m != "direct" else "", base if m != "direct" else None))
     return out
 
 
@@ -229,8 +232,18 @@ def _window(run: str, thr: list[dict[str, Any]]) -> list[Finding]:
     best = max(by_window, key=lambda w: by_window[w])
     base_w = 16 if 16 in by_window and best != 16 else min(by_window)
     base = by_window[base_w] if base_w != best else None
-    return [Finding(run, "window", f"best window: {best}, one-way {size} B", by_window[best], "msg/s",
-                    f"window {base_w}" if base is not None else "", base, lower_is_better=False)]
+    return [
+        Finding(
+            run,
+            "window",
+            f"best window: {best}, one-way {size} B",
+            by_window[best],
+            "msg/s",
+            f"window {base_w}" if base is not None else "",
+            base,
+            lower_is_better=False,
+        )
+    ]
 
 
 def _fanout(run: str, lat: list[dict[str, Any]]) -> list[Finding]:
@@ -242,8 +255,17 @@ def _fanout(run: str, lat: list[dict[str, Any]]) -> list[Finding]:
             continue
         top, one = _one(_pick(rows, transport=t, fanout=ks[-1]), "p50_ns"), _one(_pick(rows, transport=t, fanout=ks[0]), "p50_ns")
         if top is not None:
-            out.append(Finding(run, "fanout", f"{_name(t)} publish round trip to {ks[-1]} receivers", top, "ns",
-                               f"{ks[0]} receiver(s)" if len(ks) > 1 else "", one if len(ks) > 1 else None))
+            out.append(
+                Finding(
+                    run,
+                    "fanout",
+                    f"{_name(t)} publish round trip to {ks[-1]} receivers",
+                    top,
+                    "ns",
+                    f"{ks[0]} receiver(s)" if len(ks) > 1 else "",
+                    one if len(ks) > 1 else None,
+                )
+            )
     return out
 
 
@@ -254,13 +276,17 @@ def _resources(run: str, res: list[dict[str, Any]]) -> list[Finding]:
         mh = _one(_pick(res, routing=m, transport="multihop", component="channel"), "rss_bytes")
         ump = _one(_pick(res, routing=m, transport="ump", component="channel"), "rss_bytes")
         if mh is not None:
-            out.append(Finding(run, "resources", f"{m}: memory per multi-hop channel (RSS growth)", mh, "B",
-                               "per UMP channel" if ump is not None else "", ump))
+            out.append(
+                Finding(
+                    run, "resources", f"{m}: memory per multi-hop channel (RSS growth)", mh, "B", "per UMP channel" if ump is not None else "", ump
+                )
+            )
     idle = [r for r in res if r.get("component") == "idle-monitor" and r.get("cpu_s") is not None and r.get("duration_ns")]
     if idle:
         worst = max(idle, key=lambda r: r["cpu_s"] / r["duration_ns"])
-        out.append(Finding(run, "resources", f"CPU of an idle monitor (worst mode: {worst['routing']})",
-                           worst["cpu_s"] * 1e9 / worst["duration_ns"], "cpu"))
+        out.append(
+            Finding(run, "resources", f"CPU of an idle monitor (worst mode: {worst['routing']})", worst["cpu_s"] * 1e9 / worst["duration_ns"], "cpu")
+        )
     return out
 
 
@@ -286,8 +312,7 @@ def find(tables: Mapping[str, Table]) -> list[Finding]:
     for run in runs:
         rl = _pick(lat, run_id=run)
         rt = _pick(thr, run_id=run)
-        by_suite[(run, "channels")] = _versus(run, "channels", _pick(rl, suite="channels"), _pick(rt, suite="channels"),
-                                              ["multihop"], "ump")
+        by_suite[(run, "channels")] = _versus(run, "channels", _pick(rl, suite="channels"), _pick(rt, suite="channels"), ["multihop"], "ump")
         peers = [t for t in ("ump", "multihop") if _pick(rl, suite="peers", transport=t) or _pick(rt, suite="peers", transport=t)]
         by_suite[(run, "peers")] = _versus(run, "peers", _pick(rl, suite="peers"), _pick(rt, suite="peers"), peers, "pipe")
         by_suite[(run, "hops")] = _virtual(_hops(run, rl, _pick(cost, run_id=run)), _pick(rl, suite="hops"), cpus.get(run))
@@ -301,7 +326,9 @@ def find(tables: Mapping[str, Table]) -> list[Finding]:
 def findings_table(tables: Mapping[str, Table]) -> Table:
     """The ``findings`` table: one row per :class:`Finding` of :func:`find`."""
     return Table(
-        "findings", "Findings", list(COLUMNS), [f.row() for f in find(tables)],
-        doc="Per suite, the headline figures with their baseline and ratio (figure / baseline), read off the "
-        "tables below.",
+        "findings",
+        "Findings",
+        list(COLUMNS),
+        [f.row() for f in find(tables)],
+        doc="Per suite, the headline figures with their baseline and ratio (figure / baseline), read off the tables below.",
     )

@@ -37,9 +37,7 @@ def spark_schema(table: str) -> Any:
         pa.float64(): T.DoubleType(),
         pa.bool_(): T.BooleanType(),
     }
-    return T.StructType(
-        [T.StructField(f.name, mapping[f.type], nullable=True) for f in table_schema(table)]
-    )
+    return T.StructType([T.StructField(f.name, mapping[f.type], nullable=True) for f in table_schema(table)])
 
 
 def read_table(spark: SparkSession, files: TraceFiles, table: str) -> DataFrame | None:

@@ -48,10 +48,20 @@ def ges_table(stats: DataFrame | None, cases: DataFrame | None) -> Table | None:
         return F.get_json_object("params", f"$.{name}").cast(kind).alias(name)
 
     df = g.select(
-        "run_id", "case", param("topology", "string"), param("measuring", "string"), "hops", param("match", "int"),
-        "size", param("rate"), param("publish_rate"), param("published", "long"),
-        F.col("messages").alias("received"), F.col("throughput_msgs").alias("received_per_s"),
-        param("others_min", "long"), "fanout",
+        "run_id",
+        "case",
+        param("topology", "string"),
+        param("measuring", "string"),
+        "hops",
+        param("match", "int"),
+        "size",
+        param("rate"),
+        param("publish_rate"),
+        param("published", "long"),
+        F.col("messages").alias("received"),
+        F.col("throughput_msgs").alias("received_per_s"),
+        param("others_min", "long"),
+        "fanout",
     )
     if stats is not None:
         lat = stats.where(F.col("suite") == "ges").select(
@@ -63,7 +73,9 @@ def ges_table(stats: DataFrame | None, cases: DataFrame | None) -> Table | None:
     else:
         df = df.select("*", *(F.lit(None).cast("double").alias(c) for c in ("mean_ms", "p50_ms", "p90_ms")))
     return to_table(
-        df.select(*GES_COLS), "ges_latency", "GES testbed: latency and throughput at the measuring client",
+        df.select(*GES_COLS),
+        "ges_latency",
+        "GES testbed: latency and throughput at the measuring client",
         ["run_id", "topology", "measuring", "match", "size", "rate"],
         doc="The ges suite (the routing paper's section 4): per measuring subscriber and case, the publish rate "
         "achieved, what the client got, its latency (receive - send on one host's clock) and throughput, and the "
@@ -95,13 +107,17 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_yscale("log")
         ax.set_xlabel("publish rate (events/s, achieved)")
         ax.set_ylabel("mean latency (ms)")
-        ax.set_title(f"{rs[0]['fanout']} subscribers, {match} % matching, {rs[0]['hops']} broker hops"
-                     + (f" ({run})" if len(runs) > 1 else ""))
+        ax.set_title(f"{rs[0]['fanout']} subscribers, {match} % matching, {rs[0]['hops']} broker hops" + (f" ({run})" if len(runs) > 1 else ""))
         ax.legend(fontsize="small")
         file = f"ges_latency_match{match}" + (f"_{run}" if len(runs) > 1 else "") + ".png"
         _save(fig, out / file)
-        drawn.append((file, f"GES latency against publish rate, {match} % matching",
-                      "Figures 15-18 of the routing paper: mean latency at the measuring subscriber, per event size."))
+        drawn.append(
+            (
+                file,
+                f"GES latency against publish rate, {match} % matching",
+                "Figures 15-18 of the routing paper: mean latency at the measuring subscriber, per event size.",
+            )
+        )
     full = [r for r in rows if r["topology"] == "fig14" and r["match"] == 100 and r["received_per_s"] is not None]
     if full:
         fig = _figure()
@@ -116,7 +132,9 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_title("GES throughput at the client, 100 % matching")
         ax.legend(fontsize="small")
         _save(fig, out / "ges_throughput.png")
-        drawn.append(("ges_throughput.png", "GES throughput at the client", "Figure 19 of the routing paper: every other subscriber gets every event too."))
+        drawn.append(
+            ("ges_throughput.png", "GES throughput at the client", "Figure 19 of the routing paper: every other subscriber gets every event too.")
+        )
     hops = [r for r in rows if r["topology"] == "fig20" and r["mean_ms"] is not None]
     if hops:
         fig = _figure()

@@ -14,8 +14,11 @@ __all__ = ["groups_plots"]
 def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]:
     """Draw the shoot-down figure from ``latency``; returns (file, title, caption) of each plot drawn."""
     lat = tables.get("latency")
-    rows = [r for r in (lat.records() if lat is not None else [])
-            if r["suite"] == "groups" and r["kind"] == "rtt" and r["p50_ns"] is not None and r["fanout"] > 0]
+    rows = [
+        r
+        for r in (lat.records() if lat is not None else [])
+        if r["suite"] == "groups" and r["kind"] == "rtt" and r["p50_ns"] is not None and r["fanout"] > 0
+    ]
     if not rows:
         return []
     from multihop.analysis.plots import _figure, _save
@@ -35,6 +38,11 @@ def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, st
     ax.set_title("One-to-all shoot-down through the monitors")
     ax.legend(fontsize="small")
     _save(fig, out / "groups_shootdown.png")
-    return [("groups_shootdown.png", "Group shoot-down against members",
-             "Median round (send to every member, every ack back at the root) per mode: unicast from the root, "
-             "the root monitor's broadcast, radix and numa trees forwarded by the monitors, and Pipes.")]
+    return [
+        (
+            "groups_shootdown.png",
+            "Group shoot-down against members",
+            "Median round (send to every member, every ack back at the root) per mode: unicast from the root, "
+            "the root monitor's broadcast, radix and numa trees forwarded by the monitors, and Pipes.",
+        )
+    ]

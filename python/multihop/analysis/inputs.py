@@ -82,16 +82,11 @@ def check_file(path: str | os.PathLike[str], table: str | None = None) -> tuple[
         schema = meta.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(f"{p}: not a readable Parquet file ({exc})") from None
-    kv = {
-        k.decode(errors="replace"): v.decode(errors="replace")
-        for k, v in (meta.metadata or {}).items()
-    }
+    kv = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (meta.metadata or {}).items()}
     found_table = kv.get(META_TABLE)
     if found_table is None:
         columns = ", ".join(schema.names[:8]) + (", ..." if len(schema.names) > 8 else "")
-        raise TraceError(
-            f"{p}: not a multihop trace: no '{META_TABLE}' metadata (its columns: {columns})"
-        )
+        raise TraceError(f"{p}: not a multihop trace: no '{META_TABLE}' metadata (its columns: {columns})")
     version = kv.get(META_SCHEMA_VERSION)
     if version is None:
         raise TraceError(f"{p}: multihop trace without '{META_SCHEMA_VERSION}' metadata")
@@ -102,14 +97,9 @@ def check_file(path: str | os.PathLike[str], table: str | None = None) -> tuple[
             advice = "upgrade multihop" if newer else "re-run the benchmark to record it anew"
         except ValueError:
             what, advice = "unknown", "re-run the benchmark to record it anew"
-        raise TraceError(
-            f"{p}: trace schema version {version} ({what}); this multihop reads version "
-            f"{SCHEMA_VERSION}: {advice}"
-        )
+        raise TraceError(f"{p}: trace schema version {version} ({what}); this multihop reads version {SCHEMA_VERSION}: {advice}")
     if found_table not in TABLES:
-        raise TraceError(
-            f"{p}: unknown trace table {found_table!r}; expected one of {', '.join(TABLES)}"
-        )
+        raise TraceError(f"{p}: unknown trace table {found_table!r}; expected one of {', '.join(TABLES)}")
     if table is not None and found_table != table:
         raise TraceError(f"{p}: holds the {found_table!r} table, expected {table!r}")
     for expected in table_schema(found_table):
@@ -118,9 +108,7 @@ def check_file(path: str | os.PathLike[str], table: str | None = None) -> tuple[
             raise TraceError(f"{p}: {found_table} table lacks column {expected.name!r}")
         actual = schema.field(idx).type
         if not _same_type(actual, expected.type):
-            raise TraceError(
-                f"{p}: column {expected.name!r} has type {actual}, expected {expected.type}"
-            )
+            raise TraceError(f"{p}: column {expected.name!r} has type {actual}, expected {expected.type}")
     return found_table, int(meta.num_rows)
 
 
@@ -178,8 +166,7 @@ def find_traces(paths: Sequence[str | os.PathLike[str]]) -> TraceFiles:
             if not subdirs:
                 what = "empty directory" if not any(p.iterdir()) else "no trace found"
                 raise TraceError(
-                    f"{p}: {what}: expected a run directory (messages.parquet, cases.parquet, "
-                    "machine.parquet) or a directory of run directories"
+                    f"{p}: {what}: expected a run directory (messages.parquet, cases.parquet, machine.parquet) or a directory of run directories"
                 )
             for d in subdirs:
                 _add_run_dir(d, out)

@@ -97,9 +97,7 @@ def _raw_stats(messages: DataFrame) -> DataFrame:
     )
 
 
-def _params(
-    raw: DataFrame, messages: DataFrame, cases: DataFrame | None, notes: list[str], cached: list[DataFrame]
-) -> DataFrame:
+def _params(raw: DataFrame, messages: DataFrame, cases: DataFrame | None, notes: list[str], cached: list[DataFrame]) -> DataFrame:
     """The parameters (suite, kind, typed columns) of every case in ``raw``.
 
     From the case's cases row when it has one (the writer gives a case name
@@ -155,14 +153,21 @@ def case_stats(messages: DataFrame, cases: DataFrame | None) -> CaseStats:
     cached = [raw]
     params = _params(raw, messages, cases, notes, cached)
     n = F.col("samples")
-    percentiles = [
-        F.when(n >= need, F.col("q")[_Q_INDEX[q]]).alias(name) for name, (q, need) in RESOLUTION.items()
-    ]
+    percentiles = [F.when(n >= need, F.col("q")[_Q_INDEX[q]]).alias(name) for name, (q, need) in RESOLUTION.items()]
     frame = (
         raw.join(F.broadcast(params), KEYS, "left")
         .select(
-            *KEYS, *CASE_COLS, "samples", "sum_lat", "sumsq_lat",
-            (F.col("sum_lat") / n).alias("mean_ns"), "min_ns", "max_ns", *percentiles, "negative", "q",
+            *KEYS,
+            *CASE_COLS,
+            "samples",
+            "sum_lat",
+            "sumsq_lat",
+            (F.col("sum_lat") / n).alias("mean_ns"),
+            "min_ns",
+            "max_ns",
+            *percentiles,
+            "negative",
+            "q",
         )  # fmt: skip
         .cache()
     )

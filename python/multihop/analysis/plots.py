@@ -155,8 +155,7 @@ def _cdf_plots(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
                 first = r["hops"] not in colors
                 n = sum(1 for x in rows if x["hops"] == r["hops"])
                 label = f"{r['hops']} hop(s), {n} case(s)" if first else None
-                line = ax.plot(xs, ys, drawstyle="steps-post", linewidth=0.8, alpha=0.7, label=label,
-                               color=colors.get(r["hops"]))[0]
+                line = ax.plot(xs, ys, drawstyle="steps-post", linewidth=0.8, alpha=0.7, label=label, color=colors.get(r["hops"]))[0]
                 colors.setdefault(r["hops"], line.get_color())
             else:
                 ax.plot(xs, ys, drawstyle="steps-post", linewidth=1.2, label=_label(r, cols) if cols else r["case"])
@@ -316,13 +315,11 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
                     # light text on the dark end of viridis, dark on the light end; the cast: matplotlib types
                     # Normalize.__call__ as returning an array-like whatever it is given, a scalar gives a scalar
                     shade = cast(float, image.norm(v))
-                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="white" if shade < 0.6 else "black",
-                            fontsize="x-small")
+                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="white" if shade < 0.6 else "black", fontsize="x-small")
         what = f"bind time, {transport}" if size < 0 else f"round trips, {transport} {size} B"
         fig.colorbar(image, ax=ax, label="median bind time (µs)" if size < 0 else "median rtt (µs)")
         ax.set_title(f"Core-pair {what}: {routing}\nsuite {suite}, run {run_id}", fontsize="medium")
-        name = (f"heatmap_{_slug(run_id)}_{_slug(suite)}_{_slug(routing)}_{_slug(transport)}_"
-                f"{'bind' if size < 0 else size}.png")
+        name = f"heatmap_{_slug(run_id)}_{_slug(suite)}_{_slug(routing)}_{_slug(transport)}_{'bind' if size < 0 else size}.png"
         _save(fig, out / name)
         result.plots.append(
             Plot(
@@ -332,9 +329,7 @@ def _heatmaps(tables: Mapping[str, Table], out: Path, result: PlotSet) -> None:
             )
         )
     if skipped:
-        result.notes.append(
-            f"{skipped} core-pair group(s) cover a single source or destination core: no heat map drawn for them."
-        )
+        result.notes.append(f"{skipped} core-pair group(s) cover a single source or destination core: no heat map drawn for them.")
 
 
 # ---------------------------------------------------------------- memory and CPU
@@ -350,18 +345,14 @@ def _resources_plot(tables: Mapping[str, Table], out: Path, result: PlotSet) -> 
     series = sorted({(r["transport"] or "", r["component"] or "") for r in rows})
     vary = [i for i in range(2) if len({g[i] for g in groups}) > 1] + [2]
     names = [" ".join(g[i] for i in vary) for g in groups]
-    cell = {((r["run_id"], r["suite"], r["routing"] or "no routing"), (r["transport"] or "", r["component"] or "")): r
-            for r in rows}
+    cell = {((r["run_id"], r["suite"], r["routing"] or "no routing"), (r["transport"] or "", r["component"] or "")): r for r in rows}
     fig = _figure(max(7.5, 1.2 * len(groups) * len(series) / 2), 5.5)
     width = 0.8 / max(1, len(series))
-    for k, (column, ylabel, scale) in enumerate(
-        (("rss_bytes", "RSS (MiB)", 1 / (1 << 20)), ("cpu_s", "CPU (s)", 1.0))
-    ):
+    for k, (column, ylabel, scale) in enumerate((("rss_bytes", "RSS (MiB)", 1 / (1 << 20)), ("cpu_s", "CPU (s)", 1.0))):
         ax = fig.add_subplot(1, 2, k + 1)
         for j, key in enumerate(series):
             ys = [(cell[(g, key)][column] or 0) * scale if (g, key) in cell else 0 for g in groups]
-            ax.bar([i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))], ys, width,
-                   label=f"{key[0]} {key[1]}".strip())
+            ax.bar([i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))], ys, width, label=f"{key[0]} {key[1]}".strip())
         ax.set_xticks(range(len(groups)), names, fontsize="small", rotation=20)
         ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
@@ -372,8 +363,13 @@ def _resources_plot(tables: Mapping[str, Table], out: Path, result: PlotSet) -> 
     fig.suptitle("Memory and CPU per monitor, per channel and per idle monitor", fontsize="medium")
     fig.tight_layout(rect=(0, 0.05 + 0.05 * legend_rows, 1, 1))
     fig.savefig(out / "resources.png", format="png")
-    result.plots.append(Plot("resources.png", "Memory and CPU", "RSS and CPU seconds of each measured component, "
-                             "per routing mode (see resources.csv for what each counts)."))
+    result.plots.append(
+        Plot(
+            "resources.png",
+            "Memory and CPU",
+            "RSS and CPU seconds of each measured component, per routing mode (see resources.csv for what each counts).",
+        )
+    )
 
 
 def make_plots(tables: Mapping[str, Table], out_dir: str | Path) -> PlotSet:

@@ -109,9 +109,7 @@ def _cells(table: Table) -> tuple[list[str], list[list[str]]]:
 
 
 def _ordered(tables: dict[str, Table]) -> list[Table]:
-    names = [n for n in TABLE_ORDER if n in tables] + sorted(
-        n for n in tables if n not in TABLE_ORDER
-    )
+    names = [n for n in TABLE_ORDER if n in tables] + sorted(n for n in tables if n not in TABLE_ORDER)
     return [tables[n] for n in names]
 
 
@@ -128,9 +126,7 @@ def _markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]
 
 def _html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    rows = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body
-    )
+    rows = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>"
 
 
@@ -161,8 +157,7 @@ def _finding_cells(table: Table, runs: int) -> tuple[list[str], list[list[str]]]
         if r["baseline"]:
             value = format_amount(r["baseline_value"], r["unit"].replace("/hop", "")) if r["baseline_value"] is not None else "n/a"
             base = f"{r['baseline']}: {value}"
-        row = ([r["run_id"]] if runs > 1 else []) + [r["suite"], r["finding"], format_amount(r["value"], r["unit"]), base,
-                                                     r["reading"]]
+        row = ([r["run_id"]] if runs > 1 else []) + [r["suite"], r["finding"], format_amount(r["value"], r["unit"]), base, r["reading"]]
         body.append(row)
     return header, body
 
@@ -170,15 +165,12 @@ def _finding_cells(table: Table, runs: int) -> tuple[list[str], list[list[str]]]
 def _findings_html(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     rows = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row[:-1]) + f'<td class="ratio">{html.escape(row[-1])}</td></tr>'
-        for row in body
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row[:-1]) + f'<td class="ratio">{html.escape(row[-1])}</td></tr>' for row in body
     )
     return f'<table class="findings" id="findings">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>'
 
 
-def write_report(
-    out_dir: str | Path, analysis: Analysis, plots: PlotSet, spark_master: str = ""
-) -> Path:
+def write_report(out_dir: str | Path, analysis: Analysis, plots: PlotSet, spark_master: str = "") -> Path:
     """Write CSVs, ``report.md`` and ``report.html`` into ``out_dir``; return ``report.md``'s path.
 
     The report leads with its findings (:mod:`multihop.analysis.findings`: per
@@ -215,8 +207,7 @@ def write_report(
         f"<style>{_CSS}</style></head><body>",
         "<h1>multihop benchmark report</h1>",
         f'<p id="summary">{html.escape(summary).replace("`", "")}</p>',
-        '<nav><a href="#findings-title">Findings</a><a href="#plots">Plots</a>'
-        '<a href="#tables">Detailed tables</a><a href="#notes">Notes</a></nav>',
+        '<nav><a href="#findings-title">Findings</a><a href="#plots">Plots</a><a href="#tables">Detailed tables</a><a href="#notes">Notes</a></nav>',
     ]
     md += ["## Findings", ""]
     h.append('<h2 id="findings-title">Findings</h2>')
@@ -224,8 +215,7 @@ def write_report(
         doc = findings.doc + " Data: [findings.csv](findings.csv)."
         header, body = _finding_cells(findings, len({r[0] for r in findings.rows}))
         md += [doc, ""] + _markdown(header, body) + [""]
-        h += [f'<p class="doc">{html.escape(findings.doc)} Data: <a href="findings.csv">findings.csv</a>.</p>',
-              _findings_html(header, body)]
+        h += [f'<p class="doc">{html.escape(findings.doc)} Data: <a href="findings.csv">findings.csv</a>.</p>', _findings_html(header, body)]
     else:
         md += ["No headline figures: none of the suites of `multihop bench` is in the traces.", ""]
         h.append("<p>No headline figures: none of the suites of multihop bench is in the traces.</p>")
@@ -240,8 +230,7 @@ def write_report(
         h += [
             f"<h3>{html.escape(p.title)}</h3>",
             f'<img src="data:image/png;base64,{data}" alt="{html.escape(p.title)}">',
-            f'<p class="doc">{html.escape(p.caption)} '
-            f'File: <a href="{p.file}">{p.file}</a></p>',
+            f'<p class="doc">{html.escape(p.caption)} File: <a href="{p.file}">{p.file}</a></p>',
         ]
     md += ["## Detailed tables", ""]
     h += ['<h2 id="tables">Detailed tables</h2>']
@@ -254,10 +243,7 @@ def write_report(
         more = "" if shown or not t.rows else " (too long to show here: see the CSV)" if t.in_report else ""
         doc = (t.doc + " " if t.doc else "") + f"Data: [{csv_name}]({csv_name}), {count}{more}."
         md += [doc, ""]
-        h += [
-            f'<p class="doc">{html.escape(t.doc)} '
-            f'Data: <a href="{csv_name}">{csv_name}</a>, {count}{html.escape(more)}.</p>'
-        ]
+        h += [f'<p class="doc">{html.escape(t.doc)} Data: <a href="{csv_name}">{csv_name}</a>, {count}{html.escape(more)}.</p>']
         if shown:
             header, body = _cells(t)
             md += _markdown(header, body) + [""]

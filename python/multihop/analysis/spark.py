@@ -251,9 +251,7 @@ def preset_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
-def get_session(
-    master: str | None = None, app_name: str = "multihop-analyze"
-) -> tuple[SparkSession, bool]:
+def get_session(master: str | None = None, app_name: str = "multihop-analyze") -> tuple[SparkSession, bool]:
     """Return ``(session, created)``: the running session, or a new one made by the rules above.
 
     Raises:
@@ -262,15 +260,12 @@ def get_session(
     _import_pyspark()
     from pyspark.sql import SparkSession
 
-    existing = SparkSession.getActiveSession() or getattr(
-        SparkSession, "_instantiatedSession", None
-    )
+    existing = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
     if existing is not None and getattr(existing.sparkContext, "_jsc", None) is not None:
         current = existing.sparkContext.master
         if master and master != current:
             warnings.warn(
-                f"a Spark session with master {current!r} is already running; "
-                f"ignoring master {master!r}",
+                f"a Spark session with master {current!r} is already running; ignoring master {master!r}",
                 RuntimeWarning,
                 stacklevel=2,
             )

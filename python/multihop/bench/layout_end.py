@@ -52,8 +52,7 @@ def _rtt(send: Callable[[bytes], Any], recv: Callable[[], bytes], n: int, size: 
     return float(np.median(t_recv[warm:] - t_send[warm:])) / 1000.0
 
 
-def _client(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes],
-            send_batch: Callable[[list[bytes]], int] | None) -> float:
+def _client(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes], send_batch: Callable[[list[bytes]], int] | None) -> float:
     n: int = a.n
     size: int = a.size
     if a.work == "rtt":
@@ -73,8 +72,7 @@ def _client(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[
     return n / (time.perf_counter() - t0)
 
 
-def _server(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes],
-            recv_batch: Callable[[], list[bytes]] | None) -> None:
+def _server(a: argparse.Namespace, send: Callable[[bytes], Any], recv: Callable[[], bytes], recv_batch: Callable[[], list[bytes]] | None) -> None:
     if a.work == "rtt":
         for _ in range(a.n):
             send(recv())
@@ -116,8 +114,7 @@ def _run_channel(a: argparse.Namespace) -> None:
                 pass
         else:
             with d.bind(a.service, transport=a.transport, window=a.window, timeout=60) as ch:
-                value = _client(a, ch.send, lambda: ch.recv(timeout=60),
-                                lambda m: ch.send_batch(m, timeout=60))
+                value = _client(a, ch.send, lambda: ch.recv(timeout=60), lambda m: ch.send_batch(m, timeout=60))
             _report(a.report, json.dumps({"value": value, **_SAMPLES}))
 
 

@@ -151,8 +151,7 @@ class LayoutRun:
         if how == "daemon":
             code = "import sys; from multihop.bench.layouts import _daemonize_and_exec as d; d(sys.argv[1:])"
             cmd = [sys.executable, "-c", code, *cmd]
-        proc = subprocess.Popen(cmd, pass_fds=(w, *pass_fds), stdin=subprocess.DEVNULL,
-                                start_new_session=(how == "setsid"))
+        proc = subprocess.Popen(cmd, pass_fds=(w, *pass_fds), stdin=subprocess.DEVNULL, start_new_session=(how == "setsid"))
         os.close(w)
         end = _End(r, proc)
         try:
@@ -173,8 +172,7 @@ class LayoutRun:
         """
         return float(self.case_result(transport, work, n, size, window, timeout)["value"])
 
-    def case_result(self, transport: str, work: str, n: int, size: int = 64, window: int = 16,
-                    timeout: float = 300.0) -> dict[str, Any]:
+    def case_result(self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0) -> dict[str, Any]:
         """Like :meth:`case`, the client's whole report: ``value``, and for ``rtt`` ``send_ns`` / ``recv_ns``."""
         self._seq += 1
         service = f"layout-{self._seq}"
@@ -256,9 +254,11 @@ class LayoutFigures:
 
     def line(self) -> str:
         """One printed row: ours, Pipe's and the ratios (goals: round trip <= 0.5x Pipe, stream >= 5x)."""
-        return (f"  {self.layout:<16} rtt {self.rtt_us:7.1f} us ({self.rtt_us / self.pipe_rtt_us:5.2f}x Pipe {self.pipe_rtt_us:6.1f})"
-                f"   one-way w16 {self.stream:11,.0f} msg/s ({self.stream / self.pipe_stream:5.2f}x Pipe {self.pipe_stream:9,.0f})"
-                f"   batches of 16 {self.batch:11,.0f} msg/s ({self.batch / self.pipe_stream:5.2f}x)")
+        return (
+            f"  {self.layout:<16} rtt {self.rtt_us:7.1f} us ({self.rtt_us / self.pipe_rtt_us:5.2f}x Pipe {self.pipe_rtt_us:6.1f})"
+            f"   one-way w16 {self.stream:11,.0f} msg/s ({self.stream / self.pipe_stream:5.2f}x Pipe {self.pipe_stream:9,.0f})"
+            f"   batches of 16 {self.batch:11,.0f} msg/s ({self.batch / self.pipe_stream:5.2f}x)"
+        )
 
 
 def measure(name: str, n_rtt: int, n_stream: int, repeat: int = 1) -> LayoutFigures:
@@ -266,9 +266,15 @@ def measure(name: str, n_rtt: int, n_stream: int, repeat: int = 1) -> LayoutFigu
     import statistics
 
     with running(name) as run:
+
         def med(transport: str, work: str, n: int) -> float:
             return statistics.median(run.case(transport, work, n) for _ in range(repeat))
 
-        return LayoutFigures(name, med("multihop", "rtt", n_rtt), med("pipe", "rtt", n_rtt),
-                             med("multihop", "stream", n_stream), med("pipe", "stream", n_stream),
-                             med("multihop", "batch", n_stream))
+        return LayoutFigures(
+            name,
+            med("multihop", "rtt", n_rtt),
+            med("pipe", "rtt", n_rtt),
+            med("multihop", "stream", n_stream),
+            med("pipe", "stream", n_stream),
+            med("multihop", "batch", n_stream),
+        )

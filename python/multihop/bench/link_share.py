@@ -87,8 +87,9 @@ def _flood_receiver(name: str, core: int, cpu: int | None, service: str, ready: 
                 return
 
 
-def _flood_sender(name: str, core: int, cpu: int | None, service: str, window: int, size: int,
-                  going: Event, stop: Event, sent: Synchronized[int]) -> None:
+def _flood_sender(
+    name: str, core: int, cpu: int | None, service: str, window: int, size: int, going: Event, stop: Event, sent: Synchronized[int]
+) -> None:
     peers._pin(cpu)
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d, d.bind(service, transport="multihop", window=window, timeout=30) as ch:

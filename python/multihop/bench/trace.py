@@ -451,10 +451,7 @@ class TraceWriter:
     ) -> None:
         run_id = _new_run_id() if run_id is None else run_id
         if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
-            raise TraceError(
-                f"bad run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
-                "not starting with '.' or '-'"
-            )
+            raise TraceError(f"bad run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', not starting with '.' or '-'")
         _check_name("suite", suite)
         if flush_rows < 1:
             raise TraceError(f"flush_rows must be positive, got {flush_rows!r}")
@@ -551,10 +548,7 @@ class TraceWriter:
         send = np.asarray(send_ns)
         recv = np.asarray(recv_ns)
         if send.ndim != 1 or recv.ndim != 1 or send.shape != recv.shape:
-            raise TraceError(
-                f"case {case!r}: send_ns and recv_ns must be 1-D arrays of equal length, "
-                f"got shapes {send.shape} and {recv.shape}"
-            )
+            raise TraceError(f"case {case!r}: send_ns and recv_ns must be 1-D arrays of equal length, got shapes {send.shape} and {recv.shape}")
         for name, arr in (("send_ns", send), ("recv_ns", recv)):
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 raise TraceError(f"case {case!r}: {name} must hold integers, got {arr.dtype}")
@@ -562,9 +556,7 @@ class TraceWriter:
             seqs = np.arange(send.size, dtype=np.int64)
         else:
             seqs = np.asarray(seq)
-            if seqs.shape != send.shape or (
-                seqs.size and not np.issubdtype(seqs.dtype, np.integer)
-            ):
+            if seqs.shape != send.shape or (seqs.size and not np.issubdtype(seqs.dtype, np.integer)):
                 raise TraceError(f"case {case!r}: seq must be an integer array like send_ns")
         n = self._every if every is None else every
         s = sample_every(send, n)
@@ -626,9 +618,7 @@ class TraceWriter:
         params_json, typed = _typed_params(case, params)
         for name, value in (("messages", messages), ("duration_ns", duration_ns)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise TraceError(
-                    f"case {case!r}: {name} must be a non-negative integer, got {value!r}"
-                )
+                raise TraceError(f"case {case!r}: {name} must be a non-negative integer, got {value!r}")
         if nbytes is None:
             nbytes = int(messages) * typed["size"] if typed["size"] >= 0 else 0
         if baseline is not None:
@@ -687,9 +677,7 @@ class TraceWriter:
         table = self._messages_table(self._chunks)
         if self._msg_writer is None:
             self._run_dir.mkdir(parents=True, exist_ok=True)
-            self._msg_writer = pq.ParquetWriter(
-                self._partial("messages"), table_schema("messages"), compression="snappy"
-            )
+            self._msg_writer = pq.ParquetWriter(self._partial("messages"), table_schema("messages"), compression="snappy")
         self._msg_writer.write_table(table, row_group_size=1 << 20)
         self._written += self._buffered
         self._chunks = []

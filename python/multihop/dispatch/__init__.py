@@ -44,7 +44,25 @@ from multihop.dispatch.relay import Relay, relay
 from multihop.dispatch.system import PeerProcess, System, start
 
 __all__ = [
-    "DispatchError", "JoinRefused", "MAX_PAYLOAD", "News", "NoPeers", "PayloadTooLarge", "PeerConfig", "PeerProcess",
-    "QosError", "Relay", "Sink", "SinkQoS", "Source", "SourceQoS", "System", "TopicError", "UnknownTopic", "relay",
-    "sink", "source", "start",
+    "DispatchError",
+    "JoinRefused",
+    "MAX_PAYLOAD",
+    "News",
+    "NoPeers",
+    "PayloadTooLarge",
+    "PeerConfig",
+    "PeerProcess",
+    "QosError",
+    "Relay",
+    "Sink",
+    "SinkQoS",
+    "Source",
+    "SourceQoS",
+    "System",
+    "TopicError",
+    "UnknownTopic",
+    "relay",
+    "sink",
+    "source",
+    "start",
 ]

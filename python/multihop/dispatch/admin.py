@@ -23,8 +23,7 @@ def _session(rt: mh.Runtime, system: str, peer: Nid, core: int | None, timeout: 
     d = rt.dispatcher(rt.cores[0] if core is None else core)
     try:
         ch = d.bind(peer_service(system, peer), timeout=timeout)
-        ch.send(encode(M.messages.client_hello(M.client_kind.CLIENT_ADMIN, new_id("admin"),
-                                               domain_id(rt.name, system))), timeout)
+        ch.send(encode(M.messages.client_hello(M.client_kind.CLIENT_ADMIN, new_id("admin"), domain_id(rt.name, system))), timeout)
     except BaseException:
         d.detach()
         raise

@@ -23,8 +23,7 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 from multihop.dispatch.ids import Nid, NewsKey, short
 
-__all__ = ["Verdict", "SentNews", "GotNews", "no_loss_in_order", "exactly_the_exclusive_sinks", "none_later_than_the_bound",
-           "priority_order"]
+__all__ = ["Verdict", "SentNews", "GotNews", "no_loss_in_order", "exactly_the_exclusive_sinks", "none_later_than_the_bound", "priority_order"]
 
 
 class SentNews(Protocol):
@@ -88,8 +87,9 @@ class Verdict:
         """Raise AssertionError listing (the first 20) violations."""
         if self.violations:
             more = f"\n... and {len(self.violations) - 20} more" if len(self.violations) > 20 else ""
-            raise AssertionError(f"{self.name}: {len(self.violations)} violation(s) in {self.checked} checked:\n"
-                                 + "\n".join(self.violations[:20]) + more)
+            raise AssertionError(
+                f"{self.name}: {len(self.violations)} violation(s) in {self.checked} checked:\n" + "\n".join(self.violations[:20]) + more
+            )
 
     def __repr__(self) -> str:
         return f"<Verdict {self.name}: {'ok' if self.ok else f'{len(self.violations)} violation(s)'}, {self.checked} checked>"
@@ -99,8 +99,13 @@ def _name(key: NewsKey) -> str:
     return f"{short(key[0])}#{key[1]}"
 
 
-def no_loss_in_order(sent: Iterable[SentNews], received: Mapping[Nid, Sequence[GotNews]], owed: Mapping[Nid, Iterable[NewsKey]] |
-                     None = None, topics: Mapping[Nid, Iterable[str]] | None = None, in_order: bool = True) -> Verdict:
+def no_loss_in_order(
+    sent: Iterable[SentNews],
+    received: Mapping[Nid, Sequence[GotNews]],
+    owed: Mapping[Nid, Iterable[NewsKey]] | None = None,
+    topics: Mapping[Nid, Iterable[str]] | None = None,
+    in_order: bool = True,
+) -> Verdict:
     """Every news owed to each sink arrived exactly once (and, with ``in_order``, per source in sequence order).
 
     What a sink is owed is ``owed[sink]`` (ids), or else every sent news that
@@ -136,8 +141,9 @@ def no_loss_in_order(sent: Iterable[SentNews], received: Mapping[Nid, Sequence[G
     return v
 
 
-def exactly_the_exclusive_sinks(sent: Iterable[SentNews], received: Mapping[Nid, Sequence[GotNews]],
-                                topics: Mapping[Nid, Iterable[str]], exclusive: Mapping[Nid, Iterable[str]]) -> Verdict:
+def exactly_the_exclusive_sinks(
+    sent: Iterable[SentNews], received: Mapping[Nid, Sequence[GotNews]], topics: Mapping[Nid, Iterable[str]], exclusive: Mapping[Nid, Iterable[str]]
+) -> Verdict:
     """Per news: the sinks that got it are exactly those the exclusivity rule names.
 
     Per topic of the news: its exclusive sinks if any sink flagged it, else
@@ -165,13 +171,13 @@ def exactly_the_exclusive_sinks(sent: Iterable[SentNews], received: Mapping[Nid,
         if have != want:
             wrong = sorted(short(x) for x in have - want)
             lost = sorted(short(x) for x in want - have)
-            v.fail(f"news {_name(s.id)} topics {list(s.topics)}: went to {wrong or 'no'} wrong sink(s), "
-                   f"missed {lost or 'no'} sink(s)")
+            v.fail(f"news {_name(s.id)} topics {list(s.topics)}: went to {wrong or 'no'} wrong sink(s), missed {lost or 'no'} sink(s)")
     return v
 
 
-def none_later_than_the_bound(received: Mapping[Nid, Sequence[GotNews]], max_ns: Mapping[Nid, int | None],
-                              min_ns: Mapping[Nid, int] | None = None) -> Verdict:
+def none_later_than_the_bound(
+    received: Mapping[Nid, Sequence[GotNews]], max_ns: Mapping[Nid, int | None], min_ns: Mapping[Nid, int] | None = None
+) -> Verdict:
     """No news reached a sink later than ``max_ns[sink]`` after it entered (nor before ``min_ns[sink]``)."""
     v = Verdict("none later than the bound")
     for sink, got in received.items():
@@ -181,11 +187,9 @@ def none_later_than_the_bound(received: Mapping[Nid, Sequence[GotNews]], max_ns:
             v.checked += 1
             age = n.received_ns - n.entry_ns
             if hi is not None and age > hi:
-                v.fail(f"sink {short(sink)} got news {_name(n.id)} {age / 1e6:.3f} ms after it entered (bound "
-                       f"{hi / 1e6:.3f} ms)")
+                v.fail(f"sink {short(sink)} got news {_name(n.id)} {age / 1e6:.3f} ms after it entered (bound {hi / 1e6:.3f} ms)")
             if age < lo:
-                v.fail(f"sink {short(sink)} got news {_name(n.id)} {age / 1e6:.3f} ms after it entered, before its "
-                       f"embargo of {lo / 1e6:.3f} ms")
+                v.fail(f"sink {short(sink)} got news {_name(n.id)} {age / 1e6:.3f} ms after it entered, before its embargo of {lo / 1e6:.3f} ms")
     return v
 
 

@@ -84,8 +84,10 @@ class _Client(Generic[MachineT]):
         peers = listed_peers(self.rt, self.system)
         if not peers:
             self.d.detach()
-            raise NoPeers(f"no dispatch peer of system {self.system!r} runs on runtime {self.rt.name!r}; "
-                          f"start them with multihop dispatch up {self.rt.name} (or dispatch.start)")
+            raise NoPeers(
+                f"no dispatch peer of system {self.system!r} runs on runtime {self.rt.name!r}; "
+                f"start them with multihop dispatch up {self.rt.name} (or dispatch.start)"
+            )
         for peer in sorted(peers):
             self._bind(peer)
         if not self.table.by_node:
@@ -176,8 +178,17 @@ class _Client(Generic[MachineT]):
 class Source(_Client[SourceMachine]):
     """A live news source (make one with :func:`source`)."""
 
-    def __init__(self, runtime: str, qos: SourceQoS, *, system: str = DEFAULT_SYSTEM, core: int | None = None,
-                 transport: str = "ump", clock: Clock | None = None, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        qos: SourceQoS,
+        *,
+        system: str = DEFAULT_SYSTEM,
+        core: int | None = None,
+        transport: str = "ump",
+        clock: Clock | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         if not isinstance(qos, SourceQoS):
             raise TypeError(f"qos must be a dispatch.SourceQoS, got {type(qos).__name__}")
         super().__init__(runtime, system, core, transport, clock)
@@ -215,8 +226,7 @@ class Source(_Client[SourceMachine]):
             self._last_scan = 0.0
             self._rescan()
             if not m.linked:
-                raise NoPeers(f"news not sent: no dispatch peer of system {self.system!r} is left on "
-                              f"runtime {self.rt.name!r}")
+                raise NoPeers(f"news not sent: no dispatch peer of system {self.system!r} is left on runtime {self.rt.name!r}")
         self._write()  # the hellos of a peer just bound go before the news
         rec = m.make_news(topics, payload, self.clock.now_ns())
         reliable = m.qos.reliable
@@ -276,9 +286,19 @@ class Source(_Client[SourceMachine]):
 class Sink(_Client[SinkMachine]):
     """A live news sink (make one with :func:`sink`)."""
 
-    def __init__(self, runtime: str, topics: Sequence[str], qos: SinkQoS, history: bool = False, *,
-                 system: str = DEFAULT_SYSTEM, core: int | None = None, transport: str = "ump",
-                 clock: Clock | None = None, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        topics: Sequence[str],
+        qos: SinkQoS,
+        history: bool = False,
+        *,
+        system: str = DEFAULT_SYSTEM,
+        core: int | None = None,
+        transport: str = "ump",
+        clock: Clock | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         if not isinstance(qos, SinkQoS):
             raise TypeError(f"qos must be a dispatch.SinkQoS, got {type(qos).__name__}")
         if not isinstance(history, bool):
@@ -394,8 +414,7 @@ def source(runtime_name: str, qos: SourceQoS | None = None, **kwargs: Any) -> So
     return Source(runtime_name, qos if qos is not None else SourceQoS(), **kwargs)
 
 
-def sink(runtime_name: str, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False,
-         **kwargs: Any) -> Sink:
+def sink(runtime_name: str, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False, **kwargs: Any) -> Sink:
     """Register a news sink (a JOIN) for ``topics``; with ``history=True`` it also gets the news the peers kept.
 
     Returns once a peer gave it its partition.  Keyword arguments as for

@@ -34,14 +34,12 @@ class Clients(Replication):
     def on_client_hello(self, src: Nid, rec: M.messages.client_hello) -> None:
         """A source, sink, relay or administrator opened a channel: welcome it (or refuse another domain's)."""
         if rec.domain != self.domain:
-            self.send(src, M.messages.refused(self.me, rec.client, f"this peer belongs to domain {hex_id(self.domain)}, "
-                                                                   f"not {hex_id(rec.domain)}"))
+            self.send(src, M.messages.refused(self.me, rec.client, f"this peer belongs to domain {hex_id(self.domain)}, not {hex_id(rec.domain)}"))
             self.counters["refused"] += 1
             return
         self.links[src] = CLIENT_KINDS[rec.kind]
         topics = encode_topics(self.cfg.topics) if self.cfg.topics is not None else ""
-        self.send(src, M.messages.welcome(self.me, self.domain, self.members.epoch, self.cfg.window,
-                                          self.member_list(), topics))
+        self.send(src, M.messages.welcome(self.me, self.domain, self.members.epoch, self.cfg.window, self.member_list(), topics))
 
     def member_list(self) -> list[M.member]:
         """The members as the wire's ``member`` structs."""
@@ -140,8 +138,7 @@ class Clients(Replication):
         self.store.add(n)
         tombs = self.store.tombs(n.key)
         if pending is None:
-            targets = [self.sinks[s] for s in self.topics.recipients(n.topics)
-                       if s not in tombs and self.sinks[s].info.join_ns <= n.entry_ns]
+            targets = [self.sinks[s] for s in self.topics.recipients(n.topics) if s not in tombs and self.sinks[s].info.join_ns <= n.entry_ns]
         else:
             targets = []
             for sid in pending:
@@ -183,8 +180,19 @@ class Clients(Replication):
                 except ValueError:
                     self.refuse(src, rec.sink, "no active peer serves a partition yet; try again")
                     return
-                info = M.messages.sink_info(rec.sink, part, rec.join_ns, rec.max_delivery_ns, rec.min_delivery_ns, rec.reliable,
-                                            rec.history, rec.queue_limit, rec.overflow, rec.topics, rec.exclusive)
+                info = M.messages.sink_info(
+                    rec.sink,
+                    part,
+                    rec.join_ns,
+                    rec.max_delivery_ns,
+                    rec.min_delivery_ns,
+                    rec.reliable,
+                    rec.history,
+                    rec.queue_limit,
+                    rec.overflow,
+                    rec.topics,
+                    rec.exclusive,
+                )
                 known = self.add_sink(info)
                 self.to_peers(info)
             self.send(src, known.info)
@@ -268,7 +276,6 @@ class Clients(Replication):
     def on_sink_left(self, src: Nid, rec: M.messages.sink_left) -> None:
         """Another peer says a sink is gone."""
         self.remove_sink(rec.sink, broadcast=False)
-
 
     def judge_rates(self) -> None:
         """Raise the ``min_per_unit`` alarms that are due (the coordinator tells the source)."""

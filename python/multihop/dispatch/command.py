@@ -37,8 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--cores", default=None, help="cores for the peers, round-robin (default: the runtime's)")
     up.add_argument("--topics", default=None, help="declared topics, comma-separated (default: any topic)")
     up.add_argument("--heartbeat", type=float, default=PeerConfig.heartbeat, help="seconds between heartbeats")
-    up.add_argument("--dead-after", type=float, default=PeerConfig.dead_after,
-                    help="seconds of silence before a peer is declared dead")
+    up.add_argument("--dead-after", type=float, default=PeerConfig.dead_after, help="seconds of silence before a peer is declared dead")
     up.add_argument("--window", type=int, default=PeerConfig.window, help="news in flight per sink")
     up.add_argument("--transport", default="ump", choices=("ump", "multihop"), help="channels between peers")
     st = sub.add_parser("status", help="every peer's state: members, partitions, sources, sinks, counters")
@@ -63,19 +62,25 @@ def format_status(st: dict[str, Any]) -> str:
         state = "leaving" if s["leaving"] else ("active" if s["active"] else "joining")
         mine = s["partitions"].get(pid, 0)
         served = sum(1 for v in s["sinks"].values() if v["served_here"])
-        out.append(f"peer {pid} ({state}) pid {s.get('pid')} core {s.get('core')}: {mine} partition(s), "
-                   f"serves {served} of {len(s['sinks'])} sink(s), {len(s['sources'])} source(s), "
-                   f"{s['stored']} news held, members {len(s['members'])} (epoch {s['epoch']})")
+        out.append(
+            f"peer {pid} ({state}) pid {s.get('pid')} core {s.get('core')}: {mine} partition(s), "
+            f"serves {served} of {len(s['sinks'])} sink(s), {len(s['sources'])} source(s), "
+            f"{s['stored']} news held, members {len(s['members'])} (epoch {s['epoch']})"
+        )
         c = s["counters"]
-        out.append(f"    news {c.get('news', 0)} delivered {c.get('delivered', 0)} expired {c.get('expired', 0)} "
-                   f"overflowed {c.get('overflowed', 0)} updates sent/received {c.get('updates_sent', 0)}/"
-                   f"{c.get('updates_received', 0)} rate alarms {c.get('rate_alarms', 0)} "
-                   f"peers dead {c.get('peers_dead', 0)} refused {c.get('refused', 0)}")
+        out.append(
+            f"    news {c.get('news', 0)} delivered {c.get('delivered', 0)} expired {c.get('expired', 0)} "
+            f"overflowed {c.get('overflowed', 0)} updates sent/received {c.get('updates_sent', 0)}/"
+            f"{c.get('updates_received', 0)} rate alarms {c.get('rate_alarms', 0)} "
+            f"peers dead {c.get('peers_dead', 0)} refused {c.get('refused', 0)}"
+        )
         for sid, v in s["sinks"].items():
             if v["served_here"]:
-                out.append(f"    sink {sid[:8]} partition {v['partition']} topics {v['topics']}: queued {v['queued']} "
-                           f"in flight {v['in_flight']} delivered {v['delivered']} expired {v['expired']} "
-                           f"overflowed {v['overflowed']}")
+                out.append(
+                    f"    sink {sid[:8]} partition {v['partition']} topics {v['topics']}: queued {v['queued']} "
+                    f"in flight {v['in_flight']} delivered {v['delivered']} expired {v['expired']} "
+                    f"overflowed {v['overflowed']}"
+                )
     return "\n".join(out)
 
 
@@ -130,4 +135,3 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-

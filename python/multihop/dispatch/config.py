@@ -68,8 +68,13 @@ class PeerConfig:
             raise ValueError(f"PeerConfig.rate_grace={self.rate_grace!r}: cannot be negative")
         if self.dead_after <= self.heartbeat:
             raise ValueError(f"PeerConfig.dead_after={self.dead_after} must be longer than heartbeat={self.heartbeat}")
-        for name, low, high in (("partitions", 1, 4096), ("window", 1, 100_000), ("ack_every", 1, 1_000_000),
-                                ("history_limit", 0, 10_000_000), ("gap_tries", 0, 1000)):
+        for name, low, high in (
+            ("partitions", 1, 4096),
+            ("window", 1, 100_000),
+            ("ack_every", 1, 1_000_000),
+            ("history_limit", 0, 10_000_000),
+            ("gap_tries", 0, 1000),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
                 raise ValueError(f"PeerConfig.{name}={v!r}: must be an integer in {low}..{high}")

@@ -45,9 +45,19 @@ _MAX_WAIT = 0.05  # seconds: how long the loop parks at most (new channels are n
 class PeerDriver:
     """One live peer (see the module docstring).  ``run()`` blocks until it stops."""
 
-    def __init__(self, runtime: str, system: str, core: int, config: PeerConfig, *, me: Nid | None = None,
-                 transport: str = "ump", owner_pid: int | None = None, clock: Clock | None = None,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        system: str,
+        core: int,
+        config: PeerConfig,
+        *,
+        me: Nid | None = None,
+        transport: str = "ump",
+        owner_pid: int | None = None,
+        clock: Clock | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.system = check_system(system)
         self.rt = mh.Runtime.attach(runtime)
         self.clock = clock or MonotonicClock()
@@ -65,8 +75,7 @@ class PeerDriver:
         self.stop_requested = threading.Event()
         self.counters = {"malformed": 0, "loops": 0}
         self.machine.status_hook = self._driver_status
-        self._acceptor = threading.Thread(target=self._accept_loop, name=f"dispatch-accept-{short(self.me)}",
-                                          daemon=True)
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"dispatch-accept-{short(self.me)}", daemon=True)
 
     def _accept_loop(self) -> None:
         while not self.stop_requested.is_set():
@@ -201,5 +210,11 @@ class PeerDriver:
 
     def _driver_status(self) -> dict[str, Any]:
         """The driver's counters (in the peer's status reply)."""
-        return dict(self.counters, pid=os.getpid(), dropped=self.table.dropped, backlog=self.table.backlog,
-                    busy_rounds=self.table.busy_rounds, channels=len(list(self.table.channels())))
+        return dict(
+            self.counters,
+            pid=os.getpid(),
+            dropped=self.table.dropped,
+            backlog=self.table.backlog,
+            busy_rounds=self.table.busy_rounds,
+            channels=len(list(self.table.channels())),
+        )

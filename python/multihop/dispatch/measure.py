@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from multiprocessing.queues import Queue
     from multiprocessing.synchronize import Event
 
-__all__ = ["Step", "MacroResult", "macro_sinks", "Takeover", "takeover", "Saturation", "saturation", "plain_saturation",
-           "ges_saturation"]
+__all__ = ["Step", "MacroResult", "macro_sinks", "Takeover", "takeover", "Saturation", "saturation", "plain_saturation", "ges_saturation"]
 
 PAPER_RATE = 65.0
 """News per second each peer processes in the paper's benchmark."""
@@ -97,8 +96,17 @@ class MacroResult:
         return good[-1] if good else None
 
 
-def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int = 1024, late: float = 3.0,
-                tolerance: float = 0.01, max_sinks: int = 64, progress: Callable[[str], None] | None = None) -> MacroResult:
+def macro_sinks(
+    runtime: str,
+    peers: int,
+    *,
+    compress: float = 30.0,
+    size: int = 1024,
+    late: float = 3.0,
+    tolerance: float = 0.01,
+    max_sinks: int = 64,
+    progress: Callable[[str], None] | None = None,
+) -> MacroResult:
     """Run the macro-sink benchmark with ``peers`` peers on ``runtime`` (see the module docstring)."""
     system = f"macro{peers}-{int(time.monotonic() * 1000) % 100000}"
     rate = PAPER_RATE * compress
@@ -108,8 +116,7 @@ def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int =
     steps: list[Step] = []
     threshold = None
     with dispatch.start(runtime, peers, system=system, config=cfg):
-        load = Load(runtime, system, qos={"max_delivery_time": late / compress, "queue_limit": 100_000},
-                    late_ns=late_ns)
+        load = Load(runtime, system, qos={"max_delivery_time": late / compress, "queue_limit": 100_000}, late_ns=late_ns)
         try:
             load.add_sinks(1)
             _, go, result = load.source(rate, size, seconds=max_sinks * interval * 2 + 30)
@@ -128,14 +135,24 @@ def macro_sinks(runtime: str, peers: int, *, compress: float = 30.0, size: int =
                 dt = time.monotonic() - t0
                 sent_now = counter.value
                 dropped_now = sum(r.stats.get("expired", 0) + r.stats.get("overflowed", 0) for r in reps)
-                step = Step(k, dt, (sent_now - sent_before) * k, sum(r.count for r in reps), sum(r.late for r in reps),
-                            dropped_now - dropped_before, sum(r.count for r in reps) * size,
-                            [x for r in reps for x in r.samples], (sent_now - sent_before) / dt / rate)
+                step = Step(
+                    k,
+                    dt,
+                    (sent_now - sent_before) * k,
+                    sum(r.count for r in reps),
+                    sum(r.late for r in reps),
+                    dropped_now - dropped_before,
+                    sum(r.count for r in reps) * size,
+                    [x for r in reps for x in r.samples],
+                    (sent_now - sent_before) / dt / rate,
+                )
                 dropped_before, sent_before = dropped_now, sent_now
                 steps.append(step)
                 if progress:
-                    progress(f"{peers} peer(s), {k} macro-sink(s): {step.delivered / dt:,.0f} deliveries/s, "
-                             f"late {step.late}, dropped {step.dropped}, source at {step.offered:.0%} of its rate")
+                    progress(
+                        f"{peers} peer(s), {k} macro-sink(s): {step.delivered / dt:,.0f} deliveries/s, "
+                        f"late {step.late}, dropped {step.dropped}, source at {step.offered:.0%} of its rate"
+                    )
                 # a threshold is two bad intervals in a row (one alone may be another process taking the CPUs)
                 bad_run = bad_run + 1 if step.failing(tolerance) else 0
                 if bad_run >= 2:
@@ -159,8 +176,9 @@ class Takeover:
     kill_ns: int = 0
 
 
-def takeover(runtime: str, *, how: str = "kill", peers: int = 3, sinks: int = 6, rate: float = 2000.0,
-             dead_after: float = 0.3, heartbeat: float = 0.05) -> Takeover:
+def takeover(
+    runtime: str, *, how: str = "kill", peers: int = 3, sinks: int = 6, rate: float = 2000.0, dead_after: float = 0.3, heartbeat: float = 0.05
+) -> Takeover:
     """Kill (SIGKILL) or stop (SIGSTOP) the peer serving sink 0; time each orphaned sink's first news from a survivor."""
     system = f"takeover-{how}-{int(time.monotonic() * 1000) % 100000}"
     cfg = dispatch.PeerConfig(heartbeat=heartbeat, dead_after=dead_after, window=256)
@@ -240,8 +258,7 @@ def _run(load: Load, go: Event, result: Queue[dict[str, Any]], seconds: float, s
     return Saturation(path, sinks, size, res["seconds"], res["sent"], sum(r.count for r in reps), pairs)
 
 
-def saturation(runtime: str, sinks: int, *, size: int = 64, seconds: float = 2.0, peers: int = 1,
-               every: int = 16) -> Saturation:
+def saturation(runtime: str, sinks: int, *, size: int = 64, seconds: float = 2.0, peers: int = 1, every: int = 16) -> Saturation:
     """Dispatch: one reliable source as fast as it can, ``sinks`` reliable sinks, ``peers`` peers."""
     system = f"sat{sinks}-{int(time.monotonic() * 1000) % 100000}"
     with dispatch.start(runtime, peers, system=system, config=dispatch.PeerConfig(window=256)):
@@ -293,8 +310,7 @@ def ges_saturation(sinks: int, *, size: int = 64, count: int = 20_000, cores: li
     topo.add_gateway("1.1.1.1", "1.1.1.2")
     topo.add_gateway("1.1.1.1", "1.1.1.3")
     name = f"ges-sat{sinks}-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
-    with Testbed(name, topo, publisher="1.1.1.1", measuring=("1.1.1.2",), per_broker=sinks - 1,
-                 cores=cores) as tb:
+    with Testbed(name, topo, publisher="1.1.1.1", measuring=("1.1.1.2",), per_broker=sinks - 1, cores=cores) as tb:
         res = tb.run_case(100, size, 0.0, count)
     send, recv = res.measured["1.1.1.2"]
     deliveries = len(send) + sum(sum(v) for v in res.background.values())

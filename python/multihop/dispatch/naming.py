@@ -19,8 +19,7 @@ from typing import Any
 import multihop as mh
 from multihop.dispatch.ids import Nid, hex_id, parse_hex
 
-__all__ = ["DEFAULT_SYSTEM", "check_system", "peer_service", "relay_service", "peer_dir", "register_peer",
-           "unregister_peer", "listed_peers"]
+__all__ = ["DEFAULT_SYSTEM", "check_system", "peer_service", "relay_service", "peer_dir", "register_peer", "unregister_peer", "listed_peers"]
 
 DEFAULT_SYSTEM = "main"
 """The system name when none is given (a runtime may hold several dispatch systems)."""

@@ -60,11 +60,11 @@ class News(NamedTuple):
 class StoredNews:
     """A news held by a peer, and the sink queues that still hold it."""
 
-    __slots__ = ("key", "priority", "entry_ns", "release_ns", "origin", "topics", "wire_topics", "payload", "refs",
-                 "_deliver")
+    __slots__ = ("key", "priority", "entry_ns", "release_ns", "origin", "topics", "wire_topics", "payload", "refs", "_deliver")
 
-    def __init__(self, key: NewsKey, priority: int, entry_ns: int, release_ns: int, origin: Nid,
-                 topics: tuple[str, ...], wire_topics: str, payload: bytes) -> None:
+    def __init__(
+        self, key: NewsKey, priority: int, entry_ns: int, release_ns: int, origin: Nid, topics: tuple[str, ...], wire_topics: str, payload: bytes
+    ) -> None:
         self.key = key
         self.priority = priority
         self.entry_ns = entry_ns
@@ -82,6 +82,5 @@ class StoredNews:
             from multihop.dispatch.wire import M
 
             k = self.key
-            self._deliver = M.messages.deliver(k[0], k[1], self.priority, self.entry_ns, self.origin, self.wire_topics,
-                                               self.payload)
+            self._deliver = M.messages.deliver(k[0], k[1], self.priority, self.entry_ns, self.origin, self.wire_topics, self.payload)
         return self._deliver

@@ -64,17 +64,29 @@ class PeerMachine(Clients):
         if not existing:
             self.event("active", why="first peer of the domain")
         m = M.messages
-        self._handlers: dict[str, Handler] = dict((
-            route(m.client_hello, self.on_client_hello), route(m.source_info, self.on_source_info),
-            route(m.news, self.on_news), route(m.sink_info, self.on_sink_info), route(m.sink_ack, self.on_sink_ack),
-            route(m.leave, self.on_leave), route(m.peer_hello, self.on_peer_hello),
-            route(m.heartbeat, self.on_heartbeat), route(m.queue_updates, self.on_queue_updates),
-            route(m.stored_news, self.on_stored_news), route(m.snapshot_request, self.on_snapshot_request),
-            route(m.snapshot_end, self.on_snapshot_end), route(m.news_request, self.on_news_request),
-            route(m.request_data, self.on_request_data), route(m.node_unknown, self.on_node_unknown),
-            route(m.sink_left, self.on_sink_left), route(m.peer_leave, self.on_peer_leave),
-            route(m.status_request, self.on_status_request), route(m.shutdown, self.on_shutdown),
-        ))
+        self._handlers: dict[str, Handler] = dict(
+            (
+                route(m.client_hello, self.on_client_hello),
+                route(m.source_info, self.on_source_info),
+                route(m.news, self.on_news),
+                route(m.sink_info, self.on_sink_info),
+                route(m.sink_ack, self.on_sink_ack),
+                route(m.leave, self.on_leave),
+                route(m.peer_hello, self.on_peer_hello),
+                route(m.heartbeat, self.on_heartbeat),
+                route(m.queue_updates, self.on_queue_updates),
+                route(m.stored_news, self.on_stored_news),
+                route(m.snapshot_request, self.on_snapshot_request),
+                route(m.snapshot_end, self.on_snapshot_end),
+                route(m.news_request, self.on_news_request),
+                route(m.request_data, self.on_request_data),
+                route(m.node_unknown, self.on_node_unknown),
+                route(m.sink_left, self.on_sink_left),
+                route(m.peer_leave, self.on_peer_leave),
+                route(m.status_request, self.on_status_request),
+                route(m.shutdown, self.on_shutdown),
+            )
+        )
 
     # ---- inputs ----------------------------------------------------------
 
@@ -341,9 +353,14 @@ class PeerMachine(Clients):
             if o is not None:
                 owned[hex_id(o)] = owned.get(hex_id(o), 0) + 1
         out = {
-            "peer": hex_id(self.me), "domain": hex_id(self.domain), "active": self.active, "leaving": self.leaving,
+            "peer": hex_id(self.me),
+            "domain": hex_id(self.domain),
+            "active": self.active,
+            "leaving": self.leaving,
             "members": [{"id": hex_id(n), "active": a} for n, a in self.members.listing()],
-            "epoch": self.members.epoch, "partitions": owned, "stored": len(self.store),
+            "epoch": self.members.epoch,
+            "partitions": owned,
+            "stored": len(self.store),
             "sources": {hex_id(k): v.status() for k, v in self.sources.items()},
             "sinks": {hex_id(k): dict(v.status(), served_here=self.serves(v)) for k, v in self.sinks.items()},
             "counters": dict(self.counters),

@@ -34,8 +34,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    driver = PeerDriver(a.runtime, a.system, a.core, PeerConfig.from_dict(json.loads(a.config)),
-                        me=parse_hex(a.id) if a.id else None, transport=a.transport, owner_pid=a.owner_pid)
+    driver = PeerDriver(
+        a.runtime,
+        a.system,
+        a.core,
+        PeerConfig.from_dict(json.loads(a.config)),
+        me=parse_hex(a.id) if a.id else None,
+        transport=a.transport,
+        owner_pid=a.owner_pid,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: driver.stop())
     print(f"ready {driver.me.hi:016x}{driver.me.lo:016x}", flush=True)

@@ -105,8 +105,7 @@ class PeerState:
 
     def serves(self, sink: SinkState) -> bool:
         """Whether this peer delivers to ``sink`` now."""
-        return (not self.leaving and self.members.me_active and sink.attached
-                and self.owners[sink.partition] == self.me)
+        return not self.leaving and self.members.me_active and sink.attached and self.owners[sink.partition] == self.me
 
     def coordinator(self) -> bool:
         """Whether this peer is the lowest active one (it alone signals rate alarms to sources)."""

@@ -177,8 +177,11 @@ class SinkQoS:
         kinds = {type(x) for x in self.exclusive}
         if kinds and kinds != {bool} and kinds != {str}:
             raise _fail(c, "exclusive", self.exclusive, "mixes booleans and names: give one flag per topic, or names")
-        object.__setattr__(self, "exclusive", tuple(sorted(self.exclusive)) if kinds == {str} and isinstance(
-            self.exclusive, (set, frozenset)) else tuple(self.exclusive))
+        object.__setattr__(
+            self,
+            "exclusive",
+            tuple(sorted(self.exclusive)) if kinds == {str} and isinstance(self.exclusive, (set, frozenset)) else tuple(self.exclusive),
+        )
         _bool(c, "reliable", self.reliable)
         _int(c, "queue_limit", self.queue_limit, 1, MAX_QUEUE_LIMIT)
         if self.overflow not in OVERFLOW_POLICIES:
@@ -204,9 +207,7 @@ class SinkQoS:
         names = tuple(str(x) for x in flags)
         unknown = [t for t in names if t not in topics]
         if unknown:
-            raise UnknownTopic(
-                f"SinkQoS.exclusive names {unknown}, which the sink does not subscribe to (its topics: {list(topics)})"
-            )
+            raise UnknownTopic(f"SinkQoS.exclusive names {unknown}, which the sink does not subscribe to (its topics: {list(topics)})")
         return names
 
     @property

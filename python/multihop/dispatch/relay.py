@@ -116,8 +116,15 @@ class Relay:
         self.stop()
 
 
-def relay(local_runtime: str, relay_runtime: str, topics: Sequence[str], *, system: str = DEFAULT_SYSTEM,
-          relay_system: str = RELAY_SYSTEM, timeout: float = 15.0) -> Relay:
+def relay(
+    local_runtime: str,
+    relay_runtime: str,
+    topics: Sequence[str],
+    *,
+    system: str = DEFAULT_SYSTEM,
+    relay_system: str = RELAY_SYSTEM,
+    timeout: float = 15.0,
+) -> Relay:
     """Start a relay process between domain ``system`` of ``local_runtime`` and the relay domain on ``relay_runtime``.
 
     It relays the news of ``topics``; returns once it is connected (its local
@@ -132,12 +139,27 @@ def relay(local_runtime: str, relay_runtime: str, topics: Sequence[str], *, syst
     logdir = peer_dir(rt, check_system(system), "log")
     logdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_path = logdir / f"relay-{hex_id(me)}.log"
-    cmd = [sys.executable, "-m", "multihop.dispatch.relay_driver", "--local", local_runtime, "--relay", relay_runtime,
-           "--system", system, "--relay-system", check_system(relay_system), "--id", hex_id(me),
-           "--owner-pid", str(os.getpid()), "--topics", *names]
+    cmd = [
+        sys.executable,
+        "-m",
+        "multihop.dispatch.relay_driver",
+        "--local",
+        local_runtime,
+        "--relay",
+        relay_runtime,
+        "--system",
+        system,
+        "--relay-system",
+        check_system(relay_system),
+        "--id",
+        hex_id(me),
+        "--owner-pid",
+        str(os.getpid()),
+        "--topics",
+        *names,
+    ]
     with open(log_path, "ab") as logf:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True,
-                                process_group=0)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, process_group=0)
     r = Relay(me, proc, log_path)
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()

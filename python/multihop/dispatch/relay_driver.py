@@ -22,8 +22,7 @@ import multihop as mh
 from multihop.dispatch.channels import ChannelTable
 from multihop.dispatch.client import Sink, _Client
 from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id, parse_hex, short
-from multihop.dispatch.naming import (DEFAULT_SYSTEM, check_system, listed_peers, register_peer, relay_service,
-                                      unregister_peer)
+from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, listed_peers, register_peer, relay_service, unregister_peer
 from multihop.dispatch.qos import SinkQoS
 from multihop.dispatch.relay import RELAY_SYSTEM, RelayMachine
 from multihop.dispatch.topics import check_topics
@@ -96,9 +95,18 @@ class _Injector(_Client[_InjectorMachine]):
 class RelayDriver:
     """A live relay (see the module docstring); ``run()`` blocks until :meth:`stop`."""
 
-    def __init__(self, local_runtime: str, relay_runtime: str, topics: Sequence[str], *, system: str = DEFAULT_SYSTEM,
-                 relay_system: str = RELAY_SYSTEM, me: Nid | None = None, core: int | None = None,
-                 relay_core: int | None = None) -> None:
+    def __init__(
+        self,
+        local_runtime: str,
+        relay_runtime: str,
+        topics: Sequence[str],
+        *,
+        system: str = DEFAULT_SYSTEM,
+        relay_system: str = RELAY_SYSTEM,
+        me: Nid | None = None,
+        core: int | None = None,
+        relay_core: int | None = None,
+    ) -> None:
         self.topics = check_topics(topics)
         self.system = check_system(system)
         self.relay_system = check_system(relay_system)
@@ -114,8 +122,7 @@ class RelayDriver:
         self.accepted: queue.SimpleQueue[mh.Channel] = queue.SimpleQueue()
         self.stopping = threading.Event()
         others = [r for r in listed_peers(self.rrt, self.relay_system, "relay") if r != self.me]
-        register_peer(self.rrt, self.relay_system, self.me, {"pid": os.getpid(), "local": local_runtime,
-                                                             "system": system}, "relay")
+        register_peer(self.rrt, self.relay_system, self.me, {"pid": os.getpid(), "local": local_runtime, "system": system}, "relay")
         self.early: list[M.messages.news] = []  # news that came with the answers to our hellos
         hello = M.messages.relay_hello(self.me, self.machine.local)
         for other in others:
@@ -212,8 +219,7 @@ class RelayDriver:
 
     def run(self) -> None:
         """Relay until :meth:`stop` (or the runtimes go away)."""
-        threads = [threading.Thread(target=f, daemon=True, name=f"relay-{f.__name__}")
-                   for f in (self._accept_loop, self._outgoing)]
+        threads = [threading.Thread(target=f, daemon=True, name=f"relay-{f.__name__}") for f in (self._accept_loop, self._outgoing)]
         for t in threads:
             t.start()
         try:
@@ -241,7 +247,6 @@ class RelayDriver:
             pass
 
 
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m multihop.dispatch.relay``: one relay process."""
     import argparse
@@ -256,17 +261,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--topics", nargs="+", required=True)
     a = p.parse_args(argv)
     logging.basicConfig(level="INFO", format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    driver = RelayDriver(a.local, a.relay, a.topics, system=a.system, relay_system=a.relay_system,
-                         me=parse_hex(a.id) if a.id else None)
+    driver = RelayDriver(a.local, a.relay, a.topics, system=a.system, relay_system=a.relay_system, me=parse_hex(a.id) if a.id else None)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: driver.stop())
     if a.owner_pid is not None:
+
         def watch() -> None:
             while not driver.stopping.wait(0.25):
                 try:
                     os.kill(a.owner_pid, 0)
                 except ProcessLookupError:
                     driver.stop()
+
         threading.Thread(target=watch, daemon=True).start()
     print(f"ready {hex_id(driver.me)}", flush=True)
     driver.run()

@@ -62,7 +62,7 @@ class Replication(Serving):
         """Send the batched updates to every peer, and the due source acknowledgements."""
         ups = self.updates
         for i in range(0, len(ups), 256):
-            self.to_peers(M.messages.queue_updates(ups[i:i + 256]))
+            self.to_peers(M.messages.queue_updates(ups[i : i + 256]))
         self.counters["updates_sent"] += len(ups)
         self.updates = []
         self.updates_since = None
@@ -162,9 +162,11 @@ class Replication(Serving):
     def stored_messages(self, n: StoredNews) -> list[Record]:
         """``stored_news`` for one held news (several if it is pending for many sinks)."""
         pending = self.pending_for(n.key)
-        chunks = [pending[i:i + _PENDING_CHUNK] for i in range(0, len(pending), _PENDING_CHUNK)] or [[]]
-        return [M.messages.stored_news(n.key[0], n.key[1], n.priority, n.entry_ns, n.release_ns, n.origin, n.wire_topics,
-                                       n.payload, chunk) for chunk in chunks]
+        chunks = [pending[i : i + _PENDING_CHUNK] for i in range(0, len(pending), _PENDING_CHUNK)] or [[]]
+        return [
+            M.messages.stored_news(n.key[0], n.key[1], n.priority, n.entry_ns, n.release_ns, n.origin, n.wire_topics, n.payload, chunk)
+            for chunk in chunks
+        ]
 
     def on_news_request(self, src: Nid, rec: M.messages.news_request) -> None:
         """Send the asking peer the news of the range that we hold."""
@@ -198,8 +200,7 @@ class Replication(Serving):
         except TopicError:
             self.counters["malformed"] += 1
             return
-        n = StoredNews(key, rec.priority, rec.entry_ns, rec.release_ns, rec.origin, topics, rec.topics,
-                       bytes(rec.payload))
+        n = StoredNews(key, rec.priority, rec.entry_ns, rec.release_ns, rec.origin, topics, rec.topics, bytes(rec.payload))
         self._last_stored = key
         self.accept(n, pending=list(rec.pending))
         if st is not None:

@@ -28,8 +28,7 @@ class Serving(PeerState):
         key = news.key
         if key in sink.inflight:
             return
-        victim = sink.queue.push(key, news.priority, news.entry_ns, sink.eligible_at(news.release_ns, news.entry_ns),
-                                 sink.expires_at(news.entry_ns))
+        victim = sink.queue.push(key, news.priority, news.entry_ns, sink.eligible_at(news.release_ns, news.entry_ns), sink.expires_at(news.entry_ns))
         if victim != key and key in sink.queue:
             news.refs += 1
         if victim is not None:

@@ -113,8 +113,15 @@ class SimSink:
 class Sim:
     """A simulated domain (see the module docstring)."""
 
-    def __init__(self, config: PeerConfig | None = None, latency: float = 0.0002, close_delay: float = 0.001,
-                 wire_check: bool = True, clock: VirtualClock | None = None, domain: Nid | None = None) -> None:
+    def __init__(
+        self,
+        config: PeerConfig | None = None,
+        latency: float = 0.0002,
+        close_delay: float = 0.001,
+        wire_check: bool = True,
+        clock: VirtualClock | None = None,
+        domain: Nid | None = None,
+    ) -> None:
         self.clock = clock or VirtualClock()
         self.config = config or PeerConfig(heartbeat=0.05, dead_after=0.2, rate_grace=0.0)
         self.domain = domain or domain_id("sim", "main")
@@ -163,8 +170,7 @@ class Sim:
         self._client_start(m)
         return s
 
-    def add_sink(self, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False,
-                 reading: bool = True) -> SimSink:
+    def add_sink(self, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False, reading: bool = True) -> SimSink:
         """A sink that binds to every live peer and joins."""
         m = SinkMachine(new_id("sink"), self.domain, topics, qos or SinkQoS(), history, self.now_ns)
         self.nodes[m.me] = m

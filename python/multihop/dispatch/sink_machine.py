@@ -42,8 +42,9 @@ _EXPIRED, _OVERFLOW = M.notice_kind.NOTICE_EXPIRED, M.notice_kind.NOTICE_OVERFLO
 class SinkMachine:
     """One sink (see the module docstring)."""
 
-    def __init__(self, me: Nid, domain: Nid, topics: Sequence[str], qos: SinkQoS, history: bool, now_ns: int,
-                 dedupe_horizon_ns: int = DEDUPE_HORIZON_NS) -> None:
+    def __init__(
+        self, me: Nid, domain: Nid, topics: Sequence[str], qos: SinkQoS, history: bool, now_ns: int, dedupe_horizon_ns: int = DEDUPE_HORIZON_NS
+    ) -> None:
         self.me = me
         self.domain = domain
         self.topics = tuple(topics)
@@ -80,9 +81,19 @@ class SinkMachine:
     def join_record(self, partition: int = NO_PARTITION) -> M.messages.sink_info:
         """Our ``sink_info`` (a JOIN without a partition)."""
         q = self.qos
-        return M.messages.sink_info(self.me, partition, self.join_ns, q.max_delivery_ns, q.min_delivery_ns, q.reliable,
-                                    self.history, q.queue_limit, OVERFLOW_POLICIES.index(q.overflow),
-                                    encode_topics(self.topics), encode_topics(self.exclusive))
+        return M.messages.sink_info(
+            self.me,
+            partition,
+            self.join_ns,
+            q.max_delivery_ns,
+            q.min_delivery_ns,
+            q.reliable,
+            self.history,
+            q.queue_limit,
+            OVERFLOW_POLICIES.index(q.overflow),
+            encode_topics(self.topics),
+            encode_topics(self.exclusive),
+        )
 
     def handle_connected(self, peer: Nid, now_ns: int) -> None:
         """A channel to ``peer`` is up: say hello (and attach, if we have our partition)."""
@@ -171,8 +182,9 @@ class SinkMachine:
             self.ack(src, key, now_ns)
             return
         self.by_peer[src] = self.by_peer.get(src, 0) + 1
-        self.ready.append(News(rec.source, rec.seq, rec.priority, decode_topics(rec.topics), rec.entry_ns, rec.origin,
-                               bytes(rec.payload), now_ns, src))
+        self.ready.append(
+            News(rec.source, rec.seq, rec.priority, decode_topics(rec.topics), rec.entry_ns, rec.origin, bytes(rec.payload), now_ns, src)
+        )
 
     def on_notice(self, src: Nid, rec: M.messages.sink_notice) -> None:
         """Expired or overflowed news, told by a peer."""
@@ -278,7 +290,12 @@ class SinkMachine:
         """Counters: received, delivered, duplicates suppressed, expired, overflowed, per peer."""
         extra_exp = sum(v for (p, k), v in self.notice_extra.items() if k == _EXPIRED)
         extra_ovf = sum(v for (p, k), v in self.notice_extra.items() if k == _OVERFLOW)
-        return dict(self.counters, expired=len(self.notice_ids[_EXPIRED]) + extra_exp,
-                    overflowed=len(self.notice_ids[_OVERFLOW]) + extra_ovf, waiting=len(self.ready),
-                    partition=self.partition, peers=len(self.linked),
-                    by_peer={short(p): n for p, n in self.by_peer.items()})
+        return dict(
+            self.counters,
+            expired=len(self.notice_ids[_EXPIRED]) + extra_exp,
+            overflowed=len(self.notice_ids[_OVERFLOW]) + extra_ovf,
+            waiting=len(self.ready),
+            partition=self.partition,
+            peers=len(self.linked),
+            by_peer={short(p): n for p, n in self.by_peer.items()},
+        )

@@ -27,8 +27,7 @@ NOTICE_KINDS = (M.notice_kind.NOTICE_EXPIRED, M.notice_kind.NOTICE_OVERFLOW)
 class SinkState:
     """A sink as one peer sees it."""
 
-    __slots__ = ("id", "info", "topics", "exclusive", "queue", "inflight", "attached", "notices", "totals",
-                 "delivered", "acked")
+    __slots__ = ("id", "info", "topics", "exclusive", "queue", "inflight", "attached", "notices", "totals", "delivered", "acked")
 
     def __init__(self, info: M.messages.sink_info) -> None:
         self.id: Nid = info.sink
@@ -79,14 +78,23 @@ class SinkState:
             if not ids:
                 continue
             for i in range(0, len(ids), 512):
-                chunk = [M.news_id(src, seq) for src, seq in ids[i:i + 512]]
+                chunk = [M.news_id(src, seq) for src, seq in ids[i : i + 512]]
                 out.append(M.messages.sink_notice(self.id, kind, self.totals[kind], chunk))
             self.notices[kind] = []
         return out
 
     def status(self) -> dict[str, object]:
         """Counters for ``multihop dispatch status``."""
-        return {"partition": self.partition, "queued": len(self.queue), "in_flight": len(self.inflight),
-                "attached": self.attached, "delivered": self.delivered, "acked": self.acked,
-                "expired": self.totals[NOTICE_KINDS[0]], "overflowed": self.totals[NOTICE_KINDS[1]],
-                "topics": list(self.topics), "exclusive": list(self.exclusive), "reliable": self.reliable}
+        return {
+            "partition": self.partition,
+            "queued": len(self.queue),
+            "in_flight": len(self.inflight),
+            "attached": self.attached,
+            "delivered": self.delivered,
+            "acked": self.acked,
+            "expired": self.totals[NOTICE_KINDS[0]],
+            "overflowed": self.totals[NOTICE_KINDS[1]],
+            "topics": list(self.topics),
+            "exclusive": list(self.exclusive),
+            "reliable": self.reliable,
+        }

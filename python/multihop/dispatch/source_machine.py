@@ -54,8 +54,9 @@ class SourceMachine:
         self.members.setdefault(peer, False)
         q = self.qos
         self._out.append((peer, M.messages.client_hello(M.client_kind.CLIENT_SOURCE, self.me, self.domain)))
-        self._out.append((peer, M.messages.source_info(self.me, q.priority, q.unit_ns, q.min_per_unit, q.max_wire,
-                                                       q.reliable, self.origin_ns, self.seq)))
+        self._out.append(
+            (peer, M.messages.source_info(self.me, q.priority, q.unit_ns, q.min_per_unit, q.max_wire, q.reliable, self.origin_ns, self.seq))
+        )
 
     def handle_connect_failed(self, peer: Nid, now_ns: int) -> None:
         """``peer`` could not be reached (it is gone)."""
@@ -104,8 +105,7 @@ class SourceMachine:
             raise TypeError(f"a news payload is bytes, got {type(payload).__name__}")
         if len(payload) > MAX_PAYLOAD:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes is above the limit of {MAX_PAYLOAD} bytes")
-        rec = M.messages.news(self.me, self.seq, self.qos.priority, now_ns, self.domain, encode_topics(names),
-                              bytes(payload))
+        rec = M.messages.news(self.me, self.seq, self.qos.priority, now_ns, self.domain, encode_topics(names), bytes(payload))
         self.seq += 1
         self.counters["sent"] += 1
         return rec
@@ -140,5 +140,12 @@ class SourceMachine:
 
     def stats(self) -> dict[str, Any]:
         """Counters: sent, handed (channel writes), dropped (best effort), unacked, alarms, peers."""
-        return dict(self.counters, unacked=self.unacked(), below_min_units=sum(u for u, _ in self.alarmed.values()),
-                    alarms=len(self.alarmed), peers=len(self.linked), refusals=list(self.refusals), seq=self.seq)
+        return dict(
+            self.counters,
+            unacked=self.unacked(),
+            below_min_units=sum(u for u, _ in self.alarmed.values()),
+            alarms=len(self.alarmed),
+            peers=len(self.linked),
+            refusals=list(self.refusals),
+            seq=self.seq,
+        )

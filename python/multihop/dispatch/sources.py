@@ -40,8 +40,23 @@ def source_error(rec: M.messages.source_info) -> str | None:
 class SourceState:
     """A source as one peer sees it."""
 
-    __slots__ = ("id", "info", "foreign", "next_seq", "missing", "parked", "gap_tries", "gap_due", "schedule", "monitor",
-                 "acked", "received", "duplicates", "rejected", "connected")
+    __slots__ = (
+        "id",
+        "info",
+        "foreign",
+        "next_seq",
+        "missing",
+        "parked",
+        "gap_tries",
+        "gap_due",
+        "schedule",
+        "monitor",
+        "acked",
+        "received",
+        "duplicates",
+        "rejected",
+        "connected",
+    )
 
     def __init__(self, info: M.messages.source_info | None, source: Nid, grace_ns: int, foreign: bool = False) -> None:
         self.id = source
@@ -72,15 +87,23 @@ class SourceState:
         """This source as a ``source_info`` (next_seq: what this peer expects next)."""
         i = self.info
         assert i is not None
-        return M.messages.source_info(self.id, i.priority, i.unit_ns, i.min_per_unit, i.max_per_unit, i.reliable,
-                                      i.origin_ns, self.next_seq)
+        return M.messages.source_info(self.id, i.priority, i.unit_ns, i.min_per_unit, i.max_per_unit, i.reliable, i.origin_ns, self.next_seq)
 
     def status(self) -> dict[str, object]:
         """Counters for ``multihop dispatch status``."""
-        out: dict[str, object] = {"next_seq": self.next_seq, "received": self.received, "duplicates": self.duplicates,
-                                  "rejected": self.rejected, "missing": len(self.missing), "foreign": self.foreign}
+        out: dict[str, object] = {
+            "next_seq": self.next_seq,
+            "received": self.received,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "missing": len(self.missing),
+            "foreign": self.foreign,
+        }
         if self.info is not None:
-            out.update(priority=self.info.priority, reliable=bool(self.info.reliable),
-                       held=self.schedule.held if self.schedule else 0,
-                       below_min_units=self.monitor.below_units if self.monitor else 0)
+            out.update(
+                priority=self.info.priority,
+                reliable=bool(self.info.reliable),
+                held=self.schedule.held if self.schedule else 0,
+                below_min_units=self.monitor.below_units if self.monitor else 0,
+            )
         return out

@@ -65,8 +65,16 @@ class PeerProcess:
 class System:
     """The peers of one dispatch system on one runtime (see the module docstring)."""
 
-    def __init__(self, runtime: str, system: str = DEFAULT_SYSTEM, config: PeerConfig | None = None, *,
-                 transport: str = "ump", detached: bool = False, cores: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        system: str = DEFAULT_SYSTEM,
+        config: PeerConfig | None = None,
+        *,
+        transport: str = "ump",
+        detached: bool = False,
+        cores: Sequence[int] | None = None,
+    ) -> None:
         self.runtime = mh.Runtime.attach(runtime)
         self.system = check_system(system)
         self.config = config or PeerConfig()
@@ -88,15 +96,28 @@ class System:
         logdir = peer_dir(self.runtime, self.system, "log")
         logdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         log = logdir / f"{hex_id(me)}.log"
-        cmd = [sys.executable, "-m", "multihop.dispatch.peer_process", "--runtime", self.runtime.name,
-               "--system", self.system, "--core", str(core), "--id", hex_id(me),
-               "--config", json.dumps(self.config.to_dict()), "--transport", self.transport]
+        cmd = [
+            sys.executable,
+            "-m",
+            "multihop.dispatch.peer_process",
+            "--runtime",
+            self.runtime.name,
+            "--system",
+            self.system,
+            "--core",
+            str(core),
+            "--id",
+            hex_id(me),
+            "--config",
+            json.dumps(self.config.to_dict()),
+            "--transport",
+            self.transport,
+        ]
         if not self.detached:
             cmd += ["--owner-pid", str(os.getpid())]
         session: dict[str, Any] = {"start_new_session": True} if self.detached else {"process_group": 0}
         with open(log, "ab") as logf:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True,
-                                    **session)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, **session)
         peer = PeerProcess(me, core, proc, log)
         self.peers.append(peer)
         try:
@@ -210,9 +231,17 @@ class System:
             self.stop()
 
 
-def start(runtime: str, peers: int = 1, *, system: str = DEFAULT_SYSTEM, config: PeerConfig | None = None,
-          transport: str = "ump", detached: bool = False, cores: Sequence[int] | None = None,
-          timeout: float = 15.0) -> System:
+def start(
+    runtime: str,
+    peers: int = 1,
+    *,
+    system: str = DEFAULT_SYSTEM,
+    config: PeerConfig | None = None,
+    transport: str = "ump",
+    detached: bool = False,
+    cores: Sequence[int] | None = None,
+    timeout: float = 15.0,
+) -> System:
     """Start ``peers`` dispatch peers of ``system`` on runtime ``runtime``, one after another; return the :class:`System`.
 
     Each is active (serving partitions) when this returns.  Peers are placed on
@@ -224,8 +253,7 @@ def start(runtime: str, peers: int = 1, *, system: str = DEFAULT_SYSTEM, config:
         raise ValueError(f"peers must be an integer in 1..64, got {peers!r}")
     s = System(runtime, system, config, transport=transport, detached=detached, cores=cores)
     if listed_peers(s.runtime, s.system):
-        raise DispatchError(f"dispatch system {system!r} already runs on runtime {runtime!r}; "
-                            f"add peers to it with System.add_peer, or stop it first")
+        raise DispatchError(f"dispatch system {system!r} already runs on runtime {runtime!r}; add peers to it with System.add_peer, or stop it first")
     try:
         for _ in range(peers):
             s.add_peer(timeout=timeout)

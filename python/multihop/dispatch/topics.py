@@ -54,9 +54,7 @@ def check_topics(topics: Any, what: str = "topics") -> tuple[str, ...]:
     seen: set[str] = set()
     for t in items:
         if not isinstance(t, str) or not _NAME.fullmatch(t):
-            raise TopicError(
-                f"{what}: {t!r} is not a topic name (1-{MAX_TOPIC_LEN} characters from A-Z a-z 0-9 _ . : / + -)"
-            )
+            raise TopicError(f"{what}: {t!r} is not a topic name (1-{MAX_TOPIC_LEN} characters from A-Z a-z 0-9 _ . : / + -)")
         if t in seen:
             raise TopicError(f"{what}: topic {t!r} is listed twice")
         seen.add(t)

@@ -73,8 +73,7 @@ class SharedInt(Protocol):
     value: int
 
 
-def sink_host(runtime: str, system: str, conn: Connection[Any, Any], qos: dict[str, Any], late_ns: int, every: int,
-              plain: bool = False) -> None:
+def sink_host(runtime: str, system: str, conn: Connection[Any, Any], qos: dict[str, Any], late_ns: int, every: int, plain: bool = False) -> None:
     """Hold sinks; commands on ``conn``: ("add", n) -> ids, ("report",) -> {index: SinkReport}, ("stop",)."""
     sinks: list[Any] = []
     reports: list[SinkReport] = []
@@ -151,8 +150,17 @@ def sink_host(runtime: str, system: str, conn: Connection[Any, Any], qos: dict[s
             conn.poll(0.05)
 
 
-def paced_source(runtime: str, system: str, rate: float | None, size: int, seconds: float, go: Event,
-                 result: Queue[dict[str, Any]], reliable: bool = True, counter: SharedInt | None = None) -> None:
+def paced_source(
+    runtime: str,
+    system: str,
+    rate: float | None,
+    size: int,
+    seconds: float,
+    go: Event,
+    result: Queue[dict[str, Any]],
+    reliable: bool = True,
+    counter: SharedInt | None = None,
+) -> None:
     """Send news of ``size`` bytes on topic "all" at ``rate`` per second (None: as fast as possible) once ``go`` is set.
 
     ``counter`` (a shared integer) follows how many were sent.
@@ -233,8 +241,16 @@ def plain_publisher(runtime: str, core: int, size: int, seconds: float, go: Even
 class Load:
     """Sink hosts and sources of one benchmark run, all stopped by :meth:`close`."""
 
-    def __init__(self, runtime: str, system: str = "main", qos: dict[str, Any] | None = None, late_ns: int = 10**9,
-                 per_host: int = 8, every: int = 16, plain: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        system: str = "main",
+        qos: dict[str, Any] | None = None,
+        late_ns: int = 10**9,
+        per_host: int = 8,
+        every: int = 16,
+        plain: bool = False,
+    ) -> None:
         self.runtime, self.system = runtime, system
         self.qos = qos or {}
         self.late_ns, self.per_host, self.every, self.plain = late_ns, per_host, every, plain
@@ -248,8 +264,7 @@ class Load:
         while n > 0:
             if not self.hosts or self.hosts[-1][2] >= self.per_host:
                 a, b = CTX.Pipe()
-                p = CTX.Process(target=sink_host, args=(self.runtime, self.system, b, self.qos, self.late_ns, self.every,
-                                                        self.plain), daemon=True)
+                p = CTX.Process(target=sink_host, args=(self.runtime, self.system, b, self.qos, self.late_ns, self.every, self.plain), daemon=True)
                 p.start()
                 self.hosts.append((p, a, 0))
             p, conn, held = self.hosts[-1]
@@ -279,13 +294,11 @@ class Load:
                 raise RuntimeError(f"a sink host did not {what} within {timeout} s")
         return conn.recv()
 
-    def source(self, rate: float | None, size: int, seconds: float,
-               reliable: bool = True) -> tuple[SpawnProcess, Event, Queue[dict[str, Any]]]:
+    def source(self, rate: float | None, size: int, seconds: float, reliable: bool = True) -> tuple[SpawnProcess, Event, Queue[dict[str, Any]]]:
         """Start a paced source; returns (process, go event, result queue)."""
         go, result = CTX.Event(), CTX.Queue()
         self.sent = CTX.Value("q", 0, lock=False)  # written by the source only
-        p = CTX.Process(target=paced_source, args=(self.runtime, self.system, rate, size, seconds, go, result, reliable,
-                                                   self.sent), daemon=True)
+        p = CTX.Process(target=paced_source, args=(self.runtime, self.system, rate, size, seconds, go, result, reliable, self.sent), daemon=True)
         p.start()
         self.procs.append(p)
         return p, go, result

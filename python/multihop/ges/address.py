@@ -89,9 +89,7 @@ class Address:
         if len(parts) - 1 > MAX_LEVELS:
             raise AddressError(f"address {text!r} has {len(parts)} parts; at most {MAX_LEVELS + 1} (levels <= {MAX_LEVELS})")
         if levels is not None and len(parts) != _check_levels(levels) + 1:
-            raise AddressError(
-                f"address {text!r} has {len(parts)} parts; a system of {levels} levels needs {levels + 1} (SSC.SC.C.n for 3)"
-            )
+            raise AddressError(f"address {text!r} has {len(parts)} parts; a system of {levels} levels needs {levels + 1} (SSC.SC.C.n for 3)")
         self.parts: tuple[int, ...] = parts
         code = 0
         for p in parts:

@@ -37,8 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--cores", default=None, help='cores of a runtime started here, e.g. "0-1" (default: the file\'s cores, else 0-1)')
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for convergence (default 60)")
     up.add_argument("--durable", action="store_true", help="stable storage: a storage broker per cluster (SQLite), durable clients")
-    for what, helptext in (("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
-                           ("restart", "start a crashed broker of a durable system again on its storage file")):
+    for what, helptext in (
+        ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
+        ("restart", "start a crashed broker of a durable system again on its storage file"),
+    ):
         cr = sub.add_parser(what, help=helptext)
         cr.add_argument("name")
         cr.add_argument("address")
@@ -84,13 +86,19 @@ def format_status(name: str, statuses: dict[str, dict[str, Any]]) -> str:
         if st["unit_partitioned"] or st["system_partitioned"]:
             out.append(f"  partitioned: unit {st['unit_partitioned']}, system {st['system_partitioned']}")
         c = st["counters"]
-        out.append(f"  messages in/out {c['messages_in']}/{c['messages_out']}, records received/accepted {c['records_received']}/{c['records_accepted']}, refused {c['refused']}")
+        out.append(
+            f"  messages in/out {c['messages_in']}/{c['messages_out']}, records received/accepted {c['records_received']}/{c['records_accepted']}, refused {c['refused']}"
+        )
         if "events" in st:
             ev = st["events"]
             held = ", ".join(f"level {k}: {v}" for k, v in sorted(st["profiles_held"].items())) or "none"
-            out.append(f"  clients {st['clients']}, subscriptions {st['subscriptions']}; decides levels {st['decided_levels'] or 'none'}; profiles held {held}")
-            out.append(f"  events: published {ev['published']}, delivered {ev['delivered']}, copies in/out {ev['copies_in']}/{ev['copies_out']}, "
-                       f"decisions {ev['decisions']}, duplicates dropped {ev['duplicates']}, rerouted {ev['rerouted']}, unroutable {ev['unroutable']}")
+            out.append(
+                f"  clients {st['clients']}, subscriptions {st['subscriptions']}; decides levels {st['decided_levels'] or 'none'}; profiles held {held}"
+            )
+            out.append(
+                f"  events: published {ev['published']}, delivered {ev['delivered']}, copies in/out {ev['copies_in']}/{ev['copies_out']}, "
+                f"decisions {ev['decisions']}, duplicates dropped {ev['duplicates']}, rerouted {ev['rerouted']}, unroutable {ev['unroutable']}"
+            )
         if st.get("durability"):
             out += format_durability(st["durability"])
     return "\n".join(out)
@@ -102,16 +110,22 @@ def format_durability(d: dict[str, Any]) -> list[str]:
     store = d.get("store")
     if store is not None:
         f = store.get("file") or {}
-        out.append(f"  storage broker ({store['location']}): {store['events']} stored events, {store['bytes']} bytes"
-                   + (f" (file {f['file_bytes']} bytes)" if f else "")
-                   + f"; stored {store['stored']}, collected {store['collected']}, sent {store['sent']}, resent {store['resent']}, refused {store['refused']}")
+        out.append(
+            f"  storage broker ({store['location']}): {store['events']} stored events, {store['bytes']} bytes"
+            + (f" (file {f['file_bytes']} bytes)" if f else "")
+            + f"; stored {store['stored']}, collected {store['collected']}, sent {store['sent']}, resent {store['resent']}, refused {store['refused']}"
+        )
         old = store["oldest"]
         if old is not None:
             pub, ts, seq, inc = old["event"]
-            out.append(f"    oldest unacknowledged: entry {old['entry']} ({pub} #{seq}, incarnation {inc}), waiting for {', '.join(old['waiting_for'])}")
+            out.append(
+                f"    oldest unacknowledged: entry {old['entry']} ({pub} #{seq}, incarnation {inc}), waiting for {', '.join(old['waiting_for'])}"
+            )
         for name, c in sorted(store["clients"].items()):
-            out.append(f"    client {name}: incarnation {c['incarnation']} at {c['broker']}, {'connected' if c['connected'] else 'away'}, "
-                       f"{c['pending']} pending, replayed {c['replayed']} of {c['replay']}")
+            out.append(
+                f"    client {name}: incarnation {c['incarnation']} at {c['broker']}, {'connected' if c['connected'] else 'away'}, "
+                f"{c['pending']} pending, replayed {c['replayed']} of {c['replay']}"
+            )
     for name, c in sorted(d.get("attached", {}).items()):
         out.append(f"  durable client {name}: incarnation {c['incarnation']}, home {c['home']}")
     return out
@@ -128,8 +142,10 @@ def run(a: argparse.Namespace) -> int:
         topo = Topology.load(a.topology)
         cores = parse_cores(a.cores) if a.cores else None
         system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout, durable=a.durable)
-        print(f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
-              + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else ""))
+        print(
+            f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
+            + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else "")
+        )
         return 0
     if a.ges_cmd in ("crash", "restart"):
         system = LiveSystem.attach(a.name)

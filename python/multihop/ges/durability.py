@@ -839,8 +839,10 @@ class Durability:
     def status(self) -> dict[str, Any]:
         """The store's status (if this broker has one) and the attached durable clients."""
         out: dict[str, Any] = {
-            "attached": {a.client: {"incarnation": a.incarnation, "home": str(Address.from_code(a.home, self.core.levels)) if a.home >= 0 else None}
-                         for a in self.attached.values()},
+            "attached": {
+                a.client: {"incarnation": a.incarnation, "home": str(Address.from_code(a.home, self.core.levels)) if a.home >= 0 else None}
+                for a in self.attached.values()
+            },
             "waiting_requests": len(self.pending) + sum(len(p[0]) for p in self._pubs.values()),
         }
         if self.store is not None:

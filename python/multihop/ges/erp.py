@@ -150,8 +150,17 @@ class EventRouting:
         self._plans_at: tuple[int, int] = (-1, -1)
         self._rec: _Plan | None = None  # the plan being noted while a copy is handled in full
         self.counters = {
-            "published": 0, "delivered": 0, "copies_in": 0, "copies_out": 0, "decisions": 0,
-            "duplicates": 0, "ttl": 0, "unroutable": 0, "rerouted": 0, "not_decider": 0, "parked": 0,
+            "published": 0,
+            "delivered": 0,
+            "copies_in": 0,
+            "copies_out": 0,
+            "decisions": 0,
+            "duplicates": 0,
+            "ttl": 0,
+            "unroutable": 0,
+            "rerouted": 0,
+            "not_decider": 0,
+            "parked": 0,
             "replayed": 0,  # copies handled by replaying a remembered decision
         }
 
@@ -203,8 +212,7 @@ class EventRouting:
             handle(arg)  # type: ignore[operator]
         finally:
             self._rec = None
-        if (PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL]
-                and stamp == (self.core.gpp.version, ProfileGraph.generation)):
+        if PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL] and stamp == (self.core.gpp.version, ProfileGraph.generation):
             rec.decisions = counters["decisions"] - decisions
             if kind is None:
                 if len(self._plans) >= PLANS:

@@ -73,9 +73,7 @@ class ConnectivityGraph:
     :meth:`l_d`, :meth:`rows`.
     """
 
-    def __init__(
-        self, vertex: int, levels: int, costs: CostMatrix, records: Iterable[tuple[Connection, int]], *, source: Any = None
-    ) -> None:
+    def __init__(self, vertex: int, levels: int, costs: CostMatrix, records: Iterable[tuple[Connection, int]], *, source: Any = None) -> None:
         self.vertex = vertex
         self.levels = levels
         self.costs = costs

@@ -89,6 +89,7 @@ async def _subscriber(url: str, n: int, measuring: bool, conn: Any) -> None:
             if measuring:
                 recv.append(time.monotonic_ns())
                 send.append(int.from_bytes(msg.data[:8], "little"))
+
         return cb
 
     for i, nc in enumerate(ncs):
@@ -135,8 +136,19 @@ class NatsTestbed:
             routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
             binary = _server_binary()
             for i in range(servers):
-                cmd = [binary, "-a", "127.0.0.1", "-p", str(client_ports[i]), "--cluster_name", "ges",
-                       "--cluster", f"nats://127.0.0.1:{route_ports[i]}", "--routes", routes]
+                cmd = [
+                    binary,
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    str(client_ports[i]),
+                    "--cluster_name",
+                    "ges",
+                    "--cluster",
+                    f"nats://127.0.0.1:{route_ports[i]}",
+                    "--routes",
+                    routes,
+                ]
                 log = open(self._dir / f"server{i}.log", "wb")
                 self._servers.append(subprocess.Popen(cmd, stdout=log, stderr=log))
                 self.urls.append(f"nats://127.0.0.1:{client_ports[i]}")

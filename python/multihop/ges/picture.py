@@ -58,21 +58,28 @@ def draw_graph(g: ConnectivityGraph, path: str | Path, title: str | None = None)
         # a is the lower-level end: paths go from b down to a (b's L_UL holds a); same level: both ways
         if same:
             bend = 0.25
-            ax.annotate("", xy=(xa, ya), xytext=(xb, yb),
-                        arrowprops=dict(arrowstyle="<|-|>", color=col, lw=1.4, connectionstyle=f"arc3,rad={bend}"))
+            ax.annotate("", xy=(xa, ya), xytext=(xb, yb), arrowprops=dict(arrowstyle="<|-|>", color=col, lw=1.4, connectionstyle=f"arc3,rad={bend}"))
             lx, ly = (xa + xb) / 2, ya + 0.18
         else:
-            ax.annotate("", xy=(xa, ya + 0.08), xytext=(xb, yb - 0.08),
-                        arrowprops=dict(arrowstyle="-|>", color=col, lw=1.4, shrinkA=8, shrinkB=8))
+            ax.annotate("", xy=(xa, ya + 0.08), xytext=(xb, yb - 0.08), arrowprops=dict(arrowstyle="-|>", color=col, lw=1.4, shrinkA=8, shrinkB=8))
             lx, ly = xa + (xb - xa) * 0.55, ya + (yb - ya) * 0.55
         label = f"{w:g}" + (f" x{count}" if count > 1 else "")
-        ax.text(lx, ly, label, fontsize=8, color=col, ha="center", va="center",
-                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+        ax.text(
+            lx, ly, label, fontsize=8, color=col, ha="center", va="center", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
+        )
     for nm, (x, y) in pos.items():
         is_v = nm == vertex
         fc = "#222222" if is_v else ("#f4cccc" if nm in parted else "#eef3fb")
-        ax.text(x, y, nm, ha="center", va="center", fontsize=9, color="white" if is_v else "black",
-                bbox=dict(boxstyle="round,pad=0.35", fc=fc, ec="#444444"))
+        ax.text(
+            x,
+            y,
+            nm,
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="white" if is_v else "black",
+            bbox=dict(boxstyle="round,pad=0.35", fc=fc, ec="#444444"),
+        )
         if not is_v:  # the routing cache: cost of the shortest path and the best hop
             cost, hop = g.cost(nm), g.best_hop(nm)
             sub = "unreachable" if math.isinf(cost) else f"cost {cost:g} via {hop}"
@@ -84,8 +91,14 @@ def draw_graph(g: ConnectivityGraph, path: str | Path, title: str | None = None)
     ax.set_xticks([])
     for s in ("top", "right", "bottom"):
         ax.spines[s].set_visible(False)
-    ax.text(0.0, -0.55, "arrow u -> v: where a shortest path may go: v is in L_UL(u), u is in L_D(v) (both heads: same "
-            "level, both ways); label: weight, xN = N gateways; red: partitioned (#L_UL = 0)", fontsize=7, color="#555555")
+    ax.text(
+        0.0,
+        -0.55,
+        "arrow u -> v: where a shortest path may go: v is in L_UL(u), u is in L_D(v) (both heads: same "
+        "level, both ways); label: weight, xN = N gateways; red: partitioned (#L_UL = 0)",
+        fontsize=7,
+        color="#555555",
+    )
 
     # the unit tree: system at the top, the vertex's own unit at each level among its siblings
     tree.set_axis_off()
@@ -100,9 +113,14 @@ def draw_graph(g: ConnectivityGraph, path: str | Path, title: str | None = None)
         for nm in sibs:
             y -= step
             mine = nm == own[lvl]
-            tree.text(0.05 + 0.07 * depth, y, ("└ " if mine else "├ ") + f"{nm}  ({_level_name(lvl)})",
-                      fontsize=8, fontweight="bold" if mine else "normal",
-                      color="#c44e52" if nm in parted else "black")
+            tree.text(
+                0.05 + 0.07 * depth,
+                y,
+                ("└ " if mine else "├ ") + f"{nm}  ({_level_name(lvl)})",
+                fontsize=8,
+                fontweight="bold" if mine else "normal",
+                color="#c44e52" if nm in parted else "black",
+            )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

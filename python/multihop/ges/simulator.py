@@ -145,8 +145,12 @@ class Simulator:
         if not self.durable:
             return BrokerCore(addr, self.costs, self.topology.thresholds)
         return BrokerCore(
-            addr, self.costs, self.topology.thresholds, storage_brokers=self.storage_brokers,
-            storage=self.stores.get(addr.code), epoch=self._epochs.get(addr.code, 0),
+            addr,
+            self.costs,
+            self.topology.thresholds,
+            storage_brokers=self.storage_brokers,
+            storage=self.stores.get(addr.code),
+            epoch=self._epochs.get(addr.code, 0),
         )
 
     def _code(self, a: AddressLike) -> int:

@@ -165,7 +165,9 @@ class SqliteStorage:
 
     def put_progress(self, client: str, publisher: str, event: EventId) -> None:
         """Record a client's last acknowledged event of a publisher (in the open batch)."""
-        self._other.append(("INSERT OR REPLACE INTO progress VALUES (?, ?, ?, ?, ?)", (client, publisher, event.timestamp, event.sequence, event.incarnation)))
+        self._other.append(
+            ("INSERT OR REPLACE INTO progress VALUES (?, ?, ?, ?, ?)", (client, publisher, event.timestamp, event.sequence, event.incarnation))
+        )
 
     def put_stream(self, publisher: str, incarnation: int, order: tuple[int, int]) -> None:
         """Record the last stored event of a stream (in the open batch)."""
@@ -179,8 +181,7 @@ class SqliteStorage:
         db.execute("BEGIN")
         try:
             if self._puts:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()])
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()])
             if self._bits:
                 gone = sorted(e for e, b in self._bits.items() if not b)
                 kept = [(_bits_blob(b), e) for e, b in self._bits.items() if b]

@@ -179,9 +179,16 @@ class CaseResult:
 class Testbed:
     """A running testbed (see the module docstring); use as a context manager."""
 
-    def __init__(self, name: str, topology: Topology | str | Path = EXAMPLES / "paper_fig14.toml", *,
-                 publisher: str = "1.5.1.22", measuring: tuple[str, ...] = ("1.6.1.10",),
-                 per_broker: int = 5, cores: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        topology: Topology | str | Path = EXAMPLES / "paper_fig14.toml",
+        *,
+        publisher: str = "1.5.1.22",
+        measuring: tuple[str, ...] = ("1.6.1.10",),
+        per_broker: int = 5,
+        cores: list[int] | None = None,
+    ) -> None:
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
         self.per_broker = per_broker

@@ -35,6 +35,7 @@ from multihop.groups.probe import ack_loop, send_cost_probe, time_rounds
 
 __all__ = ["run_agent", "service_name"]
 
+
 def service_name(prefix: str, core: int) -> str:
     """The name the agent of ``core`` exports."""
     return f"{prefix}-{core}"
@@ -48,8 +49,7 @@ def _measure(ch: mh.Channel, rounds: int, bursts: int, burst: int) -> tuple[floa
     return send, recv, rtt
 
 
-def run_agent(name: str, core: int, cpu: int | None, prefix: str, rounds: int, bursts: int, burst: int,
-              ready: Any, transport: str = "ump") -> None:
+def run_agent(name: str, core: int, cpu: int | None, prefix: str, rounds: int, bursts: int, burst: int, ready: Any, transport: str = "ump") -> None:
     """The agent's body (runs in a spawned process until the calibrator says ``Q``)."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})

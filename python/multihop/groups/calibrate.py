@@ -64,9 +64,19 @@ def stored_model(rt: mh.Runtime) -> MachineModel | None:
     return load_model(path) if path.is_file() else None
 
 
-def calibrate(rt: mh.Runtime, cores: Sequence[int] | None = None, *, pairs: str = "all", source: int | None = None,
-              rounds: int = 300, bursts: int = 9, burst: int = 64, transport: str = "ump",
-              out: str | os.PathLike[str] | None = None, progress: Callable[[str], None] | None = None) -> MachineModel:
+def calibrate(
+    rt: mh.Runtime,
+    cores: Sequence[int] | None = None,
+    *,
+    pairs: str = "all",
+    source: int | None = None,
+    rounds: int = 300,
+    bursts: int = 9,
+    burst: int = 64,
+    transport: str = "ump",
+    out: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MachineModel:
     """Measure ``rt``'s cores and return (and store) their machine model.
 
     Args:
@@ -99,15 +109,23 @@ def calibrate(rt: mh.Runtime, cores: Sequence[int] | None = None, *, pairs: str 
     if src not in chosen:
         raise ModelError(f"source core {src} is not among the calibrated cores {chosen}")
     wanted = [(a, b) for a in chosen for b in chosen if a != b and (pairs == "all" or src in (a, b))]
-    measured = measure(rt, chosen, wanted, rounds=rounds, bursts=bursts, burst=burst, transport=transport,
-                       progress=progress)
+    measured = measure(rt, chosen, wanted, rounds=rounds, bursts=bursts, burst=burst, transport=transport, progress=progress)
     model = derive(rt, chosen, measured, transport)
     model.save(Path(out) if out is not None else rt.dir / STORED_NAME)
     return model
 
 
-def measure(rt: mh.Runtime, cores: Sequence[int], wanted: Sequence[tuple[int, int]], *, rounds: int, bursts: int,
-            burst: int, transport: str = "ump", progress: Callable[[str], None] | None = None) -> Measured:
+def measure(
+    rt: mh.Runtime,
+    cores: Sequence[int],
+    wanted: Sequence[tuple[int, int]],
+    *,
+    rounds: int,
+    bursts: int,
+    burst: int,
+    transport: str = "ump",
+    progress: Callable[[str], None] | None = None,
+) -> Measured:
     """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile)."""
     prefix = f"mh-calib-{os.getpid()}-{time.monotonic_ns()}"
     spread = len(os.sched_getaffinity(0)) > 1
@@ -116,8 +134,9 @@ def measure(rt: mh.Runtime, cores: Sequence[int], wanted: Sequence[tuple[int, in
         readies = []
         for core in cores:
             ready = _event()
-            stack.enter_context(spawned(run_agent, rt.name, core, rt.cpu_of(core) if spread else None, prefix,
-                                        rounds, bursts, burst, ready, transport, grace=10.0))
+            stack.enter_context(
+                spawned(run_agent, rt.name, core, rt.cpu_of(core) if spread else None, prefix, rounds, bursts, burst, ready, transport, grace=10.0)
+            )
             readies.append(ready)
         for core, ready in zip(cores, readies):
             if not ready.wait(60):
@@ -194,8 +213,18 @@ def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured, transport: 
                 switches.append(rest)
             else:
                 lat[i][j] = rest
-    description = (f"calibrated over {transport} channels on {socket.gethostname()} with runtime {rt.name!r} at "
-                   f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {len(measured)} pairs measured, "
-                   f"{n * (n - 1) - len(measured)} filled by kind")
-    return MachineModel("calibrated", topo, send, recv, lat, cpu_of,  # type: ignore[arg-type]
-                        statistics.median(switches) if switches else 0.0, description)
+    description = (
+        f"calibrated over {transport} channels on {socket.gethostname()} with runtime {rt.name!r} at "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {len(measured)} pairs measured, "
+        f"{n * (n - 1) - len(measured)} filled by kind"
+    )
+    return MachineModel(
+        "calibrated",
+        topo,
+        send,
+        recv,
+        lat,
+        cpu_of,  # type: ignore[arg-type]
+        statistics.median(switches) if switches else 0.0,
+        description,
+    )

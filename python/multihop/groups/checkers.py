@@ -77,8 +77,7 @@ def _capped(out: list[str], limit: int) -> bool:
     return len(out) >= limit
 
 
-def check_delivery(h: History, dead: Iterable[Process] = (), lost: Iterable[Process] = (),
-                   limit: int = 20) -> list[str]:
+def check_delivery(h: History, dead: Iterable[Process] = (), lost: Iterable[Process] = (), limit: int = 20) -> list[str]:
     """Every message to each recipient exactly once, to nobody else, never before its send.
 
     ``dead`` processes may miss messages.  A message sent by one of the
@@ -95,8 +94,7 @@ def check_delivery(h: History, dead: Iterable[Process] = (), lost: Iterable[Proc
             if m not in h.messages:
                 out.append(f"{p!r} delivered {m!r}, which nobody sent")
             elif p not in h.messages[m].recipients:
-                out.append(f"{p!r} delivered {m!r}, but it is not among its recipients "
-                           f"{sorted(map(repr, h.messages[m].recipients))}")
+                out.append(f"{p!r} delivered {m!r}, but it is not among its recipients {sorted(map(repr, h.messages[m].recipients))}")
             elif p in got[m]:
                 out.append(f"{p!r} delivered {m!r} twice")
             got[m].add(p)
@@ -141,8 +139,7 @@ def check_fifo(h: History, limit: int = 20) -> list[str]:
             j = count[key]
             if j >= len(want) or want[j] != m:
                 expected = want[j] if j < len(want) else "nothing more"
-                out.append(f"{p!r} delivered {m!r} from {info.sender!r} to {info.stream!r} where FIFO "
-                           f"wants {expected!r}")
+                out.append(f"{p!r} delivered {m!r} from {info.sender!r} to {info.stream!r} where FIFO wants {expected!r}")
                 if _capped(out, limit):
                     return out
             count[key] = j + 1
@@ -205,8 +202,7 @@ def _check_causal_stream(h: History, stream: Hashable, limit: int) -> list[str]:
                         f = frontier[(p, s)]
                         if f < len(want) and want[f] <= upto:
                             before = by_index[(s, want[f])]
-                            out.append(f"{p!r} delivered {m!r} before {before!r}, which happened before it "
-                                       f"(stream {stream!r})")
+                            out.append(f"{p!r} delivered {m!r} before {before!r}, which happened before it (stream {stream!r})")
                             if len(out) >= limit:
                                 return out
                             break
@@ -252,7 +248,7 @@ def check_total(h: History, limit: int = 20) -> list[str]:
         procs = sorted(seqs, key=repr)
         for i, p in enumerate(procs):
             where = {m: k for k, m in enumerate(seqs[p])}
-            for q in procs[i + 1:]:
+            for q in procs[i + 1 :]:
                 common = [m for m in seqs[q] if m in where]
                 for a, b in zip(common, common[1:]):
                     if where[a] > where[b]:

@@ -14,32 +14,56 @@ from typing import Any
 
 from multihop.errors import ProtocolError
 from multihop.groups.messages import (
-    CreateGroup, CreateMulticast, Flushed, Install, Join, JoinMulticast, Leave, LeaveMulticast, Prepare, Reply,
-    Request, StreamMark,
+    CreateGroup,
+    CreateMulticast,
+    Flushed,
+    Install,
+    Join,
+    JoinMulticast,
+    Leave,
+    LeaveMulticast,
+    Prepare,
+    Reply,
+    Request,
+    StreamMark,
 )
 from multihop.groups.view import Endpoint, View
 
 __all__ = ["encode", "decode", "view_to_dict", "view_from_dict"]
 
 _REQUESTS: dict[str, type[Request]] = {
-    "create_group": CreateGroup, "join": Join, "leave": Leave, "create_multicast": CreateMulticast,
-    "join_multicast": JoinMulticast, "leave_multicast": LeaveMulticast,
+    "create_group": CreateGroup,
+    "join": Join,
+    "leave": Leave,
+    "create_multicast": CreateMulticast,
+    "join_multicast": JoinMulticast,
+    "leave_multicast": LeaveMulticast,
 }
 _REQUEST_OPS = {cls: op for op, cls in _REQUESTS.items()}
 
 
 def view_to_dict(v: View) -> dict[str, Any]:
     """A view as plain JSON values."""
-    return {"group": v.group, "view_id": v.view_id, "order": v.order, "tree": v.tree,
-            "members": [[n, e.core, e.dispatcher] for n, e in v.members],
-            "multicast": [[m, sorted(nodes)] for m, nodes in v.multicast]}
+    return {
+        "group": v.group,
+        "view_id": v.view_id,
+        "order": v.order,
+        "tree": v.tree,
+        "members": [[n, e.core, e.dispatcher] for n, e in v.members],
+        "multicast": [[m, sorted(nodes)] for m, nodes in v.multicast],
+    }
 
 
 def view_from_dict(d: dict[str, Any]) -> View:
     """The view :func:`view_to_dict` made."""
-    return View.make(d["group"], int(d["view_id"]), d["order"], d["tree"],
-                     {int(n): Endpoint(int(c), int(p)) for n, c, p in d["members"]},
-                     {int(m): [int(x) for x in nodes] for m, nodes in d["multicast"]})
+    return View.make(
+        d["group"],
+        int(d["view_id"]),
+        d["order"],
+        d["tree"],
+        {int(n): Endpoint(int(c), int(p)) for n, c, p in d["members"]},
+        {int(m): [int(x) for x in nodes] for m, nodes in d["multicast"]},
+    )
 
 
 def _mark(m: StreamMark) -> list[Any]:
@@ -54,8 +78,7 @@ def encode(msg: object, **extra: Any) -> bytes:
     """One message as a JSON text (``extra`` fields are added as they are)."""
     d: dict[str, Any]
     if isinstance(msg, Request):
-        d = {"op": _REQUEST_OPS[type(msg)], "req": msg.req, "core": msg.endpoint.core,
-             "dispatcher": msg.endpoint.dispatcher, "group": msg.group}
+        d = {"op": _REQUEST_OPS[type(msg)], "req": msg.req, "core": msg.endpoint.core, "dispatcher": msg.endpoint.dispatcher, "group": msg.group}
         if isinstance(msg, CreateGroup):
             d |= {"order": msg.order, "tree": msg.tree}
         if isinstance(msg, (JoinMulticast, LeaveMulticast)):
@@ -65,11 +88,16 @@ def encode(msg: object, **extra: Any) -> bytes:
     elif isinstance(msg, Prepare):
         d = {"op": "prepare", "group": msg.group, "view": msg.view}
     elif isinstance(msg, Flushed):
-        d = {"op": "flushed", "group": msg.group, "view": msg.view, "node": msg.node,
-             "marks": [_mark(m) for m in msg.marks]}
+        d = {"op": "flushed", "group": msg.group, "view": msg.view, "node": msg.node, "marks": [_mark(m) for m in msg.marks]}
     elif isinstance(msg, Install):
-        d = {"op": "install", "view": view_to_dict(msg.view), "closing": [_mark(m) for m in msg.closing],
-             "joined": list(msg.joined), "left": list(msg.left), "died": list(msg.died)}
+        d = {
+            "op": "install",
+            "view": view_to_dict(msg.view),
+            "closing": [_mark(m) for m in msg.closing],
+            "joined": list(msg.joined),
+            "left": list(msg.left),
+            "died": list(msg.died),
+        }
     else:
         raise ProtocolError(f"no JSON encoding for {type(msg).__name__}")
     d |= extra
@@ -101,8 +129,9 @@ def decode(text: bytes) -> tuple[object, dict[str, Any]]:
         if op == "flushed":
             return Flushed(d["group"], int(d["view"]), int(d["node"]), tuple(_unmark(m) for m in d["marks"])), d
         if op == "install":
-            return Install(view_from_dict(d["view"]), tuple(_unmark(m) for m in d["closing"]),
-                           tuple(d["joined"]), tuple(d["left"]), tuple(d["died"])), d
+            return Install(
+                view_from_dict(d["view"]), tuple(_unmark(m) for m in d["closing"]), tuple(d["joined"]), tuple(d["left"]), tuple(d["died"])
+            ), d
         if op in ("hello", "info", "info_reply", "closed"):
             return None, d
     except (ValueError, KeyError, TypeError) as e:

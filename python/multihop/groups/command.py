@@ -29,8 +29,10 @@ from multihop.topology import parse_cores
 
 __all__ = ["add_arguments", "run", "DESCRIPTION"]
 
-DESCRIPTION = ("Group communication tools: the shipped machine models, trees (flat, radix, numa, machine-aware) and "
-               "their simulated shoot-down on a model, and calibration of a running runtime into a model.")
+DESCRIPTION = (
+    "Group communication tools: the shipped machine models, trees (flat, radix, numa, machine-aware) and "
+    "their simulated shoot-down on a model, and calibration of a running runtime into a model."
+)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -53,12 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cal = sub.add_parser("calibrate", help="measure a running runtime's message costs into a model file")
     cal.add_argument("name", help="the runtime (started with multihop up NAME)")
     cal.add_argument("--cores", default=None, help="cores to measure (default: all of the runtime's)")
-    cal.add_argument("--pairs", choices=("all", "from"), default="all",
-                     help="every ordered pair, or only those to and from the first core (default: all)")
+    cal.add_argument(
+        "--pairs", choices=("all", "from"), default="all", help="every ordered pair, or only those to and from the first core (default: all)"
+    )
     cal.add_argument("--out", default=None, help="model file to write (default: groups-model.toml in the runtime's directory)")
     cal.add_argument("--rounds", type=int, default=300, help="round trips per pair (default 300)")
-    cal.add_argument("--transport", choices=("ump", "multihop"), default="ump",
-                     help="channels to measure over: direct UMP rings or multi-hop through the monitors (default: ump)")
+    cal.add_argument(
+        "--transport",
+        choices=("ump", "multihop"),
+        default="ump",
+        help="channels to measure over: direct UMP rings or multi-hop through the monitors (default: ump)",
+    )
 
 
 def _setup(a: argparse.Namespace) -> tuple[MachineModel, int, list[int], Workload]:
@@ -89,8 +96,10 @@ def run(a: argparse.Namespace) -> int:
         print(f"simulated shoot-down on {model.name}: {r.shootdown:,.0f} ns (depth {tree.depth()}, acks {workload.acks})")
         return 0
     flat_ns = None
-    print(f"simulated shoot-down on model {model.name!r}: root {root}, {len(set(cores) - {root})} members, "
-          f"acks {workload.acks} (simulation, not a measurement)")
+    print(
+        f"simulated shoot-down on model {model.name!r}: root {root}, {len(set(cores) - {root})} members, "
+        f"acks {workload.acks} (simulation, not a measurement)"
+    )
     print(f"  {'tree':<10} {'shoot-down ns':>14} {'x flat':>8}")
     for mode in ("flat", "radix:2", "radix:4", "radix:8", "numa", "machine"):
         if mode == "machine":
@@ -109,8 +118,9 @@ def _calibrate(a: argparse.Namespace) -> int:
 
     rt = mh.Runtime.attach(a.name)
     cores = parse_cores(a.cores) if a.cores else None
-    model = calibrate(rt, cores, pairs=a.pairs, rounds=a.rounds, transport=a.transport, out=a.out,
-                      progress=lambda line: print(f"  {line}", file=sys.stderr))
+    model = calibrate(
+        rt, cores, pairs=a.pairs, rounds=a.rounds, transport=a.transport, out=a.out, progress=lambda line: print(f"  {line}", file=sys.stderr)
+    )
     where = a.out if a.out is not None else rt.dir / STORED_NAME
     print(f"model of {len(model.cores)} cores written to {where} (switch {model.switch:,.0f} ns)")
     return 0

@@ -42,7 +42,16 @@ from multihop.groups import codec
 from multihop.groups.convergecast import Convergecast, Partial
 from multihop.groups.errors import GroupError
 from multihop.groups.events import (
-    Delivered, Failed, Joined, Left, MulticastCreated, Multicast, SendFailed, ToService, Unicast, ViewChanged,
+    Delivered,
+    Failed,
+    Joined,
+    Left,
+    MulticastCreated,
+    Multicast,
+    SendFailed,
+    ToService,
+    Unicast,
+    ViewChanged,
 )
 from multihop.groups.frames import KIND_REPLY, KIND_SUBMIT, decode, encode_data, encode_reply, encode_submit
 from multihop.groups.gsd import DEFAULT_WINDOW, SERVICE, ensure_service
@@ -52,8 +61,7 @@ from multihop.groups.messages import CreateGroup, Data, Reply, Submit
 from multihop.groups.trees import parse_tree
 from multihop.groups.view import ORDERS, Endpoint, View
 
-__all__ = ["Delivery", "GroupInfo", "Group", "GroupEndpoint", "ConvergecastTimeout", "group", "join", "leave",
-           "endpoint_of"]
+__all__ = ["Delivery", "GroupInfo", "Group", "GroupEndpoint", "ConvergecastTimeout", "group", "join", "leave", "endpoint_of"]
 
 _PLAIN = b"\x00"
 _CC = struct.Struct("<BH")
@@ -401,8 +409,9 @@ class GroupEndpoint:
 
     def _service_check(self) -> None:
         if self.service_gone:
-            raise mh.MonitorError("the group service is gone: installed views keep working, membership "
-                                  "cannot change (restart the runtime to change it)")
+            raise mh.MonitorError(
+                "the group service is gone: installed views keep working, membership cannot change (restart the runtime to change it)"
+            )
 
     def _event(self, e: object) -> None:
         if isinstance(e, Delivered):
@@ -440,7 +449,7 @@ class GroupEndpoint:
         request = 0
         if payload[:1] == b"\x01":
             _, request = _CC.unpack_from(payload)
-            payload = payload[_CC.size:]
+            payload = payload[_CC.size :]
         else:
             payload = payload[1:]
         dl = Delivery(e.group, e.sender, e.dest, e.view, payload, request)
@@ -459,8 +468,7 @@ class GroupEndpoint:
 
     # ---- waiting ---------------------------------------------------------------
 
-    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False,
-              group: str | None = None) -> None:
+    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False, group: str | None = None) -> None:
         self.pump()
         while not done():
             if group is not None:
@@ -554,8 +562,7 @@ class GroupEndpoint:
             while not q:
                 self._open(name)
                 if name not in self.member.groups():
-                    raise GroupError(f"endpoint {self.me} is not a member of group {name!r} "
-                                     f"(and nothing of it is left to receive)")
+                    raise GroupError(f"endpoint {self.me} is not a member of group {name!r} (and nothing of it is left to receive)")
                 if _expired(deadline):
                     raise Timeout(f"no delivery of group {name!r} within the timeout")
                 self.pump(_left(deadline))
@@ -579,8 +586,7 @@ class GroupEndpoint:
             self._wait(lambda: cc.done, deadline, f"convergecast {request} of group {name!r}", group=name)
         except Timeout:
             part: Partial = cc._acc
-            raise ConvergecastTimeout(f"convergecast {request} of group {name!r} incomplete: "
-                                      f"{len(part.replies)} replies", part) from None
+            raise ConvergecastTimeout(f"convergecast {request} of group {name!r} incomplete: {len(part.replies)} replies", part) from None
         finally:
             self._cc.pop((name, request), None)
         result = cc.poll()
@@ -641,9 +647,15 @@ def endpoint_of(d: _core.Dispatcher) -> GroupEndpoint:
     return ep
 
 
-def join(d: _core.Dispatcher, name: str, on_join: Callable[[int, View], None] | None = None,
-         on_leave: Callable[[int, View], None] | None = None, on_view: Callable[[ViewChanged], None] | None = None,
-         reply: Callable[[Delivery], bytes] | None = None, timeout: float | None = 30.0) -> Group:
+def join(
+    d: _core.Dispatcher,
+    name: str,
+    on_join: Callable[[int, View], None] | None = None,
+    on_leave: Callable[[int, View], None] | None = None,
+    on_view: Callable[[ViewChanged], None] | None = None,
+    reply: Callable[[Delivery], bytes] | None = None,
+    timeout: float | None = 30.0,
+) -> Group:
     """``d.join(name, ...)``: join application group ``name``; returns the :class:`Group`.
 
     ``on_join(node, view)`` and ``on_leave(node, view)`` run for every member
@@ -669,8 +681,9 @@ def leave(d: _core.Dispatcher, name: str, timeout: float | None = 30.0) -> None:
     endpoint_of(d).leave(name, _deadline(timeout))
 
 
-def group(rt: mh.Runtime, name: str, order: str = "fifo", tree: str = "numa", *, create: bool = True,
-          window: int = DEFAULT_WINDOW, timeout: float = 30.0) -> GroupInfo:
+def group(
+    rt: mh.Runtime, name: str, order: str = "fifo", tree: str = "numa", *, create: bool = True, window: int = DEFAULT_WINDOW, timeout: float = 30.0
+) -> GroupInfo:
     """``rt.group(name, ...)``: the application group ``name``, created if it does not exist (``create``).
 
     ``order`` is ``fifo``, ``causal`` or ``total``; ``tree`` ``flat``,
@@ -708,8 +721,7 @@ def group(rt: mh.Runtime, name: str, order: str = "fifo", tree: str = "numa", *,
                     raise GroupError(info["error"])
             view = codec.view_from_dict(info["view"])
             if create and (view.order != order or view.tree != spec):
-                raise GroupError(f"group {name!r} exists with order {view.order!r} and tree {view.tree!r}, "
-                                 f"not {order!r} and {spec!r}")
+                raise GroupError(f"group {name!r} exists with order {view.order!r} and tree {view.tree!r}, not {order!r} and {spec!r}")
             return GroupInfo(name, int(info["group_id"]), view.order, view.tree, int(info["window"]), view)
         finally:
             ch.close()

@@ -19,8 +19,20 @@ from multihop.groups.messages import Data, Submit
 from multihop.groups.view import Endpoint, View
 
 __all__ = [
-    "Created", "Joined", "Left", "ViewChanged", "MulticastCreated", "Sent", "Delivered", "Failed", "SendFailed",
-    "ToService", "Multicast", "Unicast", "Event", "Transmit",
+    "Created",
+    "Joined",
+    "Left",
+    "ViewChanged",
+    "MulticastCreated",
+    "Sent",
+    "Delivered",
+    "Failed",
+    "SendFailed",
+    "ToService",
+    "Multicast",
+    "Unicast",
+    "Event",
+    "Transmit",
 ]
 
 

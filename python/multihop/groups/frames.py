@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from multihop.errors import ProtocolError
 from multihop.groups.messages import Data, Submit
 
-__all__ = ["Frame", "KIND_DATA", "KIND_SUBMIT", "KIND_REPLY", "HEADER", "encode_data", "encode_submit",
-           "encode_reply", "decode"]
+__all__ = ["Frame", "KIND_DATA", "KIND_SUBMIT", "KIND_REPLY", "HEADER", "encode_data", "encode_submit", "encode_reply", "decode"]
 
 KIND_DATA = 4
 KIND_CREDIT = 5
@@ -50,8 +49,20 @@ class Frame:
     payload: bytes
 
 
-def _pack(kind: int, flags: int, gid: int, view: int, dest: int, root: int, sender: int, seq: int, stamp: int,
-          vc: tuple[int, ...], request: int, payload: bytes) -> bytes:
+def _pack(
+    kind: int,
+    flags: int,
+    gid: int,
+    view: int,
+    dest: int,
+    root: int,
+    sender: int,
+    seq: int,
+    stamp: int,
+    vc: tuple[int, ...],
+    request: int,
+    payload: bytes,
+) -> bytes:
     head = _HDR.pack(0, 0, kind, flags, 0, gid, view, dest, root, sender, seq, stamp, len(vc), request)
     if vc:
         head += struct.pack(f"<{len(vc)}I", *vc)
@@ -69,8 +80,7 @@ def encode_submit(s: Submit, group_id: int, sequencer: int, root_core: int) -> b
     return _pack(KIND_SUBMIT, 0, group_id, s.view, sequencer, root_core, s.sender, s.seq, s.dest, (), 0, s.payload)
 
 
-def encode_reply(group_id: int, view: int, to_node: int, root_core: int, sender: int, request: int,
-                 payload: bytes) -> bytes:
+def encode_reply(group_id: int, view: int, to_node: int, root_core: int, sender: int, request: int, payload: bytes) -> bytes:
     """A convergecast REPLY frame from ``sender`` to node ``to_node``."""
     return _pack(KIND_REPLY, 0, group_id, view, to_node, root_core, sender, 0, 0, (), request, payload)
 

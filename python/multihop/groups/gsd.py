@@ -46,7 +46,13 @@ from multihop.groups import codec
 from multihop.groups.errors import GroupError
 from multihop.groups.ids import BROADCAST, is_node
 from multihop.groups.messages import (
-    CreateGroup, Died, Flushed, Install, Reply, Request, StreamMark,
+    CreateGroup,
+    Died,
+    Flushed,
+    Install,
+    Reply,
+    Request,
+    StreamMark,
 )
 from multihop.groups.service import MembershipService
 from multihop.groups.trees import build_tree
@@ -101,8 +107,7 @@ def view_entries(view: View, topology: Any, table: dict[int, dict[int, int]], mo
                         children[cur].append(h)
                     cur = h
             for core, par in parent.items():
-                out[core].append({"dest": dest, "root_core": root, "parent": par, "children": children[core],
-                                  "local": local.get(core, [])})
+                out[core].append({"dest": dest, "root_core": root, "parent": par, "children": children[core], "local": local.get(core, [])})
     return dict(out)
 
 
@@ -144,9 +149,17 @@ class _Daemon:
         members = [[n, e.core, e.dispatcher] for n, e in view.members]
         entries = view_entries(view, self.topology, self.table, self.model) if view.members else {}
         for core, trees in sorted(entries.items()):
-            self.monitor(core, {"op": "install", "group_id": gid, "view": view.view_id,
-                                "window": self.windows.get(view.group, DEFAULT_WINDOW), "members": members,
-                                "trees": trees})
+            self.monitor(
+                core,
+                {
+                    "op": "install",
+                    "group_id": gid,
+                    "view": view.view_id,
+                    "window": self.windows.get(view.group, DEFAULT_WINDOW),
+                    "members": members,
+                    "trees": trees,
+                },
+            )
         self.installed[view.group].add(view.view_id)
         for old in sorted(v for v in self.installed[view.group] if v < view.view_id - 1):
             for core in self.rt.cores:
@@ -220,8 +233,15 @@ class _Daemon:
         name = d.get("group")
         try:
             view = self.svc.view(name)
-            body = {"op": "info_reply", "req": d.get("req"), "group": name, "group_id": self.svc.group_id(name),
-                    "window": self.windows.get(name, DEFAULT_WINDOW), "view": codec.view_to_dict(view), "error": None}
+            body = {
+                "op": "info_reply",
+                "req": d.get("req"),
+                "group": name,
+                "group_id": self.svc.group_id(name),
+                "window": self.windows.get(name, DEFAULT_WINDOW),
+                "view": codec.view_to_dict(view),
+                "error": None,
+            }
         except GroupError as e:
             body = {"op": "info_reply", "req": d.get("req"), "group": name, "error": str(e)}
         ch.send(json.dumps(body).encode(), timeout=10)
@@ -258,8 +278,11 @@ class _Daemon:
         """The cores whose monitor process is no longer running (gone, or a zombie its starter has not reaped)."""
         from multihop.runtime import _is_process
 
-        return {int(m["core"]) for m in self.rt._meta["monitors"]
-                if not _is_process(m["pid"], m.get("start_ticks")) or _live_pid_of(int(m["pid"])) is None}
+        return {
+            int(m["core"])
+            for m in self.rt._meta["monitors"]
+            if not _is_process(m["pid"], m.get("start_ticks")) or _live_pid_of(int(m["pid"])) is None
+        }
 
     def monitor_died(self, core: int) -> None:
         """Close every group with a member on ``core`` or a tree through it (docs/groups.md §9): the frames
@@ -278,8 +301,7 @@ class _Daemon:
                 ch = self.chan_of.get(ep)
                 if ch is not None:
                     with contextlib.suppress(MultihopError):
-                        ch.send(json.dumps({"op": "closed", "group": name, "core": core, "reason": reason}).encode(),
-                                timeout=5)
+                        ch.send(json.dumps({"op": "closed", "group": name, "core": core, "reason": reason}).encode(), timeout=5)
             gid = self.svc.group_id(name)
             for c in self.rt.cores:
                 if c not in self.dead_cores:
@@ -383,11 +405,19 @@ def ensure_service(rt: mh.Runtime, timeout: float = 30.0) -> int:
         if pid is not None:
             return pid
         if pidfile.exists():  # it ran and died: its groups' state died with it (docs/groups.md §9)
-            raise mh.MonitorError(f"the group service of runtime {rt.name!r} is gone (pid {pidfile.read_text()}): "
-                                  f"installed views keep working, membership cannot change; restart the runtime")
+            raise mh.MonitorError(
+                f"the group service of runtime {rt.name!r} is gone (pid {pidfile.read_text()}): "
+                f"installed views keep working, membership cannot change; restart the runtime"
+            )
         log = open(rt.dir / "gsd.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "multihop.groups.gsd", rt.name], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, close_fds=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "multihop.groups.gsd", rt.name],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -61,8 +61,7 @@ def _member(name: str, core: int, cpu: int | None, service: str, ready: Any) -> 
         ch.close()
 
 
-def measure_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int = 300,
-                      warmup: int = 30) -> LiveShootdown:
+def measure_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int = 300, warmup: int = 30) -> LiveShootdown:
     """Measure ``rounds`` flat shoot-downs from ``root`` to one process on each of ``members``.
 
     Raises:
@@ -85,8 +84,7 @@ def measure_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds:
         readies = []
         for core in listed:
             ready = ctx.Event()
-            stack.enter_context(spawned(_member, rt.name, core, rt.cpu_of(core) if spread else None, service, ready,
-                                        grace=10.0))
+            stack.enter_context(spawned(_member, rt.name, core, rt.cpu_of(core) if spread else None, service, ready, grace=10.0))
             readies.append(ready)
         chans = {}
         for _ in listed:

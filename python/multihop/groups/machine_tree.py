@@ -57,8 +57,7 @@ def _members(root: int, cores: Iterable[int]) -> list[int]:
     return sorted(set(listed) - {root})
 
 
-def _grow(model: MachineModel, informed: dict[int, float], targets: Sequence[int], kids: dict[int, list[int]],
-          fanout: int) -> None:
+def _grow(model: MachineModel, informed: dict[int, float], targets: Sequence[int], kids: dict[int, list[int]], fanout: int) -> None:
     """Greedy earliest arrival: add edges from ``informed`` (core -> time it is free) until ``targets`` are in.
 
     Each informed core keeps its uninformed targets sorted by one-way cost,
@@ -102,8 +101,7 @@ def greedy_tree(model: MachineModel, root: int, cores: Iterable[int], fanout: in
     return Tree(root, {c: tuple(k) for c, k in kids.items()}, f"greedy/{_spell(fanout)}")
 
 
-def socket_tree(model: MachineModel, root: int, cores: Iterable[int], fanout: int = 1 << 30,
-                far_first: bool = False) -> Tree:
+def socket_tree(model: MachineModel, root: int, cores: Iterable[int], fanout: int = 1 << 30, far_first: bool = False) -> Tree:
     """Smelt's shape: a tree over one entry core per socket, then a greedy tree inside each socket.
 
     The entry of the root's socket is the root; of another socket, its lowest
@@ -206,8 +204,7 @@ def improve(model: MachineModel, tree: Tree, workload: Workload = Workload(), bu
     return Tree(tree.root, {c: tuple(k) for c, k in kids.items() if k}, tree.mode), best
 
 
-def machine_tree(model: MachineModel, root: int, cores: Iterable[int], workload: Workload = Workload(),
-                 budget: int = 3000) -> MachineTree:
+def machine_tree(model: MachineModel, root: int, cores: Iterable[int], workload: Workload = Workload(), budget: int = 3000) -> MachineTree:
     """The candidate tree with the lowest simulated shoot-down of ``workload`` on ``model``.
 
     Raises:
@@ -222,8 +219,7 @@ def machine_tree(model: MachineModel, root: int, cores: Iterable[int], workload:
         candidates.append(greedy_tree(model, root, members, f))
         candidates.append(socket_tree(model, root, members, f))
         candidates.append(socket_tree(model, root, members, f, far_first=True))
-    candidates += [flat(root, members), *(radix(root, members, k) for k in range(2, 9)),
-                   numa(root, members, model.topology, model.rtt)]
+    candidates += [flat(root, members), *(radix(root, members, k) for k in range(2, 9)), numa(root, members, model.topology, model.rtt)]
     best: tuple[float, int] | None = None
     scores: dict[str, float] = {}
     results: list[SimResult] = []

@@ -31,12 +31,31 @@ from dataclasses import dataclass, field
 from multihop.errors import ProtocolError
 from multihop.groups.errors import GroupError
 from multihop.groups.events import (
-    Created, Failed, Joined, Left, MulticastCreated, SendFailed, ToService, Transmit, ViewChanged,
+    Created,
+    Failed,
+    Joined,
+    Left,
+    MulticastCreated,
+    SendFailed,
+    ToService,
+    Transmit,
+    ViewChanged,
 )
 from multihop.groups.ids import dest_kind
 from multihop.groups.messages import (
-    CreateGroup, CreateMulticast, Data, Flushed, Install, Join, JoinMulticast, Leave, LeaveMulticast, Prepare,
-    Reply, Request, Submit,
+    CreateGroup,
+    CreateMulticast,
+    Data,
+    Flushed,
+    Install,
+    Join,
+    JoinMulticast,
+    Leave,
+    LeaveMulticast,
+    Prepare,
+    Reply,
+    Request,
+    Submit,
 )
 from multihop.groups.streams import ViewStreams
 from multihop.groups.trees import parse_tree
@@ -108,8 +127,9 @@ class GroupMember:
     def _member(self, group: str) -> ViewStreams:
         m = self._groups.get(group)
         if m is None or m.streams is None:
-            raise GroupError(f"endpoint {self.endpoint} is not a member of group {group!r}"
-                             + (" (its join is still pending)" if m is not None else ""))
+            raise GroupError(
+                f"endpoint {self.endpoint} is not a member of group {group!r}" + (" (its join is still pending)" if m is not None else "")
+            )
         return m.streams
 
     # ---- requests --------------------------------------------------------------

@@ -25,8 +25,21 @@ from dataclasses import dataclass
 from multihop.groups.view import Endpoint, View
 
 __all__ = [
-    "Data", "Submit", "Request", "CreateGroup", "Join", "Leave", "CreateMulticast", "JoinMulticast",
-    "LeaveMulticast", "Reply", "Prepare", "Flushed", "Died", "Install", "StreamMark",
+    "Data",
+    "Submit",
+    "Request",
+    "CreateGroup",
+    "Join",
+    "Leave",
+    "CreateMulticast",
+    "JoinMulticast",
+    "LeaveMulticast",
+    "Reply",
+    "Prepare",
+    "Flushed",
+    "Died",
+    "Install",
+    "StreamMark",
 ]
 
 

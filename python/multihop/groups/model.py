@@ -102,8 +102,9 @@ class MachineModel:
             for i, row in enumerate(m):
                 for j, v in enumerate(row):
                     if i != j and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0):
-                        raise ModelError(f"model {self.name!r}: {cost} from core {cores[i]} to core {cores[j]} "
-                                         f"must be a finite number >= 0, got {v!r}")
+                        raise ModelError(
+                            f"model {self.name!r}: {cost} from core {cores[i]} to core {cores[j]} must be a finite number >= 0, got {v!r}"
+                        )
             object.__setattr__(self, cost, tuple(tuple(float(v) for v in row) for row in m))
         cpu_of = {c: c for c in cores}
         for core, cpu in dict(self.cpu_of).items():
@@ -154,17 +155,25 @@ class MachineModel:
             raise ModelError(f"model {self.name!r}: {e}") from None
         idx = [self._index[c] for c in topo.cores]
         pick = {k: tuple(tuple(getattr(self, k)[i][j] for j in idx) for i in idx) for k in COSTS}
-        return MachineModel(self.name, topo, pick["send"], pick["recv"], pick["latency"],
-                            {c: self.cpu_of[c] for c in topo.cores}, self.switch, self.description)
+        return MachineModel(
+            self.name, topo, pick["send"], pick["recv"], pick["latency"], {c: self.cpu_of[c] for c in topo.cores}, self.switch, self.description
+        )
 
     # ---- files -------------------------------------------------------------
 
     def to_toml(self) -> str:
         """The model as TOML in matrix form (what :func:`load_model` reads back to an equal model)."""
-        lines = [f"name = {_toml_str(self.name)}", f"description = {_toml_str(self.description)}", "", "[machine]",
-                 f"sockets = {_toml_list([list(s) for s in self.topology.sockets])}",
-                 f"cpu_of = {_toml_list([self.cpu_of[c] for c in self.cores])}", f"switch = {self.switch!r}", "",
-                 "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds"]
+        lines = [
+            f"name = {_toml_str(self.name)}",
+            f"description = {_toml_str(self.description)}",
+            "",
+            "[machine]",
+            f"sockets = {_toml_list([list(s) for s in self.topology.sockets])}",
+            f"cpu_of = {_toml_list([self.cpu_of[c] for c in self.cores])}",
+            f"switch = {self.switch!r}",
+            "",
+            "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
+        ]
         for cost in COSTS:
             rows = ",\n  ".join(_toml_list(list(row)) for row in getattr(self, cost))
             lines.append(f"{cost} = [\n  {rows},\n]")
@@ -206,8 +215,7 @@ def load_model(source: str | os.PathLike[str]) -> MachineModel:
         if shipped.is_file():
             path = shipped
         else:
-            raise ModelError(f"no model file {text_source!r} and no shipped model of that name "
-                             f"(shipped: {', '.join(shipped_models())})")
+            raise ModelError(f"no model file {text_source!r} and no shipped model of that name (shipped: {', '.join(shipped_models())})")
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -270,8 +278,16 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         if not isinstance(cpu_list, list) or len(cpu_list) != n:
             raise ModelError(f"machine.cpu_of must list one CPU per core ({n}), got {cpu_list!r}")
         cpu_of = dict(zip(cores, cpu_list))
-    return MachineModel(name, topology, mats["send"], mats["recv"], mats["latency"], cpu_of,  # type: ignore[arg-type]
-                        machine.get("switch", 0.0), str(data.get("description", "")))
+    return MachineModel(
+        name,
+        topology,
+        mats["send"],
+        mats["recv"],
+        mats["latency"],
+        cpu_of,  # type: ignore[arg-type]
+        machine.get("switch", 0.0),
+        str(data.get("description", "")),
+    )
 
 
 def _number(table: Mapping[str, Any], key: str, where: str) -> float:
@@ -300,8 +316,7 @@ def _socket_hops(machine: Mapping[str, Any], sockets: int) -> list[list[int]]:
     hops = machine.get("socket_hops")
     if hops is None:
         return [[0 if i == j else 1 for j in range(sockets)] for i in range(sockets)]
-    if (not isinstance(hops, list) or len(hops) != sockets
-            or any(not isinstance(r, list) or len(r) != sockets for r in hops)):
+    if not isinstance(hops, list) or len(hops) != sockets or any(not isinstance(r, list) or len(r) != sockets for r in hops):
         raise ModelError(f"machine.socket_hops must be {sockets} rows of {sockets} hop counts")
     for i in range(sockets):
         for j in range(sockets):

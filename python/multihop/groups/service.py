@@ -40,8 +40,18 @@ from multihop.errors import ProtocolError
 from multihop.groups.errors import GroupError
 from multihop.groups.ids import multicast_id, node_id
 from multihop.groups.messages import (
-    CreateGroup, CreateMulticast, Died, Flushed, Install, Join, JoinMulticast, Leave, LeaveMulticast, Prepare,
-    Reply, Request,
+    CreateGroup,
+    CreateMulticast,
+    Died,
+    Flushed,
+    Install,
+    Join,
+    JoinMulticast,
+    Leave,
+    LeaveMulticast,
+    Prepare,
+    Reply,
+    Request,
 )
 from multihop.groups.trees import parse_tree
 from multihop.groups.view import ORDERS, Endpoint, View
@@ -223,8 +233,10 @@ class MembershipService:
         if f.view < g.view.view_id or (f.view == g.view.view_id and f.node in g.reports):
             return []  # written just before its sender died; its monitor's report came first and stands
         if f.view != g.view.view_id or f.node not in g.waiting:
-            raise ProtocolError(f"unexpected Flushed from node {f.node} for {f.group!r} view {f.view} "
-                                f"(installed view {g.view.view_id}, waiting for {sorted(g.waiting)})")
+            raise ProtocolError(
+                f"unexpected Flushed from node {f.node} for {f.group!r} view {f.view} "
+                f"(installed view {g.view.view_id}, waiting for {sorted(g.waiting)})"
+            )
         g.waiting.discard(f.node)
         g.reports[f.node] = f
         return self._advance(g)

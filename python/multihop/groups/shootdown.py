@@ -35,8 +35,17 @@ import multihop as mh
 from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
 
-__all__ = ["MODES", "Rounds", "EndpointCosts", "measure_endpoint_costs", "group_path_model",
-           "measure_group_shootdown", "measure_pipe_shootdown", "measure_throughput", "tree_of_mode"]
+__all__ = [
+    "MODES",
+    "Rounds",
+    "EndpointCosts",
+    "measure_endpoint_costs",
+    "group_path_model",
+    "measure_group_shootdown",
+    "measure_pipe_shootdown",
+    "measure_throughput",
+    "tree_of_mode",
+]
 
 MODES: tuple[str, ...] = ("unicast", "broadcast", "radix", "numa")
 """Shoot-down modes, in the order the benchmarks show them."""
@@ -121,8 +130,7 @@ def _group_members(rt: mh.Runtime, group: str, cores: Sequence[int], count: int 
     q, stop = _CTX.Queue(), _CTX.Event()
     with contextlib.ExitStack() as stack:
         for core in cores:
-            stack.enter_context(spawned(_member, rt.name, core, rt.cpu_of(core) if spread else None, group, q, stop,
-                                        count, grace=15.0))
+            stack.enter_context(spawned(_member, rt.name, core, rt.cpu_of(core) if spread else None, group, q, stop, count, grace=15.0))
         stack.callback(stop.set)
         _wait_reports(q, "joined", len(cores), 120 + 2 * len(cores))
         yield q
@@ -138,8 +146,9 @@ def _check(rt: mh.Runtime, root: int, members: Sequence[int]) -> list[int]:
     return listed
 
 
-def measure_group_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], mode: str, rounds: int = 200,
-                            warmup: int = 20, group: str | None = None) -> Rounds:
+def measure_group_shootdown(
+    rt: mh.Runtime, root: int, members: Sequence[int], mode: str, rounds: int = 200, warmup: int = 20, group: str | None = None
+) -> Rounds:
     """Time ``rounds`` shoot-downs from ``root`` to one member process on each of ``members`` (see the module text).
 
     Raises:
@@ -192,8 +201,7 @@ def _pipe_member(conn: Any, cpu: int | None) -> None:
         conn.send_bytes(b"")
 
 
-def measure_pipe_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int = 200,
-                           warmup: int = 20) -> Rounds:
+def measure_pipe_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int = 200, warmup: int = 20) -> Rounds:
     """The same rounds over ``multiprocessing`` Pipes, member processes pinned like the group's."""
     listed = _check(rt, root, members)
     spread = len(os.sched_getaffinity(0)) > 1
@@ -224,8 +232,9 @@ def measure_pipe_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], ro
     return Rounds("pipe", len(listed), tuple(starts), tuple(times))
 
 
-def measure_throughput(rt: mh.Runtime, root: int, members: Sequence[int], order: str, n: int = 20_000,
-                       size: int = 64, window: int = 64) -> tuple[int, int]:
+def measure_throughput(
+    rt: mh.Runtime, root: int, members: Sequence[int], order: str, n: int = 20_000, size: int = 64, window: int = 64
+) -> tuple[int, int]:
     """Broadcast ``n`` messages of ``size`` bytes from ``root`` to a group of ``order``; returns (deliveries, ns).
 
     The time runs from the first send to the last member's last delivery.
@@ -284,8 +293,7 @@ def _cost_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop
                 ep.handle_ns = ep.handled = 0
 
 
-def measure_endpoint_costs(rt: mh.Runtime, root: int, member: int, rounds: int = 300, bursts: int = 9,
-                           burst: int = 32) -> EndpointCosts:
+def measure_endpoint_costs(rt: mh.Runtime, root: int, member: int, rounds: int = 300, bursts: int = 9, burst: int = 32) -> EndpointCosts:
     """Measure :class:`EndpointCosts` between ``root`` (this process) and one member process on ``member``."""
     _check(rt, root, [member])
     name = f"cost-{os.getpid()}-{time.monotonic_ns()}"
@@ -296,8 +304,7 @@ def measure_endpoint_costs(rt: mh.Runtime, root: int, member: int, rounds: int =
     with contextlib.ExitStack() as stack:
         d = stack.enter_context(rt.dispatcher(root))
         g = d.join(name, timeout=60)
-        stack.enter_context(spawned(_cost_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q,
-                                    stop, grace=15.0))
+        stack.enter_context(spawned(_cost_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
         stack.callback(stop.set)
         (joined,) = _wait_reports(q, "joined", 1, 120)
         node = joined[2]
@@ -347,8 +354,8 @@ def group_path_model(model: Any, root: int, costs: EndpointCosts) -> Any:
     for j in range(n):
         if j == i:
             continue
-        send[i][j] = costs.send   # the root's send of a request
+        send[i][j] = costs.send  # the root's send of a request
         recv[i][j] = costs.handle  # the member takes it, delivers it and answers
-        send[j][i] = 0.0          # the answer's send is inside the member's handling
-        recv[j][i] = costs.ack    # the root takes the answer
+        send[j][i] = 0.0  # the answer's send is inside the member's handling
+        recv[j][i] = costs.ack  # the root takes the answer
     return dataclasses.replace(model, send=send, recv=recv, name=f"{model.name}+group-endpoints")

@@ -136,8 +136,7 @@ class SimNet:
             old = marks.get(f.dest)
             submitted = dict(old.submitted) if old is not None else {}
             submitted[f.sender] = max(submitted.get(f.sender, 0), f.seq)
-            marks[f.dest] = StreamMark(f.dest, t.origin if isinstance(t, Multicast) else f.sender, f.stamp,
-                                       tuple(sorted(submitted.items())))
+            marks[f.dest] = StreamMark(f.dest, t.origin if isinstance(t, Multicast) else f.sender, f.stamp, tuple(sorted(submitted.items())))
         else:
             marks[f.dest] = StreamMark(f.dest, f.sender, f.seq)
 

@@ -94,8 +94,10 @@ class ViewStreams:
         if view.order == "total" and not is_node(dest) and self.me not in recipients:
             from multihop.groups.errors import GroupError
 
-            raise GroupError(f"node {self.me} is not in multicast group {dest} of total-order group {view.group!r}: "
-                             f"a total-order sender must be among the recipients (its stamped copy is its receipt)")
+            raise GroupError(
+                f"node {self.me} is not in multicast group {dest} of total-order group {view.group!r}: "
+                f"a total-order sender must be among the recipients (its stamped copy is its receipt)"
+            )
         st = self._stream(dest)
         sent = Sent(view.group, view.view_id, dest, payload, tuple(view.endpoint(n) for n in recipients))
         tx: list[Transmit] = []

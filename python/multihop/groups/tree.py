@@ -49,8 +49,7 @@ class Tree:
                 if child == self.root:
                     raise GroupError(f"core {core} sends to the root {self.root}: a tree has no cycle")
                 if child in parent:
-                    raise GroupError(f"core {child} has two parents ({parent[child]} and {core}): "
-                                     "every core is reached exactly once")
+                    raise GroupError(f"core {child} has two parents ({parent[child]} and {core}): every core is reached exactly once")
                 parent[child] = core
         reached = {self.root}
         stack = [self.root]
@@ -108,8 +107,7 @@ class Tree:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready form: ``{"root": 0, "mode": "numa", "children": {"0": [8, 1]}}``."""
-        return {"root": self.root, "mode": self.mode,
-                "children": {str(c): list(cs) for c, cs in sorted(self.children.items())}}
+        return {"root": self.root, "mode": self.mode, "children": {str(c): list(cs) for c, cs in sorted(self.children.items())}}
 
     def render(self) -> str:
         """The tree as indented text, one core a line, children in send order."""

@@ -106,7 +106,7 @@ def radix(root: int, cores: Iterable[int], k: int = 2) -> Tree:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise GroupError(f"radix needs a fan-out k >= 1, got {k!r}")
     order = [root, *_members(root, cores)]
-    kids = {order[i]: tuple(order[k * i + 1:k * i + k + 1]) for i in range(len(order))}
+    kids = {order[i]: tuple(order[k * i + 1 : k * i + k + 1]) for i in range(len(order))}
     return Tree(root, kids, f"radix:{k}")
 
 
@@ -146,8 +146,15 @@ def numa(root: int, cores: Iterable[int], topology: Topology, rtt: RoundTrip | N
     return Tree(root, kids, "numa")
 
 
-def build_tree(spec: str | TreeSpec, root: int, cores: Sequence[int], *, topology: Topology | None = None,
-               model: MachineModel | None = None, rtt: RoundTrip | None = None) -> Tree:
+def build_tree(
+    spec: str | TreeSpec,
+    root: int,
+    cores: Sequence[int],
+    *,
+    topology: Topology | None = None,
+    model: MachineModel | None = None,
+    rtt: RoundTrip | None = None,
+) -> Tree:
     """Build the tree a mode names over ``root`` and the member ``cores``.
 
     ``numa`` takes its sockets from ``topology`` (else the model's) and its

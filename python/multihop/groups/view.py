@@ -66,11 +66,11 @@ class View:
         object.__setattr__(self, "_by_node", dict(self.members))
 
     @classmethod
-    def make(cls, group: str, view_id: int, order: str, tree: str, members: Mapping[int, Endpoint],
-             multicast: Mapping[int, Iterable[int]] | None = None) -> View:
+    def make(
+        cls, group: str, view_id: int, order: str, tree: str, members: Mapping[int, Endpoint], multicast: Mapping[int, Iterable[int]] | None = None
+    ) -> View:
         """A view from plain mappings."""
-        return cls(group, view_id, order, tree, tuple(members.items()),
-                   tuple((m, frozenset(n)) for m, n in (multicast or {}).items()))
+        return cls(group, view_id, order, tree, tuple(members.items()), tuple((m, frozenset(n)) for m, n in (multicast or {}).items()))
 
     @property
     def nodes(self) -> tuple[int, ...]:

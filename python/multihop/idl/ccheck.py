@@ -53,17 +53,27 @@ def generated_globals(iface: Interface) -> list[tuple[str, str, Pos | None]]:
     assert p is not None
     out: list[tuple[str, str, Pos | None]] = []
     for suffix, what in [
-        ("msgnum", "function"), ("msg_name", "function"), ("dispatch", "function"), ("recv", "function"),
-        ("reencode", "function"), ("rx_handlers", "type"), ("binding", "type"), ("binding_init", "function"),
-        ("binding_destroy", "function"), ("backlog_count", "function"), ("BACKLOG_MAX", "macro"),
-        ("mh_reencode", "struct"), ("mh_recv_msg", "function"), ("mh_backlog_push", "function"),
-        ("bind", "function"), ("export", "function"), ("accept", "function"),
+        ("msgnum", "function"),
+        ("msg_name", "function"),
+        ("dispatch", "function"),
+        ("recv", "function"),
+        ("reencode", "function"),
+        ("rx_handlers", "type"),
+        ("binding", "type"),
+        ("binding_init", "function"),
+        ("binding_destroy", "function"),
+        ("backlog_count", "function"),
+        ("BACKLOG_MAX", "macro"),
+        ("mh_reencode", "struct"),
+        ("mh_recv_msg", "function"),
+        ("mh_backlog_push", "function"),
+        ("bind", "function"),
+        ("export", "function"),
+        ("accept", "function"),
     ]:
         out.append((f"{p}_{suffix}", f"the generated {what} '{p}_{suffix}'", None))
     for name, t in iface.aliases.items():
-        if (isinstance(t, Builtin) and t.kind != "cap") or isinstance(t, (Enum, Struct)) or (
-            isinstance(t, Array) and t.name is not None
-        ):
+        if (isinstance(t, Builtin) and t.kind != "cap") or isinstance(t, (Enum, Struct)) or (isinstance(t, Array) and t.name is not None):
             out.append((f"{p}_{name}_t", f"alias '{name}'", None))
     for t in iface.types.values():
         kind = "struct" if isinstance(t, Struct) else "enum" if isinstance(t, Enum) else "array type"
@@ -115,8 +125,7 @@ def _check_params(params: Namespace, args: Sequence[Any], kind: Callable[[Any], 
     for a in args:
         params.add(c_name(a.name), a.name, f"{kind(a)} '{a.name}'", a.pos)
         if isinstance(a.type, DynArray):
-            params.add(c_name(a.type.length_name), a.type.length_name,
-                       f"length '{a.type.length_name}' of argument '{a.name}'", a.pos)
+            params.add(c_name(a.type.length_name), a.type.length_name, f"length '{a.type.length_name}' of argument '{a.name}'", a.pos)
 
 
 def p_rpc(iface: Interface, rpc: str) -> str:

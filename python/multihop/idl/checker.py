@@ -224,8 +224,7 @@ def _check_arg_names(args: tuple[ArgDecl, ...], where: str) -> None:
         if d.length_name in lengths:
             raise _err(
                 d.length_pos,
-                f"length name '{d.length_name}' of array '{a.name}' is already the length of array "
-                f"'{lengths[d.length_name]}' in {where}",
+                f"length name '{d.length_name}' of array '{a.name}' is already the length of array '{lengths[d.length_name]}' in {where}",
             )
         lengths[d.length_name] = a.name
 

@@ -25,11 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``stubgen`` arguments to ``parser``."""
     parser.add_argument("file", nargs="?", default=None, help="the interface file (.if)")
     parser.add_argument("--lang", choices=("python", "c"), default="python", help="back end (default: python)")
-    parser.add_argument("-o", "--output", "--out", dest="output", default=".",
-                        help="Python: a .py file or a directory; C: a directory for NAME.h and NAME.c (default: .)")
-    parser.add_argument("--import", "-I", dest="imports", action="extend", nargs="+", default=[], metavar="IMPORT.if",
-                        help="import files (alias/typedef lines) the interface uses; one or more, repeatable; "
-                             "it takes every name after it, so put FILE first or end the list with --")
+    parser.add_argument(
+        "-o",
+        "--output",
+        "--out",
+        dest="output",
+        default=".",
+        help="Python: a .py file or a directory; C: a directory for NAME.h and NAME.c (default: .)",
+    )
+    parser.add_argument(
+        "--import",
+        "-I",
+        dest="imports",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="IMPORT.if",
+        help="import files (alias/typedef lines) the interface uses; one or more, repeatable; "
+        "it takes every name after it, so put FILE first or end the list with --",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
     :func:`multihop.idl.stubgen` raises (IdlError, FileNotFoundError, ValueError).
     """
     if args.file is None:
-        hint = (f" (--import took every name after it: {' '.join(args.imports)}; "
-                "put the interface file first, or end the import list with --)") if args.imports else ""
+        hint = (
+            (f" (--import took every name after it: {' '.join(args.imports)}; put the interface file first, or end the import list with --)")
+            if args.imports
+            else ""
+        )
         raise ValueError(f"no interface file given{hint}")
     for path in stubgen(args.file, args.lang, args.output, args.imports):
         print(path)

@@ -28,9 +28,7 @@ EOF = "eof"
 PUNCTUATION = frozenset("{}()[];,=@")
 
 #: Words with a meaning in Flounder's grammar (used only to describe tokens in errors).
-KEYWORDS = frozenset(
-    {"interface", "message", "call", "response", "rpc", "in", "out", "typedef", "struct", "enum", "alias"}
-)
+KEYWORDS = frozenset({"interface", "message", "call", "response", "rpc", "in", "out", "typedef", "struct", "enum", "alias"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,7 @@ __all__ = [
 PY_ARG_RESERVED = frozenset({"self", "timeout", "name", "number", "_fields", "_values", "_asdict"})
 
 #: Module-level names every generated Python module defines.
-PY_MODULE_RESERVED = frozenset(
-    {"INTERFACE", "DESCRIPTION", "MESSAGE_NUMBERS", "messages", "results", "encode", "decode", "Binding"}
-)
+PY_MODULE_RESERVED = frozenset({"INTERFACE", "DESCRIPTION", "MESSAGE_NUMBERS", "messages", "results", "encode", "decode", "Binding"})
 
 C_KEYWORDS = frozenset(
     """auto break case char const continue default do double else enum extern float for goto if

@@ -43,6 +43,7 @@ class Namespace:
         if first is not None:
             other_what, other_name = first
             why = self.why(name, generated) or self.why(other_name, generated)
-            raise codegen_error(pos, self.fallback, self.back_end,
-                                f"{what} clashes with {other_what} {self.kind}: both are '{generated}' in {self.language}{why}")
+            raise codegen_error(
+                pos, self.fallback, self.back_end, f"{what} clashes with {other_what} {self.kind}: both are '{generated}' in {self.language}{why}"
+            )
         self.taken[generated] = (what, name)

@@ -64,12 +64,12 @@ def parse_text(text: str, file: str = "<string>", import_file: bool = False) -> 
     if decl.interface is None and not import_file:
         end = decl.end or Pos(file, 1, 1)
         if decl.types:
-            why = ("a file of only 'alias' and 'typedef' lines is an import file: "
-                   "pass it as an import (imports=[...], or --import)")
+            why = "a file of only 'alias' and 'typedef' lines is an import file: pass it as an import (imports=[...], or --import)"
         else:
             why = "the input is empty or holds only comments"
-        raise IdlSyntaxError(end.file, end.line, end.column, "an interface ('interface NAME \"...\" { ... };')",
-                             "end of file", f"no interface declared: {why}")
+        raise IdlSyntaxError(
+            end.file, end.line, end.column, "an interface ('interface NAME \"...\" { ... };')", "end of file", f"no interface declared: {why}"
+        )
     return decl
 
 
@@ -144,8 +144,9 @@ class _Parser:
         t = self.tok
         if t.kind == lexer.CHAR and t.value == "-" and self.toks[self.i + 1].kind == lexer.INT:
             value = f"-{self.toks[self.i + 1].value}"
-            return IdlSyntaxError(self.file, t.line, t.column, "a non-negative integer", f"'{value}'",
-                                  f"{noun} must be a non-negative integer, found {value}")
+            return IdlSyntaxError(
+                self.file, t.line, t.column, "a non-negative integer", f"'{value}'", f"{noun} must be a non-negative integer, found {value}"
+            )
         return None
 
     # -- file ----------------------------------------------------------------
@@ -331,7 +332,11 @@ class _Parser:
             if self.is_word("in", "out"):
                 t = self.tok
                 raise IdlSyntaxError(
-                    self.file, t.line, t.column, expected, describe(t),
+                    self.file,
+                    t.line,
+                    t.column,
+                    expected,
+                    describe(t),
                     f"'{t.value}' belongs only in an rpc's arguments; {where} takes plain arguments (TYPE NAME)",
                 )
             atype = self.typeref(expected)
@@ -347,8 +352,7 @@ class _Parser:
                 maximum = None
                 if self.is_punct(","):
                     self.advance()
-                    maximum = int(self.integer("the array's maximum length (a number)",
-                                               f"the maximum length of array '{name.value}'").value)
+                    maximum = int(self.integer("the array's maximum length (a number)", f"the maximum length of array '{name.value}'").value)
                 dims = Dims(self.pos(open_tok), length_name=str(ln.value), length_pos=self.pos(ln), maximum=maximum)
             else:
                 raise self.negative(f"the size of array '{name.value}'") or self.fail("a length name or a number")

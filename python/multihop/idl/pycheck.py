@@ -111,8 +111,7 @@ def _check_struct(t: Struct, fallback: Pos) -> None:
     for f in t.fields:
         what = f"field '{f.name}' of struct '{t.name}'"
         if f.name.startswith("_"):
-            raise _fail(f.pos, fallback, f"{what} cannot start with '_': a struct is a Python named tuple, "
-                                         "whose field names cannot start with '_'")
+            raise _fail(f.pos, fallback, f"{what} cannot start with '_': a struct is a Python named tuple, whose field names cannot start with '_'")
         fields.add(py_name(f.name), f.name, f"field '{f.name}'", f.pos)
 
 
@@ -145,9 +144,13 @@ def check_python_names(iface: Interface) -> None:
         if len(r.out_args) > 1:
             for a in r.out_args:
                 if py_arg(a.name).startswith("_"):
-                    raise _fail(a.pos, fallback, f"out argument '{a.name}' of rpc '{r.name}' cannot start with '_': "
-                                                 "an rpc with several out arguments returns a Python named tuple, "
-                                                 "whose field names cannot start with '_'")
+                    raise _fail(
+                        a.pos,
+                        fallback,
+                        f"out argument '{a.name}' of rpc '{r.name}' cannot start with '_': "
+                        "an rpc with several out arguments returns a Python named tuple, "
+                        "whose field names cannot start with '_'",
+                    )
 
     methods = _Namespace("among the methods of b.tx", fallback)
     for m in iface.messages:

@@ -388,10 +388,7 @@ class _Gen:
                 self.w(f"{ind}_mhn = _mh_U64.unpack_from(_mhb, _mho)[0]", f"{ind}_mho += 8")
             if t.maximum is not None:
                 what = "bytes" if isinstance(t, String) else "elements"
-                self.w(
-                    f"{ind}if _mhn > {t.maximum}: raise _mh_Bad(f\"argument '{a.name}' has {{_mhn}} {what}, "
-                    f"more than its maximum {t.maximum}\")"
-                )
+                self.w(f"{ind}if _mhn > {t.maximum}: raise _mh_Bad(f\"argument '{a.name}' has {{_mhn}} {what}, more than its maximum {t.maximum}\")")
             esize = 1 if isinstance(t, String) else fixed_size(t.element)
             end = "_mho + _mhn" if esize == 1 else f"_mho + _mhn * {esize}"
             self.w(f"{ind}_mhe = {end}")
@@ -496,9 +493,7 @@ class _Gen:
             sig = ", ".join(arg_text(a) for a in r.args)
             self.w(f"    def {py_name(r.name)}(self{''.join(', ' + n for n in ins)}, *, timeout=None):")
             self.w(f'        """Call rpc {r.name}({sig}); wait up to timeout seconds for the response."""')
-            self.w(
-                f"        _mhm = self._mh_b._mh_call(_mhenc_{r.call.number}({', '.join(ins)}), {r.response.number}, timeout)"
-            )
+            self.w(f"        _mhm = self._mh_b._mh_call(_mhenc_{r.call.number}({', '.join(ins)}), {r.response.number}, timeout)")
             if not outs:
                 self.w("        return None")
             elif len(outs) == 1:
@@ -514,9 +509,7 @@ class _Gen:
             sig = ", ".join(arg_text(a) for a in r.args)
             self.w(f"    async def {py_name(r.name)}(self{''.join(', ' + n for n in ins)}, *, timeout=None):")
             self.w(f'        """Call rpc {r.name}({sig}) without blocking the event loop; wait up to timeout seconds."""')
-            self.w(
-                f"        _mhm = await self._mh_b._mh_call_async(_mhenc_{r.call.number}({', '.join(ins)}), {r.response.number}, timeout)"
-            )
+            self.w(f"        _mhm = await self._mh_b._mh_call_async(_mhenc_{r.call.number}({', '.join(ins)}), {r.response.number}, timeout)")
             if not outs:
                 self.w("        return None")
             elif len(outs) == 1:

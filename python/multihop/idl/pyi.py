@@ -51,9 +51,12 @@ def _check(iface: Interface) -> None:
     for m in iface.messages:
         for a in m.args:
             if has_caps(a.type):
-                raise IdlCodegenError(iface.file, a.pos.line, a.pos.column,
-                                      f"pyi back end: message {m.name!r} argument {a.name!r} carries a capability, "
-                                      "which is not supported yet")
+                raise IdlCodegenError(
+                    iface.file,
+                    a.pos.line,
+                    a.pos.column,
+                    f"pyi back end: message {m.name!r} argument {a.name!r} carries a capability, which is not supported yet",
+                )
 
 
 def _is_bytes_elem(t: Type) -> bool:
@@ -154,8 +157,12 @@ def generate_pyi(iface: Interface) -> str:
     out.extend(f"    {py_name(r.name)}: TypeAlias = _mhO_{r.name}" for r in multi)
     if not multi:
         out.append("    pass")
-    out += ["", "class _mhRpc:", '    """Rpc client side: one method per rpc; returns the out values."""',
-            "    def __init__(self, binding: _mh_Binding) -> None: ..."]
+    out += [
+        "",
+        "class _mhRpc:",
+        '    """Rpc client side: one method per rpc; returns the out values."""',
+        "    def __init__(self, binding: _mh_Binding) -> None: ...",
+    ]
     for r in iface.rpcs:
         ins = "".join(f", {py_arg(a.name)}: {_py(a.type)}" for a in r.in_args)
         ret = "None" if not r.out_args else _py(r.out_args[0].type) if len(r.out_args) == 1 else f"_mhO_{r.name}"
@@ -181,8 +188,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m multihop.idl.pyi", description=__doc__.splitlines()[0])
     ap.add_argument("interface", help="the Flounder interface file (.if)")
-    ap.add_argument("--import", "-I", dest="imports", action="append", default=[], metavar="IMPORT.if",
-                    help="an import file whose types the interface uses (repeat for several)")
+    ap.add_argument(
+        "--import",
+        "-I",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="IMPORT.if",
+        help="an import file whose types the interface uses (repeat for several)",
+    )
     ap.add_argument("-o", "--output", help="where to write the stub (default: stdout)")
     args = ap.parse_args(argv)
     try:

@@ -27,7 +27,7 @@ def decode_source(data: bytes, file: str) -> str:
             point at the first byte that does not decode (``.found`` names it).
     """
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -42,7 +42,7 @@ def _not_utf8(data: bytes, file: str, e: UnicodeDecodeError) -> IdlSyntaxError:
     # Everything before `start` decodes (the codec stops at the first error),
     # so the column is the number of characters on this line before it, plus one.
     column = len(data[line_start:start].decode("utf-8")) + 1
-    bad = data[start:e.end]
+    bad = data[start : e.end]
     found = "byte" + ("s " if len(bad) > 1 else " ") + " ".join(f"0x{b:02x}" for b in bad)
     text = f"file is not UTF-8: {found} cannot be decoded ({e.reason}); Flounder files are UTF-8 text"
     return IdlSyntaxError(file, line, column, "UTF-8 text", found, text)

@@ -283,7 +283,9 @@ def _put(desc: tuple[Any, ...], v: Any, out: bytearray, handles: list[Any], give
         raise AssertionError(f"unknown descriptor {desc!r}")
 
 
-def encode_caps(iface: str, message: str, number: int, descs: tuple[tuple[str, tuple[Any, ...]], ...], values: Sequence[Any]) -> tuple[bytes, list[Any], list[bool]]:
+def encode_caps(
+    iface: str, message: str, number: int, descs: tuple[tuple[str, tuple[Any, ...]], ...], values: Sequence[Any]
+) -> tuple[bytes, list[Any], list[bool]]:
     """Encode a message that carries capabilities: ``(bytes, handles, give_away flags)``.
 
     Every argument is checked first (an error names it, as :func:`explain` does); the bytes

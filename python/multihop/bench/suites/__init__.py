@@ -37,8 +37,7 @@ from multihop.bench.trace import TraceWriter
 
 __all__ = ["SUITES", "BenchOptions", "OptionError", "run"]
 
-_MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers,
-                                                       dispatch, ges, groups)}
+_MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers, dispatch, ges, groups)}
 
 SUITES = (*_MODULES, "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""

@@ -44,8 +44,15 @@ def run(ctx: SuiteContext) -> None:
             # big messages cost more per message: fewer of them, same order of time
             scale = 1 if size <= 4096 else 4
             bench = peers.PeerBench(rt, src, dst, transport=transport, window=16)
-            params = {"suite": NAME, "transport": transport, "routing": rt.routing, "size": size, "src_core": src,
-                      "dst_core": dst, "window": 16 if transport == "multihop" else -1}
+            params = {
+                "suite": NAME,
+                "transport": transport,
+                "routing": rt.routing,
+                "size": size,
+                "src_core": src,
+                "dst_core": dst,
+                "window": 16 if transport == "multihop" else -1,
+            }
 
             def rtt(ch: mh.Channel) -> float:
                 params["hops"] = int(ch.stats()["hops"])
@@ -69,9 +76,17 @@ def _per_layout(ctx: SuiteContext, routing: str) -> None:
         with layouts.LayoutRun(lay, routing=routing) as run:
             src, dst = run.cores
             for transport in ("multihop", "pipe"):
-                params = {"suite": NAME, "transport": f"{transport}@{lay.name}", "routing": run.rt.routing, "size": 64,
-                          "src_core": src, "dst_core": dst, "window": 16 if transport == "multihop" else -1,
-                          "hops": 2 if transport == "multihop" else 0, "layout": lay.name}
+                params = {
+                    "suite": NAME,
+                    "transport": f"{transport}@{lay.name}",
+                    "routing": run.rt.routing,
+                    "size": 64,
+                    "src_core": src,
+                    "dst_core": dst,
+                    "window": 16 if transport == "multihop" else -1,
+                    "hops": 2 if transport == "multihop" else 0,
+                    "layout": lay.name,
+                }
                 got = run.case_result(transport, "rtt", n_rtt)
                 record_samples(ctx, params, got["send_ns"], got["recv_ns"])
                 if not ctx.quick:  # each case starts two processes: --quick keeps to round trips

@@ -69,8 +69,7 @@ class SuiteContext:
         return self._runtime
 
     @contextlib.contextmanager
-    def own_runtime(self, suite: str, cores: list[int], routing: str,
-                    topology: mh.Topology | None = None) -> Iterator[mh.Runtime]:
+    def own_runtime(self, suite: str, cores: list[int], routing: str, topology: mh.Topology | None = None) -> Iterator[mh.Runtime]:
         """The attached runtime (left running), or a new one on `cores` stopped when the block ends."""
         if self.attached is not None:
             yield self.attached
@@ -98,8 +97,7 @@ def need_cores(suite: str, why: str, cores: list[int] | tuple[int, ...], attache
     """
     if len(cores) >= at_least:
         return
-    where = (f"the attached runtime {attached.name!r} has cores {list(attached.cores)}" if attached is not None
-             else f"--cores gives {list(cores)}")
+    where = f"the attached runtime {attached.name!r} has cores {list(attached.cores)}" if attached is not None else f"--cores gives {list(cores)}"
     raise OptionError(f"suite {suite} needs at least {at_least} cores ({why}); {where}")
 
 

@@ -47,14 +47,16 @@ def steps(ctx: SuiteContext) -> int:
     return 2 * len(_sinks(ctx.quick)) + 1 + len(_macro_peers(ctx.quick))
 
 
-def _oneway(ctx: SuiteContext, params: dict[str, Any], samples: np.ndarray, messages: int, seconds: float,
-            size: int, baseline: str | None = None) -> str:
+def _oneway(
+    ctx: SuiteContext, params: dict[str, Any], samples: np.ndarray, messages: int, seconds: float, size: int, baseline: str | None = None
+) -> str:
     p = dict(params, kind="oneway")
     name = case_name(p)
     if len(samples):
         ctx.writer.add_messages(name, p, samples[:, 0], samples[:, 1], kind="oneway", every=1, suite=NAME)
-    ctx.writer.add_case(name, p, messages=messages, duration_ns=max(1, int(seconds * 1e9)), nbytes=messages * size,
-                        kind="oneway", suite=NAME, baseline=baseline)
+    ctx.writer.add_case(
+        name, p, messages=messages, duration_ns=max(1, int(seconds * 1e9)), nbytes=messages * size, kind="oneway", suite=NAME, baseline=baseline
+    )
     return name
 
 
@@ -71,20 +73,19 @@ def run(ctx: SuiteContext) -> None:
         plain = _oneway(ctx, dict(base, path="plain", fanout=k, peers=0), b.samples, b.deliveries, b.seconds, 64)
         ctx.progress.step(f"dispatch, {k} sink(s)")
         d = measure.saturation(rt.name, k, seconds=secs, every=ctx.every)
-        _oneway(ctx, dict(base, path="dispatch", fanout=k, peers=1), d.samples, d.deliveries, d.seconds, 64,
-                baseline=plain)
+        _oneway(ctx, dict(base, path="dispatch", fanout=k, peers=1), d.samples, d.deliveries, d.seconds, 64, baseline=plain)
     ctx.progress.step("take-over after SIGKILL, 3 peers")
     t = measure.takeover(rt.name, how="kill")
     if t.times_ns:
-        record_samples(ctx, dict(base, op="takeover", peers=3, fanout=t.sinks, size=-1),
-                       [t.kill_ns] * len(t.times_ns), [t.kill_ns + x for x in t.times_ns])
+        record_samples(
+            ctx, dict(base, op="takeover", peers=3, fanout=t.sinks, size=-1), [t.kill_ns] * len(t.times_ns), [t.kill_ns + x for x in t.times_ns]
+        )
     for peers in _macro_peers(ctx.quick):
         ctx.progress.step(f"macro-sinks, {peers} peer(s)")
         r = measure.macro_sinks(rt.name, peers, compress=30.0, size=1024, max_sinks=4 if ctx.quick else 64)
         good = r.last_good
         if good is None:
             continue
-        params = dict(base, op="macro", peers=peers, fanout=good.sinks, size=1024, compress=30,
-                      threshold=r.threshold.sinks if r.threshold else -1)
+        params = dict(base, op="macro", peers=peers, fanout=good.sinks, size=1024, compress=30, threshold=r.threshold.sinks if r.threshold else -1)
         samples = np.asarray(good.samples, dtype=np.int64).reshape(-1, 2)
         _oneway(ctx, params, samples, good.delivered, good.seconds, 1024)

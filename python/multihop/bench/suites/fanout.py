@@ -58,8 +58,7 @@ def run(ctx: SuiteContext) -> None:
         for transport in TRANSPORTS:
             for k in ks:
                 ctx.progress.step(f"{transport}, {k} receiver(s)")
-                chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30)
-                         for i, core in receivers[:k]]
+                chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30) for i, core in receivers[:k]]
                 try:
                     _case(ctx, rt, chans, transport, src, n_rtt, n_one)
                 finally:
@@ -69,9 +68,16 @@ def run(ctx: SuiteContext) -> None:
 
 def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport: str, src: int, n_rtt: int, n_one: int) -> None:
     k = len(chans)
-    params: dict[str, Any] = {"suite": NAME, "transport": transport, "routing": rt.routing, "size": 64, "src_core": src,
-                              "fanout": k, "window": 16 if transport == "multihop" else -1,
-                              "hops": max(int(ch.stats()["hops"]) for ch in chans)}
+    params: dict[str, Any] = {
+        "suite": NAME,
+        "transport": transport,
+        "routing": rt.routing,
+        "size": 64,
+        "src_core": src,
+        "fanout": k,
+        "window": 16 if transport == "multihop" else -1,
+        "hops": max(int(ch.stats()["hops"]) for ch in chans),
+    }
 
     def publish(m: bytes) -> None:
         for ch in chans:

@@ -107,5 +107,4 @@ def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: Cas
         if len(send):
             ctx.writer.add_messages(name, params, send, recv, kind="oneway", seq=np.arange(len(send), dtype=np.int64), every=1, suite=NAME)
         span = int(recv.max() - recv.min()) if len(recv) > 1 else 1
-        ctx.writer.add_case(name, params, messages=len(recv), duration_ns=max(span, 1), nbytes=len(recv) * res.size,
-                            kind="oneway", suite=NAME)
+        ctx.writer.add_case(name, params, messages=len(recv), duration_ns=max(span, 1), nbytes=len(recv) * res.size, kind="oneway", suite=NAME)

@@ -52,22 +52,18 @@ def run(ctx: SuiteContext) -> None:
         cores = list(range(n))
         with ctx.own_runtime(NAME, cores, "direct", topology(n)) as rt:
             root, members = rt.cores[0], rt.cores[1:]
-            base = {"suite": NAME, "routing": rt.routing, "size": 0, "src_core": root, "fanout": len(members),
-                    "window": 64, "cores": len(rt.cores)}
+            base = {"suite": NAME, "routing": rt.routing, "size": 0, "src_core": root, "fanout": len(members), "window": 64, "cores": len(rt.cores)}
             for mode in MODES:
                 ctx.progress.step(f"{n} cores, {mode}")
                 r = measure_group_shootdown(rt, root, members, mode, rounds=rounds)
-                record_samples(ctx, dict(base, transport=f"group-{mode}"), list(r.starts),
-                               [s + t for s, t in zip(r.starts, r.times)])
+                record_samples(ctx, dict(base, transport=f"group-{mode}"), list(r.starts), [s + t for s, t in zip(r.starts, r.times)])
             ctx.progress.step(f"{n} cores, pipe")
             r = measure_pipe_shootdown(rt, root, members, rounds=rounds)
-            record_samples(ctx, dict(base, transport="pipe", window=-1), list(r.starts),
-                           [s + t for s, t in zip(r.starts, r.times)])
+            record_samples(ctx, dict(base, transport="pipe", window=-1), list(r.starts), [s + t for s, t in zip(r.starts, r.times)])
             if n == sizes[-1]:
                 k = min(3, len(members))
                 count = 2000 if ctx.quick else 20_000
                 for order in ("fifo", "total"):
                     ctx.progress.step(f"throughput, {order}")
                     deliveries, ns = measure_throughput(rt, root, members[:k], order, n=count)
-                    record_totals(ctx, dict(base, transport=f"group-{order}", size=64, fanout=k, order=order),
-                                  "oneway", deliveries, ns)
+                    record_totals(ctx, dict(base, transport=f"group-{order}", size=64, fanout=k, order=order), "oneway", deliveries, ns)

@@ -74,8 +74,7 @@ def run(ctx: SuiteContext) -> None:
         for src, dst, monitors in pairs(cores, routing, topology, ctx.quick):
             ctx.progress.step(f"core {src} -> core {dst} ({monitors} monitor(s) on the path)")
             bench = peers.PeerBench(rt, src, dst, transport="multihop", window=16)
-            params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src,
-                      "dst_core": dst, "window": 16}
+            params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src, "dst_core": dst, "window": 16}
 
             def rtt(ch: mh.Channel) -> float:
                 params["hops"] = int(ch.stats()["hops"])

@@ -69,7 +69,4 @@ class BenchOptions:
             raise OptionError(f"unknown routing mode {self.routing!r}; available: {', '.join(MODES)}")
         if self.attach is not None and (self.cores is not None or self.routing is not None):
             given = " and ".join(o for o, v in (("--cores", self.cores), ("--routing", self.routing)) if v is not None)
-            raise OptionError(
-                f"--attach {self.attach} runs every suite on that runtime as it is (its own cores and routing): "
-                f"leave out {given}"
-            )
+            raise OptionError(f"--attach {self.attach} runs every suite on that runtime as it is (its own cores and routing): leave out {given}")

@@ -18,8 +18,10 @@ from multihop.bench.suites.options import BenchOptions
 NAME = "peers"
 SIZES = (64, 4096)
 
+
 def _transports() -> tuple[str, ...]:
     return ("ump", "multihop") + available_peers()
+
 
 def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
     """Nothing to check: the suite runs on the shared runtime (``--cores``/``--routing``, or the attached one)."""
@@ -28,6 +30,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
     return len(_transports()) * len(SIZES)
+
 
 def run(ctx: SuiteContext) -> None:
     """Every transport at every size: a traced round trip and a one-way stream."""
@@ -39,8 +42,15 @@ def run(ctx: SuiteContext) -> None:
             ctx.progress.step(f"{transport} {size} B")
             ours = transport in ("ump", "multihop")
             bench = PeerBench(rt, src, dst, transport=transport if ours else "ump", window=16)
-            params = {"suite": NAME, "transport": transport, "routing": rt.routing if ours else None, "size": size,
-                      "src_core": src, "dst_core": dst, "window": 16 if transport == "multihop" else -1}
+            params = {
+                "suite": NAME,
+                "transport": transport,
+                "routing": rt.routing if ours else None,
+                "size": size,
+                "src_core": src,
+                "dst_core": dst,
+                "window": 16 if transport == "multihop" else -1,
+            }
             if ours:
 
                 def rtt(ch: mh.Channel) -> float:

@@ -81,8 +81,15 @@ def run(ctx: SuiteContext) -> None:
             try:
                 for transport in TRANSPORTS:
                     ctx.progress.step(f"{mode}, {transport}: {n_chan} channels")
-                    params = {"suite": NAME, "transport": transport, "routing": mode, "size": 64, "window": 16 if transport == "multihop" else -1,
-                              "channels": n_chan, "links": links}
+                    params = {
+                        "suite": NAME,
+                        "transport": transport,
+                        "routing": mode,
+                        "size": 64,
+                        "window": 16 if transport == "multihop" else -1,
+                        "channels": n_chan,
+                        "links": links,
+                    }
                     chosen = [pairs[i % len(pairs)] for i in range(n_chan)]
                     _measure(ctx, rt, ds, chosen, transport, params, monitors, everyone, n_rtt, 0.5 if ctx.quick else 2.0)
             finally:
@@ -90,9 +97,18 @@ def run(ctx: SuiteContext) -> None:
                     d.detach()
 
 
-def _measure(ctx: SuiteContext, rt: mh.Runtime, ds: dict[int, mh.Dispatcher], pairs: list[tuple[int, int]], transport: str,
-             params: dict[str, Any], monitors: list[psutil.Process], everyone: list[psutil.Process], n_rtt: int,
-             idle_s: float) -> None:
+def _measure(
+    ctx: SuiteContext,
+    rt: mh.Runtime,
+    ds: dict[int, mh.Dispatcher],
+    pairs: list[tuple[int, int]],
+    transport: str,
+    params: dict[str, Any],
+    monitors: list[psutil.Process],
+    everyone: list[psutil.Process],
+    n_rtt: int,
+    idle_s: float,
+) -> None:
     rss0, _ = _usage(everyone)
     chans = [ds[s].bind(service_name(d), transport=transport, window=16, timeout=30) for s, d in pairs]
     try:
@@ -110,17 +126,18 @@ def _measure(ctx: SuiteContext, rt: mh.Runtime, ds: dict[int, mh.Dispatcher], pa
         rss1, cpu_all1 = _usage(everyone)
         forwarded = _forwarded(rt) - fwd0
         n, c = len(monitors), len(chans)
-        record_totals(ctx, dict(params, component="monitor"), "oneway", forwarded, duration,
-                      rss_bytes=rss_mon // n, cpu_s=(cpu_mon1 - cpu_mon0) / n)
-        record_totals(ctx, dict(params, component="channel"), "oneway", 2 * n_rtt, duration,
-                      rss_bytes=max(rss1 - rss0, 0) // c, cpu_s=(cpu_all1 - cpu_all0) / c)
+        record_totals(ctx, dict(params, component="monitor"), "oneway", forwarded, duration, rss_bytes=rss_mon // n, cpu_s=(cpu_mon1 - cpu_mon0) / n)
+        record_totals(
+            ctx, dict(params, component="channel"), "oneway", 2 * n_rtt, duration, rss_bytes=max(rss1 - rss0, 0) // c, cpu_s=(cpu_all1 - cpu_all0) / c
+        )
         time.sleep(0.1)  # past any spin phase
         _, idle0 = _usage(monitors)
         t1 = time.monotonic_ns()
         time.sleep(idle_s)
         _, idle1 = _usage(monitors)
-        record_totals(ctx, dict(params, component="idle-monitor"), "oneway", 0, time.monotonic_ns() - t1,
-                      rss_bytes=rss_mon // n, cpu_s=(idle1 - idle0) / n)
+        record_totals(
+            ctx, dict(params, component="idle-monitor"), "oneway", 0, time.monotonic_ns() - t1, rss_bytes=rss_mon // n, cpu_s=(idle1 - idle0) / n
+        )
     finally:
         for ch in chans:
             ch.close()

@@ -46,8 +46,16 @@ def run(ctx: SuiteContext) -> None:
         bench = peers.PeerBench(rt, src, dst, transport="multihop", window=w)
         n = n_one // 4 if w == 1 else n_one
         rate = bench.stream_ours(n, 64)
-        params = {"suite": NAME, "transport": "multihop", "routing": rt.routing, "size": 64, "src_core": src,
-                  "dst_core": dst, "window": w, "hops": hops}
+        params = {
+            "suite": NAME,
+            "transport": "multihop",
+            "routing": rt.routing,
+            "size": 64,
+            "src_core": src,
+            "dst_core": dst,
+            "window": w,
+            "hops": hops,
+        }
         record_totals(ctx, params, "oneway", n, int(n / rate * 1e9))
     _fairness(ctx, rt, src, dst, hops)
 
@@ -73,8 +81,17 @@ def _unfair_runtime(cores: list[int], routing: str) -> Iterator[mh.Runtime]:
 def _fairness(ctx: SuiteContext, rt: mh.Runtime, src: int, dst: int, hops: int) -> None:
     """Ping-pong alone and next to a flood on the same monitor link (fair queues, then the unfair baseline)."""
     n = 1000 if ctx.quick else 5000
-    params = {"suite": NAME, "transport": "multihop", "routing": rt.routing, "size": 64, "src_core": src,
-              "dst_core": dst, "window": 16, "hops": hops, "flood_window": link_share.FLOOD_WINDOW}
+    params = {
+        "suite": NAME,
+        "transport": "multihop",
+        "routing": rt.routing,
+        "size": 64,
+        "src_core": src,
+        "dst_core": dst,
+        "window": 16,
+        "hops": hops,
+        "flood_window": link_share.FLOOD_WINDOW,
+    }
 
     def record(runtime: mh.Runtime, load: str, flooded: bool) -> None:
         ctx.progress.step(f"ping-pong, {load}")

@@ -70,8 +70,14 @@ class LiveBroker:
     """The driver of one broker process (see the module docstring)."""
 
     def __init__(
-        self, runtime: mh.Runtime, system: str, topology: Topology, address: Address, core: int,
-        storage_dir: str | None = None, restart: bool = False,
+        self,
+        runtime: mh.Runtime,
+        system: str,
+        topology: Topology,
+        address: Address,
+        core: int,
+        storage_dir: str | None = None,
+        restart: bool = False,
     ) -> None:
         self.runtime = runtime
         self.system = system
@@ -107,8 +113,17 @@ class LiveBroker:
         self.started = time.time()
         #: rounds of the loop and the time spent working in them (not waiting in poll)
         #: (busy_ns: wall clock; cpu_ns: this thread's CPU time in that work; poll_cpu_ns: its CPU time in poll)
-        self.counters = {"messages_in": 0, "messages_out": 0, "busy": 0, "refused": 0, "closed": 0, "rounds": 0, "busy_ns": 0,
-                         "cpu_ns": 0, "poll_cpu_ns": 0}
+        self.counters = {
+            "messages_in": 0,
+            "messages_out": 0,
+            "busy": 0,
+            "refused": 0,
+            "closed": 0,
+            "rounds": 0,
+            "busy_ns": 0,
+            "cpu_ns": 0,
+            "poll_cpu_ns": 0,
+        }
         self._wake_srv: Any = None
         self._ready = threading.Event()
         threading.Thread(target=self._acceptor, name="ges-acceptor", daemon=True).start()
@@ -155,7 +170,10 @@ class LiveBroker:
                 except Exception as e:
                     self._hand("dial-failed", (peer, repr(e)))
                     return
-                ch.send(wire.stub.encode("hello", kind=KIND_BROKER, address=self.address.code, incarnation=incarnation, cost=cost, system=self.system), timeout=10.0)
+                ch.send(
+                    wire.stub.encode("hello", kind=KIND_BROKER, address=self.address.code, incarnation=incarnation, cost=cost, system=self.system),
+                    timeout=10.0,
+                )
                 self._hand("dialed", (ch, peer, incarnation, cost))
                 return
 
@@ -325,7 +343,13 @@ class LiveBroker:
     def _from_joiner(self, peer: _Peer, msg: Any) -> None:
         """A newcomer's NAP request: the path starts at this broker's id for the newcomer's channel,
         so the answer, wherever it is decided, comes back here and goes out on that channel."""
-        if type(msg) is not JoinRequest or len(msg.path) != 1 or msg.level != 0 or msg.target not in self.core.graph().node_level and msg.target != self.core.code:
+        if (
+            type(msg) is not JoinRequest
+            or len(msg.path) != 1
+            or msg.level != 0
+            or msg.target not in self.core.graph().node_level
+            and msg.target != self.core.code
+        ):
             # a joiner may only ask for a node's address (live units join as systems of their own: not
             # supported), with a path of itself, of a member this broker knows
             self.counters["refused"] += 1
@@ -427,15 +451,21 @@ class LiveBroker:
             "core": self.core_no,
             "uptime": time.time() - self.started,
             "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
-            "links": [{"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()],
-            "records": [
-                [c.origin, c.peer, c.level, c.incarnation, c.version, c.cost, c.dead, x] for c, x in gpp.table.values()
+            "links": [
+                {"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()
             ],
+            "records": [[c.origin, c.peer, c.level, c.incarnation, c.version, c.cost, c.dead, x] for c, x in gpp.table.values()],
             "edges": g.edges(),
             "routing_cache": cache,
             "unit_partitioned": sorted(g.unit_partitioned()),
             "system_partitioned": sorted(g.system_partitioned()),
-            "counters": {**self.counters, "records_received": gpp.received, "records_accepted": gpp.accepted, "records_malformed": gpp.malformed, "refused": self.counters["refused"] + self.core.refused},
+            "counters": {
+                **self.counters,
+                "records_received": gpp.received,
+                "records_accepted": gpp.accepted,
+                "records_malformed": gpp.malformed,
+                "refused": self.counters["refused"] + self.core.refused,
+            },
             "clients": len(self.core.clients),
             "subscriptions": len(self.core.ppp.subs),
             "decided_levels": sorted(self.core.ppp.decided),

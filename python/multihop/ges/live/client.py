@@ -41,9 +41,18 @@ __all__ = ["LiveClient", "connect"]
 _STATES: dict[tuple[str, str], DurableState] = {}
 
 
-def connect(runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-            incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
-            last_received: Mapping[str, EventId] | None = None) -> "LiveClient":
+def connect(
+    runtime_name: str,
+    broker_address: str,
+    client_id: str | int,
+    *,
+    core: int | None = None,
+    incarnation: int | None = None,
+    timeout: float = 10.0,
+    dispatcher: Any = None,
+    resume: bool = False,
+    last_received: Mapping[str, EventId] | None = None,
+) -> "LiveClient":
     """Attach a client to broker ``broker_address`` of the GES system on runtime ``runtime_name``.
 
     ``core``: the runtime core of the client's dispatcher (default: its broker's).
@@ -55,16 +64,35 @@ def connect(runtime_name: str, broker_address: str, client_id: str | int, *, cor
     Raises RuntimeNotFound, GesStateError (no GES system there, or no such broker),
     BindError / Timeout if the broker does not answer, ResumeRefused if a resume is refused.
     """
-    return LiveClient(runtime_name, broker_address, client_id, core=core, incarnation=incarnation, timeout=timeout,
-                      dispatcher=dispatcher, resume=resume, last_received=last_received)
+    return LiveClient(
+        runtime_name,
+        broker_address,
+        client_id,
+        core=core,
+        incarnation=incarnation,
+        timeout=timeout,
+        dispatcher=dispatcher,
+        resume=resume,
+        last_received=last_received,
+    )
 
 
 class LiveClient:
     """A client of a live GES system (see the module docstring)."""
 
-    def __init__(self, runtime_name: str, broker_address: str, client_id: str | int, *, core: int | None = None,
-                 incarnation: int | None = None, timeout: float = 10.0, dispatcher: Any = None, resume: bool = False,
-                 last_received: Mapping[str, EventId] | None = None) -> None:
+    def __init__(
+        self,
+        runtime_name: str,
+        broker_address: str,
+        client_id: str | int,
+        *,
+        core: int | None = None,
+        incarnation: int | None = None,
+        timeout: float = 10.0,
+        dispatcher: Any = None,
+        resume: bool = False,
+        last_received: Mapping[str, EventId] | None = None,
+    ) -> None:
         rt = mh.Runtime.attach(runtime_name)
         path = rt.dir / CONFIG
         if not path.exists():
@@ -93,8 +121,9 @@ class LiveClient:
         self._own_dispatcher = dispatcher is None
         self._d = rt.dispatcher(info["core"] if core is None else core) if dispatcher is None else dispatcher
         try:
-            self.ch = self._d.bind(wire.service_name(cfg["system"], addr), transport="multihop", window=64,
-                                   max_message=wire.MAX_MESSAGE, timeout=timeout)
+            self.ch = self._d.bind(
+                wire.service_name(cfg["system"], addr), transport="multihop", window=64, max_message=wire.MAX_MESSAGE, timeout=timeout
+            )
             self.ch.send(wire.stub.encode("hello", kind=wire.KIND_CLIENT, address=0, incarnation=0, cost=0, system=cfg["system"]), timeout)
         except BaseException:
             if self._own_dispatcher:
@@ -156,7 +185,9 @@ class LiveClient:
                 data = durable_wire.durable_attach(m)
             elif t is Publish:
                 ev = m.event
-                data = enc("publish", timestamp=ev.id.timestamp, sequence=ev.id.sequence, signature=ev.signature, values=ev.values, payload=ev.payload)
+                data = enc(
+                    "publish", timestamp=ev.id.timestamp, sequence=ev.id.sequence, signature=ev.signature, values=ev.values, payload=ev.payload
+                )
             elif t is Subscribe:
                 from multihop.ges.profile import chain_text
 

@@ -39,8 +39,16 @@ from multihop.ges.messages import (
 from multihop.ges.profile import chain_text, parse_chain
 
 __all__ = [
-    "encode_relay", "decode_relay", "encode_ack", "encode_durable_for_client", "decode_durable_for_client",
-    "decode_durable_from_client", "durable_attach", "decode_attach", "encode_publish", "encode_client_ack",
+    "encode_relay",
+    "decode_relay",
+    "encode_ack",
+    "encode_durable_for_client",
+    "decode_durable_for_client",
+    "decode_durable_from_client",
+    "durable_attach",
+    "decode_attach",
+    "encode_publish",
+    "encode_client_ack",
 ]
 
 #: ``durable.kind`` of each relayed body
@@ -75,8 +83,14 @@ def _unpack(heads: Any, data: bytes, what: str) -> list[tuple[int, EventData]]:
             p4 = p3 + h.payload_len
             if p4 > len(data):
                 raise ValueError("lengths run past the data")
-            out.append((h.entry, EventData(EventId(data[ti:p1].decode(), h.timestamp, h.sequence, h.incarnation),
-                                           data[p1:p2].decode(), data[p2:p3].decode(), data[p3:p4])))
+            out.append(
+                (
+                    h.entry,
+                    EventData(
+                        EventId(data[ti:p1].decode(), h.timestamp, h.sequence, h.incarnation), data[p1:p2].decode(), data[p2:p3].decode(), data[p3:p4]
+                    ),
+                )
+            )
             ti = p4
         if ti != len(data):
             raise ValueError("bytes left over")
@@ -151,8 +165,22 @@ def _one(msg: Relay, body: Any) -> list[bytes]:
     else:
         raise TypeError(f"no durable record for {t.__name__}")
     heads, data = _pack(items)
-    return [stub.encode("durable", dst=msg.dst, src=msg.src, left=list(msg.left), kind=_KIND[t], client=body.client,
-                        incarnation=inc, a=a, b=b, text=text, heads=heads, data=data)]
+    return [
+        stub.encode(
+            "durable",
+            dst=msg.dst,
+            src=msg.src,
+            left=list(msg.left),
+            kind=_KIND[t],
+            client=body.client,
+            incarnation=inc,
+            a=a,
+            b=b,
+            text=text,
+            heads=heads,
+            data=data,
+        )
+    ]
 
 
 def decode_relay(rec: Any) -> Relay:
@@ -212,8 +240,16 @@ def _client_heads(ids: list[EventData]) -> tuple[list[Any], bytes]:
 def durable_attach(msg: DurableAttach) -> bytes:
     """The client's first message."""
     heads, text = _client_heads([EventData(i, "", "", b"") for i in msg.last])
-    return client_stub.encode("durable_attach", client=msg.client, incarnation=msg.incarnation, home=msg.home,
-                              previous=msg.previous, resume=msg.resume, last=heads, text=text)
+    return client_stub.encode(
+        "durable_attach",
+        client=msg.client,
+        incarnation=msg.incarnation,
+        home=msg.home,
+        previous=msg.previous,
+        resume=msg.resume,
+        last=heads,
+        text=text,
+    )
 
 
 def decode_attach(rec: Any) -> DurableAttach:
@@ -270,9 +306,19 @@ def encode_publish(msg: Publish) -> bytes:
     """A durable client's publication (with the event it published before)."""
     ev, p = msg.event, msg.prev
     i = ev.id
-    return client_stub.encode("publish_durable", timestamp=i.timestamp, sequence=i.sequence, incarnation=i.incarnation,
-                              has_prev=p is not None, prev_timestamp=p.timestamp if p else 0, prev_sequence=p.sequence if p else 0,
-                              prev_incarnation=p.incarnation if p else 0, signature=ev.signature, values=ev.values, payload=ev.payload)
+    return client_stub.encode(
+        "publish_durable",
+        timestamp=i.timestamp,
+        sequence=i.sequence,
+        incarnation=i.incarnation,
+        has_prev=p is not None,
+        prev_timestamp=p.timestamp if p else 0,
+        prev_sequence=p.sequence if p else 0,
+        prev_incarnation=p.incarnation if p else 0,
+        signature=ev.signature,
+        values=ev.values,
+        payload=ev.payload,
+    )
 
 
 def encode_client_ack(msg: DurableAck | DurableNak) -> bytes:

@@ -66,7 +66,8 @@ class LiveSystem:
         self._dispatcher: Any = None
         self._controls: dict[str, Control] = {}
         self._incarnations: dict[tuple[str, str], int] = dict(
-            (tuple(k.split("|")), v) for k, v in config.get("incarnations", {}).items()  # type: ignore[misc]
+            (tuple(k.split("|")), v)
+            for k, v in config.get("incarnations", {}).items()  # type: ignore[misc]
         )
         self.shadow: Simulator | None = None
 
@@ -118,8 +119,9 @@ class LiveSystem:
             raise
 
     @classmethod
-    def _start(cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int,
-               durable: bool = False) -> "LiveSystem":
+    def _start(
+        cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int, durable: bool = False
+    ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
         for i, b in enumerate(sorted(topology.brokers.values(), key=lambda b: b.address)):
@@ -153,7 +155,17 @@ class LiveSystem:
 
     def _spawn(self, addr: str, restart: bool = False) -> None:
         info = self.config["brokers"][addr]
-        cmd = [sys.executable, "-m", "multihop.ges.live.broker", "--runtime", self.name, "--config", str(self.runtime.dir / CONFIG), "--address", addr]
+        cmd = [
+            sys.executable,
+            "-m",
+            "multihop.ges.live.broker",
+            "--runtime",
+            self.name,
+            "--config",
+            str(self.runtime.dir / CONFIG),
+            "--address",
+            addr,
+        ]
         if restart:
             cmd.append("--restart")
         session = {"start_new_session": True} if self.config["detached"] else {"process_group": 0}
@@ -321,11 +333,16 @@ class LiveSystem:
         self._bring_up(addr, member, None)
         if self.shadow is not None:
             shadow_addr = self.shadow.join_node(entry)
-            shadow_member = next(str(gw.a if str(gw.b) == shadow_addr else gw.b) for gw in self.shadow.topology.gateways.values()
-                                 if shadow_addr in (str(gw.a), str(gw.b)))
+            shadow_member = next(
+                str(gw.a if str(gw.b) == shadow_addr else gw.b)
+                for gw in self.shadow.topology.gateways.values()
+                if shadow_addr in (str(gw.a), str(gw.b))
+            )
             if (shadow_addr, shadow_member) != (addr, member):
-                raise GesStateError(f"the live join gave {addr} a gateway to {member}, the shadow simulation {shadow_addr} "
-                                    f"to {shadow_member}: the brokers' views differ")
+                raise GesStateError(
+                    f"the live join gave {addr} a gateway to {member}, the shadow simulation {shadow_addr} "
+                    f"to {shadow_member}: the brokers' views differ"
+                )
             self.shadow.run_until_quiet()
         self._save()
         return addr

@@ -44,9 +44,19 @@ from multihop.ges.messages import (
 from multihop.ges.profile import chain_text, parse_chain
 
 __all__ = [
-    "KIND_BROKER", "KIND_CLIENT", "KIND_CONTROL", "KIND_JOINER", "MAX_MESSAGE",
-    "encode", "decode", "decode_protocol", "encode_for_client", "decode_from_client",
-    "service_name", "stub", "client_stub",
+    "KIND_BROKER",
+    "KIND_CLIENT",
+    "KIND_CONTROL",
+    "KIND_JOINER",
+    "MAX_MESSAGE",
+    "encode",
+    "decode",
+    "decode_protocol",
+    "encode_for_client",
+    "decode_from_client",
+    "service_name",
+    "stub",
+    "client_stub",
 ]
 
 #: ``hello.kind`` values
@@ -62,8 +72,22 @@ BATCH_TEXT = 256 << 10
 
 _rec = stub.connection
 # heads are built and read as plain tuples in these field orders: a changed interface must change this code too
-_HEAD_FIELDS = ("origin", "timestamp", "sequence", "incarnation", "hops", "mode", "level", "ntargets", "nreached",
-                "nleft", "publisher_len", "signature_len", "values_len", "payload_len")
+_HEAD_FIELDS = (
+    "origin",
+    "timestamp",
+    "sequence",
+    "incarnation",
+    "hops",
+    "mode",
+    "level",
+    "ntargets",
+    "nreached",
+    "nleft",
+    "publisher_len",
+    "signature_len",
+    "values_len",
+    "payload_len",
+)
 _DHEAD_FIELDS = ("timestamp", "sequence", "incarnation", "publisher_len", "signature_len", "values_len", "payload_len")
 if stub.event_head._fields != _HEAD_FIELDS or client_stub.delivery_head._fields != _DHEAD_FIELDS:
     raise ImportError("ges_broker.event_head / ges_client.delivery_head changed: update multihop.ges.live.wire")
@@ -123,8 +147,7 @@ def _events(first: int, copies: tuple[EventCopy, ...], memo: Memo | None) -> lis
             heads, units, text, size = [], [], [], 0
         eid = ev[0]
         # a plain tuple in ``event_head``'s field order (the stub packs any sequence of its fields)
-        heads.append((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left),
-                      plen, slen, vlen, ylen))
+        heads.append((origin, eid[1], eid[2], eid[3], hops, mode, level, len(targets), len(reached), len(left), plen, slen, vlen, ylen))
         units += targets
         units += reached
         units += left
@@ -148,22 +171,48 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
         return durable_wire.encode_relay(msg)
     if t is Connections:
         recs = [_rec(c.origin, c.peer, c.incarnation, c.version, c.cost, c.level, x, c.dead) for c, x in msg.records]
-        return [_enc("connections", recs=recs[i : i + MAX_RECORDS]) for i in range(0, len(recs), MAX_RECORDS)] or [
-            _enc("connections", recs=[])
-        ]
+        return [_enc("connections", recs=recs[i : i + MAX_RECORDS]) for i in range(0, len(recs), MAX_RECORDS)] or [_enc("connections", recs=[])]
     if t is ProfileUpdate:
-        return [_enc("profile_update", origin=msg.origin, version=msg.version, full=msg.full, added=_chains(msg.added),
-                     removed=_chains(msg.removed), dests=list(msg.dests), left=list(msg.left))]
+        return [
+            _enc(
+                "profile_update",
+                origin=msg.origin,
+                version=msg.version,
+                full=msg.full,
+                added=_chains(msg.added),
+                removed=_chains(msg.removed),
+                dests=list(msg.dests),
+                left=list(msg.left),
+            )
+        ]
     if t is ProfileAck:
         return [_enc("profile_ack", origin=msg.origin, decider=msg.decider, version=msg.version, left=list(msg.left))]
     if t is ProfileResync:
         return [_enc("profile_resync", origin=msg.origin, decider=msg.decider, left=list(msg.left))]
     if t is JoinRequest:
-        return [_enc("join_request", request=_u64(msg.request), level=msg.level, unit=msg.unit, target=msg.target,
-                     path=[_u64(p) for p in msg.path], tried=list(msg.tried))]
+        return [
+            _enc(
+                "join_request",
+                request=_u64(msg.request),
+                level=msg.level,
+                unit=msg.unit,
+                target=msg.target,
+                path=[_u64(p) for p in msg.path],
+                tried=list(msg.tried),
+            )
+        ]
     if t is JoinReply:
-        return [_enc("join_reply", request=_u64(msg.request), accepted_by=msg.accepted_by, assigned=msg.assigned,
-                     gatekeepers=list(msg.gatekeepers), path=[_u64(p) for p in msg.path], reason=msg.reason)]
+        return [
+            _enc(
+                "join_reply",
+                request=_u64(msg.request),
+                accepted_by=msg.accepted_by,
+                assigned=msg.assigned,
+                gatekeepers=list(msg.gatekeepers),
+                path=[_u64(p) for p in msg.path],
+                reason=msg.reason,
+            )
+        ]
     raise TypeError(f"no Flounder message for {t.__name__}")
 
 
@@ -227,7 +276,9 @@ def decode_protocol(rec: Any) -> Any:
         return Connections(tuple((create(r.origin, r.peer, r.level, r.incarnation, r.cost, r.version, r.dead), r.near) for r in rec.recs))
     try:
         if name == "profile_update":
-            return ProfileUpdate(rec.origin, rec.version, rec.full, _parse_chains(rec.added), _parse_chains(rec.removed), tuple(rec.dests), tuple(rec.left))
+            return ProfileUpdate(
+                rec.origin, rec.version, rec.full, _parse_chains(rec.added), _parse_chains(rec.removed), tuple(rec.dests), tuple(rec.left)
+            )
     except ValueError as e:
         raise ProtocolError(f"ges_broker.profile_update: {e}") from None
     if name == "profile_ack":
@@ -237,8 +288,7 @@ def decode_protocol(rec: Any) -> Any:
     if name == "join_request":
         return JoinRequest(_s64(rec.request), rec.level, rec.unit, rec.target, tuple(map(_s64, rec.path)), tuple(rec.tried))
     if name == "join_reply":
-        return JoinReply(_s64(rec.request), rec.accepted_by, rec.assigned, tuple(rec.gatekeepers),
-                         tuple(map(_s64, rec.path)), rec.reason)
+        return JoinReply(_s64(rec.request), rec.accepted_by, rec.assigned, tuple(rec.gatekeepers), tuple(map(_s64, rec.path)), rec.reason)
     return None
 
 

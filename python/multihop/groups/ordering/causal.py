@@ -45,8 +45,9 @@ class CausalReceiver:
         if j is None:
             raise ProtocolError(f"causal frame from node {frame.sender}, which is not in the view {self.members}")
         if len(frame.vc) != len(self._delivered):
-            raise ProtocolError(f"causal frame from node {frame.sender} has a clock of {len(frame.vc)} entries; "
-                                f"the view has {len(self._delivered)} members")
+            raise ProtocolError(
+                f"causal frame from node {frame.sender} has a clock of {len(frame.vc)} entries; the view has {len(self._delivered)} members"
+            )
         if frame.vc[j] != frame.seq:
             raise ProtocolError(f"causal frame {frame.seq} from node {frame.sender} counts {frame.vc[j]} for its sender")
         if frame.seq <= self._delivered[j] or frame.seq in self._waiting.get(frame.sender, {}):

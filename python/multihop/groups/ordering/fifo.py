@@ -28,8 +28,7 @@ class FifoReceiver:
             raise ProtocolError(f"frame seq {frame.seq} from node {frame.sender}: seqs start at 1")
         expected = self._next.get(frame.sender, 1)
         if frame.seq < expected or frame.seq in self._waiting.get(frame.sender, {}):
-            raise ProtocolError(f"duplicate frame {frame.seq} from node {frame.sender} to {frame.dest} "
-                                f"(next expected {expected})")
+            raise ProtocolError(f"duplicate frame {frame.seq} from node {frame.sender} to {frame.dest} (next expected {expected})")
         waiting = self._waiting.setdefault(frame.sender, {})
         waiting[frame.seq] = frame
         out: list[Data] = []

@@ -54,8 +54,10 @@ class Sequencer:
     def submit(self, sub: Submit) -> list[Data]:
         """Take one submission; return the stamped frames to send down the tree, in stamp order."""
         if (sub.group, sub.view, sub.dest) != (self.group, self.view, self.dest):
-            raise ProtocolError(f"submission for {sub.group!r} view {sub.view} dest {sub.dest} reached the sequencer "
-                                f"of {self.group!r} view {self.view} dest {self.dest}")
+            raise ProtocolError(
+                f"submission for {sub.group!r} view {sub.view} dest {sub.dest} reached the sequencer "
+                f"of {self.group!r} view {self.view} dest {self.dest}"
+            )
         if self._closed:
             return []
         done = self._stamped.get(sub.sender, 0)

@@ -216,29 +216,15 @@ class Binding(CBase):
             "        uint8_t mh_msg[512];",
             "        uint8_t *mh_m = mh_msg;",
             "        size_t mh_n = 0;",
-            *(
-                ["        int mh_fds[MH_MAX_HANDLES];", "        size_t mh_nfds = 0;"]
-                if caps
-                else []
-            ),
+            *(["        int mh_fds[MH_MAX_HANDLES];", "        size_t mh_nfds = 0;"] if caps else []),
             f"        mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, "
             + ("mh_fds, &mh_nfds, " if caps else "")
             + "mhidl_left(mh_deadline));",
             "        if (mh_rc != MH_OK) return mh_rc;",
             f"        if (mh_n >= 2 && mhidl_get_u16(mh_m) == {r.response.number}) {{",
-            *(
-                [
-                    "            if (mh_nfds > 0) { mhidl_close_all(mh_fds, mh_nfds); mh_rc = MH_E_PROTOCOL; } else"
-                ]
-                if caps and not resp_fds
-                else []
-            ),
+            *(["            if (mh_nfds > 0) { mhidl_close_all(mh_fds, mh_nfds); mh_rc = MH_E_PROTOCOL; } else"] if caps and not resp_fds else []),
             f"            mh_rc = {self.fn(r.response, 'decode')}(mh_m, mh_n{resp_fds}{''.join(', ' + n for n in outs)});",
-            *(
-                ["            if (mh_rc != MH_OK) mhidl_close_all(mh_fds, mh_nfds);"]
-                if resp_fds
-                else []
-            ),
+            *(["            if (mh_rc != MH_OK) mhidl_close_all(mh_fds, mh_nfds);"] if resp_fds else []),
             "            if (mh_m != mh_msg) free(mh_m);",
             "            return mh_rc;",
             "        }",

@@ -55,16 +55,12 @@ class CFiles(Messages, Binding):
             else:
                 assert isinstance(t, Array)
                 h.append(f"typedef {self.ctype(t.element)} {p}_{t.name}_t[{t.length}];")
-        if (
-            iface.aliases
-        ):  # after the types: an alias may name a struct, enum or array type
+        if iface.aliases:  # after the types: an alias may name a struct, enum or array type
             h += ["", "/* aliases */"]
             for name, t in iface.aliases.items():
                 if isinstance(t, Builtin) and t.kind != "cap":
                     h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
-                elif isinstance(t, (Enum, Struct)) or (
-                    isinstance(t, Array) and t.name is not None
-                ):
+                elif isinstance(t, (Enum, Struct)) or (isinstance(t, Array) and t.name is not None):
                     h.append(f"typedef {self.ctype(t)} {p}_{name}_t;")
         h += self.binding_decl()
         h += [
@@ -77,10 +73,7 @@ class CFiles(Messages, Binding):
         h += ["};", ""]
         for m in iface.messages:
             for a in m.args:
-                if (
-                    isinstance(a.type, (String, DynArray))
-                    and a.type.maximum is not None
-                ):
+                if isinstance(a.type, (String, DynArray)) and a.type.maximum is not None:
                     h.append(f"#define {self.max_macro(m, a)} {a.type.maximum}u")
         h.append("")
         for m in iface.messages:
@@ -107,12 +100,8 @@ class CFiles(Messages, Binding):
                 params += self.params_in(a)
             for a in r.out_args:
                 params += self.params_out(a)
-            h.append(
-                f"/* rpc {r.name}: send {r.name}_call, wait for {r.name}_response (other messages go to the backlog),"
-            )
-            h.append(
-                " * decode it into the out parameters. MH_E_BUSY: the backlog is full (see the binding above). */"
-            )
+            h.append(f"/* rpc {r.name}: send {r.name}_call, wait for {r.name}_response (other messages go to the backlog),")
+            h.append(" * decode it into the out parameters. MH_E_BUSY: the backlog is full (see the binding above). */")
             h.append(f"int {p}_{r.name}_rpc({self.sig(params)});")
         h += [
             "",
@@ -200,17 +189,11 @@ class CFiles(Messages, Binding):
                 f"                           const {p}_rx_handlers *mh_h, void *mh_st, int mh_close)",
             ]
         else:
-            s.append(
-                f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st)"
-            )
+            s.append(f"int {p}_dispatch(const uint8_t *mh_buf, size_t mh_len, const {p}_rx_handlers *mh_h, void *mh_st)")
         s += [
             "{",
             f"    int mh_num = {p}_msgnum(mh_buf, mh_len);",
-            *(
-                ["    if (mh_num < 0 && mh_close) mhidl_close_all(mh_fds, mh_nfds);"]
-                if caps
-                else []
-            ),
+            *(["    if (mh_num < 0 && mh_close) mhidl_close_all(mh_fds, mh_nfds);"] if caps else []),
             "    if (mh_num < 0) return mh_num;",
             "    switch (mh_num) {",
         ]
@@ -221,33 +204,19 @@ class CFiles(Messages, Binding):
             s.append(f"    case {m.number}: {{")
             s.append("        int mh_rc = MH_OK;")
             if caps and not mfds:
-                s.append(
-                    "        if (mh_nfds > 0) mh_rc = MH_E_PROTOCOL; /* handles with a message that takes none */"
-                )
+                s.append("        if (mh_nfds > 0) mh_rc = MH_E_PROTOCOL; /* handles with a message that takes none */")
             s += [f"        {d}" for d in decls]
             s.append("        if (mh_rc == MH_OK)")
-            s.append(
-                f"            mh_rc = {self.fn(m, 'decode')}(mh_buf, mh_len{mfds}{''.join(', ' + x for x in dec_args)});"
-            )
-            s.append(
-                f"        if (mh_rc == MH_OK && (mh_h == NULL || mh_h->{hn} == NULL)) mh_rc = MH_E_INVALID;"
-            )
-            s.append(
-                f"        if (mh_rc == MH_OK) mh_h->{hn}(mh_st{''.join(', ' + x for x in call_args)});"
-            )
+            s.append(f"            mh_rc = {self.fn(m, 'decode')}(mh_buf, mh_len{mfds}{''.join(', ' + x for x in dec_args)});")
+            s.append(f"        if (mh_rc == MH_OK && (mh_h == NULL || mh_h->{hn} == NULL)) mh_rc = MH_E_INVALID;")
+            s.append(f"        if (mh_rc == MH_OK) mh_h->{hn}(mh_st{''.join(', ' + x for x in call_args)});")
             if caps:
-                s.append(
-                    "        if (mh_rc != MH_OK && mh_close) mhidl_close_all(mh_fds, mh_nfds);"
-                )
+                s.append("        if (mh_rc != MH_OK && mh_close) mhidl_close_all(mh_fds, mh_nfds);")
             s += [f"        {c}" for c in cleanup]
             s += ["        return mh_rc;", "    }"]
         s += [
             "    default:",
-            *(
-                ["        if (mh_close) mhidl_close_all(mh_fds, mh_nfds);"]
-                if caps
-                else []
-            ),
+            *(["        if (mh_close) mhidl_close_all(mh_fds, mh_nfds);"] if caps else []),
             "        return MH_E_PROTOCOL;",
             "    }",
             "}",
@@ -295,11 +264,7 @@ class CFiles(Messages, Binding):
             "    uint8_t mh_msg[1024];",
             "    uint8_t *mh_m = mh_msg;",
             "    size_t mh_n = 0;",
-            *(
-                ["    int mh_fds[MH_MAX_HANDLES];", "    size_t mh_nfds = 0;"]
-                if caps
-                else []
-            ),
+            *(["    int mh_fds[MH_MAX_HANDLES];", "    size_t mh_nfds = 0;"] if caps else []),
             f"    int mh_rc = {p}_mh_recv_msg(mh_b->ch, mh_msg, sizeof mh_msg, &mh_m, &mh_n, "
             + ("mh_fds, &mh_nfds, " if caps else "")
             + "mh_timeout_ms);",
@@ -315,8 +280,7 @@ class CFiles(Messages, Binding):
         ]
         # reencode: dispatch with handlers that encode again
         s += [
-            f"struct {p}_mh_reencode {{ uint8_t *out; size_t cap; size_t *outlen; int rc;"
-            + (" const int *fds; size_t nfds; };" if caps else " };"),
+            f"struct {p}_mh_reencode {{ uint8_t *out; size_t cap; size_t *outlen; int rc;" + (" const int *fds; size_t nfds; };" if caps else " };"),
         ]
         for m in iface.messages:
             params = ["void *mh_st"]

@@ -20,9 +20,7 @@ class Messages(ValueCodecs):
 
     def fixed_part(self, m: Message) -> int:
         """Bytes of the message number plus the fixed-size arguments."""
-        return 2 + sum(
-            fixed_size(a.type) or 0 for a in m.args if fixed_size(a.type) is not None
-        )
+        return 2 + sum(fixed_size(a.type) or 0 for a in m.args if fixed_size(a.type) is not None)
 
     def gen_encode(self, m: Message) -> list[str]:
         """``int N_M_encode(buf, cap, len, args...)``: check, size, then write."""
@@ -37,9 +35,7 @@ class Messages(ValueCodecs):
         dyn = [a for a in m.args if fixed_size(a.type) is None]
         out = [f"int {self.fn(m, 'encode')}({self.sig(params)})", "{"]
         if self.caps_of(m):
-            out.append(
-                "    if (mh_fds == NULL || mh_nfds == NULL || mh_give == NULL) return MH_E_INVALID;"
-            )
+            out.append("    if (mh_fds == NULL || mh_nfds == NULL || mh_give == NULL) return MH_E_INVALID;")
             out.append("    *mh_nfds = 0;")
             out.append("    *mh_give = 0;")
         out.append(f"    size_t mh_need = {self.fixed_part(m)};")
@@ -56,9 +52,7 @@ class Messages(ValueCodecs):
                 out.append(f"    size_t mh_n{k} = strlen({n});")
                 if t.maximum is not None:
                     out.append(f"    if (mh_n{k} > {t.maximum}u) return MH_E_INVALID;")
-                out.append(
-                    f"    if (mh_n{k} > SIZE_MAX - mh_need - 8) return MH_E_INVALID;"
-                )
+                out.append(f"    if (mh_n{k} > SIZE_MAX - mh_need - 8) return MH_E_INVALID;")
                 out.append(f"    mh_need += 8 + mh_n{k};")
                 continue
             assert isinstance(t, DynArray)
@@ -68,9 +62,7 @@ class Messages(ValueCodecs):
             out.append(f"    if ({n} == NULL && {ln} > 0) return MH_E_INVALID;")
             if t.maximum is not None:
                 out.append(f"    if ({ln} > {t.maximum}u) return MH_E_INVALID;")
-            out.append(
-                f"    if ({ln} > (SIZE_MAX - mh_need - 8) / {esize}u) return MH_E_INVALID;"
-            )
+            out.append(f"    if ({ln} > (SIZE_MAX - mh_need - 8) / {esize}u) return MH_E_INVALID;")
             out.append(f"    mh_need += 8 + {ln} * {esize}u;")
             if has_enum(t.element):
                 out.append(f"    for (size_t mh_j = 0; mh_j < {ln}; mh_j++) {{")
@@ -83,9 +75,7 @@ class Messages(ValueCodecs):
             f"    mhidl_put_u16(mh_p, {m.number}); mh_p += 2;",
         ]
         for a in fixed:
-            expr = (
-                f"*{c_name(a.name)}" if isinstance(a.type, Struct) else c_name(a.name)
-            )
+            expr = f"*{c_name(a.name)}" if isinstance(a.type, Struct) else c_name(a.name)
             out += self.enc_value(a.type, expr, "    ")
         for k, a in enumerate(dyn):
             n, t = c_name(a.name), a.type
@@ -114,11 +104,7 @@ class Messages(ValueCodecs):
             params += self.params_out(a)
         fixed = [a for a in m.args if fixed_size(a.type) is not None]
         dyn = [a for a in m.args if fixed_size(a.type) is None]
-        allocs = [
-            a
-            for a in dyn
-            if (isinstance(a.type, (String, DynArray)) and a.type.maximum is None)
-        ]
+        allocs = [a for a in dyn if (isinstance(a.type, (String, DynArray)) and a.type.maximum is None)]
         out = [f"int {self.fn(m, 'decode')}({self.sig(params)})", "{"]
         for a in allocs:
             out.append(f"    *{c_name(a.name)} = NULL;")
@@ -173,9 +159,7 @@ class Messages(ValueCodecs):
             esize = fixed_size(t.element)
             if t.maximum is not None:
                 out.append(f"        if (mh_n > {t.maximum}u) goto mh_bad;")
-            out.append(
-                f"        if (mh_n > (uint64_t)(mh_end - mh_p) / {esize}u) goto mh_bad;"
-            )
+            out.append(f"        if (mh_n > (uint64_t)(mh_end - mh_p) / {esize}u) goto mh_bad;")
             et = self.ctype(t.element)
             if t.maximum is None:
                 out += [
@@ -191,17 +175,13 @@ class Messages(ValueCodecs):
                     "        mh_p += mh_n;",
                 ]
             else:
-                out.append(
-                    "        for (size_t mh_j = 0; mh_j < (size_t)mh_n; mh_j++) {"
-                )
+                out.append("        for (size_t mh_j = 0; mh_j < (size_t)mh_n; mh_j++) {")
                 out += self.dec_value(t.element, "mh_a[mh_j]", "            ", 1)
                 out.append("        }")
             out += [f"        *{ln} = (size_t)mh_n;", "    }"]
         out.append("    if (mh_p != mh_end) goto mh_bad;")
         if self.caps_of(m):
-            out.append(
-                "    if (mh_k != mh_nfds) goto mh_bad; /* more handles than capabilities */"
-            )
+            out.append("    if (mh_k != mh_nfds) goto mh_bad; /* more handles than capabilities */")
         out += ["    return MH_OK;", "mh_bad:"]
         if allocs:
             out.append("    mh_rc = MH_E_PROTOCOL;")
@@ -215,9 +195,7 @@ class Messages(ValueCodecs):
         out += ["}", ""]
         return out
 
-    def locals_for(
-        self, m: Message
-    ) -> tuple[list[str], list[str], list[str], list[str]]:
+    def locals_for(self, m: Message) -> tuple[list[str], list[str], list[str], list[str]]:
         """(declarations, decode call args, handler call args, cleanup) for decoding ``m`` into locals."""
         decls: list[str] = []
         dec_args: list[str] = []
@@ -243,9 +221,7 @@ class Messages(ValueCodecs):
                     decls.append(f"{et} *{v} = NULL;")
                     dec_args += [f"&{v}", f"&{v}n"]
                 else:
-                    decls.append(
-                        f"{et} *{v} = ({et} *)malloc({t.maximum}u * sizeof({et}));"
-                    )
+                    decls.append(f"{et} *{v} = ({et} *)malloc({t.maximum}u * sizeof({et}));")
                     decls.append(f"if ({v} == NULL) mh_rc = MH_E_INVALID;")
                     dec_args += [v, f"&{v}n"]
                 # an explicit cast where C before C2x calls the qualifier change incompatible
@@ -255,11 +231,7 @@ class Messages(ValueCodecs):
             elif isinstance(t, Array):
                 decls.append(f"{self.field_decl(t, v)};")
                 dec_args.append(v)
-                cast = (
-                    f"(const {self.ctype(t.element)} *)"
-                    if isinstance(t.element, Array)
-                    else ""
-                )
+                cast = f"(const {self.ctype(t.element)} *)" if isinstance(t.element, Array) else ""
                 call_args.append(cast + v)
             elif isinstance(t, Struct):
                 decls.append(f"{self.ctype(t)} {v};")

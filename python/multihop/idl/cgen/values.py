@@ -20,11 +20,7 @@ class ValueCodecs(CBase):
         """C statements writing ``expr`` at ``mh_p`` and advancing it."""
         if isinstance(t, Builtin):
             if t.kind == "cap":
-                give = (
-                    "*mh_give |= (uint64_t)1 << *mh_nfds; "
-                    if t.name == "give_away_cap"
-                    else ""
-                )
+                give = "*mh_give |= (uint64_t)1 << *mh_nfds; " if t.name == "give_away_cap" else ""
                 return [
                     f"{ind}{{ /* {t.name}: a presence byte, the descriptor beside the bytes */",
                     f"{ind}    int mh_fd = ({expr});",
@@ -42,9 +38,7 @@ class ValueCodecs(CBase):
             if t.size == 1:
                 return [f"{ind}*mh_p++ = (uint8_t)({expr});"]
             bits = 8 * t.size
-            return [
-                f"{ind}mhidl_put_u{bits}(mh_p, (uint{bits}_t)({expr})); mh_p += {t.size};"
-            ]
+            return [f"{ind}mhidl_put_u{bits}(mh_p, (uint{bits}_t)({expr})); mh_p += {t.size};"]
         if isinstance(t, Enum):
             return [f"{ind}mhidl_put_u32(mh_p, (uint32_t)({expr})); mh_p += 4;"]
         if isinstance(t, Struct):
@@ -67,9 +61,7 @@ class ValueCodecs(CBase):
         if not has_enum(t):
             return []
         if isinstance(t, Enum):
-            return [
-                f"{ind}if ((uint32_t)({expr}) >= {len(t.values)}u) return MH_E_INVALID;"
-            ]
+            return [f"{ind}if ((uint32_t)({expr}) >= {len(t.values)}u) return MH_E_INVALID;"]
         if isinstance(t, Struct):
             out: list[str] = []
             for f in t.fields:
