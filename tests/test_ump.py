@@ -420,3 +420,11 @@ def test_attach_from_another_uid_is_refused(rt: mh.Runtime) -> None:
         os.chmod(rt.dir, 0o700)
         os.chmod(rt.dir.parent, 0o700)
     assert rt.status()["monitors"][0]["refused_peers"] == 1
+
+
+def test_a_name_is_free_again_as_soon_as_its_dispatcher_detaches(rt: mh.Runtime) -> None:
+    """Leaving a dispatcher's ``with`` block withdraws its names before it returns: exporting the same name at once
+    (from another dispatcher, on another core) never finds it still taken."""
+    for i in range(40):
+        with rt.dispatcher(i % 2) as d:
+            d.export("again")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -21,6 +22,8 @@ _ROOT = tempfile.mkdtemp(prefix="mh-micro-root-")
 os.environ["MULTIHOP_RUNTIME_ROOT"] = _ROOT  # before multihop is imported; spawned monitors inherit it
 
 import multihop as mh  # noqa: E402
+
+_names = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +43,9 @@ def pair(rt: mh.Runtime, transport: str, server_core: int, **bind: Any) -> Itera
     with ExitStack() as stack:
         srv = stack.enter_context(rt.dispatcher(server_core))
         cli = stack.enter_context(rt.dispatcher(0))
-        name = f"micro-{transport}-{server_core}"
+        # A fresh name per pair: a closed dispatcher's name is withdrawn once its monitor has seen it go, which
+        # can be after the next fixture exports again (that raced: "already exported").
+        name = f"micro-{transport}-{server_core}-{next(_names)}"
         svc = srv.export(name)
         box: list[mh.Channel] = []
         t = threading.Thread(target=lambda: box.append(svc.accept(timeout=10)), daemon=True)

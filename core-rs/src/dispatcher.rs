@@ -359,9 +359,31 @@ impl Dispatcher {
 
     /// Detach from the monitor: services vanish and multi-hop channels end
     /// (their data rides on this connection's link); UMP channels stay usable.
+    ///
+    /// Its names are withdrawn first, and the monitor answers only once the
+    /// registry has forgotten them, so a name is free again when `detach`
+    /// returns (a dispatcher that just goes away frees its names too, but
+    /// only once its monitor has seen the connection close).
     pub fn detach(&self) {
+        if self.inner.detached.load(Ordering::Relaxed) {
+            return;
+        }
+        let irefs: Vec<u64> = lock(&self.inner.services).keys().copied().collect();
+        for iref in irefs {
+            self.withdraw(iref);
+        }
         if !self.inner.detached.swap(true, Ordering::Relaxed) {
             self.inner.sock.shutdown();
+        }
+    }
+
+    /// Withdraw the name of service `iref` and wait (at most a second) until
+    /// the registry has forgotten it, so it is free when this returns. Best
+    /// effort: a monitor that cannot answer frees it when the connection ends.
+    pub(crate) fn withdraw(&self, iref: u64) {
+        if self.check_alive().is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            let _ = self.request(|req| Msg::Unexport { req, iref }, &[], deadline, &mut || Ok(()));
         }
     }
 

@@ -456,8 +456,7 @@ impl Drop for Service {
             reply(&self.disp, p, false, "the service was withdrawn", None, 0);
         }
         drop(ready); // closes them: their clients get ChannelClosed
-                     // Request id 0 is never waited for: the monitor's answer is dropped.
-        let _ = control::send(&self.disp.inner.sock, &Msg::Unexport { req: 0, iref: self.iref }, &[]);
+        self.disp.withdraw(self.iref);
         self.queue.wake_all();
     }
 }
