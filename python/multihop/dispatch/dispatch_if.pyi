@@ -15,13 +15,11 @@ MESSAGE_NUMBERS: dict[str, int]
 class nid(NamedTuple):
     hi: int
     lo: int
-
 _mhT_nid: TypeAlias = nid
 
 class news_id(NamedTuple):
     source: _mhT_nid
     seq: int
-
 _mhT_news_id: TypeAlias = news_id
 
 class queue_update(NamedTuple):
@@ -29,13 +27,11 @@ class queue_update(NamedTuple):
     peer: _mhT_nid
     source: _mhT_nid
     sink: _mhT_nid
-
 _mhT_queue_update: TypeAlias = queue_update
 
 class member(NamedTuple):
     id: _mhT_nid
     active: bool
-
 _mhT_member: TypeAlias = member
 
 class client_kind(enum.IntEnum):
@@ -43,34 +39,28 @@ class client_kind(enum.IntEnum):
     CLIENT_SINK = 1
     CLIENT_RELAY = 2
     CLIENT_ADMIN = 3
-
 _mhT_client_kind: TypeAlias = client_kind
 
 class notice_kind(enum.IntEnum):
     NOTICE_EXPIRED = 0
     NOTICE_OVERFLOW = 1
-
 _mhT_notice_kind: TypeAlias = notice_kind
 
 class overflow_policy(enum.IntEnum):
     OVERFLOW_DROP_OLDEST = 0
     OVERFLOW_DROP_NEWEST = 1
-
 _mhT_overflow_policy: TypeAlias = overflow_policy
 
 class messages:
     """The record classes of the messages, by name."""
     class client_hello(_mh_Record):
         """message client_hello(client_kind kind, nid client, nid domain)"""
-
         kind: int
         client: _mhT_nid
         domain: _mhT_nid
         def __init__(self, kind: int, client: _mhT_nid, domain: _mhT_nid) -> None: ...
-
     class welcome(_mh_Record):
         """message welcome(nid peer, nid domain, uint64 epoch, uint32 window, member members[nmembers, 64], String topics[65535])"""
-
         peer: _mhT_nid
         domain: _mhT_nid
         epoch: int
@@ -78,32 +68,24 @@ class messages:
         members: Sequence[_mhT_member]
         topics: str
         def __init__(self, peer: _mhT_nid, domain: _mhT_nid, epoch: int, window: int, members: Sequence[_mhT_member], topics: str) -> None: ...
-
     class members(_mh_Record):
         """message members(nid peer, uint64 epoch, member members[nmembers, 64])"""
-
         peer: _mhT_nid
         epoch: int
         members: Sequence[_mhT_member]
         def __init__(self, peer: _mhT_nid, epoch: int, members: Sequence[_mhT_member]) -> None: ...
-
     class refused(_mh_Record):
         """message refused(nid peer, nid client, String reason[1024])"""
-
         peer: _mhT_nid
         client: _mhT_nid
         reason: str
         def __init__(self, peer: _mhT_nid, client: _mhT_nid, reason: str) -> None: ...
-
     class leave(_mh_Record):
         """message leave(nid client)"""
-
         client: _mhT_nid
         def __init__(self, client: _mhT_nid) -> None: ...
-
     class source_info(_mh_Record):
         """message source_info(nid source, uint8 priority, uint64 unit_ns, uint32 min_per_unit, uint32 max_per_unit, bool reliable, uint64 origin_ns, uint64 next_seq)"""
-
         source: _mhT_nid
         priority: int
         unit_ns: int
@@ -112,13 +94,9 @@ class messages:
         reliable: bool
         origin_ns: int
         next_seq: int
-        def __init__(
-            self, source: _mhT_nid, priority: int, unit_ns: int, min_per_unit: int, max_per_unit: int, reliable: bool, origin_ns: int, next_seq: int
-        ) -> None: ...
-
+        def __init__(self, source: _mhT_nid, priority: int, unit_ns: int, min_per_unit: int, max_per_unit: int, reliable: bool, origin_ns: int, next_seq: int) -> None: ...
     class news(_mh_Record):
         """message news(nid source, uint64 seq, uint8 priority, uint64 entry_ns, nid origin, String topics[4096], uint8 payload[plen, 1040000])"""
-
         source: _mhT_nid
         seq: int
         priority: int
@@ -127,18 +105,14 @@ class messages:
         topics: str
         payload: bytes
         def __init__(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes) -> None: ...
-
     class news_ack(_mh_Record):
         """message news_ack(nid peer, nid source, uint64 next_seq)"""
-
         peer: _mhT_nid
         source: _mhT_nid
         next_seq: int
         def __init__(self, peer: _mhT_nid, source: _mhT_nid, next_seq: int) -> None: ...
-
     class rate_alarm(_mh_Record):
         """message rate_alarm(nid peer, nid source, uint64 unit, uint64 units, uint32 count, uint32 min_per_unit)"""
-
         peer: _mhT_nid
         source: _mhT_nid
         unit: int
@@ -146,10 +120,8 @@ class messages:
         count: int
         min_per_unit: int
         def __init__(self, peer: _mhT_nid, source: _mhT_nid, unit: int, units: int, count: int, min_per_unit: int) -> None: ...
-
     class sink_info(_mh_Record):
         """message sink_info(nid sink, uint32 partition, uint64 join_ns, uint64 max_delivery_ns, uint64 min_delivery_ns, bool reliable, bool history, uint32 queue_limit, overflow_policy overflow, String topics[65535], String exclusive[65535])"""
-
         sink: _mhT_nid
         partition: int
         join_ns: int
@@ -161,24 +133,9 @@ class messages:
         overflow: int
         topics: str
         exclusive: str
-        def __init__(
-            self,
-            sink: _mhT_nid,
-            partition: int,
-            join_ns: int,
-            max_delivery_ns: int,
-            min_delivery_ns: int,
-            reliable: bool,
-            history: bool,
-            queue_limit: int,
-            overflow: int,
-            topics: str,
-            exclusive: str,
-        ) -> None: ...
-
+        def __init__(self, sink: _mhT_nid, partition: int, join_ns: int, max_delivery_ns: int, min_delivery_ns: int, reliable: bool, history: bool, queue_limit: int, overflow: int, topics: str, exclusive: str) -> None: ...
     class deliver(_mh_Record):
         """message deliver(nid source, uint64 seq, uint8 priority, uint64 entry_ns, nid origin, String topics[4096], uint8 payload[plen, 1040000])"""
-
         source: _mhT_nid
         seq: int
         priority: int
@@ -187,49 +144,37 @@ class messages:
         topics: str
         payload: bytes
         def __init__(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes) -> None: ...
-
     class sink_ack(_mh_Record):
         """message sink_ack(nid sink, news_id ids[nids, 512])"""
-
         sink: _mhT_nid
         ids: Sequence[_mhT_news_id]
         def __init__(self, sink: _mhT_nid, ids: Sequence[_mhT_news_id]) -> None: ...
-
     class sink_notice(_mh_Record):
         """message sink_notice(nid sink, notice_kind kind, uint64 total, news_id ids[nids, 512])"""
-
         sink: _mhT_nid
         kind: int
         total: int
         ids: Sequence[_mhT_news_id]
         def __init__(self, sink: _mhT_nid, kind: int, total: int, ids: Sequence[_mhT_news_id]) -> None: ...
-
     class peer_hello(_mh_Record):
         """message peer_hello(nid peer, nid domain, bool active)"""
-
         peer: _mhT_nid
         domain: _mhT_nid
         active: bool
         def __init__(self, peer: _mhT_nid, domain: _mhT_nid, active: bool) -> None: ...
-
     class heartbeat(_mh_Record):
         """message heartbeat(nid peer, bool active, uint32 load, uint64 epoch)"""
-
         peer: _mhT_nid
         active: bool
         load: int
         epoch: int
         def __init__(self, peer: _mhT_nid, active: bool, load: int, epoch: int) -> None: ...
-
     class queue_updates(_mh_Record):
         """message queue_updates(queue_update updates[nupdates, 256])"""
-
         updates: Sequence[_mhT_queue_update]
         def __init__(self, updates: Sequence[_mhT_queue_update]) -> None: ...
-
     class stored_news(_mh_Record):
         """message stored_news(nid source, uint64 seq, uint8 priority, uint64 entry_ns, uint64 release_ns, nid origin, String topics[4096], uint8 payload[plen, 1040000], nid pending[npending, 4096])"""
-
         source: _mhT_nid
         seq: int
         priority: int
@@ -239,93 +184,60 @@ class messages:
         topics: str
         payload: bytes
         pending: Sequence[_mhT_nid]
-        def __init__(
-            self,
-            source: _mhT_nid,
-            seq: int,
-            priority: int,
-            entry_ns: int,
-            release_ns: int,
-            origin: _mhT_nid,
-            topics: str,
-            payload: bytes,
-            pending: Sequence[_mhT_nid],
-        ) -> None: ...
-
+        def __init__(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, release_ns: int, origin: _mhT_nid, topics: str, payload: bytes, pending: Sequence[_mhT_nid]) -> None: ...
     class snapshot_request(_mh_Record):
         """message snapshot_request(nid peer)"""
-
         peer: _mhT_nid
         def __init__(self, peer: _mhT_nid) -> None: ...
-
     class snapshot_end(_mh_Record):
         """message snapshot_end(nid peer, uint64 sources, uint64 sinks, uint64 stored)"""
-
         peer: _mhT_nid
         sources: int
         sinks: int
         stored: int
         def __init__(self, peer: _mhT_nid, sources: int, sinks: int, stored: int) -> None: ...
-
     class news_request(_mh_Record):
         """message news_request(nid peer, nid source, uint64 first, uint64 last)"""
-
         peer: _mhT_nid
         source: _mhT_nid
         first: int
         last: int
         def __init__(self, peer: _mhT_nid, source: _mhT_nid, first: int, last: int) -> None: ...
-
     class request_data(_mh_Record):
         """message request_data(nid peer, nid node)"""
-
         peer: _mhT_nid
         node: _mhT_nid
         def __init__(self, peer: _mhT_nid, node: _mhT_nid) -> None: ...
-
     class node_unknown(_mh_Record):
         """message node_unknown(nid peer, nid node)"""
-
         peer: _mhT_nid
         node: _mhT_nid
         def __init__(self, peer: _mhT_nid, node: _mhT_nid) -> None: ...
-
     class sink_left(_mh_Record):
         """message sink_left(nid peer, nid sink)"""
-
         peer: _mhT_nid
         sink: _mhT_nid
         def __init__(self, peer: _mhT_nid, sink: _mhT_nid) -> None: ...
-
     class peer_leave(_mh_Record):
         """message peer_leave(nid peer)"""
-
         peer: _mhT_nid
         def __init__(self, peer: _mhT_nid) -> None: ...
-
     class relay_hello(_mh_Record):
         """message relay_hello(nid relay, nid domain)"""
-
         relay: _mhT_nid
         domain: _mhT_nid
         def __init__(self, relay: _mhT_nid, domain: _mhT_nid) -> None: ...
-
     class status_request(_mh_Record):
         """message status_request(uint32 detail)"""
-
         detail: int
         def __init__(self, detail: int) -> None: ...
-
     class status_reply(_mh_Record):
         """message status_reply(nid peer, String json[1040000])"""
-
         peer: _mhT_nid
         json: str
         def __init__(self, peer: _mhT_nid, json: str) -> None: ...
-
     class shutdown(_mh_Record):
         """message shutdown(uint32 grace_ms)"""
-
         grace_ms: int
         def __init__(self, grace_ms: int) -> None: ...
 
@@ -336,70 +248,22 @@ class _mhTx:
     """Send side: one method per message."""
     def __init__(self, channel: object) -> None: ...
     def client_hello(self, kind: int, client: _mhT_nid, domain: _mhT_nid, *, timeout: float | None = None) -> None: ...
-    def welcome(
-        self, peer: _mhT_nid, domain: _mhT_nid, epoch: int, window: int, members: Sequence[_mhT_member], topics: str, *, timeout: float | None = None
-    ) -> None: ...
+    def welcome(self, peer: _mhT_nid, domain: _mhT_nid, epoch: int, window: int, members: Sequence[_mhT_member], topics: str, *, timeout: float | None = None) -> None: ...
     def members(self, peer: _mhT_nid, epoch: int, members: Sequence[_mhT_member], *, timeout: float | None = None) -> None: ...
     def refused(self, peer: _mhT_nid, client: _mhT_nid, reason: str, *, timeout: float | None = None) -> None: ...
     def leave(self, client: _mhT_nid, *, timeout: float | None = None) -> None: ...
-    def source_info(
-        self,
-        source: _mhT_nid,
-        priority: int,
-        unit_ns: int,
-        min_per_unit: int,
-        max_per_unit: int,
-        reliable: bool,
-        origin_ns: int,
-        next_seq: int,
-        *,
-        timeout: float | None = None,
-    ) -> None: ...
-    def news(
-        self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes, *, timeout: float | None = None
-    ) -> None: ...
+    def source_info(self, source: _mhT_nid, priority: int, unit_ns: int, min_per_unit: int, max_per_unit: int, reliable: bool, origin_ns: int, next_seq: int, *, timeout: float | None = None) -> None: ...
+    def news(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes, *, timeout: float | None = None) -> None: ...
     def news_ack(self, peer: _mhT_nid, source: _mhT_nid, next_seq: int, *, timeout: float | None = None) -> None: ...
-    def rate_alarm(
-        self, peer: _mhT_nid, source: _mhT_nid, unit: int, units: int, count: int, min_per_unit: int, *, timeout: float | None = None
-    ) -> None: ...
-    def sink_info(
-        self,
-        sink: _mhT_nid,
-        partition: int,
-        join_ns: int,
-        max_delivery_ns: int,
-        min_delivery_ns: int,
-        reliable: bool,
-        history: bool,
-        queue_limit: int,
-        overflow: int,
-        topics: str,
-        exclusive: str,
-        *,
-        timeout: float | None = None,
-    ) -> None: ...
-    def deliver(
-        self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes, *, timeout: float | None = None
-    ) -> None: ...
+    def rate_alarm(self, peer: _mhT_nid, source: _mhT_nid, unit: int, units: int, count: int, min_per_unit: int, *, timeout: float | None = None) -> None: ...
+    def sink_info(self, sink: _mhT_nid, partition: int, join_ns: int, max_delivery_ns: int, min_delivery_ns: int, reliable: bool, history: bool, queue_limit: int, overflow: int, topics: str, exclusive: str, *, timeout: float | None = None) -> None: ...
+    def deliver(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, origin: _mhT_nid, topics: str, payload: bytes, *, timeout: float | None = None) -> None: ...
     def sink_ack(self, sink: _mhT_nid, ids: Sequence[_mhT_news_id], *, timeout: float | None = None) -> None: ...
     def sink_notice(self, sink: _mhT_nid, kind: int, total: int, ids: Sequence[_mhT_news_id], *, timeout: float | None = None) -> None: ...
     def peer_hello(self, peer: _mhT_nid, domain: _mhT_nid, active: bool, *, timeout: float | None = None) -> None: ...
     def heartbeat(self, peer: _mhT_nid, active: bool, load: int, epoch: int, *, timeout: float | None = None) -> None: ...
     def queue_updates(self, updates: Sequence[_mhT_queue_update], *, timeout: float | None = None) -> None: ...
-    def stored_news(
-        self,
-        source: _mhT_nid,
-        seq: int,
-        priority: int,
-        entry_ns: int,
-        release_ns: int,
-        origin: _mhT_nid,
-        topics: str,
-        payload: bytes,
-        pending: Sequence[_mhT_nid],
-        *,
-        timeout: float | None = None,
-    ) -> None: ...
+    def stored_news(self, source: _mhT_nid, seq: int, priority: int, entry_ns: int, release_ns: int, origin: _mhT_nid, topics: str, payload: bytes, pending: Sequence[_mhT_nid], *, timeout: float | None = None) -> None: ...
     def snapshot_request(self, peer: _mhT_nid, *, timeout: float | None = None) -> None: ...
     def snapshot_end(self, peer: _mhT_nid, sources: int, sinks: int, stored: int, *, timeout: float | None = None) -> None: ...
     def news_request(self, peer: _mhT_nid, source: _mhT_nid, first: int, last: int, *, timeout: float | None = None) -> None: ...
@@ -414,7 +278,6 @@ class _mhTx:
 
 class results:
     """The named tuples returned by rpcs with several out arguments."""
-
     pass
 
 class _mhRpc:
