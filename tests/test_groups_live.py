@@ -7,6 +7,7 @@ import contextlib
 import multiprocessing as mp
 import queue
 import time
+import weakref
 from typing import Any, Iterator
 
 import pytest
@@ -20,9 +21,17 @@ from multihop.groups.checkers import History, check_causal, check_delivery, chec
 CTX = mp.get_context("spawn")
 
 
+_set_aside: "weakref.WeakKeyDictionary[Any, list[tuple[Any, ...]]]" = weakref.WeakKeyDictionary()
+
+
 def collect(q: Any, kind: str, count: int, timeout: float) -> list[tuple[Any, ...]]:
-    """``count`` reports of ``kind`` from ``q`` (others are dropped), or fail after ``timeout`` s."""
-    out: list[tuple[Any, ...]] = []
+    """``count`` reports of ``kind`` from ``q``, or fail after ``timeout`` s. Reports of other kinds read meanwhile
+    are set aside for a later ``collect`` of their kind, never dropped: processes report in whatever order they
+    run (a receiver's "done" can come before the sender's "sent" it follows)."""
+    aside = _set_aside.setdefault(q, [])
+    out = [r for r in aside if r[0] == kind][:count]
+    for r in out:
+        aside.remove(r)
     deadline = time.monotonic() + timeout
     while len(out) < count:
         left = deadline - time.monotonic()
@@ -33,6 +42,8 @@ def collect(q: Any, kind: str, count: int, timeout: float) -> list[tuple[Any, ..
             continue
         if item[0] == kind:
             out.append(item)
+        else:
+            aside.append(item)
     return out
 
 
