@@ -93,3 +93,14 @@ def test_example_files_load() -> None:
     for f in EXAMPLES.glob("*.toml"):
         t = ges.Topology.load(f)
         assert t.brokers and t.gateways, f
+
+
+def test_shipped_topologies_load_by_name_from_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Topology.example(name)`` finds the package's files whatever the current directory; an unknown name
+    is an error that lists the shipped ones."""
+    monkeypatch.chdir(tmp_path)
+    assert len(ges.Topology.example("paper_fig3").brokers) == 78
+    for name in ("paper_fig5", "paper_fig14", "paper_fig20"):
+        assert ges.Topology.example(name).brokers
+    with pytest.raises(ges.TopologyError, match="paper_fig14, paper_fig20, paper_fig3, paper_fig5"):
+        ges.Topology.example("fig5")

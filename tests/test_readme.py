@@ -1,6 +1,7 @@
 """Every ```python block of README.md runs as a new user would run it (issue 17 §7).
 
-Each block runs in a fresh ``python -c`` from the repository's root, with the import lines of
+Each block runs in a fresh ``python -c`` in an empty directory of its own (a new user's script does not run
+from this repository's root, so a block may not lean on relative paths into it), with the import lines of
 the blocks before it put first (a reader who copies a later block has made those imports), and
 against a private ``MULTIHOP_RUNTIME_ROOT``. A block that fails names itself: its number, its
 line in README.md, its first line, and what it printed.
@@ -51,10 +52,10 @@ def test_readme_block_runs(k: int) -> None:
     all_blocks = blocks(README.read_text())
     line, code = all_blocks[k]
     first = next((ln for ln in code.splitlines() if ln.strip()), "")
-    with tempfile.TemporaryDirectory(prefix="mh-readme-") as root:
+    with tempfile.TemporaryDirectory(prefix="mh-readme-") as root, tempfile.TemporaryDirectory(prefix="mh-readme-cwd-") as cwd:
         env = {**os.environ, "MULTIHOP_RUNTIME_ROOT": root}
         try:
-            r = subprocess.run([sys.executable, "-c", script(all_blocks, k)], cwd=README.parent, env=env, capture_output=True, text=True, timeout=120)
+            r = subprocess.run([sys.executable, "-c", script(all_blocks, k)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"README.md block {k + 1} (line {line}, {first!r}) did not finish in 120 s:\n{e.stderr or ''}")
         left = os.listdir(root)

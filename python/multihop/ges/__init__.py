@@ -8,7 +8,7 @@ propagation protocol.  The protocols are sans-IO state machines
 processes (``multihop ges up``)::
 
     from multihop import ges
-    topo = ges.Topology.load("python/multihop/ges/examples/paper_fig5.toml")
+    topo = ges.Topology.example("paper_fig5")
     sim = ges.Simulator(topo, seed=0)
     sim.run_until_quiet()
     g = sim.graph("1.1.3.6")

@@ -29,6 +29,9 @@ from typing import Any, Iterable
 from multihop.ges.address import MAX_LEVELS, Address, AddressError, AddressLike, gateway_level
 from multihop.ges.errors import TopologyError
 
+#: The topology files shipped with the package (:meth:`Topology.example`).
+EXAMPLES = Path(__file__).parent / "examples"
+
 __all__ = ["Topology", "Broker", "Gateway", "DEFAULT_THRESHOLDS"]
 
 #: Node organization: how many gateways of each level a broker accepts (level 0 first; the last value
@@ -191,6 +194,18 @@ class Topology:
         except (OSError, UnicodeDecodeError) as e:
             raise TopologyError(f"{p}: cannot read the topology file: {e}") from None
         return cls.loads(text, str(p))
+
+    @classmethod
+    def example(cls, name: str) -> "Topology":
+        """A topology shipped with the package, by name: ``paper_fig3``, ``paper_fig5``, ``paper_fig14``,
+        ``paper_fig20`` (the routing paper's figures as read from its text; each file says how).
+
+        The files are in ``multihop/ges/examples/`` wherever the package is installed, so a program run from any
+        directory finds them (``Topology.load`` takes a path, relative to the current directory)."""
+        known = sorted(p.stem for p in EXAMPLES.glob("*.toml"))
+        if name not in known:
+            raise TopologyError(f"no shipped topology named {name!r} (shipped: {', '.join(known)})")
+        return cls.load(EXAMPLES / f"{name}.toml")
 
     @classmethod
     def loads(cls, text: str, name: str = "<topology>") -> "Topology":
