@@ -99,7 +99,11 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
             time.sleep(0.02)
         if runtime_dir.exists():
             out.leftovers.append(f"{runtime_dir} still there: {sorted(os.listdir(runtime_dir))}")
+        # A monitor gives up its lock (and the last one removes the directory) before its process has
+        # finished exiting: it has the same 10 s to be gone.
         for p in monitors.values() if "monitors" in locals() else []:
+            while not process_gone(p) and time.monotonic() < deadline:
+                time.sleep(0.02)
             if not process_gone(p):
                 out.leftovers.append(f"monitor {p} still running")
                 os.kill(p, signal.SIGKILL)
