@@ -16,6 +16,26 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
+Four more describe the *runtime's processes* rather than the cores (all
+optional; their defaults keep the plain Smelt model, which is what the
+shipped files describe):
+
+``route``
+    ``"direct"`` (a message goes from core to core, as over UMP channels) or
+    ``"monitors"`` (it goes through the sender's monitor and then the
+    receiver's, as group frames and multi-hop channels do: each monitor is a
+    process of its own on its core's CPU);
+``forward``
+    the CPU time, in ns, a monitor spends forwarding one frame (a turn on its
+    CPU, taken only when no dispatcher there has work ready: monitors poll at
+    idle priority);
+``wake``
+    how long, in ns, a parked dispatcher takes from a message reaching it to
+    running (a futex wake-up and the scheduler's decision);
+``spin``
+    how long, in ns, a dispatcher waits for its next message spinning before
+    it parks (the group endpoints park at once: 0; default: never parks).
+
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
 between sockets; a calibrated model (:mod:`multihop.groups.calibrate`) gives
@@ -31,6 +51,11 @@ them (or pass your own file) to describe your machine::
     cores_per_socket = 8
     socket_hops = [[0, 1, 2, 1], [1, 0, 1, 2], [2, 1, 0, 1], [1, 2, 1, 0]]
     switch = 0                    # optional; cpu_of = [...] optional (one per core)
+    [runtime]                     # optional: the runtime's processes (defaults below)
+    route = "direct"              # or "monitors"
+    forward = 0
+    wake = 0
+    spin = inf                    # TOML's inf: never parks
     [cost.0]                      # same socket
     send = 70
     recv = 60
@@ -49,6 +74,7 @@ writes the matrix form, which :func:`load_model` reads back unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tomllib
@@ -61,13 +87,19 @@ from multihop.errors import RoutingError
 from multihop.groups.errors import ModelError
 from multihop.topology import Topology
 
-__all__ = ["MachineModel", "load_model", "shipped_models", "MODELS_DIR", "COSTS"]
+__all__ = ["MachineModel", "load_model", "shipped_models", "MODELS_DIR", "COSTS", "ROUTES", "RUNTIME_FIELDS"]
 
 MODELS_DIR = Path(__file__).with_name("models")
 """Where the shipped model files live."""
 
 COSTS: tuple[str, ...] = ("send", "recv", "latency")
 """The three per-pair costs, in nanoseconds."""
+
+ROUTES: tuple[str, ...] = ("direct", "monitors")
+"""How a message travels between two cores: straight, or through both cores' monitors."""
+
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin")
+"""The fields of a model file's ``[runtime]`` table (see the module docstring)."""
 
 Matrix = tuple[tuple[float, ...], ...]
 
@@ -79,7 +111,9 @@ class MachineModel:
     ``send``, ``recv`` and ``latency`` are square matrices in the order of
     ``topology.cores``; the diagonal is unused.  ``cpu_of`` maps each core to
     the CPU that runs it (default: itself) and ``switch`` is the cost of a
-    CPU changing from one core's process to another's.
+    CPU changing from one core's process to another's.  ``route``,
+    ``forward``, ``wake`` and ``spin`` describe the runtime's processes (the
+    module docstring says what each means; the defaults leave them out).
     """
 
     name: str
@@ -90,6 +124,10 @@ class MachineModel:
     cpu_of: Mapping[int, int] = field(default_factory=dict)
     switch: float = 0.0
     description: str = ""
+    route: str = "direct"
+    forward: float = 0.0
+    wake: float = 0.0
+    spin: float = math.inf
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +155,16 @@ class MachineModel:
         if isinstance(self.switch, bool) or not isinstance(self.switch, (int, float)) or not self.switch >= 0:
             raise ModelError(f"model {self.name!r}: switch must be a number >= 0, got {self.switch!r}")
         object.__setattr__(self, "switch", float(self.switch))
+        if self.route not in ROUTES:
+            raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
+        for key in ("forward", "wake"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
+            object.__setattr__(self, key, float(v))
+        if isinstance(self.spin, bool) or not isinstance(self.spin, (int, float)) or not self.spin >= 0:
+            raise ModelError(f"model {self.name!r}: spin must be a number of ns >= 0 (inf: never parks), got {self.spin!r}")
+        object.__setattr__(self, "spin", float(self.spin))
         object.__setattr__(self, "_index", {c: i for i, c in enumerate(cores)})
 
     # ---- costs -------------------------------------------------------------
@@ -155,9 +203,16 @@ class MachineModel:
             raise ModelError(f"model {self.name!r}: {e}") from None
         idx = [self._index[c] for c in topo.cores]
         pick = {k: tuple(tuple(getattr(self, k)[i][j] for j in idx) for i in idx) for k in COSTS}
-        return MachineModel(
-            self.name, topo, pick["send"], pick["recv"], pick["latency"], {c: self.cpu_of[c] for c in topo.cores}, self.switch, self.description
+        return dataclasses.replace(
+            self, topology=topo, send=pick["send"], recv=pick["recv"], latency=pick["latency"], cpu_of={c: self.cpu_of[c] for c in topo.cores}
         )
+
+    def with_runtime(
+        self, route: str | None = None, forward: float | None = None, wake: float | None = None, spin: float | None = None
+    ) -> MachineModel:
+        """The same model with some of its runtime fields replaced (validated like a new one)."""
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin}
+        return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
 
@@ -171,6 +226,12 @@ class MachineModel:
             f"sockets = {_toml_list([list(s) for s in self.topology.sockets])}",
             f"cpu_of = {_toml_list([self.cpu_of[c] for c in self.cores])}",
             f"switch = {self.switch!r}",
+            "",
+            "[runtime]",
+            f"route = {_toml_str(self.route)}",
+            f"forward = {self.forward!r}",
+            f"wake = {self.wake!r}",
+            f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
         ]
@@ -278,6 +339,12 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         if not isinstance(cpu_list, list) or len(cpu_list) != n:
             raise ModelError(f"machine.cpu_of must list one CPU per core ({n}), got {cpu_list!r}")
         cpu_of = dict(zip(cores, cpu_list))
+    runtime = data.get("runtime", {})
+    if not isinstance(runtime, Mapping):
+        raise ModelError("[runtime] must be a table (route, forward, wake, spin)")
+    unknown = sorted(set(runtime) - set(RUNTIME_FIELDS))
+    if unknown:
+        raise ModelError(f"[runtime] has unknown fields {unknown}; valid: {', '.join(RUNTIME_FIELDS)}")
     return MachineModel(
         name,
         topology,
@@ -287,6 +354,10 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         cpu_of,  # type: ignore[arg-type]
         machine.get("switch", 0.0),
         str(data.get("description", "")),
+        runtime.get("route", "direct"),
+        runtime.get("forward", 0.0),
+        runtime.get("wake", 0.0),
+        runtime.get("spin", math.inf),
     )
 
 

@@ -19,6 +19,24 @@ benchmarks share it.  What it plays (Smelt's schedule):
   runs until it blocks), otherwise the CPU goes to what has waited longest,
   and a turn that changes core costs ``model.switch``.
 
+The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
+``spin``; their defaults turn these rules off):
+
+* with ``route = "monitors"`` a message from core a to core b is a frame
+  that a's monitor forwards (``forward`` ns of CPU a's time), that reaches
+  b's monitor ``latency(a, b)`` later, which forwards it (``forward`` ns of
+  b's CPU) to b's dispatcher.  A monitor is a process of its own on its
+  core's CPU, at idle priority: it gets a turn only when no dispatcher there
+  has something ready (a dispatcher never waits for a monitor's next frame,
+  a monitor waits for every dispatcher), and a turn that changes process
+  costs the switch as above.  So a frame a dispatcher sends waits for the
+  rest of that dispatcher's turn;
+* a dispatcher that has had nothing to do for longer than ``spin`` since its
+  last turn is parked: a message reaching it then is ready ``wake`` ns
+  later (one that reaches it sooner, or while it has work queued, is not
+  delayed, but no earlier than the end of a wake-up under way).
+  Every member is parked at time 0 (the root starts running).
+
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
 """
@@ -26,6 +44,7 @@ is done) and, per core, when it had the message and when it acked.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 from multihop.groups.errors import GroupError
@@ -59,6 +78,8 @@ class SimResult:
     received: dict[int, float] = field(default_factory=dict)  # when each core had the message
     acked: dict[int, float] = field(default_factory=dict)  # when each core sent its ack (root: when done)
     busy: dict[int, float] = field(default_factory=dict)  # CPU time each core spent on this multicast
+    forwarded: dict[int, float] = field(default_factory=dict)  # CPU time each core's monitor spent (route "monitors")
+    wakes: int = 0  # how many times a parked dispatcher was woken
 
 
 def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -> SimResult:
@@ -71,6 +92,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         model.cost("send", core, core)  # ModelError for a core the model lacks
     cost = model.cost
     root = tree.root
+    via_monitors = model.route == "monitors"
     pending_acks = {c: (len(tree.children_of(c)) if workload.acks == "tree" else 0) for c in tree.cores}
     if workload.acks == "direct":
         pending_acks[root] = len(tree.cores) - 1
@@ -78,43 +100,94 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     received: dict[int, float] = {root: 0.0}
     acked: dict[int, float] = {}
     busy = {c: 0.0 for c in tree.cores}
+    forwarded: dict[int, float] = {}
+    # a process is (core, is_monitor); a task is (ready, tie, process, kind, from, to)
+    Proc = tuple[int, bool]
     cpu_free: dict[int, float] = {}
-    cpu_last: dict[int, int] = {}
-    queued: dict[int, list[tuple[float, int, int, str, int]]] = {}  # per CPU: (ready, tie, core, kind, from)
+    cpu_last: dict[int, Proc] = {}
+    queued: dict[int, list[tuple[float, int, Proc, str, int, int]]] = {}  # per CPU
+    waiting = dict.fromkeys(tree.cores, 0)  # tasks queued per dispatcher
+    last_done = {c: (0.0 if c == root else -math.inf) for c in tree.cores}  # when each dispatcher last ran
+    awake: dict[int, float] = {}  # when each dispatcher's last wake-up ends
+    wakes = 0
     tie = 0
     finish = 0.0
 
-    def push(t: float, core: int, kind: str, frm: int) -> None:
+    def push(t: float, proc: Proc, kind: str, frm: int, to: int) -> None:
         nonlocal tie
         tie += 1
-        heapq.heappush(queued.setdefault(model.cpu_of[core], []), (t, tie, core, kind, frm))
+        heapq.heappush(queued.setdefault(model.cpu_of[proc[0]], []), (t, tie, proc, kind, frm, to))
+
+    def to_dispatcher(t: float, core: int, kind: str, frm: int) -> None:
+        nonlocal wakes
+        if waiting[core] == 0 and t - last_done[core] > model.spin:
+            t += model.wake  # parked: the wake-up comes first
+            awake[core] = t
+            wakes += 1
+        else:
+            t = max(t, awake.get(core, t))  # it may still be waking up
+        waiting[core] += 1
+        push(t, (core, False), kind, frm, core)
+
+    def deliver(t: float, frm: int, to: int, kind: str) -> None:
+        """A message of ``kind`` leaves dispatcher ``frm`` for dispatcher ``to`` at ``t``."""
+        if via_monitors:
+            push(t, (frm, True), "out:" + kind, frm, to)  # the sender's monitor takes it from the link
+        else:
+            to_dispatcher(t + cost("latency", frm, to), to, kind, frm)
 
     def next_start(cpu: int) -> float:
         return max(cpu_free.get(cpu, 0.0), queued[cpu][0][0])
 
-    push(0.0, root, "start", root)
-    while any(queued.values()):  # bounded: one data event per core, at most one ack per member
+    def pick(q: list[tuple[float, int, Proc, str, int, int]], cpu: int, start: float) -> tuple[float, int, Proc, str, int, int]:
+        """Run until blocked (a dispatcher keeps its CPU while it has work ready), dispatchers before monitors."""
+        ready = [e for e in q if e[0] <= start]
+        holder = cpu_last.get(cpu)
+        for wanted in (
+            lambda e: e[2] == holder and not e[2][1],  # the dispatcher that has the CPU
+            lambda e: not e[2][1],  # any dispatcher, the longest waiting first
+            lambda e: e[2] == holder,  # the monitor that has the CPU
+        ):
+            mine = [e for e in ready if wanted(e)]
+            if mine:
+                return min(mine)
+        return min(ready)
+
+    push(0.0, (root, False), "start", root, root)
+    waiting[root] += 1
+    while any(queued.values()):  # bounded: one data event per core, at most one ack per member, two hops of each
         # the CPU whose next task starts first runs it (ties: lowest CPU id); a task never
         # waits for one that starts later, so what it sends cannot change this choice
         cpu = min((c for c, q in queued.items() if q), key=lambda c: (next_start(c), c))
         q = queued[cpu]
         start = next_start(cpu)
-        # run until blocked: the core that had the CPU keeps it while it has work ready
-        mine = [e for e in q if e[2] == cpu_last.get(cpu) and e[0] <= start]
-        item = min(mine) if mine else q[0]
+        item = pick(q, cpu, start)
         q.remove(item)
         heapq.heapify(q)
-        t, _, core, kind, frm = item
-        if cpu_last.get(cpu, core) != core:
+        _, _, proc, kind, frm, to = item
+        core, is_monitor = proc
+        if cpu_last.get(cpu, proc) != proc:
             start += model.switch
         now = start
+        if is_monitor:
+            now += model.forward
+            stage, _, what = kind.partition(":")
+            if stage == "out":  # across to the receiver's monitor
+                push(now + cost("latency", frm, to), (to, True), "in:" + what, frm, to)
+            else:  # onto the receiver's link
+                to_dispatcher(now, to, what, frm)
+            forwarded[core] = forwarded.get(core, 0.0) + now - start
+            cpu_free[cpu] = now
+            cpu_last[cpu] = proc
+            continue
+        waiting[core] -= 1
         if kind == "data" or kind == "start":
             if kind == "data":
                 now += cost("recv", frm, core)
                 received[core] = now
             for child in tree.children_of(core):
                 now += cost("send", core, child)
-                push(now + cost("latency", core, child), child, "data", core)
+                deliver(now, core, child, "data")
             now += workload.work
             work_done[core] = True
         else:  # an ack
@@ -130,8 +203,9 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
             elif target is not None:
                 now += cost("send", core, target)
                 acked[core] = now
-                push(now + cost("latency", core, target), target, "ack", core)
+                deliver(now, core, target, "ack")
         busy[core] += now - start
+        last_done[core] = now
         cpu_free[cpu] = now
-        cpu_last[cpu] = core
-    return SimResult(finish, received, acked, busy)
+        cpu_last[cpu] = proc
+    return SimResult(finish, received, acked, busy, forwarded, wakes)

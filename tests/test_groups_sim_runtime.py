@@ -1,0 +1,100 @@
+"""The simulator's rules for the runtime's processes (monitors on the route, parked dispatchers), on tiny
+cases worked out by hand, and the model file's [runtime] table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from multihop.groups import ModelError, Tree
+from multihop.groups.model import MachineModel, load_model, model_from_dict
+from multihop.groups.simulate import Workload, simulate
+
+
+def small(cores: int = 2, cpu_of: list[int] | None = None, latency: float = 100, **runtime: object) -> MachineModel:
+    """One socket; send 10, recv 20, the given latency; each core its own CPU unless ``cpu_of`` says."""
+    machine: dict[str, object] = {"sockets": [list(range(cores))]}
+    if cpu_of is not None:
+        machine["cpu_of"] = cpu_of
+    return model_from_dict(
+        {"name": "hand", "machine": machine, "cost": {"0": {"send": 10, "recv": 20, "latency": latency}}, "runtime": dict(runtime)}
+    )
+
+
+def test_the_defaults_leave_the_plain_model_and_the_shipped_files_unchanged() -> None:
+    for name in ("2x8", "4x8", "8x8"):
+        m = load_model(name)
+        assert (m.route, m.forward, m.wake, m.spin) == ("direct", 0.0, 0.0, math.inf)
+    # route direct: 10 send + 100 latency + 20 recv, as before
+    assert simulate(small(), Tree(0, {0: (1,)}), Workload("none")).shootdown == 130
+
+
+def test_through_the_monitors_each_hop_costs_both_monitors_a_turn() -> None:
+    m = small(route="monitors", forward=5)
+    one = Tree(0, {0: (1,)})
+    # root sends 0..10; monitor 0 forwards 10..15; monitor 1 has it at 115, forwards 115..120; 1 receives 120..140
+    r = simulate(m, one, Workload("none"))
+    assert r.received[1] == 140 and r.shootdown == 140 and r.forwarded == {0: 5.0, 1: 5.0}
+    # the ack back: 1 sends 140..150, monitor 1 150..155, monitor 0 255..260, root takes it 260..280
+    r = simulate(m, one, Workload("direct"))
+    assert r.acked[1] == 150 and r.shootdown == 280 and r.forwarded == {0: 10.0, 1: 10.0} and r.wakes == 0
+
+
+def test_a_monitor_waits_for_the_rest_of_its_dispatchers_turn() -> None:
+    # root sends to 1 (0..10) and 2 (10..20); its monitor runs only after that: 20..25, 25..30;
+    # 1's monitor has the first frame at 125 (forwards 125..130), 1 receives 130..150;
+    # 2's at 130 (130..135), 2 receives 135..155
+    r = simulate(small(3, route="monitors", forward=5), Tree(0, {0: (1, 2)}), Workload("none"))
+    assert r.received == {0: 0.0, 1: 150.0, 2: 155.0}
+
+
+def test_on_a_shared_cpu_a_dispatcher_goes_before_a_monitor_that_waited_longer() -> None:
+    # everything on CPU 0, latency 0: root 0..20 (two sends); monitor 0: 20..25 (frame to 1), 25..30 (frame to 2,
+    # the monitor keeps the CPU: no dispatcher is ready); monitor 1 30..35 hands 1 its frame at 35; now 1 (ready 35)
+    # goes before monitor 2 (ready 30): 35..55; then monitor 2 55..60 and 2 receives 60..80
+    m = small(3, cpu_of=[0, 0, 0], latency=0, route="monitors", forward=5)
+    r = simulate(m, Tree(0, {0: (1, 2)}), Workload("none"))
+    assert r.received == {0: 0.0, 1: 55.0, 2: 80.0} and r.shootdown == 80
+
+
+def test_a_parked_dispatcher_is_ready_only_after_its_wake_up() -> None:
+    one = Tree(0, {0: (1,)})
+    # spin 0: both park at once. 1 is parked at the start: its frame (at 120) is ready at 1,120, received 1,140;
+    # the ack reaches the root's link at 1,260, the root (idle since 10) wakes by 2,260 and takes it by 2,280
+    r = simulate(small(route="monitors", forward=5, wake=1000, spin=0), one, Workload("direct"))
+    assert r.received[1] == 1140 and r.shootdown == 2280 and r.wakes == 2
+    # spin 5,000: the root still spins when the ack comes (1,250 after its last turn): one wake-up only
+    r = simulate(small(route="monitors", forward=5, wake=1000, spin=5000), one, Workload("direct"))
+    assert r.shootdown == 1280 and r.wakes == 1
+    # the same rule on the direct route: 10 + 100, wake 1,000, recv 20 -> 1,130; the ack is sent by 1,140,
+    # reaches the root at 1,240, wakes it by 2,240, taken by 2,260
+    r = simulate(small(wake=1000, spin=0), one, Workload("direct"))
+    assert r.received[1] == 1130 and r.shootdown == 2260
+
+
+def test_a_dispatcher_with_work_queued_is_not_parked() -> None:
+    # flat 0 -> 1, 2 on own CPUs, acks direct, spin 0, wake 1,000, direct route:
+    # 1 and 2 wake (received 1,130 and 1,140); their acks reach the root at 1,240 and 1,250: the first wakes it
+    # (ready 2,240, taken 2,260); the second comes during that wake-up: no second one, but not taken before
+    # the root is awake: 2,260..2,280
+    r = simulate(small(3, wake=1000, spin=0), Tree(0, {0: (1, 2)}), Workload("direct"))
+    assert r.received == {0: 0.0, 1: 1130.0, 2: 1140.0} and r.shootdown == 2280 and r.wakes == 3
+
+
+def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) -> None:
+    m = small(route="monitors", forward=1500, wake=7000, spin=0)
+    assert load_model(m.save(tmp_path / "m.toml")) == m
+    plain = small()
+    assert load_model(plain.save(tmp_path / "p.toml")) == plain  # spin = inf in TOML
+    assert m.restrict([0]).forward == 1500 and plain.with_runtime(wake=3).wake == 3
+    for runtime, problem in (
+        ({"route": "ump"}, "route must be one of direct, monitors"),
+        ({"forward": -1}, "forward must be"),
+        ({"wake": math.inf}, "wake must be"),
+        ({"spin": "x"}, "spin must be"),
+        ({"speed": 1}, "unknown fields \\['speed'\\]"),
+    ):
+        with pytest.raises(ModelError, match=problem):
+            small(**runtime)
