@@ -13,11 +13,14 @@ root has every ack; :mod:`multihop.groups.shootdown`) of:
 * ``pipe``: the same round over ``multiprocessing`` Pipes (the baseline);
 
 with ns and cycles per member, the crossover (the smallest N where a tree beats
-unicast), then on 2 real and 8 virtual cores the machine model's prediction (a
-calibration of the runtime's own multi-hop channels from the root, with the group
-endpoints' measured send, handling and ack costs as the pair costs; simulated flat
-unicast with direct acks) against the measured ``unicast`` (goal: within 25 %), and
-total-order throughput against FIFO (one sender, 3 members; goal >= 1/2).
+unicast), then on 2 real and 4 and 8 virtual cores the machine model's prediction
+against the measured ``unicast`` (goal: within 25 %): a calibration of the live
+group path from the root (:mod:`multihop.groups.calibrate_group`: UMP latency and
+switch, a parked receiver's wake-up, the monitors' forward cost per frame, the
+endpoints' CPU per request from one- and two-member reference rounds), simulated
+flat unicast with direct acks through the monitors; and total-order throughput
+against FIFO (one sender, 3 members; goal >= 1/2).  ``--model-only`` runs only the
+model part.
 """
 
 from __future__ import annotations
@@ -28,16 +31,13 @@ import time
 
 import multihop as mh
 from multihop.groups import simulate
-from multihop.groups.calibrate import calibrate
+from multihop.groups.calibrate_group import calibrate_group_path
 from multihop.groups.shootdown import (
     MODES,
-    group_path_model,
-    measure_endpoint_costs,
     measure_group_shootdown,
     measure_pipe_shootdown,
     measure_throughput,
 )
-from multihop.groups.simulate import Workload
 from multihop.groups.trees import flat
 
 
@@ -59,15 +59,48 @@ def cpu_ghz() -> float:
     return 1.0
 
 
+def model_part(sizes: list[int], rounds: int) -> None:
+    """The model's prediction of the flat unicast shoot-down against the measured one, per core count."""
+    cpus = len(os.sched_getaffinity(0))
+    print(f"\n  the model against the live flat unicast shoot-down (median of {rounds} rounds; load = 1-minute load average)")
+    print(
+        f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>6} {'forward':>7} {'handle':>6} {'send':>5} {'ack':>5} {'root':>5} "
+        f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>9}"
+    )
+    for n in sizes:
+        with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
+            load0 = os.getloadavg()[0]
+            t0 = time.monotonic()
+            model, costs, workload = calibrate_group_path(rt, 0, rounds=rounds)
+            took = time.monotonic() - t0
+            predicted = simulate(model, flat(0, list(range(n))), workload).shootdown
+            measured = measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median
+            err = (predicted - measured) / measured
+            us = [v / 1000 for v in (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work)]
+            print(
+                f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
+                + " ".join(f"{v:>{w}.1f}" for v, w in zip(us, (6, 7, 6, 5, 5, 5)))
+                + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0:>4.1f}-{os.getloadavg()[0]:<4.1f}"
+                + f"  ({'met' if abs(err) <= 0.25 else 'not met'})",
+                flush=True,
+            )
+    print("  (costs in us: wake-up, monitor per frame, member per request, root per send, per ack, per round)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="up to 8 cores, 60 rounds")
     p.add_argument("--max-cores", type=int, default=32)
     p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--model-only", action="store_true", help="only the model against the measured unicast shoot-down")
+    p.add_argument("--model-sizes", default="2,4,8", help="core counts of the model part (default 2,4,8)")
     a = p.parse_args()
     sizes = [n for n in (2, 4, 8, 16, 32) if n <= (8 if a.quick else a.max_cores)]
     rounds = 60 if a.quick else a.rounds
     ghz = cpu_ghz()
+    if a.model_only:
+        model_part([int(n) for n in a.model_sizes.split(",")], rounds)
+        return
     print(
         f"group shoot-downs through the monitors; {len(os.sched_getaffinity(0))} CPUs at {ghz:.2f} GHz, "
         f"virtual cores beyond them; {rounds} rounds per case (medians)"
@@ -100,25 +133,7 @@ def main() -> None:
         else "\n  crossover: no tree beat unicast by more than 10 % at these sizes"
     )
 
-    for n in sorted({2, min(8, max(sizes))}):
-        with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
-            t0 = time.monotonic()
-            model = calibrate(rt, pairs="from", source=0, transport="multihop", rounds=100, bursts=5, burst=32)
-            costs = measure_endpoint_costs(rt, 0, 1)
-            tree = flat(0, list(range(n)))
-            bare = simulate(model, tree, Workload(acks="direct")).shootdown
-            predicted = simulate(group_path_model(model, 0, costs), tree, Workload(acks="direct")).shootdown
-            measured = measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median
-            err = (predicted - measured) / measured
-            print(
-                f"\n  model, {n} cores ({'real' if n <= len(os.sched_getaffinity(0)) else 'virtual'}; calibrated over "
-                f"multi-hop channels from core 0 in {time.monotonic() - t0:.0f} s): channels alone predict "
-                f"{bare / 1000:.1f} us; with the group endpoints' costs (send {costs.send / 1000:.1f}, handle "
-                f"{costs.handle / 1000:.1f}, ack {costs.ack / 1000:.1f} us) {predicted / 1000:.1f} us; measured unicast "
-                f"{measured / 1000:.1f} us: error {err * 100:+.0f} % (goal within 25 %: "
-                f"{'met' if abs(err) <= 0.25 else 'not met'})",
-                flush=True,
-            )
+    model_part([int(n) for n in a.model_sizes.split(",") if int(n) <= max(sizes)], rounds)
     with mh.Runtime.start(f"bgrp-tp-{os.getpid()}", cores=[0, 1, 2, 3], topology=topology(4)) as rt:
         k = 3
         count = 5_000 if a.quick else 20_000

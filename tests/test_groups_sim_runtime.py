@@ -98,3 +98,9 @@ def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) 
     ):
         with pytest.raises(ModelError, match=problem):
             small(**runtime)
+
+
+def test_the_roots_own_work_comes_before_its_first_send() -> None:
+    # root works 0..50, sends 50..60; 1 receives at 60 + 100 + 20
+    r = simulate(small(), Tree(0, {0: (1,)}), Workload("none", root_work=50))
+    assert r.received[1] == 180 and r.busy[0] == 60

@@ -49,8 +49,26 @@ def _measure(ch: mh.Channel, rounds: int, bursts: int, burst: int) -> tuple[floa
     return send, recv, rtt
 
 
-def run_agent(name: str, core: int, cpu: int | None, prefix: str, rounds: int, bursts: int, burst: int, ready: Any, transport: str = "ump") -> None:
-    """The agent's body (runs in a spawned process until the calibrator says ``Q``)."""
+def run_agent(
+    name: str,
+    core: int,
+    cpu: int | None,
+    prefix: str,
+    rounds: int,
+    bursts: int,
+    burst: int,
+    ready: Any,
+    transport: str = "ump",
+    spin_us: int | None = None,
+) -> None:
+    """The agent's body (runs in a spawned process until the calibrator says ``Q``).
+
+    ``spin_us`` sets how long this process's receives spin before they park
+    (``MULTIHOP_SPIN_US``, read once at its first wait): 0 parks at once, as
+    the group endpoints do (the calibration's wake-up probe).
+    """
+    if spin_us is not None:
+        os.environ["MULTIHOP_SPIN_US"] = str(spin_us)
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     rt = mh.Runtime.attach(name)

@@ -125,8 +125,12 @@ def measure(
     burst: int,
     transport: str = "ump",
     progress: Callable[[str], None] | None = None,
+    spin_us: int | None = None,
 ) -> Measured:
-    """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile)."""
+    """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile).
+
+    ``spin_us``: how long the agents' receives spin before parking (default: the runtime's default).
+    """
     prefix = f"mh-calib-{os.getpid()}-{time.monotonic_ns()}"
     spread = len(os.sched_getaffinity(0)) > 1
     out: Measured = {}
@@ -135,7 +139,20 @@ def measure(
         for core in cores:
             ready = _event()
             stack.enter_context(
-                spawned(run_agent, rt.name, core, rt.cpu_of(core) if spread else None, prefix, rounds, bursts, burst, ready, transport, grace=10.0)
+                spawned(
+                    run_agent,
+                    rt.name,
+                    core,
+                    rt.cpu_of(core) if spread else None,
+                    prefix,
+                    rounds,
+                    bursts,
+                    burst,
+                    ready,
+                    transport,
+                    spin_us,
+                    grace=10.0,
+                )
             )
             readies.append(ready)
         for core, ready in zip(cores, readies):

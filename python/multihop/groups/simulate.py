@@ -58,16 +58,24 @@ ACKS: tuple[str, ...] = ("tree", "direct", "none")
 
 @dataclass(frozen=True)
 class Workload:
-    """What the multicast asks of the members: acknowledgement scheme and local work (ns)."""
+    """What the multicast asks of the members: acknowledgement scheme and local work (ns).
+
+    ``root_work`` is the root's own part of a round that does not grow with
+    the members (a live convergecast's set-up and result), played before its
+    first send.
+    """
 
     acks: str = "tree"
     work: float = 0.0
+    root_work: float = 0.0
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
             raise GroupError(f"unknown ack scheme {self.acks!r}; valid: {', '.join(ACKS)}")
         if not self.work >= 0:
             raise GroupError(f"work must be >= 0 ns, got {self.work!r}")
+        if not self.root_work >= 0:
+            raise GroupError(f"root_work must be >= 0 ns, got {self.root_work!r}")
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,8 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
             if kind == "data":
                 now += cost("recv", frm, core)
                 received[core] = now
+            else:
+                now += workload.root_work
             for child in tree.children_of(core):
                 now += cost("send", core, child)
                 deliver(now, core, child, "data")

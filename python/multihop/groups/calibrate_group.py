@@ -1,0 +1,272 @@
+"""Calibration of the live group path: what each process of a group shoot-down costs, measured on that path.
+
+A live shoot-down (:mod:`multihop.groups.shootdown`) is not two processes
+talking over a ring: every frame goes through the sender's monitor and the
+receiver's (each a process of its own on its core's CPU), the group
+endpoints are Python that park as soon as they have nothing to do (and must
+be woken by the next frame), and on virtual cores all of them take turns on
+the same CPUs.  :func:`calibrate_group_path` measures each of those parts on
+its own and puts them into a machine model with ``route = "monitors"``
+(:mod:`multihop.groups.model`), so the simulator can compose them for many
+members:
+
+* **latency** and **switch**: the UMP calibration of the cores
+  (:func:`~multihop.groups.calibrate.calibrate`, pairs from the root), whose
+  agents spin while they wait;
+* **wake**: the same agents once more, now parking at once
+  (``MULTIHOP_SPIN_US=0``, as the group endpoints do): half the difference of
+  the two round trips is one wake-up of a parked receiver (median over the
+  pairs on two CPUs, or over all pairs when there are none);
+* **forward**: the monitors' own account of their forwarding steps' CPU time
+  per frame (sampled by the monitors, ``sampled_cpu_ns / sampled_messages``
+  in their status), over the reference rounds below;
+* the **endpoints' costs**, from reference shoot-downs of the live group
+  path with one member process, then with two on the same core: a member's
+  CPU time per round from the kernel's schedstat (all its threads, kernel
+  time included: the keeper thread, the parking and the wake-ups are part of
+  what it costs; median over chunks of rounds), the root's from its own
+  thread's CPU clock around each round (median).  ``handle``: a member's CPU per request it answers;
+  ``send``: the root's wall time per request in a burst; ``ack``: the root's
+  extra CPU per round for a second member, less a send; ``root_work``: what
+  is left of the root's CPU per round with one member (the convergecast's own
+  bookkeeping), played as the root's local work.
+
+The reference rounds have one or two members, never the member counts the
+model is then asked about: the prediction for many members is the
+simulator's composition of these parts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import multiprocessing as mp
+import os
+import queue
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import multihop as mh
+from multihop.bench.peers import spawned
+from multihop.groups.calibrate import calibrate, measure
+from multihop.groups.errors import GroupError
+from multihop.groups.model import MachineModel
+from multihop.groups.simulate import Workload
+
+__all__ = ["GroupPathCosts", "calibrate_group_path", "measure_group_path", "measure_wake", "group_path_model", "cpu_ns"]
+
+_CTX = mp.get_context("spawn")
+_CHUNK = 20  # rounds per reading of a member's CPU time (the median over chunks leaves a disturbed one out)
+
+
+@dataclass(frozen=True)
+class GroupPathCosts:
+    """The live group path's parts, in ns (see the module docstring for how each is measured)."""
+
+    send: float  # the root's time per request it sends
+    ack: float  # the root's CPU per member per round beyond the send (taking the member's reply)
+    root_work: float  # the root's CPU per round that does not grow with the members
+    handle: float  # a member's CPU per request (take it, order, deliver, reply, park again)
+    forward: float  # a monitor's CPU per frame forwarded
+    wake: float  # a parked process's wake-up
+    round_trip: float  # the one-member reference shoot-down (median), for the record
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of process ``pid`` so far, all threads, in ns (the kernel's schedstat; 0 if it is gone)."""
+    total = 0
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(path) as f:
+                total += int(f.read().split()[0])
+    return total
+
+
+def _monitor_samples(rt: mh.Runtime, cores: Sequence[int]) -> tuple[int, int]:
+    """(sampled CPU ns, sampled frames) of the monitors of ``cores``."""
+    cpu = frames = 0
+    for m in rt.status()["monitors"]:
+        if m.get("core") in cores:
+            cpu += int(m["data"].get("sampled_cpu_ns", 0))
+            frames += int(m["data"].get("sampled_messages", 0))
+    return cpu, frames
+
+
+def _path_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop: Any) -> None:
+    """A member of a reference shoot-down: join, report (pid, node), answer until ``stop``."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        g = d.join(group, timeout=120)
+        q.put((os.getpid(), g.node))
+        while not stop.is_set():
+            with contextlib.suppress(mh.Timeout):
+                g.recv(timeout=0.2)
+        with contextlib.suppress(mh.MultihopError):
+            d.leave(group, timeout=10)
+
+
+def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int, warmup: int, bursts: int, burst: int) -> dict[str, float]:
+    """Shoot-downs from ``root`` to ``copies`` member processes on core ``member``: per round medians and CPU."""
+    name = f"cal-path-{os.getpid()}-{time.monotonic_ns()}"
+    rt.group(name, order="fifo", tree="flat", window=256)
+    spread = len(os.sched_getaffinity(0)) > 1
+    q, stop = _CTX.Queue(), _CTX.Event()
+    old = os.sched_getaffinity(0)
+    with contextlib.ExitStack() as stack:
+        d = stack.enter_context(rt.dispatcher(root))
+        g = d.join(name, timeout=60)
+        for _ in range(copies):
+            stack.enter_context(spawned(_path_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
+        stack.callback(stop.set)
+        joined = []
+        deadline = time.monotonic() + 120
+        while len(joined) < copies:
+            if time.monotonic() > deadline:
+                raise mh.Timeout(f"{len(joined)} of {copies} reference members joined within 120 s")
+            with contextlib.suppress(queue.Empty):
+                joined.append(q.get(timeout=0.5))
+        while len(g.view.nodes) < copies + 1:
+            if time.monotonic() > deadline:
+                raise mh.Timeout("the reference group did not form")
+            g.sync(timeout=10)
+        if spread:
+            os.sched_setaffinity(0, {rt.cpu_of(root)})
+            stack.callback(os.sched_setaffinity, 0, old)
+        pids = [os.getpid()] + [int(j[0]) for j in joined]
+        for _ in range(warmup):
+            g.convergecast(b"", timeout=30, unicast=True)
+            while g.try_recv() is not None:
+                pass
+        mon0 = _monitor_samples(rt, [root, member])
+        times, root_cpu, member_cpu = [], [], []
+        for chunk in range(0, rounds, _CHUNK):
+            todo = min(_CHUNK, rounds - chunk)
+            before = [cpu_ns(p) for p in pids[1:]]
+            for _ in range(todo):
+                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+                g.convergecast(b"", timeout=30, unicast=True)
+                times.append(time.perf_counter_ns() - t0)
+                root_cpu.append(time.thread_time_ns() - c0)  # the root's own part of the round (no loop around it)
+                while g.try_recv() is not None:
+                    pass
+            member_cpu.append(statistics.mean((cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)))
+        mon1 = _monitor_samples(rt, [root, member])
+        sends = []
+        node = int(joined[0][1])
+        for _ in range(bursts):
+            g.convergecast(b"", timeout=30, unicast=True)  # the members have caught up
+            t0 = time.perf_counter_ns()
+            for _ in range(burst):
+                g.send(node, b"")
+            sends.append((time.perf_counter_ns() - t0) / burst)
+        while g.try_recv() is not None:
+            pass
+        with contextlib.suppress(mh.MultihopError):
+            d.leave(name, timeout=10)
+    return {
+        "round": float(statistics.median(times)),
+        "root_cpu": float(statistics.median(root_cpu)),
+        "member_cpu": float(statistics.median(member_cpu)),
+        "send": float(statistics.median(sends)),
+        "mon_cpu": float(mon1[0] - mon0[0]),
+        "mon_frames": float(mon1[1] - mon0[1]),
+    }
+
+
+def measure_group_path(
+    rt: mh.Runtime, root: int, member: int, *, rounds: int = 300, warmup: int = 30, bursts: int = 9, burst: int = 32
+) -> GroupPathCosts:
+    """The endpoints' and monitors' costs from reference shoot-downs ``root`` -> ``member`` (wake left 0)."""
+    for core in (root, member):
+        if core not in rt.cores:
+            raise GroupError(f"core {core} is not in runtime {rt.name!r} (its cores: {rt.cores})")
+    if root == member:
+        raise GroupError(f"the reference member needs a core other than the root {root}")
+    one = _reference(rt, root, member, 1, rounds, warmup, bursts, burst)
+    two = _reference(rt, root, member, 2, rounds, warmup, bursts, burst)
+    per_member = max(0.0, two["root_cpu"] - one["root_cpu"])
+    send = min(one["send"], per_member) if per_member > 0 else one["send"]
+    ack = max(0.0, per_member - send)
+    root_work = max(0.0, one["root_cpu"] - send - ack)
+    frames = one["mon_frames"] + two["mon_frames"]
+    forward = (one["mon_cpu"] + two["mon_cpu"]) / frames if frames else 0.0
+    return GroupPathCosts(send, ack, root_work, one["member_cpu"], forward, 0.0, one["round"])
+
+
+def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
+    """One wake-up of a parked receiver, ns: UMP round trips root <-> each of ``cores`` with parking agents
+    against spinning ones (half the difference; median over the pairs on two CPUs, else over all)."""
+    chosen = [root, *[c for c in cores if c != root]]
+    wanted = [(root, c) for c in chosen[1:]]
+    spinning = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4)
+    parked = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4, spin_us=0)
+    diffs = {pair: (parked[pair][2] - spinning[pair][2]) / 2 for pair in wanted}
+    cross = [v for (a, b), v in diffs.items() if rt.cpu_of(a) != rt.cpu_of(b)]
+    return max(0.0, float(statistics.median(cross or list(diffs.values()))))
+
+
+def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> MachineModel:
+    """``base`` (a UMP calibration: latency, CPU sharing, switch) as the live group path: route through the
+    monitors, their forward cost, parked endpoints (spin 0) with their wake-up, and the endpoints' costs as
+    the send and receive costs between ``root`` and every other core."""
+    n = len(base.cores)
+    send = [list(r) for r in base.send]
+    recv = [list(r) for r in base.recv]
+    i = base.cores.index(root)
+    for j in range(n):
+        if j != i:
+            send[i][j] = costs.send  # the root sends a request
+            recv[i][j] = costs.handle  # the member takes it, delivers, answers and parks again
+            send[j][i] = 0.0  # the answer's send is inside the member's handling
+            recv[j][i] = costs.ack  # the root takes the answer
+    return dataclasses.replace(
+        base,
+        name=f"{base.name}+group-path",
+        send=send,
+        recv=recv,
+        route="monitors",
+        forward=costs.forward,
+        wake=costs.wake,
+        spin=0.0,
+        description=f"{base.description}; group path from core {root}: {costs}",
+    )
+
+
+def calibrate_group_path(
+    rt: mh.Runtime,
+    root: int | None = None,
+    *,
+    rounds: int = 300,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[MachineModel, GroupPathCosts, Workload]:
+    """Measure the live group path of ``rt`` from ``root`` (default: its first core).
+
+    Returns the model (:func:`group_path_model`), the measured parts, and the
+    workload that plays a flat unicast shoot-down on it (direct acks, the
+    root's own per-round work).
+
+    Raises:
+        GroupError: a root the runtime lacks, or a runtime of one core.
+    """
+    src = rt.cores[0] if root is None else root
+    if src not in rt.cores:
+        raise GroupError(f"core {src} is not in runtime {rt.name!r} (its cores: {rt.cores})")
+    others = [c for c in rt.cores if c != src]
+    if not others:
+        raise GroupError("the group path needs a core besides the root")
+    say = progress or (lambda _: None)
+    base = calibrate(rt, pairs="from", source=src, rounds=rounds, bursts=5, burst=32, out=rt.dir / "groups-path-base.toml")
+    say(f"UMP calibration: switch {base.switch:,.0f} ns")
+    wake = measure_wake(rt, src, others, rounds=rounds)
+    say(f"wake-up of a parked receiver: {wake:,.0f} ns")
+    # the reference member: on another CPU when there is one (the live members are mostly there)
+    member = next((c for c in others if rt.cpu_of(c) != rt.cpu_of(src)), others[0])
+    costs = dataclasses.replace(measure_group_path(rt, src, member, rounds=rounds), wake=wake)
+    say(f"group path {src} -> {member}: {costs}")
+    return group_path_model(base, src, costs), costs, Workload("direct", root_work=costs.root_work)
