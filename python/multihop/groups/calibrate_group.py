@@ -48,6 +48,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import multihop as mh
@@ -57,9 +58,13 @@ from multihop.groups.errors import GroupError
 from multihop.groups.model import MachineModel
 from multihop.groups.simulate import Workload
 
-__all__ = ["GroupPathCosts", "calibrate_group_path", "measure_group_path", "measure_wake", "group_path_model", "cpu_ns"]
+__all__ = ["GroupPathCosts", "calibrate_group_path", "measure_group_path", "measure_wake", "group_path_model", "cpu_ns", "PATH_STORED_NAME"]
 
 _CTX = mp.get_context("spawn")
+PATH_STORED_NAME = "groups-path-model.toml"
+"""Where :func:`calibrate_group_path` stores its model in the runtime's directory by default."""
+BASE_STORED_NAME = "groups-path-base.toml"
+"""Where it stores the UMP calibration it starts from."""
 _CHUNK = 20  # rounds per reading of a member's CPU time (the median over chunks leaves a disturbed one out)
 
 
@@ -243,13 +248,15 @@ def calibrate_group_path(
     root: int | None = None,
     *,
     rounds: int = 300,
+    out: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[MachineModel, GroupPathCosts, Workload]:
     """Measure the live group path of ``rt`` from ``root`` (default: its first core).
 
-    Returns the model (:func:`group_path_model`), the measured parts, and the
-    workload that plays a flat unicast shoot-down on it (direct acks, the
-    root's own per-round work).
+    Returns the model (:func:`group_path_model`, also stored at ``out``,
+    default :data:`PATH_STORED_NAME` in the runtime's directory), the measured
+    parts, and the workload that plays a flat unicast shoot-down on it (direct
+    acks, the root's own per-round work).
 
     Raises:
         GroupError: a root the runtime lacks, or a runtime of one core.
@@ -261,7 +268,7 @@ def calibrate_group_path(
     if not others:
         raise GroupError("the group path needs a core besides the root")
     say = progress or (lambda _: None)
-    base = calibrate(rt, pairs="from", source=src, rounds=rounds, bursts=5, burst=32, out=rt.dir / "groups-path-base.toml")
+    base = calibrate(rt, pairs="from", source=src, rounds=rounds, bursts=5, burst=32, out=rt.dir / BASE_STORED_NAME)
     say(f"UMP calibration: switch {base.switch:,.0f} ns")
     wake = measure_wake(rt, src, others, rounds=rounds)
     say(f"wake-up of a parked receiver: {wake:,.0f} ns")
@@ -269,4 +276,6 @@ def calibrate_group_path(
     member = next((c for c in others if rt.cpu_of(c) != rt.cpu_of(src)), others[0])
     costs = dataclasses.replace(measure_group_path(rt, src, member, rounds=rounds), wake=wake)
     say(f"group path {src} -> {member}: {costs}")
-    return group_path_model(base, src, costs), costs, Workload("direct", root_work=costs.root_work)
+    model = group_path_model(base, src, costs)
+    model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
+    return model, costs, Workload("direct", root_work=costs.root_work)

@@ -1,0 +1,50 @@
+"""Calibration of the live group path on a real runtime (spawned members, real monitors): what it measures,
+what it stores, and bad requests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from test_groups_calibrate import children
+
+import multihop as mh
+from multihop.groups import GroupError, flat, load_model, simulate
+from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path, cpu_ns, measure_group_path
+from multihop.groups.gsd import ensure_service
+
+
+def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: mh.Runtime, tmp_path: Path) -> None:
+    before = children() | {ensure_service(rt)}  # the group service lives as long as the runtime
+    forwarded = sum(m["data"]["group_forwarded"] for m in rt.status()["monitors"])
+    lines: list[str] = []
+    model, costs, workload = calibrate_group_path(rt, 0, rounds=120, progress=lines.append)
+    assert children() == before  # agents and reference members gone
+    assert len(lines) == 3 and "wake-up" in lines[1] and "group path 0 -> 1" in lines[2]
+    # the reference rounds went through the monitors, which sampled their own steps
+    assert sum(m["data"]["group_forwarded"] for m in rt.status()["monitors"]) >= forwarded + 4 * 120  # request and reply, each through two monitors
+    assert model.route == "monitors" and model.spin == 0 and model.forward == costs.forward and model.wake == costs.wake >= 0
+    assert costs.send > 0 and costs.handle > 0 and costs.ack >= 0 and costs.root_work >= 0 and costs.round_trip > 0
+    assert model.cost("send", 0, 1) == costs.send and model.cost("recv", 0, 1) == costs.handle and model.cost("recv", 1, 0) == costs.ack
+    assert workload.acks == "direct" and workload.root_work == costs.root_work
+    assert load_model(rt.dir / PATH_STORED_NAME) == model
+    # the one-member prediction is the sum of the parts on its path (each CPU its own here: no turns taken)
+    r = simulate(model, flat(0, [1]), workload)
+    path = costs.root_work + costs.send + 4 * costs.forward + costs.handle + costs.ack + 2 * costs.wake
+    path += model.cost("latency", 0, 1) + model.cost("latency", 1, 0)
+    if rt.cpu_of(0) != rt.cpu_of(1):
+        assert r.shootdown == pytest.approx(path)
+
+
+def test_cpu_time_is_read_from_the_kernel_and_bad_requests_are_refused(rt: mh.Runtime) -> None:
+    a = cpu_ns(os.getpid())
+    sum(range(3_000_000))  # tens of ms: the kernel updates a running thread's account at its ticks
+    assert cpu_ns(os.getpid()) > a > 0 and cpu_ns(2**22 + 12345) == 0
+    with pytest.raises(GroupError, match="core 7 is not in runtime"):
+        calibrate_group_path(rt, 7)
+    with pytest.raises(GroupError, match="a core other than the root 0"):
+        measure_group_path(rt, 0, 0)
+    with pytest.raises(GroupError, match="core 9 is not in runtime"):
+        measure_group_path(rt, 0, 9)
+    assert rt.status()["monitors"]  # the runtime runs on
