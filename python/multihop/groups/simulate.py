@@ -149,17 +149,17 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
 
     def pick(q: list[tuple[float, int, Proc, str, int, int]], cpu: int, start: float) -> tuple[float, int, Proc, str, int, int]:
         """Run until blocked (a dispatcher keeps its CPU while it has work ready), dispatchers before monitors."""
-        ready = [e for e in q if e[0] <= start]
         holder = cpu_last.get(cpu)
-        for wanted in (
-            lambda e: e[2] == holder and not e[2][1],  # the dispatcher that has the CPU
-            lambda e: not e[2][1],  # any dispatcher, the longest waiting first
-            lambda e: e[2] == holder,  # the monitor that has the CPU
-        ):
-            mine = [e for e in ready if wanted(e)]
-            if mine:
-                return min(mine)
-        return min(ready)
+        best: list[tuple[float, int, Proc, str, int, int] | None] = [None, None, None, None]
+        for e in q:
+            if e[0] > start:
+                continue
+            # 0: the dispatcher that has the CPU, 1: another dispatcher, 2: the monitor that has it, 3: another
+            rank = (2 if e[2][1] else 0) + (0 if e[2] == holder else 1)
+            b = best[rank]
+            if b is None or e < b:
+                best[rank] = e
+        return next(e for e in best if e is not None)
 
     push(0.0, (root, False), "start", root, root)
     waiting[root] += 1
