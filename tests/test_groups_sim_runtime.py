@@ -26,7 +26,7 @@ def small(cores: int = 2, cpu_of: list[int] | None = None, latency: float = 100,
 def test_the_defaults_leave_the_plain_model_and_the_shipped_files_unchanged() -> None:
     for name in ("2x8", "4x8", "8x8"):
         m = load_model(name)
-        assert (m.route, m.forward, m.wake, m.spin) == ("direct", 0.0, 0.0, math.inf)
+        assert (m.route, m.forward, m.wake, m.spin, m.poll) == ("direct", 0.0, 0.0, math.inf, math.inf)
     # route direct: 10 send + 100 latency + 20 recv, as before
     assert simulate(small(), Tree(0, {0: (1,)}), Workload("none")).shootdown == 130
 
@@ -59,19 +59,35 @@ def test_on_a_shared_cpu_a_dispatcher_goes_before_a_monitor_that_waited_longer()
     assert r.received == {0: 0.0, 1: 55.0, 2: 80.0} and r.shootdown == 80
 
 
-def test_a_parked_dispatcher_is_ready_only_after_its_wake_up() -> None:
+def test_a_parked_process_on_a_sleeping_cpu_pays_the_wake_up() -> None:
     one = Tree(0, {0: (1,)})
-    # spin 0: both park at once. 1 is parked at the start: its frame (at 120) is ready at 1,120, received 1,140;
-    # the ack reaches the root's link at 1,260, the root (idle since 10) wakes by 2,260 and takes it by 2,280
-    r = simulate(small(route="monitors", forward=5, wake=1000, spin=0), one, Workload("direct"))
-    assert r.received[1] == 1140 and r.shootdown == 2280 and r.wakes == 2
-    # spin 5,000: the root still spins when the ack comes (1,250 after its last turn): one wake-up only
-    r = simulate(small(route="monitors", forward=5, wake=1000, spin=5000), one, Workload("direct"))
-    assert r.shootdown == 1280 and r.wakes == 1
-    # the same rule on the direct route: 10 + 100, wake 1,000, recv 20 -> 1,130; the ack is sent by 1,140,
-    # reaches the root at 1,240, wakes it by 2,240, taken by 2,260
+    # direct route, spin 0: 1 is parked and its CPU sleeps: ready at 110 + 1,000, received 1,130; the ack is sent
+    # by 1,140, reaches the root at 1,240 (parked since 10, its CPU asleep): ready 2,240, taken by 2,260
     r = simulate(small(wake=1000, spin=0), one, Workload("direct"))
-    assert r.received[1] == 1130 and r.shootdown == 2260
+    assert r.received[1] == 1130 and r.shootdown == 2260 and r.wakes == 2
+    # spin 5,000: the root still spins when the ack comes: one wake-up only
+    r = simulate(small(wake=1000, spin=5000), one, Workload("direct"))
+    assert r.shootdown == 1260 and r.wakes == 1
+    # through monitors that poll for ever (the default): a dispatcher's frame comes from its own monitor, which
+    # keeps the CPU awake: no wake-up, the times of the test above
+    r = simulate(small(route="monitors", forward=5, wake=1000, spin=0), one, Workload("direct"))
+    assert r.shootdown == 280 and r.wakes == 0
+    # monitors that park at once (poll 0): monitor 0 takes the frame on the root's CPU, awake (the root runs);
+    # monitor 1 gets it at 115 on a sleeping CPU: ready 1,115, forwards by 1,120; 1 (parked, but on an awake CPU)
+    # receives 1,120..1,140, acks by 1,150; monitor 1 1,150..1,155 (awake: 1 has just run); monitor 0 gets it at
+    # 1,255, its CPU asleep (the root parked since 10): ready 2,255, forwards by 2,260; the root takes it by 2,280
+    r = simulate(small(route="monitors", forward=5, wake=1000, spin=0, poll=0), one, Workload("direct"))
+    assert r.received[1] == 1140 and r.shootdown == 2280 and r.wakes == 2
+
+
+def test_a_process_that_still_spins_keeps_its_cpu_awake() -> None:
+    # 0 and 1 share CPU 0, direct route, dispatchers spin 5,000: 1 is parked (it never ran), but the root, which
+    # ran until 10, still spins when the frame comes at 110: no wake-up, received 130
+    shared = small(cpu_of=[0, 0], wake=1000, spin=5000)
+    r = simulate(shared, Tree(0, {0: (1,)}), Workload("none"))
+    assert r.received[1] == 130 and r.wakes == 0
+    # on CPUs of their own, 1's CPU sleeps: 110 + 1,000 + 20
+    assert simulate(small(wake=1000, spin=5000), Tree(0, {0: (1,)}), Workload("none")).received[1] == 1130
 
 
 def test_a_dispatcher_with_work_queued_is_not_parked() -> None:
@@ -84,7 +100,7 @@ def test_a_dispatcher_with_work_queued_is_not_parked() -> None:
 
 
 def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) -> None:
-    m = small(route="monitors", forward=1500, wake=7000, spin=0)
+    m = small(route="monitors", forward=1500, wake=7000, spin=0, poll=200_000)
     assert load_model(m.save(tmp_path / "m.toml")) == m
     plain = small()
     assert load_model(plain.save(tmp_path / "p.toml")) == plain  # spin = inf in TOML
@@ -94,6 +110,7 @@ def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) 
         ({"forward": -1}, "forward must be"),
         ({"wake": math.inf}, "wake must be"),
         ({"spin": "x"}, "spin must be"),
+        ({"poll": -1}, "poll must be"),
         ({"speed": 1}, "unknown fields \\['speed'\\]"),
     ):
         with pytest.raises(ModelError, match=problem):

@@ -15,6 +15,9 @@ over a control channel, one pair at a time:
              shoot-downs (:func:`~multihop.groups.probe.time_rounds`) and a
              burst probe; answer ``R`` + three float64 (send ns, recv ns,
              round trip ns);
+``W<core>``  like ``M``, but the one-way probe
+             (:func:`~multihop.groups.probe.one_way_probe`): answer ``R`` + 0, 0 and
+             the median ns from a send to the serving agent's receive returning;
 ``Q``        end.
 
 Every figure is a median over many tries, so a descheduling on a shared
@@ -31,7 +34,7 @@ import struct
 from typing import Any
 
 import multihop as mh
-from multihop.groups.probe import ack_loop, send_cost_probe, time_rounds
+from multihop.groups.probe import PAUSE_US, ack_loop, one_way_probe, send_cost_probe, time_rounds
 
 __all__ = ["run_agent", "service_name"]
 
@@ -47,6 +50,13 @@ def _measure(ch: mh.Channel, rounds: int, bursts: int, burst: int) -> tuple[floa
     send, recv = send_cost_probe(ch, bursts, burst)
     ch.send(b"E")
     return send, recv, rtt
+
+
+def _one_way(ch: mh.Channel, rounds: int) -> float:
+    """The one-way probe towards the agent serving the other end of ``ch`` (then ``E``)."""
+    ns = one_way_probe(ch, rounds, PAUSE_US)
+    ch.send(b"E")
+    return ns
 
 
 def run_agent(
@@ -90,13 +100,16 @@ def run_agent(
                         served[struct.unpack("<I", ch.recv(timeout=30))[0]] = ch
                     ack_loop(served[peer])
                     control.send(b"s")
-                elif m[:1] == b"M":
+                elif m[:1] in (b"M", b"W"):
                     if peer not in outgoing:
                         # multi-hop: a window that holds a whole burst, so the burst probe never waits for credit
                         window = {"window": max(16, 2 * burst)} if transport == "multihop" else {}
                         outgoing[peer] = d.bind(service_name(prefix, peer), transport=transport, timeout=60, **window)
                         outgoing[peer].send(struct.pack("<I", core))
-                    control.send(b"R" + struct.pack("<ddd", *_measure(outgoing[peer], rounds, bursts, burst)))
+                    if m[:1] == b"W":
+                        control.send(b"R" + struct.pack("<ddd", 0.0, 0.0, _one_way(outgoing[peer], rounds)))
+                    else:
+                        control.send(b"R" + struct.pack("<ddd", *_measure(outgoing[peer], rounds, bursts, burst)))
         finally:
             for ch in (*served.values(), *outgoing.values(), control):
                 ch.close()

@@ -126,10 +126,13 @@ def measure(
     transport: str = "ump",
     progress: Callable[[str], None] | None = None,
     spin_us: int | None = None,
+    one_way: bool = False,
 ) -> Measured:
     """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile).
 
     ``spin_us``: how long the agents' receives spin before parking (default: the runtime's default).
+    ``one_way``: run the one-way probe instead (each pair's third figure is then its median one-way ns,
+    the first two 0).
     """
     prefix = f"mh-calib-{os.getpid()}-{time.monotonic_ns()}"
     spread = len(os.sched_getaffinity(0)) > 1
@@ -163,7 +166,7 @@ def measure(
         try:
             for i, (a, b) in enumerate(wanted):
                 control[b].send(b"S" + struct.pack("<I", a))  # b serves a, in its main thread
-                control[a].send(b"M" + struct.pack("<I", b))
+                control[a].send((b"W" if one_way else b"M") + struct.pack("<I", b))
                 reply = control[a].recv(timeout=120)
                 if control[b].recv(timeout=120) != b"s":
                     raise mh.ProtocolError(f"calibration agent of core {b} did not finish serving")

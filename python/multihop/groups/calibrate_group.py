@@ -13,10 +13,12 @@ members:
 * **latency** and **switch**: the UMP calibration of the cores
   (:func:`~multihop.groups.calibrate.calibrate`, pairs from the root), whose
   agents spin while they wait;
-* **wake**: the same agents once more, now parking at once
-  (``MULTIHOP_SPIN_US=0``, as the group endpoints do): half the difference of
-  the two round trips is one wake-up of a parked receiver (median over the
-  pairs on two CPUs, or over all pairs when there are none);
+* **wake**: the same agents' one-way probe (a message sent after a pause
+  longer than any receiver polls, timed from the sender's stamp to the
+  receive returning), once with receivers that spin through the pause and
+  once with receivers that park at once (``MULTIHOP_SPIN_US=0``, as the group
+  endpoints do): the difference is one wake-up of a parked receiver (median
+  over the pairs on two CPUs, or over all pairs when there are none);
 * **forward**: the monitors' own account of their forwarding steps' CPU time
   per frame (sampled by the monitors, ``sampled_cpu_ns / sampled_messages``
   in their status), over the reference rounds below;
@@ -56,6 +58,7 @@ from multihop.bench.peers import spawned
 from multihop.groups.calibrate import calibrate, measure
 from multihop.groups.errors import GroupError
 from multihop.groups.model import MachineModel
+from multihop.groups.probe import PAUSE_US
 from multihop.groups.simulate import Workload
 
 __all__ = ["GroupPathCosts", "calibrate_group_path", "measure_group_path", "measure_wake", "group_path_model", "cpu_ns", "PATH_STORED_NAME"]
@@ -205,20 +208,30 @@ def measure_group_path(
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
-    """One wake-up of a parked receiver, ns: UMP round trips root <-> each of ``cores`` with parking agents
-    against spinning ones (half the difference; median over the pairs on two CPUs, else over all)."""
+    """One wake-up of a parked receiver, ns: the one-way probe (a message sent after a pause) from ``root`` to
+    each of ``cores`` over UMP, received by an agent that parks at once against one that spins through the
+    pause; the difference of the medians (median over the pairs on two CPUs, else over all)."""
     chosen = [root, *[c for c in cores if c != root]]
     wanted = [(root, c) for c in chosen[1:]]
-    spinning = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4)
-    parked = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4, spin_us=0)
-    diffs = {pair: (parked[pair][2] - spinning[pair][2]) / 2 for pair in wanted}
+    spinning = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4, spin_us=20 * PAUSE_US, one_way=True)
+    parked = measure(rt, chosen, wanted, rounds=rounds, bursts=1, burst=4, spin_us=0, one_way=True)
+    diffs = {pair: parked[pair][2] - spinning[pair][2] for pair in wanted}
     cross = [v for (a, b), v in diffs.items() if rt.cpu_of(a) != rt.cpu_of(b)]
     return max(0.0, float(statistics.median(cross or list(diffs.values()))))
 
 
+def monitor_poll_ns() -> float:
+    """How long the monitors poll for the next frame before they park, ns: ``MULTIHOP_MONITOR_POLL_US`` as the
+    runtime's monitors read it (they inherit this process's environment), default 200 us."""
+    try:
+        return float(int(os.environ.get("MULTIHOP_MONITOR_POLL_US", "200"))) * 1000
+    except ValueError:
+        return 200_000.0
+
+
 def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> MachineModel:
     """``base`` (a UMP calibration: latency, CPU sharing, switch) as the live group path: route through the
-    monitors, their forward cost, parked endpoints (spin 0) with their wake-up, and the endpoints' costs as
+    monitors, their forward cost and polling, parked endpoints (spin 0), the wake-up, and the endpoints' costs as
     the send and receive costs between ``root`` and every other core."""
     n = len(base.cores)
     send = [list(r) for r in base.send]
@@ -239,6 +252,7 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         forward=costs.forward,
         wake=costs.wake,
         spin=0.0,
+        poll=monitor_poll_ns(),
         description=f"{base.description}; group path from core {root}: {costs}",
     )
 

@@ -16,7 +16,7 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
-Four more describe the *runtime's processes* rather than the cores (all
+Five more describe the *runtime's processes* rather than the cores (all
 optional; their defaults keep the plain Smelt model, which is what the
 shipped files describe):
 
@@ -30,11 +30,15 @@ shipped files describe):
     CPU, taken only when no dispatcher there has work ready: monitors poll at
     idle priority);
 ``wake``
-    how long, in ns, a parked dispatcher takes from a message reaching it to
-    running (a futex wake-up and the scheduler's decision);
+    how long, in ns, a parked process takes from a message reaching it to
+    running when its CPU sleeps (a futex wake-up of an idle CPU); on a CPU
+    where something runs or polls, the switch is the cost;
 ``spin``
     how long, in ns, a dispatcher waits for its next message spinning before
-    it parks (the group endpoints park at once: 0; default: never parks).
+    it parks (the group endpoints park at once: 0; default: never parks);
+``poll``
+    how long, in ns, a monitor polls for the next frame before it parks (the
+    runtime's ``MULTIHOP_MONITOR_POLL_US``; default: never parks).
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
@@ -56,6 +60,7 @@ them (or pass your own file) to describe your machine::
     forward = 0
     wake = 0
     spin = inf                    # TOML's inf: never parks
+    poll = inf
     [cost.0]                      # same socket
     send = 70
     recv = 60
@@ -98,7 +103,7 @@ COSTS: tuple[str, ...] = ("send", "recv", "latency")
 ROUTES: tuple[str, ...] = ("direct", "monitors")
 """How a message travels between two cores: straight, or through both cores' monitors."""
 
-RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin")
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll")
 """The fields of a model file's ``[runtime]`` table (see the module docstring)."""
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -128,6 +133,7 @@ class MachineModel:
     forward: float = 0.0
     wake: float = 0.0
     spin: float = math.inf
+    poll: float = math.inf
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -162,9 +168,11 @@ class MachineModel:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
             object.__setattr__(self, key, float(v))
-        if isinstance(self.spin, bool) or not isinstance(self.spin, (int, float)) or not self.spin >= 0:
-            raise ModelError(f"model {self.name!r}: spin must be a number of ns >= 0 (inf: never parks), got {self.spin!r}")
-        object.__setattr__(self, "spin", float(self.spin))
+        for key in ("spin", "poll"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ModelError(f"model {self.name!r}: {key} must be a number of ns >= 0 (inf: never parks), got {v!r}")
+            object.__setattr__(self, key, float(v))
         object.__setattr__(self, "_index", {c: i for i, c in enumerate(cores)})
 
     # ---- costs -------------------------------------------------------------
@@ -208,10 +216,15 @@ class MachineModel:
         )
 
     def with_runtime(
-        self, route: str | None = None, forward: float | None = None, wake: float | None = None, spin: float | None = None
+        self,
+        route: str | None = None,
+        forward: float | None = None,
+        wake: float | None = None,
+        spin: float | None = None,
+        poll: float | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
-        given = {"route": route, "forward": forward, "wake": wake, "spin": spin}
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll}
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
@@ -232,6 +245,7 @@ class MachineModel:
             f"forward = {self.forward!r}",
             f"wake = {self.wake!r}",
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
+            f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
         ]
@@ -358,6 +372,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         runtime.get("forward", 0.0),
         runtime.get("wake", 0.0),
         runtime.get("spin", math.inf),
+        runtime.get("poll", math.inf),
     )
 
 

@@ -10,8 +10,12 @@ code :mod:`multihop.groups.live` runs with many members.
 
 Messages a member understands (first byte): ``H`` + u32 n (a receive-cost
 probe: answer ``h``, wait :data:`HOLD_S`, receive n messages one call at a
-time, answer ``r`` + float64 median ns per receive), ``E`` or ``q`` (stop,
-returned to the caller); anything else is acknowledged with ``a``.
+time, answer ``r`` + float64 median ns per receive), ``T`` + u32 n (a
+one-way probe: answer ``t``, then take n messages, each an i64 send time
+(CLOCK_MONOTONIC ns) the peer stamped just before sending it after a pause,
+acknowledge each with ``a``, and answer ``r`` + float64 median ns from stamp
+to the return of the receive), ``E`` or ``q`` (stop, returned to the
+caller); anything else is acknowledged with ``a``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from collections.abc import Sequence
 
 import multihop as mh
 
-__all__ = ["ack_loop", "time_rounds", "send_cost_probe", "HOLD_S"]
+__all__ = ["ack_loop", "time_rounds", "send_cost_probe", "one_way_probe", "HOLD_S", "PAUSE_US"]
+
+PAUSE_US = 300
+"""How long :func:`one_way_probe` pauses before each message: longer than any receiver polls with the
+GIL held, so a receiver that parks at once is parked when the message comes."""
 
 HOLD_S = 0.003
 """How long a member waits after ``h`` before receiving a burst (the peer writes it meanwhile)."""
@@ -46,6 +54,15 @@ def ack_loop(ch: mh.Channel, timeout: float = 120.0) -> bytes:
                 ch.recv(timeout=30)
                 times.append(time.perf_counter_ns() - t0)
             ch.send(b"r" + struct.pack("<d", statistics.median(times)))
+        elif first == b"T":
+            n = struct.unpack("<I", m[1:5])[0]
+            ch.send(b"t")
+            ways = []
+            for _ in range(n):
+                stamp = ch.recv(timeout=30)
+                ways.append(time.monotonic_ns() - struct.unpack("<q", stamp[:8])[0])
+                ch.send(b"a")
+            ch.send(b"r" + struct.pack("<d", statistics.median(ways)))
         elif first in (b"E", b"q"):
             return m
         else:
@@ -80,3 +97,20 @@ def send_cost_probe(ch: mh.Channel, bursts: int, burst: int) -> tuple[float, flo
         sends.append((time.perf_counter_ns() - t0) / burst)
         recvs.append(struct.unpack("<d", ch.recv(timeout=30)[1:9])[0])
     return statistics.median(sends), statistics.median(recvs)
+
+
+def one_way_probe(ch: mh.Channel, n: int, pause_us: int = PAUSE_US) -> float:
+    """Median ns from send to the peer's receive returning, for ``n`` messages each sent ``pause_us`` after the
+    peer acknowledged the one before (the peer runs :func:`ack_loop`).  With a peer that parks at once this
+    includes its wake-up; with one that spins longer than the pause it does not."""
+    ch.send(b"T" + struct.pack("<I", n))
+    if ch.recv(timeout=30) != b"t":
+        raise mh.ProtocolError("the calibration peer did not start the one-way probe")
+    for _ in range(n):
+        until = time.perf_counter_ns() + pause_us * 1000
+        while time.perf_counter_ns() < until:
+            pass  # a busy pause: this side stays awake, only the peer waits
+        ch.send(struct.pack("<q", time.monotonic_ns()))
+        if ch.recv(timeout=30) != b"a":
+            raise mh.ProtocolError("the calibration peer did not acknowledge a one-way message")
+    return float(struct.unpack("<d", ch.recv(timeout=30)[1:9])[0])

@@ -31,11 +31,16 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
   a monitor waits for every dispatcher), and a turn that changes process
   costs the switch as above.  So a frame a dispatcher sends waits for the
   rest of that dispatcher's turn;
-* a dispatcher that has had nothing to do for longer than ``spin`` since its
-  last turn is parked: a message reaching it then is ready ``wake`` ns
-  later (one that reaches it sooner, or while it has work queued, is not
-  delayed, but no earlier than the end of a wake-up under way).
-  Every member is parked at time 0 (the root starts running).
+* a process that has had nothing to do for longer than its spin since its
+  last turn (a dispatcher's ``spin``, a monitor's ``poll``) is parked.  A
+  message that reaches a parked process while its CPU sleeps (nothing runs
+  there and every process of that CPU is parked) is ready ``wake`` ns later:
+  the cross-CPU wake-up of an idle CPU.  On a CPU that is awake (a process
+  runs or still polls there, e.g. the monitor that hands a dispatcher its
+  frame) it is ready at once, and the switch is the cost.  A message that
+  comes during a wake-up under way is not ready before it ends.  At time 0
+  the root runs, every member is parked, and the monitors have just worked
+  (a shoot-down among others, back to back).
 
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
@@ -114,9 +119,15 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     cpu_free: dict[int, float] = {}
     cpu_last: dict[int, Proc] = {}
     queued: dict[int, list[tuple[float, int, Proc, str, int, int]]] = {}  # per CPU
-    waiting = dict.fromkeys(tree.cores, 0)  # tasks queued per dispatcher
-    last_done = {c: (0.0 if c == root else -math.inf) for c in tree.cores}  # when each dispatcher last ran
-    awake: dict[int, float] = {}  # when each dispatcher's last wake-up ends
+    procs: list[Proc] = [(c, False) for c in tree.cores] + ([(c, True) for c in tree.cores] if via_monitors else [])
+    on_cpu: dict[int, list[Proc]] = {}
+    for p in procs:
+        on_cpu.setdefault(model.cpu_of[p[0]], []).append(p)
+    waiting = dict.fromkeys(procs, 0)  # tasks queued per process
+    # when each process last ran: the root starts running, the members are parked, the monitors have just
+    # forwarded the previous round's frames (a shoot-down among others)
+    last_done = {p: (0.0 if p[1] or p[0] == root else -math.inf) for p in procs}
+    awake: dict[Proc, float] = {}  # when each process's last wake-up ends
     wakes = 0
     tie = 0
     finish = 0.0
@@ -126,21 +137,29 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         tie += 1
         heapq.heappush(queued.setdefault(model.cpu_of[proc[0]], []), (t, tie, proc, kind, frm, to))
 
-    def to_dispatcher(t: float, core: int, kind: str, frm: int) -> None:
+    def parked(p: Proc, t: float) -> bool:
+        return waiting[p] == 0 and t - last_done[p] > (model.poll if p[1] else model.spin)
+
+    def arrive(t: float, proc: Proc, kind: str, frm: int, to: int) -> None:
+        """A message reaches ``proc`` at ``t``: ready then, or after a wake-up when its CPU sleeps."""
         nonlocal wakes
-        if waiting[core] == 0 and t - last_done[core] > model.spin:
-            t += model.wake  # parked: the wake-up comes first
-            awake[core] = t
+        cpu = model.cpu_of[proc[0]]
+        if parked(proc, t) and cpu_free.get(cpu, -math.inf) < t and all(parked(p, t) for p in on_cpu[cpu]):
+            t += model.wake  # nothing runs or polls on its CPU: the wake-up comes first
+            awake[proc] = t
             wakes += 1
         else:
-            t = max(t, awake.get(core, t))  # it may still be waking up
-        waiting[core] += 1
-        push(t, (core, False), kind, frm, core)
+            t = max(t, awake.get(proc, t))  # it may still be waking up
+        waiting[proc] += 1
+        push(t, proc, kind, frm, to)
+
+    def to_dispatcher(t: float, core: int, kind: str, frm: int) -> None:
+        arrive(t, (core, False), kind, frm, core)
 
     def deliver(t: float, frm: int, to: int, kind: str) -> None:
         """A message of ``kind`` leaves dispatcher ``frm`` for dispatcher ``to`` at ``t``."""
         if via_monitors:
-            push(t, (frm, True), "out:" + kind, frm, to)  # the sender's monitor takes it from the link
+            arrive(t, (frm, True), "out:" + kind, frm, to)  # the sender's monitor takes it from the link
         else:
             to_dispatcher(t + cost("latency", frm, to), to, kind, frm)
 
@@ -162,7 +181,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         return next(e for e in best if e is not None)
 
     push(0.0, (root, False), "start", root, root)
-    waiting[root] += 1
+    waiting[(root, False)] += 1
     while any(queued.values()):  # bounded: one data event per core, at most one ack per member, two hops of each
         # the CPU whose next task starts first runs it (ties: lowest CPU id); a task never
         # waits for one that starts later, so what it sends cannot change this choice
@@ -176,19 +195,22 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         core, is_monitor = proc
         if cpu_last.get(cpu, proc) != proc:
             start += model.switch
+        cpu_free[cpu] = math.inf  # running: what this turn sends finds its CPU awake
         now = start
         if is_monitor:
             now += model.forward
             stage, _, what = kind.partition(":")
             if stage == "out":  # across to the receiver's monitor
-                push(now + cost("latency", frm, to), (to, True), "in:" + what, frm, to)
+                arrive(now + cost("latency", frm, to), (to, True), "in:" + what, frm, to)
             else:  # onto the receiver's link
                 to_dispatcher(now, to, what, frm)
             forwarded[core] = forwarded.get(core, 0.0) + now - start
+            waiting[proc] -= 1
+            last_done[proc] = now
             cpu_free[cpu] = now
             cpu_last[cpu] = proc
             continue
-        waiting[core] -= 1
+        waiting[proc] -= 1
         if kind == "data" or kind == "start":
             if kind == "data":
                 now += cost("recv", frm, core)
@@ -215,7 +237,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
                 acked[core] = now
                 deliver(now, core, target, "ack")
         busy[core] += now - start
-        last_done[core] = now
+        last_done[proc] = now
         cpu_free[cpu] = now
         cpu_last[cpu] = proc
     return SimResult(finish, received, acked, busy, forwarded, wakes)
