@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 
 import multihop as mh
@@ -59,10 +60,14 @@ def cpu_ghz() -> float:
     return 1.0
 
 
-def model_part(sizes: list[int], rounds: int) -> None:
-    """The model's prediction of the flat unicast shoot-down against the measured one, per core count."""
+def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
+    """The model's prediction of the flat unicast shoot-down against the measured one, per core count
+    (measured: the median of ``repeats`` medians of ``rounds`` rounds, each with fresh members)."""
     cpus = len(os.sched_getaffinity(0))
-    print(f"\n  the model against the live flat unicast shoot-down (median of {rounds} rounds; load = 1-minute load average)")
+    print(
+        f"\n  the model against the live flat unicast shoot-down (measured: median of {repeats} x median of {rounds} rounds; "
+        "load: 1-minute load average before-after)"
+    )
     print(
         f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>6} {'forward':>7} {'handle':>6} {'send':>5} {'ack':>5} {'root':>5} "
         f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>9}"
@@ -74,14 +79,15 @@ def model_part(sizes: list[int], rounds: int) -> None:
             model, costs, workload = calibrate_group_path(rt, 0, rounds=rounds)
             took = time.monotonic() - t0
             predicted = simulate(model, flat(0, list(range(n))), workload).shootdown
-            measured = measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median
+            runs = sorted(measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median for _ in range(repeats))
+            measured = statistics.median(runs)
             err = (predicted - measured) / measured
             us = [v / 1000 for v in (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work)]
             print(
                 f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
                 + " ".join(f"{v:>{w}.1f}" for v, w in zip(us, (6, 7, 6, 5, 5, 5)))
                 + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0:>4.1f}-{os.getloadavg()[0]:<4.1f}"
-                + f"  ({'met' if abs(err) <= 0.25 else 'not met'})",
+                + f"  ({'met' if abs(err) <= 0.25 else 'not met'}; runs {', '.join(f'{r / 1000:.1f}' for r in runs)} us)",
                 flush=True,
             )
     print("  (costs in us: wake-up, monitor per frame, member per request, root per send, per ack, per round)")
@@ -94,12 +100,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--model-only", action="store_true", help="only the model against the measured unicast shoot-down")
     p.add_argument("--model-sizes", default="2,4,8", help="core counts of the model part (default 2,4,8)")
+    p.add_argument("--model-repeats", type=int, default=3, help="measurements per core count in the model part (median)")
     a = p.parse_args()
     sizes = [n for n in (2, 4, 8, 16, 32) if n <= (8 if a.quick else a.max_cores)]
     rounds = 60 if a.quick else a.rounds
     ghz = cpu_ghz()
     if a.model_only:
-        model_part([int(n) for n in a.model_sizes.split(",")], rounds)
+        model_part([int(n) for n in a.model_sizes.split(",")], rounds, a.model_repeats)
         return
     print(
         f"group shoot-downs through the monitors; {len(os.sched_getaffinity(0))} CPUs at {ghz:.2f} GHz, "
@@ -133,7 +140,7 @@ def main() -> None:
         else "\n  crossover: no tree beat unicast by more than 10 % at these sizes"
     )
 
-    model_part([int(n) for n in a.model_sizes.split(",") if int(n) <= max(sizes)], rounds)
+    model_part([int(n) for n in a.model_sizes.split(",") if int(n) <= max(sizes)], rounds, a.model_repeats)
     with mh.Runtime.start(f"bgrp-tp-{os.getpid()}", cores=[0, 1, 2, 3], topology=topology(4)) as rt:
         k = 3
         count = 5_000 if a.quick else 20_000
