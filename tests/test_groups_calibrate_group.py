@@ -21,7 +21,7 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     lines: list[str] = []
     model, costs, workload = calibrate_group_path(rt, 0, rounds=120, progress=lines.append)
     assert children() == before  # agents and reference members gone
-    assert len(lines) == 3 and "wake-up" in lines[1] and "group path 0 -> 1" in lines[2]
+    assert len(lines) == 4 and "wake-up" in lines[1] and "hand-over" in lines[2] and "group path 0 -> 1" in lines[3]
     # the reference rounds went through the monitors, which sampled their own steps
     assert sum(m["data"]["group_forwarded"] for m in rt.status()["monitors"]) >= forwarded + 4 * 120  # request and reply, each through two monitors
     assert model.route == "monitors" and model.spin == 0 and model.forward == costs.forward and model.wake == costs.wake >= 0
@@ -29,12 +29,14 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     assert model.cost("send", 0, 1) == costs.send and model.cost("recv", 0, 1) == costs.handle and model.cost("recv", 1, 0) == costs.ack
     assert workload.acks == "direct" and workload.root_work == costs.root_work
     assert load_model(rt.dir / PATH_STORED_NAME) == model
-    # the one-member prediction is the sum of the parts on its path (each CPU its own here: no turns taken)
+    assert costs.handover > 0 and model.poll > 0
+    # the one-member prediction is the sum of the parts on its path: the monitors poll (no wake-up), and each CPU
+    # changes process twice (root -> monitor 0 -> root, monitor 1 -> member -> monitor 1), the hand-over each
     r = simulate(model, flat(0, [1]), workload)
-    path = costs.root_work + costs.send + 4 * costs.forward + costs.handle + costs.ack + 2 * costs.wake
+    path = costs.root_work + costs.send + 4 * costs.forward + costs.handle + costs.ack + 4 * costs.handover
     path += model.cost("latency", 0, 1) + model.cost("latency", 1, 0)
     if rt.cpu_of(0) != rt.cpu_of(1):
-        assert r.shootdown == pytest.approx(path)
+        assert model.switch == costs.handover and r.wakes == 0 and r.shootdown == pytest.approx(path)
 
 
 def test_cpu_time_is_read_from_the_kernel_and_bad_requests_are_refused(rt: mh.Runtime) -> None:

@@ -127,12 +127,14 @@ def measure(
     progress: Callable[[str], None] | None = None,
     spin_us: int | None = None,
     one_way: bool = False,
+    cpus: dict[int, int] | None = None,
 ) -> Measured:
     """Run the agents and measure each pair of ``wanted``, one at a time (nothing else runs meanwhile).
 
     ``spin_us``: how long the agents' receives spin before parking (default: the runtime's default).
     ``one_way``: run the one-way probe instead (each pair's third figure is then its median one-way ns,
-    the first two 0).
+    the first two 0).  ``cpus``: pin the agents of these cores to these CPUs instead of their cores' CPUs
+    (two cores' agents on one CPU measure a hand-over on one CPU on any machine).
     """
     prefix = f"mh-calib-{os.getpid()}-{time.monotonic_ns()}"
     spread = len(os.sched_getaffinity(0)) > 1
@@ -146,7 +148,7 @@ def measure(
                     run_agent,
                     rt.name,
                     core,
-                    rt.cpu_of(core) if spread else None,
+                    (cpus or {}).get(core, rt.cpu_of(core)) if spread else None,
                     prefix,
                     rounds,
                     bursts,

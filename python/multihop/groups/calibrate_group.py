@@ -19,6 +19,11 @@ members:
   once with receivers that park at once (``MULTIHOP_SPIN_US=0``, as the group
   endpoints do): the difference is one wake-up of a parked receiver (median
   over the pairs on two CPUs, or over all pairs when there are none);
+* **switch** where no two cores share a CPU (real cores: the UMP
+  calibration has no pair to measure it on, yet every monitor takes turns
+  with its core's dispatchers): the one-way probe between two agents pinned
+  to the root's CPU, the receiver parking at once (the ring, the sender
+  parking, the receiver running);
 * **forward**: the monitors' own account of their forwarding steps' CPU time
   per frame (sampled by the monitors, ``sampled_cpu_ns / sampled_messages``
   in their status), over the reference rounds below;
@@ -81,6 +86,7 @@ class GroupPathCosts:
     handle: float  # a member's CPU per request (take it, order, deliver, reply, park again)
     forward: float  # a monitor's CPU per frame forwarded
     wake: float  # a parked process's wake-up
+    handover: float  # a hand-over on one CPU to a parked process (0: not measured)
     round_trip: float  # the one-member reference shoot-down (median), for the record
 
 
@@ -204,7 +210,7 @@ def measure_group_path(
     root_work = max(0.0, one["root_cpu"] - send - ack)
     frames = one["mon_frames"] + two["mon_frames"]
     forward = (one["mon_cpu"] + two["mon_cpu"]) / frames if frames else 0.0
-    return GroupPathCosts(send, ack, root_work, one["member_cpu"], forward, 0.0, one["round"])
+    return GroupPathCosts(send, ack, root_work, one["member_cpu"], forward, 0.0, 0.0, one["round"])
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
@@ -229,9 +235,18 @@ def monitor_poll_ns() -> float:
         return 200_000.0
 
 
+def measure_handover(rt: mh.Runtime, root: int, other: int, *, rounds: int = 200) -> float:
+    """A hand-over on one CPU, ns: the one-way probe from ``root``'s agent to ``other``'s, both pinned to the root's
+    CPU, the receiver parking at once (the median: the ring, the sender parking, the receiver running)."""
+    cpu = rt.cpu_of(root)
+    got = measure(rt, [root, other], [(root, other)], rounds=rounds, bursts=1, burst=4, spin_us=0, one_way=True, cpus={root: cpu, other: cpu})
+    return float(got[(root, other)][2])
+
+
 def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> MachineModel:
     """``base`` (a UMP calibration: latency, CPU sharing, switch) as the live group path: route through the
-    monitors, their forward cost and polling, parked endpoints (spin 0), the wake-up, and the endpoints' costs as
+    monitors, their forward cost and polling, parked endpoints (spin 0), the wake-up, the switch (the
+    base's between virtual cores, else the hand-over on one CPU), and the endpoints' costs as
     the send and receive costs between ``root`` and every other core."""
     n = len(base.cores)
     send = [list(r) for r in base.send]
@@ -243,9 +258,13 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
             recv[i][j] = costs.handle  # the member takes it, delivers, answers and parks again
             send[j][i] = 0.0  # the answer's send is inside the member's handling
             recv[j][i] = costs.ack  # the root takes the answer
+    shared = len(set(base.cpu_of.values())) < len(base.cores)
     return dataclasses.replace(
         base,
         name=f"{base.name}+group-path",
+        # a change of process on a CPU: the UMP calibration measured it between virtual cores; where no two
+        # cores share a CPU it could not, and the monitors still take turns with their dispatchers: the hand-over
+        switch=base.switch if shared else costs.handover,
         send=send,
         recv=recv,
         route="monitors",
@@ -288,7 +307,9 @@ def calibrate_group_path(
     say(f"wake-up of a parked receiver: {wake:,.0f} ns")
     # the reference member: on another CPU when there is one (the live members are mostly there)
     member = next((c for c in others if rt.cpu_of(c) != rt.cpu_of(src)), others[0])
-    costs = dataclasses.replace(measure_group_path(rt, src, member, rounds=rounds), wake=wake)
+    handover = measure_handover(rt, src, member, rounds=rounds)
+    say(f"hand-over on one CPU: {handover:,.0f} ns")
+    costs = dataclasses.replace(measure_group_path(rt, src, member, rounds=rounds), wake=wake, handover=handover)
     say(f"group path {src} -> {member}: {costs}")
     model = group_path_model(base, src, costs)
     model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
