@@ -32,11 +32,14 @@ members:
   CPU time per round from the kernel's schedstat (all its threads, kernel
   time included: the keeper thread, the parking and the wake-ups are part of
   what it costs; median over chunks of rounds), the root's from its own
-  thread's CPU clock around each round (median).  ``handle``: a member's CPU per request it answers;
-  ``send``: the root's wall time per request in a burst; ``ack``: the root's
-  extra CPU per round for a second member, less a send; ``root_work``: what
-  is left of the root's CPU per round with one member (the convergecast's own
-  bookkeeping), played as the root's local work.
+  thread's CPU clock around each round (median).  ``handle``: a member's
+  CPU per request it answers; ``send``: the root's wall time per request in a
+  burst; ``ack``: the root endpoint's own account of taking a frame (its
+  ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
+  left of the root's CPU per round with one member (the convergecast's own
+  bookkeeping, its request to itself, waiting and waking), played as the
+  root's local work.  The two-member rounds add samples of the members',
+  the monitors' and the root's per-frame costs (averaged with the one-member ones).
 
 The reference rounds have one or two members, never the member counts the
 model is then asked about: the prediction for many members is the
@@ -158,6 +161,8 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
             while g.try_recv() is not None:
                 pass
         mon0 = _monitor_samples(rt, [root, member])
+        ep = g._ep
+        handled0, frames0 = ep.handle_ns, ep.handled
         times, root_cpu, member_cpu = [], [], []
         for chunk in range(0, rounds, _CHUNK):
             todo = min(_CHUNK, rounds - chunk)
@@ -171,6 +176,8 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
                     pass
             member_cpu.append(statistics.mean((cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)))
         mon1 = _monitor_samples(rt, [root, member])
+        # the endpoint's own account of taking a frame (its request to itself and the replies)
+        handled = (ep.handle_ns - handled0) / max(1, ep.handled - frames0)
         sends = []
         node = int(joined[0][1])
         for _ in range(bursts):
@@ -190,6 +197,7 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
         "send": float(statistics.median(sends)),
         "mon_cpu": float(mon1[0] - mon0[0]),
         "mon_frames": float(mon1[1] - mon0[1]),
+        "handled": float(handled),
     }
 
 
@@ -204,13 +212,13 @@ def measure_group_path(
         raise GroupError(f"the reference member needs a core other than the root {root}")
     one = _reference(rt, root, member, 1, rounds, warmup, bursts, burst)
     two = _reference(rt, root, member, 2, rounds, warmup, bursts, burst)
-    per_member = max(0.0, two["root_cpu"] - one["root_cpu"])
-    send = min(one["send"], per_member) if per_member > 0 else one["send"]
-    ack = max(0.0, per_member - send)
+    send = one["send"]
+    ack = (one["handled"] + two["handled"]) / 2
     root_work = max(0.0, one["root_cpu"] - send - ack)
     frames = one["mon_frames"] + two["mon_frames"]
     forward = (one["mon_cpu"] + two["mon_cpu"]) / frames if frames else 0.0
-    return GroupPathCosts(send, ack, root_work, one["member_cpu"], forward, 0.0, 0.0, one["round"])
+    handle = (one["member_cpu"] + two["member_cpu"]) / 2
+    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, one["round"])
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
