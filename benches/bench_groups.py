@@ -61,36 +61,45 @@ def cpu_ghz() -> float:
 
 
 def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
-    """The model's prediction of the flat unicast shoot-down against the measured one, per core count
-    (measured: the median of ``repeats`` medians of ``rounds`` rounds, each with fresh members)."""
+    """The model's prediction of the flat unicast shoot-down against the measured one, per core count: ``repeats``
+    times a calibration, its prediction, and a measurement (median of ``rounds`` rounds) right after it; the
+    medians of the predictions and of the measurements are compared (the machine is shared: a calibration and
+    a measurement taken minutes apart can see different loads)."""
     cpus = len(os.sched_getaffinity(0))
     print(
-        f"\n  the model against the live flat unicast shoot-down (measured: median of {repeats} x median of {rounds} rounds; "
-        "load: 1-minute load average before-after)"
+        f"\n  the model against the live flat unicast shoot-down ({repeats} x calibrate, predict, measure the median of "
+        f"{rounds} rounds; medians of those; load: 1-minute load average before-after; parts in us, last repeat)"
     )
     print(
-        f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>6} {'forward':>7} {'handle':>6} {'send':>5} {'ack':>5} {'root':>5} "
+        f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>5} {'fwd':>4} {'hand':>5} {'send':>5} {'ack':>4} {'root':>5} {'sw':>4} "
         f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>9}"
     )
     for n in sizes:
         with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
             load0 = os.getloadavg()[0]
+            preds, runs = [], []
             t0 = time.monotonic()
-            model, costs, workload = calibrate_group_path(rt, 0, rounds=rounds)
-            took = time.monotonic() - t0
-            predicted = simulate(model, flat(0, list(range(n))), workload).shootdown
-            runs = sorted(measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median for _ in range(repeats))
-            measured = statistics.median(runs)
+            for _ in range(repeats):
+                model, costs, workload = calibrate_group_path(rt, 0, rounds=rounds)
+                preds.append(simulate(model, flat(0, list(range(n))), workload).shootdown)
+                runs.append(measure_group_shootdown(rt, 0, list(range(1, n)), "unicast", rounds=rounds).median)
+            took = (time.monotonic() - t0) / repeats
+            predicted, measured = statistics.median(preds), statistics.median(runs)
             err = (predicted - measured) / measured
-            us = [v / 1000 for v in (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work)]
+            parts = (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work, model.switch)
             print(
                 f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
-                + " ".join(f"{v:>{w}.1f}" for v, w in zip(us, (6, 7, 6, 5, 5, 5)))
+                + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4)))
                 + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0:>4.1f}-{os.getloadavg()[0]:<4.1f}"
-                + f"  ({'met' if abs(err) <= 0.25 else 'not met'}; runs {', '.join(f'{r / 1000:.1f}' for r in runs)} us)",
+                + f"  {'met' if abs(err) <= 0.25 else 'NOT MET'}",
                 flush=True,
             )
-    print("  (costs in us: wake-up, monitor per frame, member per request, root per send, per ack, per round)")
+            print(
+                "         each repeat, predicted / measured us: "
+                + ", ".join(f"{p / 1000:.1f} / {m / 1000:.1f} ({(p - m) / m * 100:+.0f}%)" for p, m in zip(preds, runs)),
+                flush=True,
+            )
+    print("  (parts: wake-up, monitor per frame, member per request, root per send, per reply, per round, switch)")
 
 
 def main() -> None:
