@@ -60,6 +60,13 @@ def cpu_ghz() -> float:
     return 1.0
 
 
+def load() -> str:
+    """The 1-minute load average and the processes runnable now (the average lags a burst by minutes)."""
+    with open("/proc/loadavg") as f:
+        fields = f.read().split()
+    return f"{float(fields[0]):.1f}/{fields[3].split('/')[0]}"
+
+
 def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
     """The model's prediction of the flat unicast shoot-down against the measured one, per core count: ``repeats``
     times a calibration, its prediction, and a measurement (median of ``rounds`` rounds) right after it; the
@@ -68,15 +75,15 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
     cpus = len(os.sched_getaffinity(0))
     print(
         f"\n  the model against the live flat unicast shoot-down ({repeats} x calibrate, predict, measure the median of "
-        f"{rounds} rounds; medians of those; load: 1-minute load average before-after; parts in us, last repeat)"
+        f"{rounds} rounds; medians of those; load before-after: 1-minute average/processes runnable now; parts in us, last repeat)"
     )
     print(
         f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>5} {'fwd':>4} {'hand':>5} {'send':>5} {'ack':>4} {'root':>5} {'sw':>4} "
-        f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>9}"
+        f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>11}"
     )
     for n in sizes:
         with mh.Runtime.start(f"bgrp-model-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
-            load0 = os.getloadavg()[0]
+            load0 = load()
             preds, runs = [], []
             t0 = time.monotonic()
             for _ in range(repeats):
@@ -90,7 +97,7 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
             print(
                 f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
                 + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4)))
-                + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0:>4.1f}-{os.getloadavg()[0]:<4.1f}"
+                + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0}-{load()}"
                 + f"  {'met' if abs(err) <= 0.25 else 'NOT MET'}",
                 flush=True,
             )
