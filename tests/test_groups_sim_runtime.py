@@ -26,7 +26,7 @@ def small(cores: int = 2, cpu_of: list[int] | None = None, latency: float = 100,
 def test_the_defaults_leave_the_plain_model_and_the_shipped_files_unchanged() -> None:
     for name in ("2x8", "4x8", "8x8"):
         m = load_model(name)
-        assert (m.route, m.forward, m.wake, m.spin, m.poll) == ("direct", 0.0, 0.0, math.inf, math.inf)
+        assert (m.route, m.forward, m.wake, m.spin, m.poll, m.crowd) == ("direct", 0.0, 0.0, math.inf, math.inf, 0.0)
     # route direct: 10 send + 100 latency + 20 recv, as before
     assert simulate(small(), Tree(0, {0: (1,)}), Workload("none")).shootdown == 130
 
@@ -100,7 +100,7 @@ def test_a_dispatcher_with_work_queued_is_not_parked() -> None:
 
 
 def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) -> None:
-    m = small(route="monitors", forward=1500, wake=7000, spin=0, poll=200_000)
+    m = small(route="monitors", forward=1500, wake=7000, spin=0, poll=200_000, crowd=900)
     assert load_model(m.save(tmp_path / "m.toml")) == m
     plain = small()
     assert load_model(plain.save(tmp_path / "p.toml")) == plain  # spin = inf in TOML
@@ -111,6 +111,7 @@ def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) 
         ({"wake": math.inf}, "wake must be"),
         ({"spin": "x"}, "spin must be"),
         ({"poll": -1}, "poll must be"),
+        ({"crowd": -2}, "crowd must be"),
         ({"speed": 1}, "unknown fields \\['speed'\\]"),
     ):
         with pytest.raises(ModelError, match=problem):
@@ -121,3 +122,14 @@ def test_the_roots_own_work_comes_before_its_first_send() -> None:
     # root works 0..50, sends 50..60; 1 receives at 60 + 100 + 20
     r = simulate(small(), Tree(0, {0: (1,)}), Workload("none", root_work=50))
     assert r.received[1] == 180 and r.busy[0] == 60
+
+
+def test_a_receive_costs_more_for_every_other_dispatcher_on_its_cpu() -> None:
+    # 1, 2 and 3 share CPU 1 (two others each), the root has CPU 0: crowd 7 adds 14 to each receive of the
+    # multicast (not to the root's receives of acks). Flat 0 -> 1, 2, 3, no acks: sends end at 10, 20, 30;
+    # 1 receives 110..144; 2 (ready 120) 144..178; 3 (ready 130) 178..212
+    m = small(4, cpu_of=[0, 1, 1, 1], crowd=7)
+    r = simulate(m, Tree(0, {0: (1, 2, 3)}), Workload("none"))
+    assert r.received == {0: 0.0, 1: 144.0, 2: 178.0, 3: 212.0}
+    # on CPUs of their own nobody is crowded: 130, 140, 150
+    assert simulate(small(4, crowd=7), Tree(0, {0: (1, 2, 3)}), Workload("none")).received == {0: 0.0, 1: 130.0, 2: 140.0, 3: 150.0}

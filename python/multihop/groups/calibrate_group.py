@@ -28,7 +28,7 @@ members:
   per frame (sampled by the monitors, ``sampled_cpu_ns / sampled_messages``
   in their status), over the reference rounds below;
 * the **endpoints' costs**, from reference shoot-downs of the live group
-  path with one member process, then with two on the same core: a member's
+  path with one member process, then two and three on the same core: a member's
   CPU time per round from the kernel's schedstat (all its threads, kernel
   time included: the keeper thread, the parking and the wake-ups are part of
   what it costs; median over chunks of rounds), the root's from its own
@@ -38,10 +38,15 @@ members:
   ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
   left of the root's CPU per round with one member (the convergecast's own
   bookkeeping, its request to itself, waiting and waking), played as the
-  root's local work.  The two-member rounds add samples of the members',
-  the monitors' and the root's per-frame costs (averaged with the one-member ones).
+  root's local work;
+* **crowd**: the same reference rounds with one, two and three member
+  processes on the member's core: a member's CPU per request grows with the
+  others that run on its CPU between its turns (measured here: 5-10 us per
+  other, cold caches); the least-squares slope is ``crowd``, the line at no
+  other member is ``handle``.  The monitors' and the root's per-frame costs
+  average all three runs.
 
-The reference rounds have one or two members, never the member counts the
+The reference rounds have one to three members on one core, never the member counts the
 model is then asked about: the prediction for many members is the
 simulator's composition of these parts.
 """
@@ -90,6 +95,7 @@ class GroupPathCosts:
     forward: float  # a monitor's CPU per frame forwarded
     wake: float  # a parked process's wake-up
     handover: float  # a hand-over on one CPU to a parked process (0: not measured)
+    crowd: float  # what a member's request costs more for every other member on its CPU
     round_trip: float  # the one-member reference shoot-down (median), for the record
 
 
@@ -210,15 +216,21 @@ def measure_group_path(
             raise GroupError(f"core {core} is not in runtime {rt.name!r} (its cores: {rt.cores})")
     if root == member:
         raise GroupError(f"the reference member needs a core other than the root {root}")
-    one = _reference(rt, root, member, 1, rounds, warmup, bursts, burst)
-    two = _reference(rt, root, member, 2, rounds, warmup, bursts, burst)
+    refs = [_reference(rt, root, member, k, rounds, warmup, bursts, burst) for k in (1, 2, 3)]
+    one = refs[0]
     send = one["send"]
-    ack = (one["handled"] + two["handled"]) / 2
+    ack = statistics.mean(r["handled"] for r in refs)
     root_work = max(0.0, one["root_cpu"] - send - ack)
-    frames = one["mon_frames"] + two["mon_frames"]
-    forward = (one["mon_cpu"] + two["mon_cpu"]) / frames if frames else 0.0
-    handle = (one["member_cpu"] + two["member_cpu"]) / 2
-    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, one["round"])
+    frames = sum(r["mon_frames"] for r in refs)
+    forward = sum(r["mon_cpu"] for r in refs) / frames if frames else 0.0
+    # a member's CPU per request against the other members on its CPU (0, 1, 2): a straight line by least squares
+    others = [0.0, 1.0, 2.0]
+    cpu = [r["member_cpu"] for r in refs]
+    mx, my = statistics.mean(others), statistics.mean(cpu)
+    slope = sum((x - mx) * (y - my) for x, y in zip(others, cpu)) / sum((x - mx) ** 2 for x in others)
+    crowd = max(0.0, slope)
+    handle = max(0.0, my - crowd * mx)
+    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"])
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
@@ -277,6 +289,7 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         recv=recv,
         route="monitors",
         forward=costs.forward,
+        crowd=costs.crowd,
         wake=costs.wake,
         spin=0.0,
         poll=monitor_poll_ns(),

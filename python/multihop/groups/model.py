@@ -16,7 +16,7 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
-Five more describe the *runtime's processes* rather than the cores (all
+Six more describe the *runtime's processes* rather than the cores (all
 optional; their defaults keep the plain Smelt model, which is what the
 shipped files describe):
 
@@ -38,7 +38,11 @@ shipped files describe):
     it parks (the group endpoints park at once: 0; default: never parks);
 ``poll``
     how long, in ns, a monitor polls for the next frame before it parks (the
-    runtime's ``MULTIHOP_MONITOR_POLL_US``; default: never parks).
+    runtime's ``MULTIHOP_MONITOR_POLL_US``; default: never parks);
+``crowd``
+    how much more, in ns, a dispatcher's receive of a multicast costs for
+    every other dispatcher of the multicast on its CPU (they run between its
+    turns and leave its caches cold; default 0).
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
@@ -61,6 +65,7 @@ them (or pass your own file) to describe your machine::
     wake = 0
     spin = inf                    # TOML's inf: never parks
     poll = inf
+    crowd = 0
     [cost.0]                      # same socket
     send = 70
     recv = 60
@@ -103,7 +108,7 @@ COSTS: tuple[str, ...] = ("send", "recv", "latency")
 ROUTES: tuple[str, ...] = ("direct", "monitors")
 """How a message travels between two cores: straight, or through both cores' monitors."""
 
-RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll")
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd")
 """The fields of a model file's ``[runtime]`` table (see the module docstring)."""
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -134,6 +139,7 @@ class MachineModel:
     wake: float = 0.0
     spin: float = math.inf
     poll: float = math.inf
+    crowd: float = 0.0
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -163,7 +169,7 @@ class MachineModel:
         object.__setattr__(self, "switch", float(self.switch))
         if self.route not in ROUTES:
             raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
-        for key in ("forward", "wake"):
+        for key in ("forward", "wake", "crowd"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
@@ -222,9 +228,10 @@ class MachineModel:
         wake: float | None = None,
         spin: float | None = None,
         poll: float | None = None,
+        crowd: float | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
-        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll}
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd}
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
@@ -246,6 +253,7 @@ class MachineModel:
             f"wake = {self.wake!r}",
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
+            f"crowd = {self.crowd!r}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
         ]
@@ -373,6 +381,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         runtime.get("wake", 0.0),
         runtime.get("spin", math.inf),
         runtime.get("poll", math.inf),
+        runtime.get("crowd", 0.0),
     )
 
 

@@ -40,7 +40,9 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
   frame) it is ready at once, and the switch is the cost.  A message that
   comes during a wake-up under way is not ready before it ends.  At time 0
   the root runs, every member is parked, and the monitors have just worked
-  (a shoot-down among others, back to back).
+  (a shoot-down among others, back to back);
+* a dispatcher's receive of the multicast costs ``crowd`` more for every
+  other dispatcher of the multicast on its CPU.
 
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
@@ -124,6 +126,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     for p in procs:
         on_cpu.setdefault(model.cpu_of[p[0]], []).append(p)
     waiting = dict.fromkeys(procs, 0)  # tasks queued per process
+    crowding = {c: sum(1 for o in tree.cores if o != c and model.cpu_of[o] == model.cpu_of[c]) for c in tree.cores}
     # when each process last ran: the root starts running, the members are parked, the monitors have just
     # forwarded the previous round's frames (a shoot-down among others)
     last_done = {p: (0.0 if p[1] or p[0] == root else -math.inf) for p in procs}
@@ -213,7 +216,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         waiting[proc] -= 1
         if kind == "data" or kind == "start":
             if kind == "data":
-                now += cost("recv", frm, core)
+                now += cost("recv", frm, core) + model.crowd * crowding[core]
                 received[core] = now
             else:
                 now += workload.root_work
