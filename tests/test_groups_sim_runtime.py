@@ -133,3 +133,15 @@ def test_a_receive_costs_more_for_every_other_dispatcher_on_its_cpu() -> None:
     assert r.received == {0: 0.0, 1: 144.0, 2: 178.0, 3: 212.0}
     # on CPUs of their own nobody is crowded: 130, 140, 150
     assert simulate(small(4, crowd=7), Tree(0, {0: (1, 2, 3)}), Workload("none")).received == {0: 0.0, 1: 130.0, 2: 140.0, 3: 150.0}
+
+
+def test_a_monitor_forwards_every_frame_it_has_in_one_turn_and_the_root_may_send_to_itself() -> None:
+    m = small(route="monitors", forward=5)
+    one = Tree(0, {0: (1,)})
+    # to_self: the root sends to itself 0..10, then to 1 10..20; its monitor's step at 20 forwards both: its own
+    # back to it (one monitor) by 25, 1's by 30 (at monitor 1 by 130); the root takes its own 30..50 (what 1's
+    # ack costs) while the frame travels; 1 receives 135..155, acks by 165; monitor 1 165..170, monitor 0
+    # 270..275; the root takes the ack 275..295
+    r = simulate(m, one, Workload("direct", to_self=True))
+    assert r.received[1] == 155 and r.shootdown == 295 and r.forwarded == {0: 15.0, 1: 10.0}
+    assert simulate(m, one, Workload("direct")).shootdown == 280  # without it

@@ -36,9 +36,10 @@ members:
   CPU per request it answers; ``send``: the root's wall time per request in a
   burst; ``ack``: the root endpoint's own account of taking a frame (its
   ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
-  left of the root's CPU per round with one member (the convergecast's own
-  bookkeeping, its request to itself, waiting and waking), played as the
-  root's local work;
+  left of the root's CPU per round with one member after its two sends and
+  the two frames it takes back (its request to itself and the reply): the
+  convergecast's own bookkeeping, waiting and waking, played as the root's
+  local work; the request to itself is played as such (``Workload.to_self``).
 * **crowd**: the same reference rounds with one, two and three member
   processes on the member's core: a member's CPU per request grows with the
   others that run on its CPU between its turns (measured here: 5-10 us per
@@ -220,7 +221,7 @@ def measure_group_path(
     one = refs[0]
     send = one["send"]
     ack = statistics.mean(r["handled"] for r in refs)
-    root_work = max(0.0, one["root_cpu"] - send - ack)
+    root_work = max(0.0, one["root_cpu"] - 2 * (send + ack))  # its request to itself and to the member, both back
     frames = sum(r["mon_frames"] for r in refs)
     forward = sum(r["mon_cpu"] for r in refs) / frames if frames else 0.0
     # a member's CPU per request against the other members on its CPU (0, 1, 2): a straight line by least squares
@@ -334,4 +335,4 @@ def calibrate_group_path(
     say(f"group path {src} -> {member}: {costs}")
     model = group_path_model(base, src, costs)
     model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
-    return model, costs, Workload("direct", root_work=costs.root_work)
+    return model, costs, Workload("direct", root_work=costs.root_work, to_self=True)

@@ -25,7 +25,9 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
 * with ``route = "monitors"`` a message from core a to core b is a frame
   that a's monitor forwards (``forward`` ns of CPU a's time), that reaches
   b's monitor ``latency(a, b)`` later, which forwards it (``forward`` ns of
-  b's CPU) to b's dispatcher.  A monitor is a process of its own on its
+  b's CPU) to b's dispatcher (a message to its own core: one monitor).  A
+  monitor's turn is one forwarding step: every frame it has when the turn
+  starts, in arrival order.  A monitor is a process of its own on its
   core's CPU, at idle priority: it gets a turn only when no dispatcher there
   has something ready (a dispatcher never waits for a monitor's next frame,
   a monitor waits for every dispatcher), and a turn that changes process
@@ -69,12 +71,16 @@ class Workload:
 
     ``root_work`` is the root's own part of a round that does not grow with
     the members (a live convergecast's set-up and result), played before its
-    first send.
+    first send.  With ``to_self`` the root also sends the message to itself,
+    first, and takes it back like an ack (a live unicast convergecast sends
+    to every node id of the view, its own included): the send costs what
+    its send to its first child costs, taking it what that child's ack does.
     """
 
     acks: str = "tree"
     work: float = 0.0
     root_work: float = 0.0
+    to_self: bool = False
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
@@ -111,6 +117,10 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     pending_acks = {c: (len(tree.children_of(c)) if workload.acks == "tree" else 0) for c in tree.cores}
     if workload.acks == "direct":
         pending_acks[root] = len(tree.cores) - 1
+    first = tree.children_of(root)[0] if tree.children_of(root) else None
+    to_self = workload.to_self and first is not None and workload.acks != "none"
+    if to_self:
+        pending_acks[root] += 1
     work_done: dict[int, bool] = {}
     received: dict[int, float] = {root: 0.0}
     acked: dict[int, float] = {}
@@ -201,14 +211,20 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         cpu_free[cpu] = math.inf  # running: what this turn sends finds its CPU awake
         now = start
         if is_monitor:
-            now += model.forward
-            stage, _, what = kind.partition(":")
-            if stage == "out":  # across to the receiver's monitor
-                arrive(now + cost("latency", frm, to), (to, True), "in:" + what, frm, to)
-            else:  # onto the receiver's link
-                to_dispatcher(now, to, what, frm)
+            # one forwarding step: every frame this monitor has at its start, in arrival order
+            step = [item] + sorted(e for e in q if e[2] == proc and e[0] <= start)
+            for e in step[1:]:
+                q.remove(e)
+            heapq.heapify(q)
+            for _, _, _, kind, frm, to in step:
+                now += model.forward
+                stage, _, what = kind.partition(":")
+                if stage == "out" and to != frm:  # across to the receiver's monitor
+                    arrive(now + cost("latency", frm, to), (to, True), "in:" + what, frm, to)
+                else:  # onto the receiver's link (a message to its own core needs one monitor only)
+                    to_dispatcher(now, to, what, frm)
+                waiting[proc] -= 1
             forwarded[core] = forwarded.get(core, 0.0) + now - start
-            waiting[proc] -= 1
             last_done[proc] = now
             cpu_free[cpu] = now
             cpu_last[cpu] = proc
@@ -220,13 +236,16 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
                 received[core] = now
             else:
                 now += workload.root_work
+                if to_self and first is not None:
+                    now += cost("send", core, first)
+                    deliver(now, core, core, "ack")
             for child in tree.children_of(core):
                 now += cost("send", core, child)
                 deliver(now, core, child, "data")
             now += workload.work
             work_done[core] = True
-        else:  # an ack
-            now += cost("recv", frm, core)
+        else:  # an ack (the root's own message back: costs what its first child's ack does)
+            now += cost("recv", first if frm == core and first is not None else frm, core)
             pending_acks[core] -= 1
         if workload.acks == "none":
             finish = max(finish, now)
