@@ -30,15 +30,14 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     assert workload.acks == "direct" and workload.root_work == costs.root_work
     assert load_model(rt.dir / PATH_STORED_NAME) == model
     assert costs.handover > 0 and model.poll > 0
-    # the one-member prediction: the parts on the member's path, in sequence (the monitors poll: no wake-up;
-    # each CPU changes process twice, the hand-over each), plus at most the root's request to itself
+    # the one-member prediction is the sum of the parts on its path: the monitors poll (no wake-up), and two
+    # turns of a monitor follow a dispatcher's (root -> monitor 0, member -> monitor 1): the hand-over each
     r = simulate(model, flat(0, [1]), workload)
-    path = costs.root_work + costs.send + 4 * costs.forward + costs.handle + costs.ack + 4 * costs.handover
+    path = costs.root_work + costs.send + 4 * costs.forward + costs.handle + costs.ack + 2 * costs.handover
     path += model.cost("latency", 0, 1) + model.cost("latency", 1, 0)
-    own = costs.send + costs.ack + costs.forward + 2 * costs.handover
     if rt.cpu_of(0) != rt.cpu_of(1):
-        assert model.switch == costs.handover and r.wakes == 0 and path - 1e-6 <= r.shootdown <= path + own + 1e-6
-        assert workload.to_self
+        assert model.switch == costs.handover and model.switch_to == "monitors" and r.wakes == 0
+        assert r.shootdown == pytest.approx(path)
 
 
 def test_cpu_time_is_read_from_the_kernel_and_bad_requests_are_refused(rt: mh.Runtime) -> None:

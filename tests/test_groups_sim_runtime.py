@@ -3,6 +3,7 @@ cases worked out by hand, and the model file's [runtime] table."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def small(cores: int = 2, cpu_of: list[int] | None = None, latency: float = 100,
 def test_the_defaults_leave_the_plain_model_and_the_shipped_files_unchanged() -> None:
     for name in ("2x8", "4x8", "8x8"):
         m = load_model(name)
-        assert (m.route, m.forward, m.wake, m.spin, m.poll, m.crowd) == ("direct", 0.0, 0.0, math.inf, math.inf, 0.0)
+        assert (m.route, m.forward, m.wake, m.spin, m.poll, m.crowd, m.switch_to) == ("direct", 0.0, 0.0, math.inf, math.inf, 0.0, "any")
     # route direct: 10 send + 100 latency + 20 recv, as before
     assert simulate(small(), Tree(0, {0: (1,)}), Workload("none")).shootdown == 130
 
@@ -100,7 +101,7 @@ def test_a_dispatcher_with_work_queued_is_not_parked() -> None:
 
 
 def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) -> None:
-    m = small(route="monitors", forward=1500, wake=7000, spin=0, poll=200_000, crowd=900)
+    m = small(route="monitors", forward=1500, wake=7000, spin=0, poll=200_000, crowd=900, switch_to="monitors")
     assert load_model(m.save(tmp_path / "m.toml")) == m
     plain = small()
     assert load_model(plain.save(tmp_path / "p.toml")) == plain  # spin = inf in TOML
@@ -112,6 +113,7 @@ def test_the_runtime_table_round_trips_and_bad_values_are_named(tmp_path: Path) 
         ({"spin": "x"}, "spin must be"),
         ({"poll": -1}, "poll must be"),
         ({"crowd": -2}, "crowd must be"),
+        ({"switch_to": "dispatchers"}, "switch_to must be one of any, monitors"),
         ({"speed": 1}, "unknown fields \\['speed'\\]"),
     ):
         with pytest.raises(ModelError, match=problem):
@@ -135,13 +137,17 @@ def test_a_receive_costs_more_for_every_other_dispatcher_on_its_cpu() -> None:
     assert simulate(small(4, crowd=7), Tree(0, {0: (1, 2, 3)}), Workload("none")).received == {0: 0.0, 1: 130.0, 2: 140.0, 3: 150.0}
 
 
-def test_a_monitor_forwards_every_frame_it_has_in_one_turn_and_the_root_may_send_to_itself() -> None:
-    m = small(route="monitors", forward=5)
+def test_a_monitor_forwards_every_frame_it_has_in_one_turn() -> None:
+    # root sends to 1 (0..10) and 2 (10..20); its monitor's one step at 20 forwards both (20..25, 25..30)
+    r = simulate(small(3, route="monitors", forward=5), Tree(0, {0: (1, 2)}), Workload("none"))
+    assert r.forwarded == {0: 10.0, 1: 5.0, 2: 5.0} and r.received == {0: 0.0, 1: 150.0, 2: 155.0}
+
+
+def test_with_switch_to_monitors_only_a_monitors_turn_pays_the_switch() -> None:
     one = Tree(0, {0: (1,)})
-    # to_self: the root sends to itself 0..10, then to 1 10..20; its monitor's step at 20 forwards both: its own
-    # back to it (one monitor) by 25, 1's by 30 (at monitor 1 by 130); the root takes its own 30..50 (what 1's
-    # ack costs) while the frame travels; 1 receives 135..155, acks by 165; monitor 1 165..170, monitor 0
-    # 270..275; the root takes the ack 275..295
-    r = simulate(m, one, Workload("direct", to_self=True))
-    assert r.received[1] == 155 and r.shootdown == 295 and r.forwarded == {0: 15.0, 1: 10.0}
-    assert simulate(m, one, Workload("direct")).shootdown == 280  # without it
+    # everything on CPU 0, latency 0, switch 100. "any": root 0..10; monitor 0 (switch) 110..115; monitor 1
+    # (another process: switch) 215..220; 1 (switch) 320..340
+    shared = dataclasses.replace(small(cpu_of=[0, 0], latency=0, route="monitors", forward=5), switch=100.0)
+    assert simulate(shared, one, Workload("none")).received[1] == 340
+    # "monitors": 1's turn pays nothing: 220..240
+    assert simulate(shared.with_runtime(switch_to="monitors"), one, Workload("none")).received[1] == 240

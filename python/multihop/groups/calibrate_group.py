@@ -36,10 +36,14 @@ members:
   CPU per request it answers; ``send``: the root's wall time per request in a
   burst; ``ack``: the root endpoint's own account of taking a frame (its
   ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
-  left of the root's CPU per round with one member after its two sends and
-  the two frames it takes back (its request to itself and the reply): the
-  convergecast's own bookkeeping, waiting and waking, played as the root's
-  local work; the request to itself is played as such (``Workload.to_self``).
+  left of the root's CPU per round with one member (the convergecast's own
+  bookkeeping, its request to itself, which its endpoint delivers without a
+  frame, waiting and waking), played as the root's local work before its
+  first send (traced here: 16 of the root's 28 us per round come before it).
+  A member's and the root's figures are their whole CPU time, the kernel's
+  switching into them included, so the model charges the switch only to
+  turns of a monitor (``switch_to = "monitors"``), whose figures are its
+  forwarding steps alone;
 * **crowd**: the same reference rounds with one, two and three member
   processes on the member's core: a member's CPU per request grows with the
   others that run on its CPU between its turns (measured here: 5-10 us per
@@ -221,7 +225,7 @@ def measure_group_path(
     one = refs[0]
     send = one["send"]
     ack = statistics.mean(r["handled"] for r in refs)
-    root_work = max(0.0, one["root_cpu"] - 2 * (send + ack))  # its request to itself and to the member, both back
+    root_work = max(0.0, one["root_cpu"] - send - ack)
     frames = sum(r["mon_frames"] for r in refs)
     forward = sum(r["mon_cpu"] for r in refs) / frames if frames else 0.0
     # a member's CPU per request against the other members on its CPU (0, 1, 2): a straight line by least squares
@@ -291,6 +295,7 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         route="monitors",
         forward=costs.forward,
         crowd=costs.crowd,
+        switch_to="monitors",
         wake=costs.wake,
         spin=0.0,
         poll=monitor_poll_ns(),
@@ -335,4 +340,4 @@ def calibrate_group_path(
     say(f"group path {src} -> {member}: {costs}")
     model = group_path_model(base, src, costs)
     model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
-    return model, costs, Workload("direct", root_work=costs.root_work, to_self=True)
+    return model, costs, Workload("direct", root_work=costs.root_work)

@@ -16,7 +16,7 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
-Six more describe the *runtime's processes* rather than the cores (all
+Seven more describe the *runtime's processes* rather than the cores (all
 optional; their defaults keep the plain Smelt model, which is what the
 shipped files describe):
 
@@ -39,6 +39,11 @@ shipped files describe):
 ``poll``
     how long, in ns, a monitor polls for the next frame before it parks (the
     runtime's ``MULTIHOP_MONITOR_POLL_US``; default: never parks);
+``switch_to``
+    which turns pay the switch: ``"any"`` change of process on a CPU (the
+    default), or only a change to a ``"monitors"``' turn (when the
+    dispatchers' costs were measured as their whole CPU time, the kernel's
+    switching into them included, as the group path calibration does);
 ``crowd``
     how much more, in ns, a dispatcher's receive of a multicast costs for
     every other dispatcher of the multicast on its CPU (they run between its
@@ -66,6 +71,7 @@ them (or pass your own file) to describe your machine::
     spin = inf                    # TOML's inf: never parks
     poll = inf
     crowd = 0
+    switch_to = "any"             # or "monitors"
     [cost.0]                      # same socket
     send = 70
     recv = 60
@@ -108,7 +114,10 @@ COSTS: tuple[str, ...] = ("send", "recv", "latency")
 ROUTES: tuple[str, ...] = ("direct", "monitors")
 """How a message travels between two cores: straight, or through both cores' monitors."""
 
-RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd")
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd", "switch_to")
+
+SWITCH_TO: tuple[str, ...] = ("any", "monitors")
+"""Which turns pay the switch: any change of process, or only a change to a monitor."""
 """The fields of a model file's ``[runtime]`` table (see the module docstring)."""
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -140,6 +149,7 @@ class MachineModel:
     spin: float = math.inf
     poll: float = math.inf
     crowd: float = 0.0
+    switch_to: str = "any"
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -167,6 +177,8 @@ class MachineModel:
         if isinstance(self.switch, bool) or not isinstance(self.switch, (int, float)) or not self.switch >= 0:
             raise ModelError(f"model {self.name!r}: switch must be a number >= 0, got {self.switch!r}")
         object.__setattr__(self, "switch", float(self.switch))
+        if self.switch_to not in SWITCH_TO:
+            raise ModelError(f"model {self.name!r}: switch_to must be one of {', '.join(SWITCH_TO)}, got {self.switch_to!r}")
         if self.route not in ROUTES:
             raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
         for key in ("forward", "wake", "crowd"):
@@ -229,9 +241,10 @@ class MachineModel:
         spin: float | None = None,
         poll: float | None = None,
         crowd: float | None = None,
+        switch_to: str | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
-        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd}
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd, "switch_to": switch_to}
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
@@ -254,6 +267,7 @@ class MachineModel:
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
             f"crowd = {self.crowd!r}",
+            f"switch_to = {_toml_str(self.switch_to)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
         ]
@@ -382,6 +396,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         runtime.get("spin", math.inf),
         runtime.get("poll", math.inf),
         runtime.get("crowd", 0.0),
+        runtime.get("switch_to", "any"),
     )
 
 

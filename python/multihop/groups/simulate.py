@@ -31,7 +31,9 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
   core's CPU, at idle priority: it gets a turn only when no dispatcher there
   has something ready (a dispatcher never waits for a monitor's next frame,
   a monitor waits for every dispatcher), and a turn that changes process
-  costs the switch as above.  So a frame a dispatcher sends waits for the
+  costs the switch as above (with ``switch_to = "monitors"`` only a turn
+  that changes *to* a monitor pays it: the dispatchers' costs were measured
+  with the kernel's switching into them inside).  So a frame a dispatcher sends waits for the
   rest of that dispatcher's turn;
 * a process that has had nothing to do for longer than its spin since its
   last turn (a dispatcher's ``spin``, a monitor's ``poll``) is parked.  A
@@ -71,16 +73,12 @@ class Workload:
 
     ``root_work`` is the root's own part of a round that does not grow with
     the members (a live convergecast's set-up and result), played before its
-    first send.  With ``to_self`` the root also sends the message to itself,
-    first, and takes it back like an ack (a live unicast convergecast sends
-    to every node id of the view, its own included): the send costs what
-    its send to its first child costs, taking it what that child's ack does.
+    first send.
     """
 
     acks: str = "tree"
     work: float = 0.0
     root_work: float = 0.0
-    to_self: bool = False
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
@@ -117,10 +115,6 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
     pending_acks = {c: (len(tree.children_of(c)) if workload.acks == "tree" else 0) for c in tree.cores}
     if workload.acks == "direct":
         pending_acks[root] = len(tree.cores) - 1
-    first = tree.children_of(root)[0] if tree.children_of(root) else None
-    to_self = workload.to_self and first is not None and workload.acks != "none"
-    if to_self:
-        pending_acks[root] += 1
     work_done: dict[int, bool] = {}
     received: dict[int, float] = {root: 0.0}
     acked: dict[int, float] = {}
@@ -206,7 +200,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         heapq.heapify(q)
         _, _, proc, kind, frm, to = item
         core, is_monitor = proc
-        if cpu_last.get(cpu, proc) != proc:
+        if cpu_last.get(cpu, proc) != proc and (is_monitor or model.switch_to == "any"):
             start += model.switch
         cpu_free[cpu] = math.inf  # running: what this turn sends finds its CPU awake
         now = start
@@ -236,16 +230,13 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
                 received[core] = now
             else:
                 now += workload.root_work
-                if to_self and first is not None:
-                    now += cost("send", core, first)
-                    deliver(now, core, core, "ack")
             for child in tree.children_of(core):
                 now += cost("send", core, child)
                 deliver(now, core, child, "data")
             now += workload.work
             work_done[core] = True
-        else:  # an ack (the root's own message back: costs what its first child's ack does)
-            now += cost("recv", first if frm == core and first is not None else frm, core)
+        else:  # an ack
+            now += cost("recv", frm, core)
             pending_acks[core] -= 1
         if workload.acks == "none":
             finish = max(finish, now)
