@@ -54,11 +54,11 @@ being dropped.  Storage brokers originate the events published in their cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from multihop.ges.address import contains, unit_id, unit_level
 from multihop.ges.dedup import DuplicateFilter
-from multihop.ges.event import EventData, names_and_values
+from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
 from multihop.ges.profile_graph import ProfileGraph
 
@@ -84,6 +84,10 @@ _new = tuple.__new__
 #: counters that make a handling too unusual to remember
 _UNUSUAL = ("duplicates", "unroutable", "not_decider", "ttl", "parked")
 _PARK = None  # the "hop" of targets with no route (durable mode parks them)
+#: what copies are owed to in durable mode, told safe once every next hop acknowledged: a copy that
+#: came in over a gateway ``("in", peer, link epoch, link seq)``, or a stored entry a storage broker
+#: routes as origin ``("entry", entry)``
+Cause: TypeAlias = tuple[Literal["in"], int, int, int] | tuple[Literal["entry"], int]
 
 
 class _Plan:
@@ -128,22 +132,22 @@ class EventRouting:
         self.deliveries: dict[int, list[EventData]] = {}
         #: durable mode (set by the broker): acknowledgements wait for the next hops, unroutable copies park
         self.durable = False
-        self._cause: object = None  # what the copies being made now are owed to
-        self._open: dict[object, int] = {}  # cause -> copies/entries it still waits for
-        self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
+        self._cause: Cause | None = None  # what the copies being made now are owed to
+        self._open: dict[Cause, int] = {}  # cause -> copies/entries it still waits for
+        self._deps: dict[int, dict[int, Cause | None]] = {}  # peer -> link seq -> cause of that copy
         self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
         self._done: dict[int, list[int]] = {}  # peer -> seqs that became safe since the last ack
         # a copy dropped as a duplicate must not be acknowledged before the copy it duplicates is safe
         # (else the previous hop forgets it while the original waits here, parked, and newer events overtake it)
         self._dup_hit = False
-        self._ev_cause: dict[object, object] = {}  # event id -> open cause that handled it here first
-        self._cause_ev: dict[object, object] = {}  # the reverse
-        self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
-        self._parked_n: dict[object, int] = {}  # cause -> its copies parked here
+        self._ev_cause: dict[EventId, Cause] = {}  # event id -> open cause that handled it here first
+        self._cause_ev: dict[Cause, EventId] = {}  # the reverse
+        self._listeners: dict[Cause, list[Cause]] = {}  # cause -> causes of duplicates waiting for it
+        self._parked_n: dict[Cause, int] = {}  # cause -> its copies parked here
         self._had_at: tuple[int, dict[int, bool]] = (-1, {})  # graph version -> level -> _had_deciders
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
-        self.parked: list[tuple[object, EventCopy]] = []
+        self.parked: list[tuple[Cause | None, EventCopy]] = []
         self._parked_at = -1
         #: remembered decisions: kind of copy (routing fields, signature) -> plans, valid for the stamp in _plans_at
         self._plans: dict[tuple[object, ...], _Kind] = {}
@@ -286,11 +290,11 @@ class EventRouting:
                 seq = seqs.get(peer, 0)
                 seqs[peer] = seq + 1
                 unacked.setdefault(peer, {})[seq] = copy
-                box = out.get(peer)
-                if box is None:
+                queue = out.get(peer)
+                if queue is None:
                     out[peer] = [copy]
                 else:
-                    box.append(copy)
+                    queue.append(copy)
             counters["copies_out"] += len(plan.sends)
         return True
 
@@ -302,7 +306,7 @@ class EventRouting:
             return True
         return False
 
-    def originate(self, ev: EventData, cause: object) -> None:
+    def originate(self, ev: EventData, cause: Cause) -> None:
         """Durable mode: this storage broker routes ``ev`` (stored in its cluster) as its origin.
 
         ``cause`` is told to the store (:meth:`StoreRole.route_done`) once every next hop acknowledged.
@@ -322,7 +326,7 @@ class EventRouting:
         self._hold(cause, ev.id)
         self._release(cause)
 
-    def _hold(self, cause: object, eid: object) -> None:
+    def _hold(self, cause: Cause, eid: EventId) -> None:
         """After handling a copy: remember the cause that waits for this event here, or make a pure
         duplicate wait for it."""
         if self._open[cause] > 1:
@@ -347,7 +351,7 @@ class EventRouting:
                 last = seq
                 self.counters["copies_in"] += 1
                 if durable:
-                    cause = ("in", peer, self._epoch.get(peer, 0), seq)
+                    cause: Cause = ("in", peer, self._epoch.get(peer, 0), seq)
                     self._inq.setdefault(peer, {})[seq] = None
                     self._open[cause] = 1
                     self._cause = cause
@@ -385,7 +389,7 @@ class EventRouting:
                     if cause is not None:
                         self._release(cause)
 
-    def _release(self, cause: object) -> None:
+    def _release(self, cause: Cause) -> None:
         """One thing ``cause`` waited for is safe; when nothing is left, the cause is done."""
         n = self._open[cause] - 1
         if n:
@@ -397,8 +401,8 @@ class EventRouting:
             del self._ev_cause[eid]
         for waiting in self._listeners.pop(cause, ()):
             self._release(waiting)
-        if cause[0] == "in":  # type: ignore[index]
-            _, peer, epoch, seq = cause  # type: ignore[misc]
+        if cause[0] == "in":
+            _, peer, epoch, seq = cause
             if self._epoch.get(peer, 0) != epoch:
                 return  # that gateway is gone: its sender routes the copy again itself
             q = self._inq.get(peer)
@@ -409,7 +413,7 @@ class EventRouting:
         else:
             st = self.core.durability.store
             if st is not None:
-                st.route_done(cause[1])  # type: ignore[index]
+                st.route_done(cause[1])
 
     def _safe_upto(self, peer: int) -> int:
         q = self._inq.get(peer)
@@ -424,9 +428,10 @@ class EventRouting:
         self._parked_at = self.core.gpp.version
         parked, self.parked = self.parked, []
         for cause, copy in parked:
-            n = self._parked_n.pop(cause, 0) - 1
-            if n > 0:
-                self._parked_n[cause] = n
+            if cause is not None:
+                n = self._parked_n.pop(cause, 0) - 1
+                if n > 0:
+                    self._parked_n[cause] = n
             self._cause = cause
             self._route_again(copy)
             self._cause = None
@@ -697,7 +702,7 @@ class EventRouting:
             for peer in self._ack_due:
                 self._ack_due[peer] = ACK_EVERY  # due now
 
-    def take(self) -> dict[int, list]:
+    def take(self) -> dict[int, list[Events | EventAck]]:
         """Per neighbour: an Events batch (numbered) and/or an EventAck; per client: the events to deliver.
 
         Acks are lazy: a gateway is acknowledged with the next copies sent back over
@@ -706,7 +711,7 @@ class EventRouting:
         """
         if self.parked and self._parked_at != self.core.gpp.version:
             self.retry_parked()
-        out: dict[int, list] = {}
+        out: dict[int, list[Events | EventAck]] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)
             out.setdefault(peer, []).append(Events(first, tuple(copies)))
