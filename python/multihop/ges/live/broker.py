@@ -369,7 +369,7 @@ class LiveBroker:
             peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
             return
         if peer.client is None:
-            if rec.name == "durable_attach":
+            if isinstance(rec, wire.client_stub.messages.durable_attach):
                 peer.client, peer.incarnation = rec.client, rec.incarnation
                 try:
                     msg = durable_wire.decode_attach(rec)
@@ -379,7 +379,7 @@ class LiveBroker:
                     return
                 core.client_attach(peer.code, msg)
                 return
-            if rec.name != "attach":
+            if not isinstance(rec, wire.client_stub.messages.attach):
                 self.counters["refused"] += 1
                 self._lost(peer)  # a client must say who it is first
                 return
@@ -443,7 +443,10 @@ class LiveBroker:
         gpp = self.core.gpp
         levels = self.address.levels
         g = self.core.graph()
-        name = lambda c: str(Address.from_code(c, levels))  # noqa: E731
+
+        def name(c: int) -> str:
+            return str(Address.from_code(c, levels))
+
         cache = {g.name(u): [cost, None if hop is None else g.name(hop)] for u, (cost, hop) in g.cache.table().items()}
         return {
             "address": str(self.address),
