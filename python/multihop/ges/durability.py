@@ -240,7 +240,7 @@ class StoreRole:
         elif self._stream_new(ev):
             bits = ROUTE_BIT
             for p in self.core.ppp.local.match(*names_and_values(ev)):
-                bits |= 1 << (VIRTUAL_BASE - p)  # type: ignore[operator]
+                bits |= 1 << (VIRTUAL_BASE - p)
             e = self._put(ev, bits)
             self.waiting.setdefault(ev.id.publisher, []).append(e)
             if not self.inflight.get(ev.id.publisher):
@@ -718,14 +718,14 @@ class Durability:
             self.pending.pop(("reg", body.client, body.incarnation), None)
             peer = self._by_name.get(body.client)
             a = self.attached.get(peer) if peer is not None else None
-            if a is None or a.incarnation != body.incarnation:
+            if peer is None or a is None or a.incarnation != body.incarnation:
                 return
             if t is SWelcome:
                 a.welcomed = True
-                self.core.send(peer, Welcome(a.home, body.replay))  # type: ignore[arg-type]
+                self.core.send(peer, Welcome(a.home, body.replay))
             else:
-                self.core.client_detach(peer)  # type: ignore[arg-type]
-                self.core.send(peer, Refused("DurableAttach", body.reason))  # type: ignore[arg-type]  # after: detach drops the outbox
+                self.core.client_detach(peer)
+                self.core.send(peer, Refused("DurableAttach", body.reason))  # after: detach drops the outbox
         elif t is SSubAck:
             self.pending.pop(("sub", body.client, body.sub), None)
         elif t is SStored:
@@ -748,8 +748,8 @@ class Durability:
         elif t is SDeliver:
             peer = self._by_name.get(body.client)
             a = self.attached.get(peer) if peer is not None else None
-            if a is not None and a.incarnation == body.incarnation:
-                self.core.send(peer, DurableDeliver(body.prev, body.entries))  # type: ignore[arg-type]
+            if peer is not None and a is not None and a.incarnation == body.incarnation:
+                self.core.send(peer, DurableDeliver(body.prev, body.entries))
 
     # ---- attached clients -----------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ being dropped.  Storage brokers originate the events published in their cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypeVar
 
 from multihop.ges.address import contains, unit_id, unit_level
 from multihop.ges.dedup import DuplicateFilter
@@ -84,6 +84,10 @@ _new = tuple.__new__
 #: counters that make a handling too unusual to remember
 _UNUSUAL = ("duplicates", "unroutable", "not_decider", "ttl", "parked")
 _PARK = None  # the "hop" of targets with no route (durable mode parks them)
+#: targets of a copy grouped by next hop (or _PARK)
+_Fwd: TypeAlias = dict[int | None, list[int]]
+#: what a remembered decision is made while handling (an EventData published here, an EventCopy received)
+_Arg = TypeVar("_Arg")
 #: what copies are owed to in durable mode, told safe once every next hop acknowledged: a copy that
 #: came in over a gateway ``("in", peer, link epoch, link seq)``, or a stored entry a storage broker
 #: routes as origin ``("entry", entry)``
@@ -96,8 +100,8 @@ class _Plan:
     __slots__ = ("checks", "roles", "clients", "sends", "decisions")
 
     def __init__(self) -> None:
-        self.checks: list[tuple[ProfileGraph, set[object]]] = []  # profile graphs asked and their answers, in order
-        self.roles: list[object] = []  # duplicate-filter roles the event passed, in order
+        self.checks: list[tuple[ProfileGraph[int], set[int]]] = []  # profile graphs asked and their answers, in order
+        self.roles: list[int] = []  # duplicate-filter roles the event passed, in order
         self.clients: list[int] = []  # local clients it was delivered to
         self.sends: list[tuple[int, EventCopy]] = []  # (neighbour, copy sent) in order; the copy's event is replaced
         self.decisions = 0
@@ -189,7 +193,7 @@ class EventRouting:
 
     # ---- remembered decisions ------------------------------------------------------------------------
 
-    def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: object, arg: object) -> bool:
+    def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: Callable[[_Arg], None], arg: _Arg) -> bool:
         """Handle ``arg`` with ``handle`` (in full, noting a plan: False) or replay a plan remembered
         for ``key`` whose profile graphs answer the same for ``ev`` (True)."""
         stamp = (self.core.gpp.version, ProfileGraph.generation)
@@ -213,7 +217,7 @@ class EventRouting:
         decisions = counters["decisions"]
         rec = self._rec = _Plan()
         try:
-            handle(arg)  # type: ignore[operator]
+            handle(arg)
         finally:
             self._rec = None
         if PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL] and stamp == (self.core.gpp.version, ProfileGraph.generation):
@@ -235,7 +239,7 @@ class EventRouting:
     def _choose(plans: list[_Plan], ev: EventData) -> _Plan | None:
         """The first plan whose profile graphs answer for ``ev`` what they answered when it was made."""
         names, values = names_and_values(ev)
-        asked: dict[int, set[object]] = {}
+        asked: dict[int, set[int]] = {}
         for plan in plans:
             for g, expect in plan.checks:
                 got = asked.get(id(g))
@@ -247,7 +251,7 @@ class EventRouting:
                 return plan
         return None
 
-    def _match(self, g: ProfileGraph, names: tuple[str, ...], values: list[str]) -> set[object]:
+    def _match(self, g: ProfileGraph[int], names: tuple[str, ...], values: list[str]) -> set[int]:
         """``g.match`` (noted in the plan being made)."""
         got = g.match(names, values)
         if self._rec is not None:
@@ -298,9 +302,9 @@ class EventRouting:
             counters["copies_out"] += len(plan.sends)
         return True
 
-    def _accept(self, eid: object, role: object) -> bool:
+    def _accept(self, eid: EventId, role: int) -> bool:
         """The duplicate filter's verdict for ``eid`` in ``role`` (noted in the plan being made)."""
-        if self.dedup.accept(eid, role):  # type: ignore[arg-type]
+        if self.dedup.accept(eid, role):
             if self._rec is not None:
                 self._rec.roles.append(role)
             return True
@@ -470,8 +474,8 @@ class EventRouting:
         if copy.mode == UP:
             self._up(copy)
             return
-        transit: dict[int, list[int]] = {}
-        decided: dict[int, list[int]] = {}
+        transit: _Fwd = {}
+        decided: _Fwd = {}
         me = self.code
         for t in copy.targets:
             if contains(t, me):
@@ -489,11 +493,11 @@ class EventRouting:
             return
         self._handle(copy._replace(left=()))
 
-    def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
+    def _toward(self, target: int, fwd: _Fwd, avoid: tuple[int, ...]) -> None:
         hop = self.core.gpp.hop_to(target, avoid)
         if hop is None:
             if self.durable:
-                fwd.setdefault(_PARK, []).append(target)  # type: ignore[arg-type]
+                fwd.setdefault(_PARK, []).append(target)
                 return
             self.counters["unroutable"] += 1
             return
@@ -507,7 +511,7 @@ class EventRouting:
             self._parked_n[cause] = self._parked_n.get(cause, 0) + 1
         self.parked.append((cause, copy))
 
-    def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:
+    def _down(self, t: int, copy: EventCopy, fwd: _Fwd) -> None:
         """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
         ev = copy.event
         if t == self.code:
@@ -519,7 +523,7 @@ class EventRouting:
             return
         lvl = unit_level(t)
         if self.durable and self.core.durability.missing_profiles(lvl):
-            fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]  # restarted: no profiles to decide with yet
+            fwd.setdefault(_PARK, []).append(t)  # restarted: no profiles to decide with yet
             return
         if not self._accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
@@ -537,7 +541,7 @@ class EventRouting:
             d = self._nearest(self.core.ppp.deciders()[lvl])
             hop = None if d is None else self.core.gpp.hop_to(d)
             if hop is None and self.durable:
-                fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]
+                fwd.setdefault(_PARK, []).append(t)
             elif hop is None:
                 self.counters["unroutable"] += 1
             else:
@@ -549,10 +553,10 @@ class EventRouting:
         for c in dests:
             if c in reached:
                 continue
-            if contains(c, me):  # type: ignore[arg-type]
-                self._down(c, copy, fwd)  # type: ignore[arg-type]
+            if contains(c, me):
+                self._down(c, copy, fwd)
             else:
-                self._toward(c, fwd, ())  # type: ignore[arg-type]
+                self._toward(c, fwd, ())
 
     def _up(self, copy: EventCopy) -> None:
         """Climb: decide at each level this broker decides; hand the rest to the nearest decider."""
@@ -560,7 +564,7 @@ class EventRouting:
         n1 = self.levels + 1
         lvl = copy.level
         ppp = self.core.ppp
-        fwd: dict[int, list[int]] = {}
+        fwd: _Fwd = {}
         reached = copy.reached
         deciders = ppp.deciders()  # also brings ppp.decided up to date
         while lvl <= n1:
@@ -579,7 +583,7 @@ class EventRouting:
                 reached = reached + (came_from,)
                 for c in dests:
                     if c not in reached:
-                        self._toward(c, fwd, ())  # type: ignore[arg-type]
+                        self._toward(c, fwd, ())
                 lvl += 1
                 continue
             if lvl == copy.level and copy.targets:
@@ -648,18 +652,18 @@ class EventRouting:
             if st is not None:
                 matched = self.core.ppp.local.match(names, values)
                 if matched:
-                    st.on_match(ev, matched)  # type: ignore[arg-type]
+                    st.on_match(ev, matched)
             return
         rec = self._rec
         for client in self._match(self.core.ppp.local, names, values):
-            self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
+            self.deliveries.setdefault(client, []).append(ev)
             self.counters["delivered"] += 1
             if rec is not None:
-                rec.clients.append(client)  # type: ignore[arg-type]
+                rec.clients.append(client)
 
     # ---- output -----------------------------------------------------------------------------------
 
-    def _send_down(self, copy: EventCopy, fwd: dict[int, list[int]], left: tuple[int, ...]) -> None:
+    def _send_down(self, copy: EventCopy, fwd: _Fwd, left: tuple[int, ...]) -> None:
         for hop, targets in fwd.items():
             c = EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left)
             if hop is _PARK:

@@ -89,11 +89,11 @@ class LiveBroker:
         self.storage: SqliteStorage | None = None
         # a restart's gateways are new incarnations (seconds since 2023: above the topology's 0, growing)
         self.epoch = max(1, int(time.time()) - 1_672_531_200) if restart else 0
-        if self.durable:
+        if storage_dir is not None:  # durable
             sb = storage_brokers_of(topology)
             if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
                 sync = os.environ.get("MULTIHOP_GES_SYNCHRONOUS", "FULL")  # docs/ges.md: why FULL
-                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)  # type: ignore[arg-type]
+                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)
             self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
         else:
             self.core = BrokerCore(address, thresholds=topology.thresholds)

@@ -257,9 +257,14 @@ class LiveClient:
         return (self.core.replayed, self.core.replay)
 
     def wait_stored(self, timeout: float = 10.0) -> None:
-        """Durable: wait until every event published so far is in stable storage (Timeout otherwise)."""
+        """Durable: wait until every event published so far is in stable storage (Timeout otherwise).
+
+        Raises GesStateError on a client of a system without stable storage (nothing is stored there)."""
+        durable = self.core.durable
+        if durable is None:
+            raise GesStateError(f"wait_stored: client {self.client_id!r} is not durable (its GES system has no stable storage)")
         deadline = time.monotonic() + timeout
-        while len(self.core.durable.queue):  # type: ignore[union-attr]  # bounded by the deadline
+        while len(durable.queue):  # bounded by the deadline
             left = deadline - time.monotonic()
             if left <= 0:
                 raise mh.Timeout(f"{self.queued} events of client {self.client_id!r} not stored within {timeout} s")
