@@ -7,8 +7,9 @@ default) and one whose monitors serve each channel's whole backlog in turn
 (``MULTIHOP_LINK_QUANTUM`` of a gigabyte: the unfair baseline, same run), the
 ping-pong's median round trip alone and next to a flood over the same monitor
 link, their ratio (goal: at most 2x), the flood's rate, and what the upstream
-monitor's link saw (most messages queued, most messages of other channels
-that went out ahead of a waiting message). Medians over ``--runs`` runs.
+monitor's link saw (most frames queued, most frames of other channels that
+went out ahead of a waiting message; the flood's batches of 16 travel as one
+frame each, see docs/design.md). Medians over ``--runs`` runs.
 Real cores: two CPUs, one per monitor; every process pinned to its core's CPU.
 """
 
@@ -75,7 +76,7 @@ def main() -> None:
         f"ping-pong 64 B over a monitor link, alone and next to a flood (window {a.window}, 64 B, batches of 16); "
         f"real cores (2 CPUs), medians of {a.runs} runs of {a.n}"
     )
-    print(f"{'link queues':<22}{'alone us':>10}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}{'max queued':>12}{'max ahead':>11}")
+    print(f"{'link queues':<22}{'alone us':>10}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}{'max queued':>12}{'max ahead':>11}  (frames)")
     for label, quantum in (("fair (DRR, default)", None), ("unfair (whole backlog)", link_share.UNFAIR_QUANTUM)):
         r = measure(quantum, a.n, a.runs, a.window)
         print(

@@ -76,7 +76,8 @@ def monitor_cpu(rt: mh.Runtime) -> float:
 
 
 def forwarded(rt: mh.Runtime) -> int:
-    return sum(m["data"]["forwarded"] for m in rt.status()["monitors"])
+    """Data messages the monitors forwarded (a batch frame counts its messages)."""
+    return sum(m["data"]["forwarded_messages"] for m in rt.status(limit=0)["monitors"])
 
 
 def window_bound(window: int, work_ns: int, batch: bool) -> float | None:

@@ -78,21 +78,23 @@ def test_send_batch_is_checked_whole_before_anything_goes(c: C, rt: mh.Runtime, 
 
 
 def test_send_batch_cut_short_by_a_close_says_how_many_went(c: C, rt: mh.Runtime) -> None:
-    _, client, server = _pair(c, rt, "multihop")  # credit window 16
+    # Credit window 16; a batch goes in frames of up to 64 messages, one credit each.
+    _, client, server = _pair(c, rt, "multihop")
     sent = c.ffi.new("size_t *")
-    ptrs, n, _keep = _batch(c, [b"m%d" % i for i in range(40)])
+    ptrs, n, _keep = _batch(c, [b"m%d" % i for i in range(2000)])
     rc: list[int] = []
-    t = threading.Thread(target=lambda: rc.append(c.lib.mh_send_batch(client, ptrs, n, 40, 30_000, sent)))
+    t = threading.Thread(target=lambda: rc.append(c.lib.mh_send_batch(client, ptrs, n, 2000, 30_000, sent)))
     t.start()
 
-    def forwarded_to_the_service() -> int:
+    def forwarded_to_the_service() -> tuple[int, int]:
         (m,) = [m for m in rt.status(limit=0)["monitors"] if m["core"] == 1]
-        return int(m["data"]["forwarded"])
+        return int(m["data"]["forwarded"]), int(m["data"]["forwarded_messages"])
 
-    until("a window of 16 has reached the service's monitor", lambda: forwarded_to_the_service() >= 16)
+    until("a window of 16 frames has reached the service's monitor", lambda: forwarded_to_the_service()[1] >= 16 * 64)
+    assert forwarded_to_the_service() == (16, 16 * 64)
     c.lib.mh_close(server)
     t.join(30)
-    assert rc == [CODES["MH_E_CLOSED"]] and sent[0] == 16
+    assert rc == [CODES["MH_E_CLOSED"]] and sent[0] == 16 * 64
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

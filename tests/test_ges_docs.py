@@ -1,5 +1,5 @@
 """Every public function, class, method and property of multihop.ges is documented and annotated;
-the generated stubs of flounder-idl/ges_broker.if are current."""
+the generated stubs of flounder-idl/ges_broker.if and ges_client.if, and their typed stubs, are current."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import multihop.ges
 from multihop.idl import generate_python, parse
+from multihop.idl.pyi import generate_pyi
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,3 +76,15 @@ def test_generated_stubs_are_current(monkeypatch: Any) -> None:
     for stub in stubs:
         iface = f"flounder-idl/{stub.stem[: -len('_if')]}.if"
         assert stub.read_text() == generate_python(parse(iface)), f"{stub} is stale: run multihop stubgen {iface} --lang python -o {stub}"
+
+
+def test_typed_stubs_are_current(monkeypatch: Any) -> None:
+    """python/multihop/ges/live/*_if.pyi (what mypy reads for the generated modules) are what
+    multihop.idl.pyi makes of flounder-idl/*.if today, one for each generated module."""
+    monkeypatch.chdir(ROOT)  # the generated header names the interface file relative to the repository
+    live = ROOT / "python" / "multihop" / "ges" / "live"
+    typed = sorted(live.glob("*_if.pyi"))
+    assert [p.stem for p in typed] == [p.stem for p in sorted(live.glob("*_if.py"))]
+    for stub in typed:
+        iface = f"flounder-idl/{stub.stem[: -len('_if')]}.if"
+        assert stub.read_text() == generate_pyi(parse(iface)), f"{stub} is stale: run python -m multihop.idl.pyi {iface} -o {stub}"

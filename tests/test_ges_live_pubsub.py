@@ -116,6 +116,8 @@ def test_bad_client_input_is_refused_and_the_broker_goes_on(testbed: LiveSystem)
         assert "declared int" in c.refusals[0][1] and "signature" in c.refusals[1][1]
         sid = c.subscribe([("topic", "news")])
         assert c.active_level(sid) >= 0  # the channel still works
+        with pytest.raises(ges.GesStateError, match="wait_stored: client 'bad' is not durable"):
+            c.wait_stored(1.0)  # a system without stable storage stores nothing to wait for
     finally:
         c.close()
     # a channel that does not say who it is gets closed

@@ -3,6 +3,7 @@ groups, convergecast, callbacks, and bad input (clear errors, the runtime unchan
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ from conftest import unique_name
 
 import multihop as mh
 from multihop.groups import BROADCAST, GroupError
+from multihop.groups.gsd import SERVICE
 
 
 @pytest.fixture
@@ -76,6 +78,12 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> Non
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1:
         with pytest.raises(GroupError, match="unknown group 'nope'"):
             d0.join("nope")
+        # the service answers an info request whose group is not a string with an error naming it
+        ch = d1.bind(SERVICE, timeout=10)
+        ch.send(json.dumps({"op": "info", "req": 7, "group": 5}).encode(), timeout=10)
+        reply = json.loads(ch.recv(timeout=10))
+        ch.close()
+        assert reply == {"op": "info_reply", "req": 7, "group": 5, "error": "an info request names its group as a string, got 5"}
         g0 = d0.join("g")
         with pytest.raises(GroupError, match="already a member"):
             d0.join("g")

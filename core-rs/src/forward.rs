@@ -38,7 +38,7 @@ use crate::idle_poll::{poll_cap, IdlePoll, PollStatus};
 use crate::link_queue::{LinkQueue, QUANTUM};
 use crate::park::{relay_spin_budget, spin_until, wait_until, Doorbell, Waited};
 use crate::vci::{Entry, ForwardTable, LinkId};
-use crate::wire::{Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
+use crate::wire::{messages_in, Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 
 /// One step in this many has its thread CPU time measured (a system call).
 const STEP_SAMPLE_EVERY: u64 = 64;
@@ -97,6 +97,8 @@ pub struct Fwd {
     links: Vec<Option<LinkSlot>>,
     pub table: ForwardTable,
     pub forwarded: u64,
+    /// Data messages in the DATA frames forwarded (a BATCH frame counts its messages).
+    pub messages: u64,
     pub dropped: u64,
     /// Teardown and credit frames for a VCI with no entry (crossed teardowns).
     pub late: u64,
@@ -115,6 +117,7 @@ impl Fwd {
             links: Vec::new(),
             table: ForwardTable::new(),
             forwarded: 0,
+            messages: 0,
             dropped: 0,
             late: 0,
             malformed: 0,
@@ -221,6 +224,9 @@ impl Fwd {
         Header::rewrite_vci(msg, e.out_vci);
         if self.send_or_queue(e.out_link, e.out_vci, msg) {
             self.forwarded += 1;
+            if h.kind == Kind::Data {
+                self.messages += messages_in(h.flags, msg);
+            }
         }
         if h.kind == Kind::Teardown {
             self.table.remove_pair(link, h.vci);
@@ -324,8 +330,10 @@ impl Fwd {
     /// wake each reader once. A neighbour monitor writing a burst is read
     /// whole, so the dispatcher behind us is woken once per burst, not once
     /// per fragment of it (each wake costs it a context switch on our CPU).
-    /// Returns how many messages moved and whether a dispatcher was woken.
-    fn step(&mut self, scratch: &mut Vec<u8>) -> (usize, bool) {
+    /// Returns the frames moved, the data messages among them (a BATCH
+    /// frame counts its messages), and whether a dispatcher was woken.
+    fn step(&mut self, scratch: &mut Vec<u8>) -> (usize, u64, bool) {
+        let messages = self.messages;
         let mut n = self.flush();
         for _ in 0..DRAIN_PASSES {
             let k = self.drain_pass(scratch);
@@ -334,7 +342,8 @@ impl Fwd {
                 break;
             }
         }
-        (n, self.ring_unrung())
+        let woke = self.ring_unrung();
+        (n, self.messages - messages, woke)
     }
 
     /// Drain every inbound ring once (at most 64 messages each).
@@ -399,6 +408,7 @@ impl Fwd {
             "links": links,
             "forwarding_entries": self.table.len(),
             "forwarded": self.forwarded,
+            "forwarded_messages": self.messages,
             "dropped": self.dropped,
             "late": self.late,
             "malformed": self.malformed,
@@ -491,11 +501,11 @@ impl Forwarder {
             steps = steps.wrapping_add(1);
             let sample = steps.is_multiple_of(STEP_SAMPLE_EVERY);
             let started = if sample { thread_cpu_ns() } else { 0 };
-            let (n, woke) = self.lock().step(&mut scratch);
-            if sample && n > 0 {
+            let (n, messages, woke) = self.lock().step(&mut scratch);
+            if sample && messages > 0 {
                 let spent = thread_cpu_ns().saturating_sub(started).saturating_sub(clock_cost);
                 self.sampled_cpu_ns.fetch_add(spent, Ordering::Relaxed);
-                self.sampled_messages.fetch_add(n as u64, Ordering::Relaxed);
+                self.sampled_messages.fetch_add(messages, Ordering::Relaxed);
             }
             if woke {
                 // The woken dispatcher shares our CPU. Under SCHED_IDLE it has

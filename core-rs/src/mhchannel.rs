@@ -23,7 +23,7 @@ use crate::channel::{ChannelInfo, CloseHook, Want};
 use crate::error::{Error, ErrorKind, Progress, Result};
 use crate::mhlink::{lock, DispatcherLink, MhShared, MhState};
 use crate::park::{relay_spin_budget, wait_until, Waited};
-use crate::wire::{Header, Kind, FLAG_ACK_NOW, HEADER_BYTES};
+use crate::wire::{encode_batch, Header, Kind, BATCH_ENTRY_BYTES, BATCH_PREFIX_BYTES, FLAG_ACK_NOW, FLAG_BATCH, HEADER_BYTES, MAX_BATCH_MESSAGES};
 
 pub use crate::mhlink::LINK_MAX_MESSAGE;
 
@@ -260,6 +260,14 @@ impl MhChannel {
     fn try_send_flags(&self, parts: &[&[u8]], flags: u16, extra: usize) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         self.check_len(len - extra)?;
+        self.try_send_frame(parts, flags, 1, (len - extra) as u64)
+    }
+
+    /// One DATA frame of `parts` carrying `messages` messages of `bytes`
+    /// bytes (the caller has checked its size), if a credit and the link
+    /// have room now.
+    fn try_send_frame(&self, parts: &[&[u8]], flags: u16, messages: u32, bytes: u64) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -304,8 +312,9 @@ impl MhChannel {
         };
         match sent {
             Ok(()) => {
-                st.sent += 1;
-                st.bytes_sent += len as u64;
+                st.sent += u64::from(messages);
+                st.bytes_sent += bytes;
+                st.on_frame_sent(messages);
                 Ok(())
             }
             Err(e) => {
@@ -322,14 +331,55 @@ impl MhChannel {
         }
     }
 
-    /// Send as many of `msgs` as fit now; returns how many. The caller has
-    /// checked their sizes (`check_len`).
+    /// Send as many of `msgs` as fit now; returns how many (messages taken
+    /// from `msgs` beyond that count were not sent). The caller has checked
+    /// their sizes (`check_len`). Consecutive messages go packed in BATCH
+    /// frames (`wire.rs`) of up to `MAX_BATCH_MESSAGES` and the channel's
+    /// maximum message size, each taking one credit; a batch that finds no
+    /// room on the link falls back to its first message alone. One wake-up
+    /// of the monitor for the whole call.
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
+        let max = self.info.max_message;
+        let mut msgs = msgs.peekable();
         let mut n = 0;
         let mut result = Ok(());
-        for m in msgs {
-            match self.try_send_quiet(&[m]) {
-                Ok(()) => n += 1,
+        let mut group: Vec<&[u8]> = Vec::new();
+        let mut packed = Vec::new();
+        while let Some(first) = msgs.next() {
+            group.clear();
+            group.push(first);
+            let mut size = BATCH_PREFIX_BYTES + BATCH_ENTRY_BYTES + first.len();
+            while group.len() < MAX_BATCH_MESSAGES {
+                match msgs.peek() {
+                    Some(m) if size + BATCH_ENTRY_BYTES + m.len() <= max => {
+                        size += BATCH_ENTRY_BYTES + m.len();
+                        group.push(m);
+                        msgs.next();
+                    }
+                    _ => break,
+                }
+            }
+            let mut sent = 0;
+            let mut r = Ok(());
+            if group.len() > 1 {
+                packed.clear();
+                encode_batch(&group, &mut packed);
+                let bytes = group.iter().map(|m| m.len() as u64).sum();
+                r = self.try_send_frame(&[&packed], FLAG_BATCH, group.len() as u32, bytes);
+                if r.is_ok() {
+                    sent = group.len();
+                }
+            }
+            if sent == 0 && matches!(&r, Ok(()) | Err(Error { kind: ErrorKind::TxBusy, .. })) {
+                r = self.try_send_quiet(&[first]);
+                if r.is_ok() {
+                    sent = 1;
+                }
+            }
+            n += sent;
+            match r {
+                Ok(()) if sent == group.len() => {}
+                Ok(()) => break, // the rest of the group did not fit
                 Err(e) if e.kind == ErrorKind::TxBusy => break,
                 Err(e) => {
                     result = Err(e);
@@ -351,9 +401,10 @@ impl MhChannel {
             st.marks.pop_front();
         }
         let Some(m) = st.queue.pop_front() else { return };
+        let n = st.received;
         st.received += 1;
         st.bytes_received += m.len() as u64;
-        if st.credits.on_consume() {
+        if st.takes_credit(n) && st.credits.on_consume() {
             self.shared.send_dummy(st, self.link.ring(), 0);
         }
     }
@@ -569,7 +620,7 @@ impl MhChannel {
     /// Messages sent and not yet acknowledged as consumed by the peer.
     pub fn unconsumed(&self) -> usize {
         self.link.pump();
-        lock(&self.shared.state).credits.in_flight() as usize
+        lock(&self.shared.state).unconsumed_messages()
     }
 
     /// One look for `flush`: true once every message sent so far has been
@@ -578,12 +629,12 @@ impl MhChannel {
     /// the unconsumed count) if the channel ended first.
     pub fn flush_poll(&self, asked: &mut bool) -> Result<bool> {
         if self.closed_here() {
-            let n = lock(&self.shared.state).credits.in_flight() as usize;
+            let n = lock(&self.shared.state).unconsumed_messages();
             return Err(self.closed_error().with_progress(Progress::Unconsumed(n)));
         }
         self.link.pump();
         let mut st = lock(&self.shared.state);
-        let n = st.credits.in_flight() as usize;
+        let n = st.unconsumed_messages();
         if n == 0 {
             return Ok(true);
         }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use crate::channel::UmpChannel;
 use crate::error::{ErrorKind, Result};
 use crate::flow::Credits;
-use crate::wire::{Header, Kind, FLAG_ACK_NOW, FLAG_HANDLES, HEADER_BYTES};
+use crate::wire::{decode_batch, Header, Kind, FLAG_ACK_NOW, FLAG_BATCH, FLAG_HANDLES, HEADER_BYTES};
 
 /// Largest message on a link: a full-size channel message and its header.
 pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
@@ -56,11 +56,65 @@ pub(crate) struct MhState {
     pub peer_closed: bool,
     /// Data messages sorted into the queue so far.
     pub arrived: u64,
+    /// Data frames (a message, or a batch of them) sorted in so far: what
+    /// an ack request counts in, as the credits do.
+    pub arrived_frames: u64,
+    /// Arrival numbers of queued messages that return no credit when taken:
+    /// all but the last of each batch frame (the last one returns its
+    /// frame's credit). Runs of them, in arrival order.
+    pub no_credit: VecDeque<std::ops::Range<u64>>,
+    /// Sending side: data frames sent so far, and the batch frames among
+    /// them not known to be consumed yet, as (frame number, messages beyond
+    /// the first): what turns credits in flight into messages unconsumed.
+    pub frames_sent: u64,
+    pub batches_in_flight: VecDeque<(u64, u32)>,
     pub received: u64,
     pub bytes_received: u64,
     pub sent: u64,
     pub bytes_sent: u64,
     pub busy: u64,
+}
+
+impl MhState {
+    /// Forget the batch frames the peer has consumed (their credits came back).
+    fn prune_batches(&mut self) {
+        // Credits in flight are the last frames sent (acks come in order).
+        let consumed = self.frames_sent.saturating_sub(u64::from(self.credits.in_flight()));
+        while self.batches_in_flight.front().is_some_and(|&(f, _)| f < consumed) {
+            self.batches_in_flight.pop_front();
+        }
+    }
+
+    /// A data frame of `messages` went out (its credit is taken already).
+    pub fn on_frame_sent(&mut self, messages: u32) {
+        let f = self.frames_sent;
+        self.frames_sent += 1;
+        if messages > 1 {
+            self.prune_batches();
+            self.batches_in_flight.push_back((f, messages - 1));
+        }
+    }
+
+    /// Messages sent and not yet acknowledged as consumed by the peer.
+    pub fn unconsumed_messages(&mut self) -> usize {
+        self.prune_batches();
+        self.credits.in_flight() as usize + self.batches_in_flight.iter().map(|&(_, extra)| extra as usize).sum::<usize>()
+    }
+
+    /// Whether taking the message of arrival number `n` (the queue's front)
+    /// returns a credit: false for all but the last message of a batch.
+    pub fn takes_credit(&mut self, n: u64) -> bool {
+        match self.no_credit.front_mut() {
+            Some(r) if r.contains(&n) => {
+                r.start = n + 1;
+                if r.is_empty() {
+                    self.no_credit.pop_front();
+                }
+                false
+            }
+            _ => true,
+        }
+    }
 }
 
 pub(crate) struct MhShared {
@@ -78,6 +132,10 @@ impl MhShared {
                 credits: Credits::new(window),
                 peer_closed: false,
                 arrived: 0,
+                arrived_frames: 0,
+                no_credit: VecDeque::new(),
+                frames_sent: 0,
+                batches_in_flight: VecDeque::new(),
                 received: 0,
                 bytes_received: 0,
                 sent: 0,
@@ -245,6 +303,24 @@ impl Sorter<'_> {
         let mut st = lock(&ch.state);
         st.credits.on_ack(h.ack);
         match h.kind {
+            Kind::Data if h.flags & FLAG_BATCH != 0 => match decode_batch(&buf[HEADER_BYTES..]) {
+                Ok(msgs) => {
+                    let first = st.arrived;
+                    let n = msgs.len() as u64;
+                    st.queue.extend(msgs.into_iter().map(<[u8]>::to_vec));
+                    st.no_credit.push_back(first..first + n - 1);
+                    st.arrived += n;
+                    st.arrived_frames += 1;
+                }
+                Err(_) => {
+                    // Not from our library: dropped, and its credit given back.
+                    self.link.dropped.fetch_add(1, Ordering::Relaxed);
+                    st.arrived_frames += 1;
+                    if st.credits.on_consume() {
+                        ch.send_dummy(&mut st, &self.link.link, 0);
+                    }
+                }
+            },
             Kind::Data => {
                 buf.drain(..HEADER_BYTES);
                 if h.flags & FLAG_HANDLES != 0 {
@@ -253,6 +329,7 @@ impl Sorter<'_> {
                 }
                 st.queue.push_back(buf);
                 st.arrived += 1;
+                st.arrived_frames += 1;
             }
             Kind::Dummy => {}
             Kind::Teardown => st.peer_closed = true,
@@ -260,7 +337,7 @@ impl Sorter<'_> {
         if h.flags & FLAG_ACK_NOW != 0 && !st.peer_closed {
             // The sender flushes: ack what is consumed now, and again once
             // everything that came before this is.
-            let arrived = st.arrived;
+            let arrived = st.arrived_frames;
             st.credits.request_ack(arrived);
             if st.credits.unacked() > 0 {
                 ch.send_dummy(&mut st, &self.link.link, 0);

@@ -236,7 +236,9 @@ impl Channel {
     /// were written (all of them unless the timeout passed). The whole batch
     /// is checked first (types, sizes, this end not closed): a bad one
     /// raises before anything is sent. If the channel closes part-way,
-    /// ChannelClosed says how many went in ``e.sent``.
+    /// ChannelClosed says how many went in ``e.sent``. On a multi-hop
+    /// channel consecutive messages travel packed, up to 64 in a frame that
+    /// takes one credit (they are received one by one, in order).
     #[pyo3(signature = (messages, timeout=None))]
     fn send_batch(&self, py: Python<'_>, messages: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
         let until = deadline(timeout)?;

@@ -281,7 +281,8 @@ impl Dispatcher {
         f.call1((slf, name, timeout))
     }
 
-    /// Messages that reached this dispatcher's link for no channel of ours.
+    /// Messages that reached this dispatcher's link and were dropped: for no
+    /// channel of ours, or malformed (a batch frame that does not add up).
     #[getter]
     fn link_dropped(&self) -> u64 {
         self.d.link_dropped()

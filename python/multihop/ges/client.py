@@ -154,7 +154,9 @@ class ClientCore:
         if t is DurableDeliver:
             self._durable_deliver(msg)
         elif t is Stored:
-            q = self.durable.queue  # type: ignore[union-attr]
+            d = self.durable
+            assert d is not None  # a broker sends Stored to durable clients only
+            q = d.queue
             for i in msg.ids:  # stored in publishing order: every event up to i is stored
                 if i in q:
                     while q:
@@ -164,7 +166,9 @@ class ClientCore:
                             break
         elif t is Welcome:
             self.welcomed = True
-            self.durable.home = msg.home  # type: ignore[union-attr]
+            d = self.durable
+            assert d is not None  # a broker sends Welcome to durable clients only
+            d.home = msg.home
             self.replay = msg.replay
         elif t is Deliver:
             for data in msg.events:

@@ -41,7 +41,7 @@ before sending what the batch allows).
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from multihop.ges.address import Address, contains, unit_id
 from multihop.ges.event import EventData, EventId, names_and_values
@@ -88,6 +88,11 @@ RETRY = 0.2
 RETRY_MAX_TICKS = 16
 #: the profile peer ids of homed clients (the store subscribes for them): VIRTUAL_BASE - slot
 VIRTUAL_BASE = -(1 << 50)
+#: a durability timer's name (:meth:`Durability.fire`): a session's RTO ``("dur-rto", client, incarnation,
+#: entries acknowledged when it was set)``, or the relayed requests' retry tick ``("dur-retry",)``
+DurabilityTimer: TypeAlias = tuple[Literal["dur-rto"], str, int, int] | tuple[Literal["dur-retry"]]
+#: a relayed request waiting for its answer: ``("reg", client, incarnation)`` or ``("sub", client, subscription)``
+_RequestKey: TypeAlias = tuple[Literal["reg", "sub"], str, int]
 
 
 def order_key(eid: EventId) -> tuple[int, int, int]:
@@ -182,8 +187,8 @@ class StoreRole:
         self.streams[key] = order
         self._dirty_streams.add(key)  # written once per round (flush)
         k = (i.incarnation, i.timestamp, i.sequence)
-        last = self._pub_last.get(i.publisher)
-        if last is None or k > last:
+        newest = self._pub_last.get(i.publisher)
+        if newest is None or k > newest:
             self._pub_last[i.publisher] = k
         return True
 
@@ -235,7 +240,7 @@ class StoreRole:
         elif self._stream_new(ev):
             bits = ROUTE_BIT
             for p in self.core.ppp.local.match(*names_and_values(ev)):
-                bits |= 1 << (VIRTUAL_BASE - p)  # type: ignore[operator]
+                bits |= 1 << (VIRTUAL_BASE - p)
             e = self._put(ev, bits)
             self.waiting.setdefault(ev.id.publisher, []).append(e)
             if not self.inflight.get(ev.id.publisher):
@@ -253,9 +258,9 @@ class StoreRole:
                     s.suspended, s.active, s.idle = False, True, 0
                     self._dirty.add(name)
         for name in self._dirty:
-            s = self.sessions.get(name)
-            if s is not None:
-                self._pump(name, s)
+            session = self.sessions.get(name)
+            if session is not None:
+                self._pump(name, session)
         self._dirty.clear()
         if self._stored_to:
             for (src, client), eid in self._stored_to.items():
@@ -566,7 +571,7 @@ class Durability:
         self.attached: dict[int, _Attached] = {}
         self._by_name: dict[str, int] = {}
         #: relayed requests waiting for their answer: key -> [dst, body, tries]
-        self.pending: dict[tuple, list[Any]] = {}
+        self.pending: dict[_RequestKey, list[Any]] = {}
         self._retry_timer = False
         self._restarted = False
         self._resync_at = -1
@@ -652,7 +657,7 @@ class Durability:
         else:
             self._forward(msg)
 
-    def _request(self, key: tuple, dst: int, body: Any) -> None:
+    def _request(self, key: _RequestKey, dst: int, body: Any) -> None:
         self.pending[key] = [dst, body, 1, 1]  # destination, message, ticks to wait, the next wait
         self.relay(dst, body)
         self._arm()
@@ -713,14 +718,14 @@ class Durability:
             self.pending.pop(("reg", body.client, body.incarnation), None)
             peer = self._by_name.get(body.client)
             a = self.attached.get(peer) if peer is not None else None
-            if a is None or a.incarnation != body.incarnation:
+            if peer is None or a is None or a.incarnation != body.incarnation:
                 return
             if t is SWelcome:
                 a.welcomed = True
-                self.core.send(peer, Welcome(a.home, body.replay))  # type: ignore[arg-type]
+                self.core.send(peer, Welcome(a.home, body.replay))
             else:
-                self.core.client_detach(peer)  # type: ignore[arg-type]
-                self.core.send(peer, Refused("DurableAttach", body.reason))  # type: ignore[arg-type]  # after: detach drops the outbox
+                self.core.client_detach(peer)
+                self.core.send(peer, Refused("DurableAttach", body.reason))  # after: detach drops the outbox
         elif t is SSubAck:
             self.pending.pop(("sub", body.client, body.sub), None)
         elif t is SStored:
@@ -743,8 +748,8 @@ class Durability:
         elif t is SDeliver:
             peer = self._by_name.get(body.client)
             a = self.attached.get(peer) if peer is not None else None
-            if a is not None and a.incarnation == body.incarnation:
-                self.core.send(peer, DurableDeliver(body.prev, body.entries))  # type: ignore[arg-type]
+            if peer is not None and a is not None and a.incarnation == body.incarnation:
+                self.core.send(peer, DurableDeliver(body.prev, body.entries))
 
     # ---- attached clients -----------------------------------------------------------------------
 
@@ -808,7 +813,7 @@ class Durability:
         a = self.attached[peer]
         self.relay(a.home, SActive(a.client, sub, -2))
 
-    def fire(self, name: tuple) -> None:
+    def fire(self, name: DurabilityTimer) -> None:
         """A durability timer fired."""
         if name[0] == "dur-rto":
             if self.store is not None:

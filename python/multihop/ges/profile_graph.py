@@ -19,7 +19,7 @@ not on the number of profiles.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from multihop.ges.profile import WILDCARD, Chain
 
@@ -28,8 +28,11 @@ __all__ = ["ProfileGraph"]
 
 _NONE: dict[Any, Any] = {}  # the shared empty mapping of a node without edges (never written)
 
+#: what a graph's destinations are: unit codes (int) at a broker, client peers in its local graph
+U = TypeVar("U", bound=Hashable)
 
-class _Node:
+
+class _Node(Generic[U]):
     """An attribute reached by a path of constraints, and the edge that leads to it.
 
     Edges are indexed by the next attribute first, then by value, so a match at a
@@ -42,14 +45,14 @@ class _Node:
 
     def __init__(self) -> None:
         #: next attribute -> value -> child node (the edge (value, next attribute))
-        self.next: dict[str, dict[str, _Node]] = _NONE
+        self.next: dict[str, dict[str, _Node[U]]] = _NONE
         #: value -> {unit: count}: destination edges (a profile ends here)
-        self.dests: dict[str, dict[Hashable, int]] = _NONE
+        self.dests: dict[str, dict[U, int]] = _NONE
         #: {unit: count} of the edge that leads to this node (unused at a root)
-        self.units: dict[Hashable, int] = {}
+        self.units: dict[U, int] = {}
 
 
-class ProfileGraph:
+class ProfileGraph(Generic[U]):
     """A profile graph whose destinations are units (or any hashable: client ids at a broker)."""
 
     __slots__ = ("roots", "profiles", "edges", "_refs")
@@ -60,15 +63,15 @@ class ProfileGraph:
 
     def __init__(self) -> None:
         ProfileGraph.generation += 1
-        self.roots: dict[str, _Node] = {}
+        self.roots: dict[str, _Node[U]] = {}
         #: destination -> how many destination edges name it (matching stops once every one is found)
-        self._refs: dict[Hashable, int] = {}
+        self._refs: dict[U, int] = {}
         #: profiles held (sum of all predicate counts on destination edges)
         self.profiles = 0
         #: edges in the graph (destination edges included)
         self.edges = 0
 
-    def add(self, chain: Chain, unit: Hashable, count: int = 1) -> bool:
+    def add(self, chain: Chain, unit: U, count: int = 1) -> bool:
         """Add ``count`` predicates of ``unit`` for ``chain``; True if the chain was new for that unit."""
         ProfileGraph.generation += 1
         node = self.roots.get(chain[0][0])
@@ -101,7 +104,7 @@ class ProfileGraph:
         self.profiles += count
         return old == 0
 
-    def remove(self, chain: Chain, unit: Hashable, count: int = 1) -> bool:
+    def remove(self, chain: Chain, unit: U, count: int = 1) -> bool:
         """Remove ``count`` predicates; edges and nodes whose counts reach zero go.
 
         True if the unit has no predicate left for the chain.  Raises KeyError if
@@ -111,7 +114,7 @@ class ProfileGraph:
         root = self.roots.get(chain[0][0])
         if root is None:
             raise KeyError(f"no profile {chain!r} for {unit!r}")
-        path: list[tuple[_Node, str, str, _Node]] = []  # (parent, next attribute, value, child)
+        path: list[tuple[_Node[U], str, str, _Node[U]]] = []  # (parent, next attribute, value, child)
         node = root
         last = len(chain) - 1
         for i in range(last):
@@ -156,14 +159,14 @@ class ProfileGraph:
         self.profiles -= count
         return left == 0
 
-    def match(self, names: Sequence[str], values: Sequence[str]) -> set[Hashable]:
+    def match(self, names: Sequence[str], values: Sequence[str]) -> set[U]:
         """The destinations of an event with these attribute names and canonical values.
 
         The walk goes attribute by attribute over the frontier of nodes the event
         reached (each followed by its value and by ``*``), and stops once every
         destination the graph holds is found.
         """
-        out: set[Hashable] = set()
+        out: set[U] = set()
         node = self.roots.get(names[0]) if names else None
         if node is None:
             return out
@@ -174,7 +177,7 @@ class ProfileGraph:
         while True:
             v = values[i]
             nxt = names[i + 1] if i < last else None
-            reached: list[_Node] = []
+            reached: list[_Node[U]] = []
             for node in frontier:
                 d = node.dests
                 if d:
@@ -198,11 +201,11 @@ class ProfileGraph:
             frontier = reached
             i += 1
 
-    def chains(self) -> list[tuple[Chain, Hashable, int]]:
+    def chains(self) -> list[tuple[Chain, U, int]]:
         """Every (chain, unit, count) held (for tests and status)."""
-        out: list[tuple[Chain, Hashable, int]] = []
+        out: list[tuple[Chain, U, int]] = []
 
-        def walk(node: _Node, attr: str, prefix: tuple[tuple[str, str], ...]) -> None:
+        def walk(node: _Node[U], attr: str, prefix: tuple[tuple[str, str], ...]) -> None:
             for v, units in node.dests.items():
                 for u, c in units.items():
                     out.append((prefix + ((attr, v),), u, c))
@@ -214,7 +217,7 @@ class ProfileGraph:
             walk(node, attr, ())
         return out
 
-    def units(self) -> set[Hashable]:
+    def units(self) -> set[U]:
         """Every destination with at least one predicate."""
         return {u for _, u, _ in self.chains()}
 
@@ -227,7 +230,7 @@ class ProfileGraph:
         self.edges = 0
 
     @classmethod
-    def of(cls, items: Iterable[tuple[Chain, Hashable]]) -> "ProfileGraph":
+    def of(cls, items: Iterable[tuple[Chain, U]]) -> "ProfileGraph[U]":
         """A graph holding one predicate per (chain, unit)."""
         g = cls()
         for chain, unit in items:

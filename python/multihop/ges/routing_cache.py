@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from multihop.ges.address import unit_level
 
 if TYPE_CHECKING:
-    from multihop.ges.graph import ConnectivityGraph
+    from multihop.ges.graph import ConnectivityGraph, Edge
 
 __all__ = ["RoutingCache"]
 
@@ -155,7 +155,7 @@ class RoutingCache:
                 hop.pop(u, None)
                 length.pop(u, None)
 
-    def _hop_via(self, u: int, v: int, e) -> int:
+    def _hop_via(self, u: int, v: int, e: Edge) -> int:
         """The hop label of ``v`` reached from ``u`` over edge ``e``."""
         if u != self.graph.vertex:
             return self._hop[u]

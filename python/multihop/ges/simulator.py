@@ -317,7 +317,7 @@ class Simulator:
             if back is not None:
                 self._put(dst, src, back, _ACK, ack)
         else:
-            msgs = (frame,)
+            msgs = [frame]
         for msg in msgs:
             self.delivered += 1
             self._record(src, dst, msg)
@@ -483,6 +483,7 @@ class Simulator:
                 if not prev.closed:
                     prev.disconnect()
                 state = prev.core.durable
+                assert state is not None, "every client of a durable simulator is made with a DurableState"
             else:
                 state = DurableState()
             if last_received is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol, TypeAlias, assert_never
 
 from multihop.ges.errors import StorageError
 from multihop.ges.event import EventData, EventId
@@ -101,13 +101,23 @@ class Storage(Protocol):
         ...
 
 
+#: one write of :class:`MemoryStorage`'s open batch, tagged with what it writes (the put_* method's arguments)
+_Write: TypeAlias = (
+    tuple[Literal["put"], int, EventData, int]
+    | tuple[Literal["bits"], int, int]
+    | tuple[Literal["client"], str, int, dict[int, Chain], int, int]
+    | tuple[Literal["progress"], str, str, EventId]
+    | tuple[Literal["stream"], str, int, tuple[int, int]]
+)
+
+
 class MemoryStorage:
     """An in-memory :class:`Storage` with commit semantics (the simulator's stable storage)."""
 
     def __init__(self, location: str = ":memory:") -> None:
         self.location = location
         self._committed = StoredState()
-        self._batch: list[tuple] = []
+        self._batch: list[_Write] = []
         #: commits so far
         self.commits = 0
 
@@ -141,25 +151,27 @@ class MemoryStorage:
             return
         st = self._committed
         for op in self._batch:
-            kind = op[0]
-            if kind == "put":
-                st.entries[op[1]] = (op[2], op[3])
-            elif kind == "bits":
-                if op[2]:
-                    if op[1] in st.entries:
-                        st.entries[op[1]] = (st.entries[op[1]][0], op[2])
-                else:
-                    st.entries.pop(op[1], None)
-            elif kind == "client":
-                c = st.clients.get(op[1])
-                if c is None:
-                    st.clients[op[1]] = StoredClient(op[2], op[3], {}, op[4], op[5])
-                else:
-                    c.slot, c.subs, c.broker, c.incarnation = op[2], op[3], op[4], op[5]
-            elif kind == "progress":
-                st.clients[op[1]].progress[op[2]] = op[3]
-            else:
-                st.streams[(op[1], op[2])] = op[3]
+            match op:
+                case ("put", entry, event, bits):
+                    st.entries[entry] = (event, bits)
+                case ("bits", entry, bits):
+                    if bits:
+                        if entry in st.entries:
+                            st.entries[entry] = (st.entries[entry][0], bits)
+                    else:
+                        st.entries.pop(entry, None)
+                case ("client", client, slot, subs, broker, incarnation):
+                    c = st.clients.get(client)
+                    if c is None:
+                        st.clients[client] = StoredClient(slot, subs, {}, broker, incarnation)
+                    else:
+                        c.slot, c.subs, c.broker, c.incarnation = slot, subs, broker, incarnation
+                case ("progress", client, publisher, event_id):
+                    st.clients[client].progress[publisher] = event_id
+                case ("stream", publisher, incarnation, order):
+                    st.streams[(publisher, incarnation)] = order
+                case _:
+                    assert_never(op)
         self._batch = []
         self.commits += 1
 

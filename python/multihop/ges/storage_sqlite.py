@@ -80,7 +80,7 @@ class SqliteStorage:
             raise
         self._puts: dict[int, list[Any]] = {}  # entry -> row, inserted at commit
         self._bits: dict[int, int] = {}
-        self._other: list[tuple[str, tuple]] = []
+        self._other: list[tuple[str, tuple[str | int, ...]]] = []  # (statement, its parameters)
         #: commits so far
         self.commits = 0
 
@@ -186,11 +186,13 @@ class SqliteStorage:
                 gone = sorted(e for e, b in self._bits.items() if not b)
                 kept = [(_bits_blob(b), e) for e, b in self._bits.items() if b]
                 if gone:  # runs of consecutive entries go in one range delete each (a replay collects runs)
-                    runs, lo = [], gone[0]
-                    for x, y in zip(gone, gone[1:] + [None]):
+                    runs: list[tuple[int, int]] = []
+                    lo = gone[0]
+                    for x, y in zip(gone, gone[1:]):
                         if y != x + 1:
                             runs.append((lo, x))
                             lo = y
+                    runs.append((lo, gone[-1]))
                     db.executemany("DELETE FROM events WHERE entry BETWEEN ? AND ?", runs)
                 if kept:
                     db.executemany("UPDATE events SET bits = ? WHERE entry = ?", kept)

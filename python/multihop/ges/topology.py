@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from multihop.ges.address import MAX_LEVELS, Address, AddressError, AddressLike, gateway_level
-from multihop.ges.errors import TopologyError
+from multihop.ges.address import MAX_LEVELS, Address, AddressLike, gateway_level
+from multihop.ges.errors import AddressError, TopologyError
 
 #: The topology files shipped with the package (:meth:`Topology.example`).
 EXAMPLES = Path(__file__).parent / "examples"

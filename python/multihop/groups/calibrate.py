@@ -42,12 +42,16 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import multihop as mh
 from multihop.bench.peers import spawned
 from multihop.groups.agent import run_agent, service_name
 from multihop.groups.errors import ModelError
 from multihop.groups.model import MachineModel, load_model
+
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Event
 
 __all__ = ["calibrate", "stored_model", "STORED_NAME", "Measured"]
 
@@ -184,7 +188,7 @@ def measure(
     return out
 
 
-def _event() -> object:
+def _event() -> Event:
     """An Event the spawned agents can share."""
     import multiprocessing as mp
 
@@ -210,7 +214,8 @@ def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured, transport: 
         if (a, b) in measured:
             return measured[(a, b)]
         pool = by_kind.get(kind(a, b)) or every
-        return tuple(statistics.median(v[i] for v in pool) for i in range(3))  # type: ignore[return-value]
+        s, r, t = (statistics.median(v[i] for v in pool) for i in range(3))  # the pool's send, recv, latency
+        return s, r, t
 
     order = topo.cores
     n = len(order)
@@ -243,10 +248,10 @@ def derive(rt: mh.Runtime, cores: Sequence[int], measured: Measured, transport: 
     return MachineModel(
         "calibrated",
         topo,
-        send,
-        recv,
-        lat,
-        cpu_of,  # type: ignore[arg-type]
+        tuple(map(tuple, send)),
+        tuple(map(tuple, recv)),
+        tuple(map(tuple, lat)),
+        cpu_of,
         statistics.median(switches) if switches else 0.0,
         description,
     )

@@ -131,15 +131,15 @@ def check_fifo(h: History, limit: int = 20) -> list[str]:
     for p in h.events:
         count: dict[tuple[Process, Hashable], int] = defaultdict(int)
         for m in h.deliveries(p):
-            info = h.messages.get(m)
-            if info is None:
+            sent = h.messages.get(m)
+            if sent is None:
                 continue  # check_delivery reports it
-            key = (info.sender, info.stream)
+            key = (sent.sender, sent.stream)
             want = addressed[(p, *key)]
             j = count[key]
             if j >= len(want) or want[j] != m:
                 expected = want[j] if j < len(want) else "nothing more"
-                out.append(f"{p!r} delivered {m!r} from {info.sender!r} to {info.stream!r} where FIFO wants {expected!r}")
+                out.append(f"{p!r} delivered {m!r} from {sent.sender!r} to {sent.stream!r} where FIFO wants {expected!r}")
                 if _capped(out, limit):
                     return out
             count[key] = j + 1

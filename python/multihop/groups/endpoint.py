@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import multihop as mh
 from multihop import _core
@@ -224,9 +224,13 @@ class _Callbacks:
     reply: Callable[[Delivery], bytes] | None = None
 
 
-def _locked(f: Callable[..., Any]) -> Callable[..., Any]:
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(f: Callable[Concatenate[GroupEndpoint, _P], _R]) -> Callable[Concatenate[GroupEndpoint, _P], _R]:
     @functools.wraps(f)
-    def call(self: GroupEndpoint, *args: Any, **kwargs: Any) -> Any:
+    def call(self: GroupEndpoint, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with self._lock:
             return f(self, *args, **kwargs)
 

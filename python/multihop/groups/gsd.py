@@ -54,7 +54,7 @@ from multihop.groups.messages import (
     Request,
     StreamMark,
 )
-from multihop.groups.service import MembershipService
+from multihop.groups.service import MembershipService, Outgoing
 from multihop.groups.trees import build_tree
 from multihop.groups.view import Endpoint, View
 from multihop.paths import monitor_socket
@@ -91,7 +91,7 @@ def view_entries(view: View, topology: Any, table: dict[int, dict[int, int]], mo
         cores = sorted(local)
         for root in roots:
             if is_node(dest) and len(cores) == 1:
-                logical = [(root, cores[0])] if cores[0] != root else []
+                logical: list[tuple[int | None, int]] = [(root, cores[0])] if cores[0] != root else []
             else:
                 tree = build_tree(view.tree, root, cores, topology=topology, model=model)
                 logical = [(tree.parent_of(c), c) for c in tree.breadth_first() if c != root]
@@ -181,7 +181,7 @@ class _Daemon:
         except MultihopError as e:
             self.log(f"could not send to {ep}: {e}")
 
-    def emit(self, out: list[tuple[Endpoint, object]]) -> None:
+    def emit(self, out: list[Outgoing]) -> None:
         for ep, msg in out:
             group = msg.view.group if isinstance(msg, Install) else getattr(msg, "group", None)
             if group in self.closed and not isinstance(msg, Reply):
@@ -193,9 +193,9 @@ class _Daemon:
     def handle(self, ch: Any, raw: bytes) -> None:
         msg, d = codec.decode(raw)
         if d["op"] == "hello":
-            ep = Endpoint(int(d["core"]), int(d["pid"]))
-            self.chan_of[ep] = ch
-            self.ep_of[id(ch)] = ep
+            hello = Endpoint(int(d["core"]), int(d["pid"]))
+            self.chan_of[hello] = ch
+            self.ep_of[id(ch)] = hello
             return
         if d["op"] == "info":
             self.info(ch, d)
@@ -232,6 +232,8 @@ class _Daemon:
     def info(self, ch: Any, d: dict[str, Any]) -> None:
         name = d.get("group")
         try:
+            if not isinstance(name, str):
+                raise GroupError(f"an info request names its group as a string, got {name!r}")
             view = self.svc.view(name)
             body = {
                 "op": "info_reply",

@@ -64,7 +64,7 @@ def _grow(model: MachineModel, informed: dict[int, float], targets: Sequence[int
     so a step costs O(cores) and the whole growth O(cores^2).
     """
     left = set(targets) - set(informed)
-    order = {u: sorted(left, key=lambda v, u=u: (model.one_way(u, v), v)) for u in informed}
+    order = {u: sorted(left, key=lambda v: (model.one_way(u, v), v)) for u in informed}  # sorted at once: u is this one
     pos = {u: 0 for u in informed}
     while left:  # one target joins per round
         best: tuple[float, int, int] | None = None
@@ -88,7 +88,7 @@ def _grow(model: MachineModel, informed: dict[int, float], targets: Sequence[int
         kids[u].append(v)
         informed[u] += model.cost("send", u, v)
         informed[v] = arrive
-        order[v] = sorted(left - {v}, key=lambda w, v=v: (model.one_way(v, w), w))
+        order[v] = sorted(left - {v}, key=lambda w: (model.one_way(v, w), w))
         pos[v] = 0
         left.discard(v)
 

@@ -210,7 +210,8 @@ class MachineModel:
     def cost(self, kind: str, a: int, b: int) -> float:
         """One cost (``send``, ``recv`` or ``latency``) of a message from core ``a`` to core ``b``, in ns."""
         i, j = self._ij(a, b)
-        return getattr(self, kind)[i][j]
+        m: Matrix = getattr(self, kind)  # send, recv or latency
+        return m[i][j]
 
     def one_way(self, a: int, b: int) -> float:
         """send + latency + recv from ``a`` to ``b``: one message, nothing else in the way."""
@@ -384,10 +385,10 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
     return MachineModel(
         name,
         topology,
-        mats["send"],
-        mats["recv"],
-        mats["latency"],
-        cpu_of,  # type: ignore[arg-type]
+        tuple(map(tuple, mats["send"])),
+        tuple(map(tuple, mats["recv"])),
+        tuple(map(tuple, mats["latency"])),
+        cpu_of,
         machine.get("switch", 0.0),
         str(data.get("description", "")),
         runtime.get("route", "direct"),

@@ -292,7 +292,8 @@ class MembershipService:
         closing = tuple(m for n in sorted(g.reports) for m in g.reports[n].marks)
         install = Install(new, closing, tuple(joined), tuple(left), tuple(died))
         leavers = [old.endpoint(n) for n in left]
-        out: list[Outgoing] = [(e, install) for _, e in new.members] + [(e, install) for e in leavers]
+        out: list[Outgoing] = [(e, install) for _, e in new.members]
+        out.extend((e, install) for e in leavers)
         g.view = new
         g.batch, g.reports, g.waiting = [], {}, set()
         g.dead = {e for e in g.dead if new.node_of(e) is not None}

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from multihop.groups.checkers import History
 from multihop.groups.events import Delivered, Multicast, Sent, ToService, Unicast
@@ -41,6 +40,12 @@ if TYPE_CHECKING:
     from multihop.groups.model import MachineModel
 
 __all__ = ["SimNet"]
+
+#: a FIFO link of the network: to the service (from a member, or a dead member's monitor by name), from the
+#: service to a member, a member up to its monitor, a monitor down to a member, one tree edge between monitors
+_Link: TypeAlias = (
+    tuple[Literal["to-service"], Endpoint | str] | tuple[Literal["from-service", "up", "down"], Endpoint] | tuple[Literal["edge"], int, int]
+)
 
 _SERVICE = "service"
 
@@ -65,8 +70,8 @@ class SimNet:
         self.events: dict[Endpoint, list[object]] = {}
         self.steps = 0
         self.max_link = 0
-        self._links: dict[Hashable, deque[Any]] = {}
-        self._busy: list[Hashable] = []
+        self._links: dict[_Link, deque[Any]] = {}
+        self._busy: list[_Link] = []
         self._views: dict[tuple[str, int], View] = {}
         self._trees: dict[tuple[str, int, int, int], Tree] = {}
         self._written: dict[Endpoint, dict[tuple[str, int], dict[int, StreamMark]]] = {}
@@ -142,7 +147,7 @@ class SimNet:
 
     # ---- the network --------------------------------------------------------------
 
-    def _put(self, link: Hashable, item: Any) -> None:
+    def _put(self, link: _Link, item: Any) -> None:
         q = self._links.get(link)
         if q is None:
             q = self._links[link] = deque()
@@ -163,22 +168,21 @@ class SimNet:
             self._busy[i] = self._busy[-1]
             self._busy.pop()
         self.steps += 1
-        kind = link[0]  # type: ignore[index]
-        if kind == "to-service":
+        if link[0] == "to-service":
             for ep, msg in self.service.handle(item):
                 if isinstance(msg, Install):
                     self._views[(msg.view.group, msg.view.view_id)] = msg.view
                 if ep not in self.dead:
                     self._put(("from-service", ep), msg)
-        elif kind == "from-service" or kind == "down":
-            ep = link[1]  # type: ignore[index]
+        elif link[0] == "from-service" or link[0] == "down":
+            ep = link[1]
             if ep not in self.dead:
                 self.members[ep].receive(item)
                 self._pump(ep)
-        elif kind == "up":
-            self._forward(link[1].core, item)  # type: ignore[index]
+        elif link[0] == "up":
+            self._forward(link[1].core, item)
         else:  # ("edge", parent, child)
-            self._arrive(link[2], *item)  # type: ignore[index]
+            self._arrive(link[2], *item)
         return True
 
     def run(self, max_steps: int = 1_000_000) -> int:

@@ -37,6 +37,8 @@ class Tree:
     root: int
     children: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     mode: str = "custom"
+    #: child -> parent (made from ``children``; not compared, not shown)
+    _parent: dict[int, int] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         kids = {int(c): tuple(int(x) for x in cs) for c, cs in self.children.items() if cs}
@@ -83,7 +85,7 @@ class Tree:
         """The core that sends to ``core`` (None for the root); GroupError if not in the tree."""
         if core == self.root:
             return None
-        parent: dict[int, int] = self._parent  # type: ignore[attr-defined]
+        parent = self._parent
         if core not in parent:
             raise GroupError(f"core {core} is not in the tree rooted at {self.root}")
         return parent[core]

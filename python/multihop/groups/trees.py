@@ -170,9 +170,12 @@ def build_tree(
     if parsed.mode == "radix":
         return radix(root, cores, parsed.k)
     if parsed.mode == "numa":
-        if topology is None and model is None:
+        if topology is not None:
+            topo = topology
+        elif model is not None:
+            topo = model.topology
+        else:
             raise GroupError("the numa tree needs a topology or a machine model (which cores share a socket)")
-        topo = topology if topology is not None else model.topology  # type: ignore[union-attr]
         if rtt is None and model is not None:
             rtt = model.rtt
         return numa(root, cores, topo, rtt)

@@ -89,11 +89,11 @@ class LiveBroker:
         self.storage: SqliteStorage | None = None
         # a restart's gateways are new incarnations (seconds since 2023: above the topology's 0, growing)
         self.epoch = max(1, int(time.time()) - 1_672_531_200) if restart else 0
-        if self.durable:
+        if storage_dir is not None:  # durable
             sb = storage_brokers_of(topology)
             if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
                 sync = os.environ.get("MULTIHOP_GES_SYNCHRONOUS", "FULL")  # docs/ges.md: why FULL
-                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)  # type: ignore[arg-type]
+                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)
             self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
         else:
             self.core = BrokerCore(address, thresholds=topology.thresholds)
@@ -369,7 +369,7 @@ class LiveBroker:
             peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
             return
         if peer.client is None:
-            if rec.name == "durable_attach":
+            if isinstance(rec, wire.client_stub.messages.durable_attach):
                 peer.client, peer.incarnation = rec.client, rec.incarnation
                 try:
                     msg = durable_wire.decode_attach(rec)
@@ -379,7 +379,7 @@ class LiveBroker:
                     return
                 core.client_attach(peer.code, msg)
                 return
-            if rec.name != "attach":
+            if not isinstance(rec, wire.client_stub.messages.attach):
                 self.counters["refused"] += 1
                 self._lost(peer)  # a client must say who it is first
                 return
@@ -443,7 +443,10 @@ class LiveBroker:
         gpp = self.core.gpp
         levels = self.address.levels
         g = self.core.graph()
-        name = lambda c: str(Address.from_code(c, levels))  # noqa: E731
+
+        def name(c: int) -> str:
+            return str(Address.from_code(c, levels))
+
         cache = {g.name(u): [cost, None if hop is None else g.name(hop)] for u, (cost, hop) in g.cache.table().items()}
         return {
             "address": str(self.address),

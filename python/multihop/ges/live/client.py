@@ -107,17 +107,18 @@ class LiveClient:
         self.durable = bool(cfg.get("storage_dir"))
         if resume and not self.durable:
             raise GesStateError(f"resume=True needs a GES system with stable storage (the one on {runtime_name!r} has none)")
+        cid = check_client_id(client_id)
         if self.durable:
-            key = (runtime_name, check_client_id(client_id))
+            key = (runtime_name, cid)
             state = _STATES.get(key) if resume else None
             if state is None:
                 state = DurableState()
             if last_received is not None:
                 state.last = dict(last_received)
             _STATES[key] = state
-            self.core = ClientCore(client_id, inc, time.time_ns() // 1000, state, resume, Address(addr).code)
+            self.core = ClientCore(cid, inc, time.time_ns() // 1000, state, resume, Address(addr).code)
         else:
-            self.core = ClientCore(client_id, inc, time.time_ns() // 1000)
+            self.core = ClientCore(cid, inc, time.time_ns() // 1000)
         self._own_dispatcher = dispatcher is None
         self._d = rt.dispatcher(info["core"] if core is None else core) if dispatcher is None else dispatcher
         try:
@@ -256,9 +257,14 @@ class LiveClient:
         return (self.core.replayed, self.core.replay)
 
     def wait_stored(self, timeout: float = 10.0) -> None:
-        """Durable: wait until every event published so far is in stable storage (Timeout otherwise)."""
+        """Durable: wait until every event published so far is in stable storage (Timeout otherwise).
+
+        Raises GesStateError on a client of a system without stable storage (nothing is stored there)."""
+        durable = self.core.durable
+        if durable is None:
+            raise GesStateError(f"wait_stored: client {self.client_id!r} is not durable (its GES system has no stable storage)")
         deadline = time.monotonic() + timeout
-        while len(self.core.durable.queue):  # type: ignore[union-attr]  # bounded by the deadline
+        while len(durable.queue):  # bounded by the deadline
             left = deadline - time.monotonic()
             if left <= 0:
                 raise mh.Timeout(f"{self.queued} events of client {self.client_id!r} not stored within {timeout} s")
@@ -269,7 +275,6 @@ class LiveClient:
 
     def _take(self, data: bytes) -> None:
         rec = wire.client_stub.decode(data)
-        name = rec.name
         if self.durable:
             msg = durable_wire.decode_durable_for_client(rec, wire.decode_deliveries)
             if msg is not None:
@@ -284,13 +289,14 @@ class LiveClient:
                     core.received.clear()  # the live client keeps no history
                 self._flush()  # acknowledgements
                 return
-        if name == "deliver":
+        messages = wire.client_stub.messages
+        if isinstance(rec, messages.deliver):
             evs = wire.decode_deliveries(rec)
             self.delivered += len(evs)
             self._inbox.extend(Event(e) for e in evs)
-        elif name == "active_response":
+        elif isinstance(rec, messages.active_response):
             self._active[-1] = rec.level
-        elif name == "refused":
+        elif isinstance(rec, messages.refused):
             self.core.refusals.append((rec.what, rec.reason))
             if rec.what == "DurableAttach":
                 self.core.refused = rec.reason
@@ -313,7 +319,7 @@ class LiveClient:
         if not self._inbox:
             for data in self.ch.recv_batch(64, timeout=timeout):
                 self._take(data)
-        out = []
+        out: list[Event] = []
         while self._inbox and len(out) < max_count:
             out.append(self._inbox.popleft())
         return out
@@ -325,9 +331,9 @@ class LiveClient:
         n = 0
         for data in self.ch.recv_batch(64, timeout=timeout):
             rec = wire.client_stub.decode(data)
-            if rec.name == "deliver":
+            if isinstance(rec, wire.client_stub.messages.deliver):
                 n += len(rec.heads)
-            elif rec.name == "refused":
+            elif isinstance(rec, wire.client_stub.messages.refused):
                 self.core.refusals.append((rec.what, rec.reason))
         self.delivered += n
         return n

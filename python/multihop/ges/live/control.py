@@ -25,7 +25,8 @@ class Control:
 
     def status(self, timeout: float = 10.0) -> dict[str, Any]:
         """The broker's state (see :meth:`LiveBroker.status`)."""
-        return json.loads(self.binding.rpc.status(timeout=timeout))
+        status: dict[str, Any] = json.loads(self.binding.rpc.status(timeout=timeout))  # LiveBroker.status's dict
+        return status
 
     def gateway(self, peer: str, op: int, incarnation: int = 0, cost: int = 0, timeout: float = 10.0) -> None:
         """Dial the gateway to ``peer`` (``UP``), close it (``DOWN``), set its cost (``COST``), or

@@ -60,8 +60,9 @@ _sh = stub.stored_head
 _dh = client_stub.delivery_head
 
 
-def _pack(items: list[tuple[int, EventData | EventId]]) -> tuple[list[Any], bytes]:
-    heads, data = [], []
+def _pack(items: list[tuple[int, EventData | EventId]]) -> tuple[list[stub.stored_head], bytes]:
+    heads: list[stub.stored_head] = []
+    data: list[bytes] = []
     for entry, x in items:
         if isinstance(x, EventData):
             i, sig, val, pl = x.id, x.signature.encode(), x.values.encode(), x.payload
@@ -100,7 +101,9 @@ def _unpack(heads: Any, data: bytes, what: str) -> list[tuple[int, EventData]]:
 
 
 def _cuts(entries: tuple[tuple[int, EventData], ...]) -> list[tuple[tuple[int, EventData], ...]]:
-    out, batch, size = [], [], 0
+    out: list[tuple[tuple[int, EventData], ...]] = []
+    batch: list[tuple[int, EventData]] = []
+    size = 0
     for e in entries:
         n = len(e[1].payload) + len(e[1].values) + 64
         if batch and (size + n > CUT or len(batch) == 4096):
@@ -227,8 +230,9 @@ def decode_relay(rec: Any) -> Relay:
 # ---- clients ---------------------------------------------------------------------------------
 
 
-def _client_heads(ids: list[EventData]) -> tuple[list[Any], bytes]:
-    heads, text = [], []
+def _client_heads(ids: list[EventData]) -> tuple[list[client_stub.delivery_head], bytes]:
+    heads: list[client_stub.delivery_head] = []
+    text: list[bytes] = []
     for ev in ids:
         i = ev.id
         pub, sig, val = i.publisher.encode(), ev.signature.encode(), ev.values.encode()
@@ -323,7 +327,7 @@ def encode_publish(msg: Publish) -> bytes:
 
 def encode_client_ack(msg: DurableAck | DurableNak) -> bytes:
     """A durable client's acknowledgement (or request to send again)."""
-    if type(msg) is DurableAck:
+    if isinstance(msg, DurableAck):
         return client_stub.encode("durable_ack", upto=msg.upto, nak=False)
     return client_stub.encode("durable_ack", upto=msg.after, nak=True)
 

@@ -65,10 +65,11 @@ class LiveSystem:
         self._procs = procs
         self._dispatcher: Any = None
         self._controls: dict[str, Control] = {}
-        self._incarnations: dict[tuple[str, str], int] = dict(
-            (tuple(k.split("|")), v)
-            for k, v in config.get("incarnations", {}).items()  # type: ignore[misc]
-        )
+        #: gateway (its two ends) -> its incarnation last brought up (saved in the config as "a|b")
+        self._incarnations: dict[tuple[str, str], int] = {}
+        for k, v in config.get("incarnations", {}).items():
+            a, b = k.split("|")
+            self._incarnations[(a, b)] = v
         self.shadow: Simulator | None = None
 
     # ---- start ------------------------------------------------------------------------
@@ -168,9 +169,17 @@ class LiveSystem:
         ]
         if restart:
             cmd.append("--restart")
-        session = {"start_new_session": True} if self.config["detached"] else {"process_group": 0}
+        detached = bool(self.config["detached"])  # a session of its own, else the starter's session in a group of its own
         with open(info["log"], "ab") as log:
-            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **session)
+            p = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=True,
+                start_new_session=detached,
+                process_group=None if detached else 0,
+            )
         self._procs[addr] = p
         info["pid"] = p.pid
 

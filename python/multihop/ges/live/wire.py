@@ -219,7 +219,7 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
 def _decode_events(rec: Any) -> Events:
     units, text = rec.units, rec.text
     ui = ti = 0
-    copies = []
+    copies: list[EventCopy] = []
     append = copies.append
     nu, nt = len(units), len(text)
     try:
