@@ -152,7 +152,7 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
         for _ in range(copies):
             stack.enter_context(spawned(_path_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
         stack.callback(stop.set)
-        joined = []
+        joined: list[tuple[Any, ...]] = []
         deadline = time.monotonic() + 120
         while len(joined) < copies:
             if time.monotonic() > deadline:
@@ -290,8 +290,8 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         # a change of process on a CPU: the UMP calibration measured it between virtual cores; where no two
         # cores share a CPU it could not, and the monitors still take turns with their dispatchers: the hand-over
         switch=base.switch if shared else costs.handover,
-        send=send,
-        recv=recv,
+        send=tuple(tuple(r) for r in send),
+        recv=tuple(tuple(r) for r in recv),
         route="monitors",
         forward=costs.forward,
         crowd=costs.crowd,
