@@ -26,7 +26,10 @@ members:
   parking, the receiver running);
 * **forward**: the monitors' own account of their forwarding steps' CPU time
   per frame (sampled by the monitors, ``sampled_cpu_ns / sampled_messages``
-  in their status), over the reference rounds below;
+  in their status), over the reference rounds below, or, when the monitors
+  sample no step of group frames (their sampling counts channel messages),
+  over the calibration agents' round trips and bursts on a multi-hop
+  channel between the same two cores (:func:`measure_forward`);
 * the **endpoints' costs**, from reference shoot-downs of the live group
   path with one member process, then two and three on the same core: a member's
   CPU time per round from the kernel's schedstat (all its threads, kernel
@@ -79,7 +82,16 @@ from multihop.groups.model import MachineModel
 from multihop.groups.probe import PAUSE_US
 from multihop.groups.simulate import Workload
 
-__all__ = ["GroupPathCosts", "calibrate_group_path", "measure_group_path", "measure_wake", "group_path_model", "cpu_ns", "PATH_STORED_NAME"]
+__all__ = [
+    "GroupPathCosts",
+    "calibrate_group_path",
+    "measure_group_path",
+    "measure_wake",
+    "group_path_model",
+    "cpu_ns",
+    "PATH_STORED_NAME",
+    "measure_forward",
+]
 
 _CTX = mp.get_context("spawn")
 PATH_STORED_NAME = "groups-path-model.toml"
@@ -260,6 +272,17 @@ def monitor_poll_ns() -> float:
         return 200_000.0
 
 
+def measure_forward(rt: mh.Runtime, root: int, member: int, *, rounds: int = 200) -> float:
+    """A monitor's CPU per frame forwarded, ns: the monitors of ``root`` and ``member`` sample their forwarding
+    steps while the calibration agents exchange round trips and bursts over a multi-hop channel between them
+    (0 if no step was sampled)."""
+    before = _monitor_samples(rt, [root, member])
+    measure(rt, [root, member], [(root, member), (member, root)], rounds=rounds, bursts=9, burst=64, transport="multihop")
+    after = _monitor_samples(rt, [root, member])
+    frames = after[1] - before[1]
+    return (after[0] - before[0]) / frames if frames > 0 else 0.0
+
+
 def measure_handover(rt: mh.Runtime, root: int, other: int, *, rounds: int = 200) -> float:
     """A hand-over on one CPU, ns: the one-way probe from ``root``'s agent to ``other``'s, both pinned to the root's
     CPU, the receiver parking at once (the median: the ring, the sender parking, the receiver running)."""
@@ -336,7 +359,10 @@ def calibrate_group_path(
     member = next((c for c in others if rt.cpu_of(c) != rt.cpu_of(src)), others[0])
     handover = measure_handover(rt, src, member, rounds=rounds)
     say(f"hand-over on one CPU: {handover:,.0f} ns")
-    costs = dataclasses.replace(measure_group_path(rt, src, member, rounds=rounds), wake=wake, handover=handover)
+    costs = measure_group_path(rt, src, member, rounds=rounds)
+    if costs.forward == 0.0:  # the monitors sampled no step of group frames: sample them on multi-hop channel traffic
+        costs = dataclasses.replace(costs, forward=measure_forward(rt, src, member, rounds=rounds))
+    costs = dataclasses.replace(costs, wake=wake, handover=handover)
     say(f"group path {src} -> {member}: {costs}")
     model = group_path_model(base, src, costs)
     model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
