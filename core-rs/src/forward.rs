@@ -330,10 +330,12 @@ impl Fwd {
     /// wake each reader once. A neighbour monitor writing a burst is read
     /// whole, so the dispatcher behind us is woken once per burst, not once
     /// per fragment of it (each wake costs it a context switch on our CPU).
-    /// Returns the frames moved, the data messages among them (a BATCH
-    /// frame counts its messages), and whether a dispatcher was woken.
+    /// Returns the frames moved, the messages among them (channel data, a
+    /// BATCH frame counting its messages, and group frames), and whether a
+    /// dispatcher was woken.
     fn step(&mut self, scratch: &mut Vec<u8>) -> (usize, u64, bool) {
-        let messages = self.messages;
+        let moved = |f: &Fwd| f.messages + f.group.forwarded;
+        let messages = moved(self);
         let mut n = self.flush();
         for _ in 0..DRAIN_PASSES {
             let k = self.drain_pass(scratch);
@@ -343,7 +345,7 @@ impl Fwd {
             }
         }
         let woke = self.ring_unrung();
-        (n, self.messages - messages, woke)
+        (n, moved(self) - messages, woke)
     }
 
     /// Drain every inbound ring once (at most 64 messages each).
