@@ -65,7 +65,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
         assert part.replies[g.node] == b"ok:ping" and part.replies[nodes[1]] == b""  # own reply callback; empty acks
         # A member that stops before replying and then dies is named missing; the call does not hang.
         os.kill(procs[2].pid, signal.SIGSTOP)
-        killer = threading.Thread(target=lambda: (wait_for("convergecast under way", lambda: g._ep._cc), procs[2].kill()))
+        killer = threading.Thread(target=lambda: (wait_for("convergecast under way", lambda: g._ep._cc_results), procs[2].kill()))
         killer.start()
         part = g.convergecast(b"again", timeout=30)
         killer.join(30)

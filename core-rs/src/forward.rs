@@ -43,6 +43,14 @@ use crate::wire::{messages_in, Header, Kind, DIR_TO_SERVER, HEADER_BYTES};
 /// One step in this many has its thread CPU time measured (a system call).
 const STEP_SAMPLE_EVERY: u64 = 64;
 
+/// CLOCK_MONOTONIC in milliseconds (convergecast deadlines of the group table).
+fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 /// CPU time of the calling thread, in nanoseconds.
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -196,7 +204,7 @@ impl Fwd {
     fn handle_in_run(&mut self, link: LinkId, msg: &mut [u8], last: &mut Option<(u64, Entry)>) {
         if is_group_frame(msg) {
             let mut out = Vec::new();
-            self.group.on_frame(link, msg, &mut out);
+            self.group.on_frame(link, msg, monotonic_ms(), &mut out);
             self.send_group(out);
             return;
         }
@@ -469,8 +477,17 @@ impl Forwarder {
     }
 
     /// The data plane's status, with the forwarding thread's own counters.
+    /// Convergecasts whose time ran out give up first (so their state is
+    /// not counted as pending while the forwarder is parked).
     pub fn status(&self) -> serde_json::Value {
-        let mut v = self.lock().status();
+        let mut v = {
+            let mut f = self.lock();
+            let mut out = Vec::new();
+            f.group.expire(monotonic_ms(), &mut out);
+            f.send_group(out);
+            f.ring_unrung();
+            f.status()
+        };
         v["parks"] = json!(self.parks.load(Ordering::Relaxed));
         v["polls"] = json!(self.polls.load(Ordering::Relaxed));
         v["sampled_cpu_ns"] = json!(self.sampled_cpu_ns.load(Ordering::Relaxed));

@@ -8,8 +8,8 @@
 //!  0  u64  vci        0
 //!  8  u8   dir        0
 //!  9  u8   kind       4 DATA, 5 CREDIT, 6 SUBMIT, 7 REPLY
-//! 10  u16  flags      bit 0 stamped, bit 1 convergecast request
-//! 12  u32  credit     CREDIT: frames consumed on this edge since the last credit
+//! 10  u16  flags      bit 0 stamped, bit 1 convergecast request; REPLY: bit 2 up, bit 3 merged, bit 4 gave up
+//! 12  u32  credit     CREDIT: frames consumed on this edge since the last credit; convergecast request: timeout ms
 //! 16  u32  group_id
 //! 20  u32  view
 //! 24  u32  dest       the tree's destination: node id, multicast id or 2^31
@@ -33,8 +33,21 @@ pub const KIND_REPLY: u8 = 7;
 
 /// Flag: a total-order frame stamped by its stream's sequencer.
 pub const FLAG_STAMPED: u16 = 1;
-/// Flag: a convergecast request (every recipient answers with a REPLY).
+/// Flag: a convergecast request aggregated by the monitors (every recipient
+/// answers with a REPLY flagged [`FLAG_UP`]); its `request` field numbers it
+/// per requester, its `credit` field carries the requester's timeout in ms
+/// (0: none).
 pub const FLAG_CONVERGECAST: u16 = 2;
+/// Flag (REPLY): going up a request's tree to the monitor, not along a tree
+/// (a member's reply: `sender` the replier; a monitor's merged report:
+/// with [`FLAG_MERGED`]). `seq` is the requester's node id. Takes no credit.
+pub const FLAG_UP: u16 = 4;
+/// Flag (REPLY): the payload is a merged partial (`ccast.rs`); without
+/// [`FLAG_UP`] it is the result, on the requester's node-id tree.
+pub const FLAG_MERGED: u16 = 8;
+/// Flag (merged REPLY): some monitor stopped waiting (the request's time
+/// ran out, or too many requests were in flight): what is missing may be alive.
+pub const FLAG_GAVE_UP: u16 = 16;
 
 /// Whether a link message is a group frame (its kind byte), before any decode.
 #[inline]

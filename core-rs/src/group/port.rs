@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::frame::{credit_frame, GroupHeader, TreeKey, KIND_CREDIT};
+use super::frame::{credit_frame, GroupHeader, TreeKey, FLAG_UP, KIND_CREDIT, KIND_REPLY};
 use crate::channel::UmpChannel;
 use crate::dispatcher::Dispatcher;
 use crate::error::{Error, ErrorKind, Result};
@@ -156,14 +156,19 @@ impl GroupPort {
         }
         let inbox = &self.link.group;
         let mut st = lock(&inbox.state);
+        // A convergecast reply going up to the monitor takes no credit: one per request delivered here,
+        // and the monitor keeps a bounded number of requests in flight per tree (`table.rs`).
+        let up = h.kind == KIND_REPLY && h.flags & FLAG_UP != 0;
         let w = st.window(h.key.group_id);
         let c = st.credits.entry(h.key).or_insert(w);
-        if *c == 0 {
+        if *c == 0 && !up {
             return Ok(false);
         }
         match self.link.ring().try_send(&[frame]) {
             Ok(()) => {
-                *c -= 1;
+                if !up {
+                    *c -= 1;
+                }
                 self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed); // a counter: orders nothing
                 Ok(true)
             }

@@ -1,10 +1,12 @@
 //! The group service's requests to this monitor (docs/groups.md §5):
 //!
 //! * `install {group_id, view, window, members: [[node, core, pid]],
-//!   trees: [{dest, root_core, parent, children, local}]}`: the fan-out
+//!   trees: [{dest, root_core, parent, children, local, below, depth}]}`: the fan-out
 //!   entries of one view, only the trees through this core are looked at;
 //!   links are resolved here (a parent or child core: the link to its
 //!   monitor; a local node: the link of its dispatcher, found by pid);
+//!   `below[i]` lists the destination members under `children[i]` and
+//!   `depth` is this core's hops from the root (convergecast, `ccast.rs`);
 //! * `remove {group_id, view?}`: drop the entries of a closed view (or of
 //!   every view of the group);
 //! * `marks {pid}`: what the dead dispatcher `pid` wrote last on each
@@ -111,22 +113,45 @@ impl Monitor {
                 },
                 None => node_pid.values().filter(|(c, _)| *c == me).filter_map(|(_, pid)| links.get(pid).copied()).collect(),
             };
+            // `below`: the destination members under each child (convergecast: who is missing when it dies).
+            let below: Vec<Vec<u32>> = match t.get("below").and_then(Value::as_array) {
+                Some(b) => b
+                    .iter()
+                    .map(|x| x.as_array().map(|a| a.iter().filter_map(|n| n.as_u64().map(|n| n as u32)).collect()).unwrap_or_default())
+                    .collect(),
+                None => Vec::new(),
+            };
+            let depth = t.get("depth").and_then(Value::as_u64).unwrap_or(0) as u32;
             let mut child_links = Vec::new();
-            for c in children {
+            for (i, c) in children.into_iter().enumerate() {
                 match f.link_to(LinkPeer::Monitor(c)) {
-                    Some(l) => child_links.push(l),
+                    Some(l) => child_links.push((l, below.get(i).cloned().unwrap_or_default())),
                     None => return Err(Error::invalid(format!("monitor {me} has no link to monitor {c} (tree of {dest} rooted at {root_core})"))),
                 }
             }
             let mut local_links = Vec::new();
+            let mut absent = Vec::new();
             for n in local {
                 match node_pid.get(&n).and_then(|(_, pid)| links.get(pid)) {
-                    Some(&l) => local_links.push(l),
-                    None => missing.push(n), // gone already: its death is on its way to the service
+                    Some(&l) => local_links.push((n, l)),
+                    None => {
+                        missing.push(n); // gone already: its death is on its way to the service
+                        absent.push(n);
+                    }
                 }
             }
+            let parent_link = if parent.is_some() { from.first().copied() } else { None };
             drop(f);
-            specs.push(EntrySpec { key: TreeKey { group_id, view, dest, root_core }, window, from, children: child_links, local: local_links });
+            specs.push(EntrySpec {
+                key: TreeKey { group_id, view, dest, root_core },
+                window,
+                from,
+                parent: parent_link,
+                children: child_links,
+                local: local_links,
+                absent,
+                depth,
+            });
         }
         let mut f = self.fwd.lock();
         for (pid, l) in &links {

@@ -15,9 +15,15 @@ thread); a stopped process takes nothing, so once its window is full,
 senders to it block (docs/groups.md §6).
 
 Payloads carry one tag byte ahead of the application's bytes: 0 for a plain
-message, 1 (then a u16 request number) for a convergecast request, whose
-recipients answer at once with ``reply(delivery)`` (the join's ``reply``
-callback; an empty ack without one) in a REPLY frame to the sender.
+message, 1 or 2 (then a u16 request number and a u32 timeout in ms) for a
+convergecast request, whose recipients answer at once with
+``reply(delivery)`` (the join's ``reply`` callback; an empty ack without
+one).  Tag 1 (aggregated, the default): the reply goes up to the member's
+own monitor, the monitors merge the replies up the request's tree and the
+root monitor sends the sender one result (``core-rs/src/group/ccast.rs``,
+docs/groups.md §8).  Tag 2 (``unicast=True``, the flat baseline): the
+request goes to each node id and each reply straight to the sender, whose
+:class:`~multihop.groups.convergecast.Convergecast` gathers them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import contextlib
 import functools
 import json
 import os
-import struct
 import threading
 import time
 from collections import deque
@@ -53,7 +58,22 @@ from multihop.groups.events import (
     Unicast,
     ViewChanged,
 )
-from multihop.groups.frames import KIND_REPLY, KIND_SUBMIT, decode, encode_data, encode_reply, encode_submit
+from multihop.groups.frames import (
+    CC_AGGREGATED,
+    CC_DIRECT,
+    CC_TAG,
+    FLAG_CONVERGECAST,
+    FLAG_GAVE_UP,
+    FLAG_MERGED,
+    KIND_REPLY,
+    KIND_SUBMIT,
+    decode,
+    decode_partial,
+    encode_data,
+    encode_reply,
+    encode_submit,
+    encode_up_reply,
+)
 from multihop.groups.gsd import DEFAULT_WINDOW, SERVICE, ensure_service
 from multihop.groups.ids import BROADCAST
 from multihop.groups.member import GroupMember
@@ -64,7 +84,6 @@ from multihop.groups.view import ORDERS, Endpoint, View
 __all__ = ["Delivery", "GroupInfo", "Group", "GroupEndpoint", "ConvergecastTimeout", "group", "join", "leave", "endpoint_of"]
 
 _PLAIN = b"\x00"
-_CC = struct.Struct("<BH")
 _POLL = 0.01  # longest wait for frames before looking at the service's channel again
 
 
@@ -178,12 +197,19 @@ class Group:
     def convergecast(self, payload: bytes = b"", timeout: float | None = 30.0, *, unicast: bool = False) -> Partial:
         """Send ``payload`` to every member and gather their replies (the survivors', and who is missing).
 
-        The request goes down the group's tree as one broadcast; with
-        ``unicast`` this member sends it to each node id itself (the flat
-        unicast shoot-down the trees are measured against).
+        The request goes down the group's tree as one broadcast, and the
+        monitors merge the replies back up it: each monitor sends its parent
+        one report, the root monitor sends this member the result. A member
+        that dies, or every member below a monitor that dies, is in the
+        result's ``missing``. With ``unicast`` this member sends the request
+        to each node id itself and each member replies straight back (the
+        flat unicast shoot-down the trees are measured against).
 
         Raises:
-            ConvergecastTimeout: not complete in time (its ``partial`` holds what arrived).
+            ConvergecastTimeout: not complete in time; its ``partial`` holds
+                the replies that arrived and names the missing (the monitors
+                stop waiting shortly before ``timeout``, deepest first, so the
+                survivors' replies still come back).
         """
         return self._ep.convergecast(self.name, bytes(payload), _deadline(timeout), unicast)
 
@@ -268,7 +294,9 @@ class GroupEndpoint:
         self.handled = 0  # frames taken by pump, and the ns it spent on them (waits left out)
         self.handle_ns = 0
         self._early: list[bytes] = []
-        self._cc: dict[tuple[str, int], Convergecast] = {}
+        self._cc: dict[tuple[str, int], Convergecast] = {}  # direct (unicast) requests of this member
+        self._cc_results: dict[tuple[str, int], tuple[Partial, bool] | None] = {}  # aggregated: result, gave_up
+        self._cc_roots: dict[tuple[str, int, int], int] = {}  # (group, requester, request) -> its tree's root core
         self._cc_next = 0
         self._busy = False
         self._lock = threading.RLock()
@@ -357,6 +385,13 @@ class GroupEndpoint:
         if name is None:
             self._early.append(raw)  # its Install has not come yet
             return
+        if f.kind == KIND_REPLY and f.flags & FLAG_MERGED:
+            if (name, f.request) in self._cc_results:
+                try:
+                    self._cc_results[(name, f.request)] = (decode_partial(f.payload), bool(f.flags & FLAG_GAVE_UP))
+                except ProtocolError:
+                    self.protocol_errors += 1
+            return  # else a result that came too late (its call timed out)
         if f.kind == KIND_REPLY:
             cc = self._cc.get((name, f.request))
             if cc is not None:
@@ -365,6 +400,8 @@ class GroupEndpoint:
                 except GroupError:
                     self.protocol_errors += 1  # a second reply, or from a node not asked
             return
+        if f.flags & FLAG_CONVERGECAST:
+            self._cc_roots[(name, f.sender, f.request)] = f.root_core  # where this request's reply goes up
         msg: Data | Submit
         if f.kind == KIND_SUBMIT:
             msg = Submit(name, f.view, f.stamp, f.sender, f.seq, f.payload)
@@ -404,7 +441,7 @@ class GroupEndpoint:
             assert isinstance(t, Unicast)
             self.port.send(encode_submit(frame, gid, t.node, self.me.core))
         else:
-            self.port.send(encode_data(frame, gid, self.me.core, convergecast=frame.payload[:1] == b"\x01"))
+            self.port.send(encode_data(frame, gid, self.me.core))
 
     def _open(self, name: str) -> None:
         """ChannelClosed if group ``name`` was closed (a monitor on its trees died: docs/groups.md §9)."""
@@ -441,6 +478,8 @@ class GroupEndpoint:
             self.left.add(e.group)
             for cc_key in [k for k in self._cc if k[0] == e.group]:
                 self._cc.pop(cc_key)
+            for root_key in [k for k in self._cc_roots if k[0] == e.group]:
+                self._cc_roots.pop(root_key)
         elif isinstance(e, Failed):
             self.failures[e.req] = e.error
         elif isinstance(e, MulticastCreated):
@@ -451,9 +490,10 @@ class GroupEndpoint:
     def _delivered(self, e: Delivered) -> None:
         payload = e.payload
         request = 0
-        if payload[:1] == b"\x01":
-            _, request = _CC.unpack_from(payload)
-            payload = payload[_CC.size :]
+        tag = payload[0] if payload else 0
+        if tag in (CC_AGGREGATED, CC_DIRECT) and len(payload) >= CC_TAG.size:
+            _, request, _timeout = CC_TAG.unpack_from(payload)
+            payload = payload[CC_TAG.size :]
         else:
             payload = payload[1:]
         dl = Delivery(e.group, e.sender, e.dest, e.view, payload, request)
@@ -461,12 +501,17 @@ class GroupEndpoint:
             cb = self.callbacks.get(e.group, _Callbacks())
             answer = bytes(cb.reply(dl)) if cb.reply is not None else b""
             me = self.member.node(e.group)
-            if e.sender == me:
+            gid = self.gids[e.group]
+            if tag == CC_AGGREGATED:
+                # Up to this core's monitor on the request's tree (rooted at the sender's core, or for a
+                # total-order stream at its sequencer's; a request this member sent itself: its own core).
+                root = self._cc_roots.pop((e.group, e.sender, request), self.me.core)
+                self.port.send(encode_up_reply(gid, e.view, e.dest, root, me, e.sender, request, answer))
+            elif e.sender == me:
                 cc = self._cc.get((e.group, request))
                 if cc is not None:
                     cc.reply(me, answer)
             else:
-                gid = self.gids[e.group]
                 self.port.send(encode_reply(gid, e.view, e.sender, self.me.core, me, request, answer))
         self.inbox.setdefault(e.group, deque()).append(dl)
 
@@ -575,22 +620,46 @@ class GroupEndpoint:
     @_locked
     def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False) -> Partial:
         """Send a convergecast request to every member of ``name`` and gather the replies (see :meth:`Group.convergecast`)."""
+        self.pump()
+        self._open(name)
         view = self.member.view(name)
         self._cc_next = self._cc_next % 65535 + 1
         request = self._cc_next
+        timeout_ms = 0 if deadline is None else max(1, min(0xFFFFFFFF, int((deadline - time.monotonic()) * 1000)))
+        what = f"convergecast {request} of group {name!r}"
+        if unicast:
+            return self._convergecast_direct(name, view, request, CC_TAG.pack(CC_DIRECT, request, timeout_ms) + payload, deadline, what)
+        key = (name, request)
+        self._cc_results[key] = None
+        try:
+            self.send(name, BROADCAST, CC_TAG.pack(CC_AGGREGATED, request, timeout_ms) + payload, deadline)
+            self._wait(lambda: self._cc_results[key] is not None, deadline, what, group=name)
+            got = self._cc_results[key]
+        except Timeout:
+            # Nothing came back up the tree in time: nobody is known to have replied.
+            nobody = Partial({}, frozenset(view.destinations(BROADCAST)))
+            raise ConvergecastTimeout(f"{what} incomplete: no result within the timeout", nobody) from None
+        finally:
+            self._cc_results.pop(key, None)
+        assert got is not None
+        result, gave_up = got
+        if gave_up:
+            raise ConvergecastTimeout(
+                f"{what} incomplete: {len(result.replies)} replies, {len(result.missing)} missing (a monitor stopped waiting)", result
+            )
+        return result
+
+    def _convergecast_direct(self, name: str, view: View, request: int, tagged: bytes, deadline: float | None, what: str) -> Partial:
+        """The flat baseline: the request to each node id, each reply straight back here."""
         cc = Convergecast(view.destinations(BROADCAST), ())
         self._cc[(name, request)] = cc
-        tagged = _CC.pack(1, request) + payload
         try:
-            if unicast:
-                for node in view.nodes:
-                    self.send(name, node, tagged, deadline)
-            else:
-                self.send(name, BROADCAST, tagged, deadline)
-            self._wait(lambda: cc.done, deadline, f"convergecast {request} of group {name!r}", group=name)
+            for node in view.nodes:
+                self.send(name, node, tagged, deadline)
+            self._wait(lambda: cc.done, deadline, what, group=name)
         except Timeout:
             part: Partial = cc._acc
-            raise ConvergecastTimeout(f"convergecast {request} of group {name!r} incomplete: {len(part.replies)} replies", part) from None
+            raise ConvergecastTimeout(f"{what} incomplete: {len(part.replies)} replies", part) from None
         finally:
             self._cc.pop((name, request), None)
         result = cc.poll()

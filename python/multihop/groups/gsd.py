@@ -77,6 +77,10 @@ def view_entries(view: View, topology: Any, table: dict[int, dict[int, int]], mo
     For every destination and every member core as root: the tree of the
     group's mode over the destination's cores, each edge stretched along the
     routing table's path (a relay core keeps the first parent that reaches it).
+    Each entry also lists, per child, the destination members below it
+    (``below``) and its ``depth`` from the root: a monitor aggregating a
+    convergecast names them missing if that child dies, and gives up deeper
+    first when a request's time runs out.
     """
     roots = sorted({e.core for _, e in view.members})
     dests = [BROADCAST] + [m for m, _ in view.multicast] + list(view.nodes)
@@ -106,9 +110,39 @@ def view_entries(view: View, topology: Any, table: dict[int, dict[int, int]], mo
                         parent[h] = cur
                         children[cur].append(h)
                     cur = h
+            below = _below(root, children, local)
+            depth: dict[int, int] = {root: 0}
+            for core in parent:  # parents come before their children in this order
+                par = parent[core]
+                if par is not None:
+                    depth[core] = depth[par] + 1
             for core, par in parent.items():
-                out[core].append({"dest": dest, "root_core": root, "parent": par, "children": children[core], "local": local.get(core, [])})
+                out[core].append(
+                    {
+                        "dest": dest,
+                        "root_core": root,
+                        "parent": par,
+                        "children": children[core],
+                        "local": local.get(core, []),
+                        "below": [below[c] for c in children[core]],
+                        "depth": depth[core],
+                    }
+                )
     return dict(out)
+
+
+def _below(root: int, children: dict[int, list[int]], local: dict[int, list[int]]) -> dict[int, list[int]]:
+    """The destination members in each core's subtree (itself included), sorted."""
+    order = [root]
+    for core in order:  # breadth first; bounded by the tree's size
+        order.extend(children.get(core, []))
+    below: dict[int, list[int]] = {}
+    for core in reversed(order):
+        nodes = list(local.get(core, []))
+        for c in children.get(core, []):
+            nodes.extend(below[c])
+        below[core] = sorted(nodes)
+    return below
 
 
 class _Daemon:
