@@ -115,3 +115,22 @@ def sender(name: str, core: int, group: str, n: int, q: Any, go: Any, finish: An
                 g.recv(timeout=0.2)
             except mh.Timeout:
                 pass
+
+
+def reply_bytes(node: int, size: int) -> bytes:
+    """The reply :func:`replier` gives as node ``node``: ``size`` bytes that name it and differ per node."""
+    return bytes((node * 31 + i) % 251 for i in range(size))
+
+
+def replier(name: str, core: int, group: str, q: Any, finish: Any, size: int = 1024) -> None:
+    """Join ``group`` answering every convergecast with :func:`reply_bytes` (``size`` bytes); deliver until ``finish``."""
+    rt = mh.Runtime.attach(name)
+    with rt.dispatcher(core) as d:
+        g = d.join(group, reply=lambda dl: reply_bytes(g.node, size), timeout=60)
+        q.put(("joined", core, g.node))
+        while not finish.is_set():
+            try:
+                g.recv(timeout=0.2)
+            except mh.Timeout:
+                continue
+        q.put(("done", core, g.node))

@@ -477,17 +477,10 @@ impl Forwarder {
     }
 
     /// The data plane's status, with the forwarding thread's own counters.
-    /// Convergecasts whose time ran out give up first (so their state is
-    /// not counted as pending while the forwarder is parked).
+    /// Convergecasts whose time ran out give up first.
     pub fn status(&self) -> serde_json::Value {
-        let mut v = {
-            let mut f = self.lock();
-            let mut out = Vec::new();
-            f.group.expire(monotonic_ms(), &mut out);
-            f.send_group(out);
-            f.ring_unrung();
-            f.status()
-        };
+        self.group_timers();
+        let mut v = self.lock().status();
         v["parks"] = json!(self.parks.load(Ordering::Relaxed));
         v["polls"] = json!(self.polls.load(Ordering::Relaxed));
         v["sampled_cpu_ns"] = json!(self.sampled_cpu_ns.load(Ordering::Relaxed));
@@ -496,6 +489,19 @@ impl Forwarder {
         let poll = self.poll_status.lock().unwrap_or_else(|p| p.into_inner()).clone();
         v["sched_group"] = poll.map_or(serde_json::Value::Null, |p| p.group());
         v
+    }
+
+    /// Give up the convergecasts whose time ran out (`group/table.rs`). The
+    /// idle loop calls it before parking, and a park lasts at most a slice
+    /// (`park::PARK_SLICE`), so a deadline is kept to within a slice.
+    fn group_timers(&self) {
+        let mut f = self.lock();
+        let mut out = Vec::new();
+        f.group.expire(monotonic_ms(), &mut out);
+        if !out.is_empty() {
+            f.send_group(out);
+            f.ring_unrung();
+        }
     }
 
     /// Wake the forwarding thread (after changing links or queues).
@@ -536,6 +542,7 @@ impl Forwarder {
                 poll.on_work();
                 continue;
             }
+            self.group_timers();
             let budget = poll.budget();
             if !budget.is_zero() {
                 poll.begin();

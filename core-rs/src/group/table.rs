@@ -59,7 +59,7 @@ struct CcState {
 /// children's reports before its own time runs out (and the requester,
 /// waiting `timeout_ms`, gets the result naming the missing).
 pub fn give_up_after(timeout_ms: u64, depth: u32) -> u64 {
-    let slice = (timeout_ms / 16).min(100);
+    let slice = (timeout_ms / 16).min(1000);
     timeout_ms.saturating_sub(slice * (depth as u64 + 1)).max(timeout_ms / 2)
 }
 
@@ -878,6 +878,8 @@ mod tests {
         net.feed(0, 0, request(9, 1_000));
         answer(&mut net, 9, &[1, 2, 3]); // nodes 4 and 5 (core 2) never answer
         assert_eq!(give_up_after(1_000, 2), 1_000 - 62 * 3);
+        assert_eq!(give_up_after(30_000, 0), 29_000);
+        assert_eq!(give_up_after(30_000, 40), 15_000, "never before half the timeout");
         net.tick(1_000 + give_up_after(1_000, 2) - 1);
         assert!(net.results().is_empty(), "not yet");
         net.tick(1_000 + give_up_after(1_000, 2));
