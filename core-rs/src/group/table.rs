@@ -329,10 +329,21 @@ impl GroupTable {
     }
 
     /// Drop every entry of `group_id` in `view` (or in every view with `None`).
-    pub fn remove(&mut self, group_id: u32, view: Option<u32>) -> usize {
-        let before = self.entries.len();
-        self.entries.retain(|k, _| !(k.group_id == group_id && view.is_none_or(|v| v == k.view)));
-        before - self.entries.len()
+    /// Its convergecasts go with it, and the dispatchers that send on it get
+    /// a full window of credit back: a sender waiting for credit of a tree
+    /// that is gone (its group closed when a monitor died) goes on, its
+    /// frames are dropped here, and its next call learns why.
+    pub fn remove(&mut self, group_id: u32, view: Option<u32>, out: &mut Vec<(LinkId, Vec<u8>)>) -> usize {
+        let gone: Vec<TreeKey> = self.entries.keys().filter(|k| k.group_id == group_id && view.is_none_or(|v| v == k.view)).copied().collect();
+        for key in &gone {
+            let entry = self.entries.remove(key).expect("listed");
+            if entry.parent.is_none() {
+                for l in entry.from.iter().filter(|l| self.dispatchers.contains_key(l)) {
+                    out.push((*l, credit_frame(*key, entry.window).to_vec()));
+                }
+            }
+        }
+        gone.len()
     }
 
     /// One group frame arrived on `link` at time `now_ms` (any monotonic
@@ -664,6 +675,23 @@ mod tests {
         t.remove_link(2, &mut out);
         assert_eq!(t.queued(), 8);
         assert_eq!(t.status()["group_forwarded"], 20);
+    }
+
+    #[test]
+    fn removing_an_entry_gives_its_senders_their_window_back() {
+        let mut t = GroupTable::new();
+        t.note_dispatcher(0, 100);
+        t.install(spec(key(), 4, vec![0], None, vec![(1, vec![])], vec![]));
+        let mut out = Vec::new();
+        for s in 1..=4 {
+            t.on_frame(0, &data(s), 0, &mut out); // the child never returns credit: the sender's window is spent
+        }
+        out.clear();
+        assert_eq!(t.remove(1, Some(1), &mut out), 1);
+        let back: Vec<(LinkId, u32)> = out.iter().map(|(l, m)| (*l, GroupHeader::decode(m).unwrap().credit)).collect();
+        assert_eq!(back, vec![(0, 4)], "a full window to the dispatcher, nothing to the child monitor");
+        t.on_frame(0, &data(5), 0, &mut out);
+        assert_eq!(t.dropped, 1, "its next frame finds no tree");
     }
 
     #[test]

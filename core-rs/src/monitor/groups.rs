@@ -8,7 +8,7 @@
 //!   `below[i]` lists the destination members under `children[i]` and
 //!   `depth` is this core's hops from the root (convergecast, `ccast.rs`);
 //! * `remove {group_id, view?}`: drop the entries of a closed view (or of
-//!   every view of the group);
+//!   every view of the group), releasing senders waiting for their credit;
 //! * `marks {pid}`: what the dead dispatcher `pid` wrote last on each
 //!   stream, answered once its group member link is drained and gone (at
 //!   most 5 s).
@@ -173,7 +173,12 @@ impl Monitor {
     fn group_remove(&self, body: &Value) -> Result<Value> {
         let group_id = field_u32(body, "group_id")?;
         let view = body.get("view").and_then(Value::as_u64).map(|v| v as u32);
-        let n = self.fwd.lock().group.remove(group_id, view);
+        let mut out = Vec::new();
+        let mut f = self.fwd.lock();
+        let n = f.group.remove(group_id, view, &mut out);
+        f.send_group(out);
+        drop(f);
+        self.fwd.poke(); // the forwarder rings the links written to
         Ok(json!({"removed": n}))
     }
 
