@@ -7,9 +7,13 @@ For N = 2, 4, 8, 16, 32 cores (virtual cores on this machine's CPUs, declared as
 one run, the median shoot-down (the root sends, every member acknowledges, the
 root has every ack; :mod:`multihop.groups.shootdown`) of:
 
-* ``unicast``: the root's dispatcher sends one message per member;
+* ``unicast``: the root's dispatcher sends one message per member, each member
+  acknowledges straight back to the root (``convergecast(unicast=True)``);
 * ``broadcast``: one message, the root's monitor copies it to every member core;
 * ``radix`` (k = 2) and ``numa``: the monitors forward copies down those trees;
+
+in the three tree modes the monitors aggregate the acknowledgements back up the
+tree (each sends its parent one merged report; docs/groups.md §8);
 * ``pipe``: the same round over ``multiprocessing`` Pipes (the baseline);
 
 with ns and cycles per member, the crossover (the smallest N where a tree beats

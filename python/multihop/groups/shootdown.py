@@ -1,15 +1,20 @@
 """One-to-all shoot-downs and group throughput measured live through the monitors (phase 2).
 
 A shoot-down is a convergecast: the root sends one message to every member,
-each member's endpoint acknowledges it at once (an empty REPLY frame to the
-root), and the round ends when the root has every acknowledgement.  Modes:
+each member's endpoint acknowledges it at once (an empty reply), and the
+round ends when the root has every acknowledgement.  Modes:
 
 * ``unicast``: the root's dispatcher sends one message per member (each by
-  unicast through the monitors): Barrelfish's "unicast";
+  unicast through the monitors) and each member acknowledges straight back
+  to the root (``convergecast(unicast=True)``): Barrelfish's "unicast";
 * ``broadcast``: one message from the root's dispatcher, its monitor sends a
   copy to every member core (the ``flat`` tree): a shared broadcast;
 * ``radix`` (``radix:2``) and ``numa``: the monitors forward copies down
   those trees.
+
+In the three tree modes the acknowledgements are aggregated back up the same
+tree by the monitors (``core-rs/src/group/ccast.rs``): each monitor sends its
+parent one merged report, the root's monitor sends the root one result.
 
 Members are processes (one per member core, pinned to that core's CPU on a
 machine with several CPUs), the root is the calling process.  The baseline is
