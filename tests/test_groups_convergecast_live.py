@@ -8,6 +8,7 @@ reports and sends its parent one report; the root monitor sends the requester th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -22,7 +23,7 @@ from procs import child
 from test_groups_live import collect
 
 import multihop as mh
-from multihop.groups import BROADCAST
+from multihop.groups import BROADCAST, GroupError
 from multihop.groups.endpoint import ConvergecastTimeout
 from multihop.groups.gsd import _table, view_entries
 
@@ -146,3 +147,41 @@ def test_a_stopped_member_times_out_with_the_survivors_replies_and_the_state_is_
         assert all(c["pending"] == 0 for c in counters(rt6).values())
         part = g.convergecast(b"again", timeout=30)
         assert set(part.replies) == set(nodes.values()) and part.missing == frozenset()
+
+
+def test_a_member_without_auto_ack_answers_when_it_is_ready() -> None:
+    rt = mh.Runtime.start(unique_name("gcr"), cores=[0, 1, 2])
+    try:
+        rt.group("later", order="total", tree="radix:2")  # total order: the request is rooted at the sequencer
+        with rt.dispatcher(0) as d0, rt.dispatcher(1) as d1, rt.dispatcher(2) as d2:
+            a, b, c = d0.join("later"), d1.join("later", auto_ack=False), d2.join("later")
+            c.sync()
+            b.sync()
+            answered: list[Any] = []
+
+            def answer_later() -> None:
+                dl = b.recv(timeout=30)
+                with pytest.raises(GroupError, match="not a convergecast request"):
+                    b.reply(dataclasses.replace(dl, request=0), b"x")  # a plain message is not answered
+                b.reply(dl, b"took my time")
+                answered.append(dl)
+                with pytest.raises(GroupError, match="awaiting this member's reply"):
+                    b.reply(dl, b"twice")
+
+            t = threading.Thread(target=answer_later)
+            t.start()
+            try:
+                part = c.convergecast(b"flush", timeout=30)
+            finally:
+                t.join(30)
+            assert answered and part.replies == {a.node: b"", b.node: b"took my time", c.node: b""} and not part.missing
+            # Unanswered, a request times out naming the member; the others' acks came back.
+            with pytest.raises(ConvergecastTimeout) as e:
+                a.convergecast(b"again", timeout=3)
+            assert e.value.partial.missing == frozenset({b.node}) and set(e.value.partial.replies) == {a.node, c.node}
+            with pytest.raises(GroupError, match="a reply is bytes"):
+                b.reply(b.recv(timeout=10), "text")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="auto_ack must be a bool"):
+                d0.join("other", auto_ack="no")  # type: ignore[arg-type]
+    finally:
+        rt.stop()

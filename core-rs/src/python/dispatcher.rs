@@ -259,7 +259,7 @@ impl Dispatcher {
     }
 
     /// Join application group `name` (issue 14): see `multihop.groups.endpoint.join`.
-    #[pyo3(signature = (name, on_join=None, on_leave=None, on_view=None, reply=None, timeout=30.0))]
+    #[pyo3(signature = (name, on_join=None, on_leave=None, on_view=None, reply=None, timeout=30.0, auto_ack=None))]
     #[allow(clippy::too_many_arguments)]
     fn join<'py>(
         slf: &Bound<'py, Self>,
@@ -269,9 +269,14 @@ impl Dispatcher {
         on_view: Option<&Bound<'py, PyAny>>,
         reply: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
+        auto_ack: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let f = slf.py().import("multihop.groups.endpoint")?.getattr("join")?;
-        f.call1((slf, name, on_join, on_leave, on_view, reply, timeout))
+        let auto_ack = match auto_ack {
+            Some(a) => a.clone(),
+            None => pyo3::types::PyBool::new(slf.py(), true).to_owned().into_any(),
+        };
+        f.call1((slf, name, on_join, on_leave, on_view, reply, timeout, auto_ack))
     }
 
     /// Leave application group `name`: see `multihop.groups.endpoint.leave`.

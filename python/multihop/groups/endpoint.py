@@ -234,6 +234,19 @@ class Group:
         other members made): view changes reach each member on its own time."""
         self._ep.sync(self.name, _deadline(timeout))
 
+    def reply(self, delivery: Delivery, payload: bytes = b"") -> None:
+        """Answer the convergecast request ``delivery`` with ``payload`` (a member that joined with
+        ``auto_ack=False`` and no ``reply`` callback answers each request itself; until it does, the
+        convergecast waits for it).
+
+        Raises:
+            GroupError: ``delivery`` is not a request of this group awaiting this member's answer (a plain
+                message, or answered already), or ``payload`` is not bytes.
+        """
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise GroupError(f"a reply is bytes, got {type(payload).__name__}")
+        self._ep.reply(self.name, delivery, bytes(payload))
+
     def pending(self) -> int:
         """Deliveries waiting for :meth:`recv`."""
         return len(self._ep.inbox.get(self.name, ()))
@@ -248,6 +261,17 @@ class _Callbacks:
     on_leave: Callable[[int, View], None] | None = None
     on_view: Callable[[ViewChanged], None] | None = None
     reply: Callable[[Delivery], bytes] | None = None
+    auto_ack: bool = True
+
+
+@dataclass(frozen=True)
+class _Owed:
+    """A convergecast request delivered here that the application answers itself (:meth:`Group.reply`)."""
+
+    tag: int
+    view: int
+    dest: int
+    root: int
 
 
 _P = ParamSpec("_P")
@@ -297,6 +321,7 @@ class GroupEndpoint:
         self._cc: dict[tuple[str, int], Convergecast] = {}  # direct (unicast) requests of this member
         self._cc_results: dict[tuple[str, int], tuple[Partial, bool] | None] = {}  # aggregated: result, gave_up
         self._cc_roots: dict[tuple[str, int, int], int] = {}  # (group, requester, request) -> its tree's root core
+        self._owed: dict[tuple[str, int, int], _Owed] = {}  # requests the application answers itself
         self._cc_next = 0
         self._busy = False
         self._lock = threading.RLock()
@@ -480,6 +505,8 @@ class GroupEndpoint:
                 self._cc.pop(cc_key)
             for root_key in [k for k in self._cc_roots if k[0] == e.group]:
                 self._cc_roots.pop(root_key)
+            for owed_key in [k for k in self._owed if k[0] == e.group]:
+                self._owed.pop(owed_key)
         elif isinstance(e, Failed):
             self.failures[e.req] = e.error
         elif isinstance(e, MulticastCreated):
@@ -498,22 +525,40 @@ class GroupEndpoint:
             payload = payload[1:]
         dl = Delivery(e.group, e.sender, e.dest, e.view, payload, request)
         if request:
+            # The request's tree is rooted at the sender's core, or for a total-order stream at its sequencer's
+            # (a request this member sent itself: its own core).
+            root = self._cc_roots.pop((e.group, e.sender, request), self.me.core)
+            owed = _Owed(tag, e.view, e.dest, root)
             cb = self.callbacks.get(e.group, _Callbacks())
-            answer = bytes(cb.reply(dl)) if cb.reply is not None else b""
-            me = self.member.node(e.group)
-            gid = self.gids[e.group]
-            if tag == CC_AGGREGATED:
-                # Up to this core's monitor on the request's tree (rooted at the sender's core, or for a
-                # total-order stream at its sequencer's; a request this member sent itself: its own core).
-                root = self._cc_roots.pop((e.group, e.sender, request), self.me.core)
-                self.port.send(encode_up_reply(gid, e.view, e.dest, root, me, e.sender, request, answer))
-            elif e.sender == me:
-                cc = self._cc.get((e.group, request))
-                if cc is not None:
-                    cc.reply(me, answer)
+            if cb.reply is not None:
+                self._answer(e.group, e.sender, request, owed, bytes(cb.reply(dl)))
+            elif cb.auto_ack:
+                self._answer(e.group, e.sender, request, owed, b"")
             else:
-                self.port.send(encode_reply(gid, e.view, e.sender, self.me.core, me, request, answer))
+                self._owed[(e.group, e.sender, request)] = owed
         self.inbox.setdefault(e.group, deque()).append(dl)
+
+    def _answer(self, group: str, requester: int, request: int, owed: _Owed, answer: bytes) -> None:
+        """Send this member's answer to ``requester``'s request: up to its monitor (aggregated), or straight back."""
+        me = self.member.node(group)
+        gid = self.gids[group]
+        if owed.tag == CC_AGGREGATED:
+            self.port.send(encode_up_reply(gid, owed.view, owed.dest, owed.root, me, requester, request, answer))
+        elif requester == me:
+            cc = self._cc.get((group, request))
+            if cc is not None:
+                cc.reply(me, answer)
+        else:
+            self.port.send(encode_reply(gid, owed.view, requester, self.me.core, me, request, answer))
+
+    @_locked
+    def reply(self, name: str, delivery: Delivery, answer: bytes) -> None:
+        """Answer a request this member owes (see :meth:`Group.reply`)."""
+        key = (name, delivery.sender, delivery.request)
+        owed = self._owed.pop(key, None) if delivery.request and delivery.group == name else None
+        if owed is None:
+            raise GroupError(f"{delivery!r} is not a convergecast request of group {name!r} awaiting this member's reply")
+        self._answer(name, delivery.sender, delivery.request, owed, answer)
 
     # ---- waiting ---------------------------------------------------------------
 
@@ -728,12 +773,16 @@ def join(
     on_view: Callable[[ViewChanged], None] | None = None,
     reply: Callable[[Delivery], bytes] | None = None,
     timeout: float | None = 30.0,
+    auto_ack: bool = True,
 ) -> Group:
     """``d.join(name, ...)``: join application group ``name``; returns the :class:`Group`.
 
     ``on_join(node, view)`` and ``on_leave(node, view)`` run for every member
     that joins (this one first) or leaves or dies, ``on_view`` for every view
-    change, ``reply(delivery)`` answers convergecast requests.
+    change, ``reply(delivery)`` answers convergecast requests.  Without a
+    ``reply`` callback each request is answered at once with an empty ack
+    (``auto_ack``), or with ``auto_ack=False`` by the application, with
+    :meth:`Group.reply`, when it is ready.
 
     Raises:
         GroupError: an unknown group, or this dispatcher is a member already
@@ -742,7 +791,9 @@ def join(
     for f, what in ((on_join, "on_join"), (on_leave, "on_leave"), (on_view, "on_view"), (reply, "reply")):
         if f is not None and not callable(f):
             raise TypeError(f"{what} must be callable or None, got {type(f).__name__}")
-    return endpoint_of(d).join(name, _Callbacks(on_join, on_leave, on_view, reply), _deadline(timeout))
+    if not isinstance(auto_ack, bool):
+        raise TypeError(f"auto_ack must be a bool, got {type(auto_ack).__name__}")
+    return endpoint_of(d).join(name, _Callbacks(on_join, on_leave, on_view, reply, auto_ack), _deadline(timeout))
 
 
 def leave(d: _core.Dispatcher, name: str, timeout: float | None = 30.0) -> None:
