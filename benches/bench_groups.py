@@ -11,14 +11,16 @@ root has every ack; :mod:`multihop.groups.shootdown`) of:
   acknowledges straight back to the root (``convergecast(unicast=True)``);
 * ``broadcast``: one message, the root's monitor copies it to every member core;
 * ``radix`` (k = 2) and ``numa``: the monitors forward copies down those trees;
-
-in the three tree modes the monitors aggregate the acknowledgements back up the
-tree (each sends its parent one merged report; docs/groups.md §8);
 * ``pipe``: the same round over ``multiprocessing`` Pipes (the baseline);
 
+(in the three tree modes the monitors aggregate the acknowledgements back up the
+tree: each sends its parent one merged report; docs/groups.md §8)
+
 with ns and cycles per member, the crossover (the smallest N where a tree beats
-unicast), then on 2 real and 4 and 8 virtual cores the machine model's prediction
-against the measured ``unicast`` (goal: within 25 %): a calibration of the live
+unicast); from 8 cores on, radix and numa again with every ack straight back to
+the root (``aggregate=False``: what the monitors' aggregation is measured
+against, in the same run); then on 2 real and 4 and 8 virtual cores the machine
+model's prediction against the measured ``unicast`` (goal: within 25 %): a calibration of the live
 group path from the root (:mod:`multihop.groups.calibrate_group`: UMP latency and
 switch, a parked receiver's wake-up, the monitors' forward cost per frame, the
 endpoints' CPU per request from one- and two-member reference rounds), simulated
@@ -138,11 +140,16 @@ def main() -> None:
         + f" {'best tree':>10} {'tree/uni':>8} {'ns/member':>10} {'cyc/member':>10}"
     )
     crossover = None
+    direct: dict[int, dict[str, tuple[float, float]]] = {}
     for n in sizes:
         with mh.Runtime.start(f"bgrp-{n}-{os.getpid()}", cores=list(range(n)), topology=topology(n)) as rt:
             members = list(range(1, n))
             med = {m: measure_group_shootdown(rt, 0, members, m, rounds=rounds).median for m in MODES}
             med["pipe"] = measure_pipe_shootdown(rt, 0, members, rounds=rounds).median
+            if n >= 8:
+                direct[n] = {
+                    m: (med[m], measure_group_shootdown(rt, 0, members, m, rounds=rounds, aggregate=False).median) for m in ("radix", "numa")
+                }
         best = min(("broadcast", "radix", "numa"), key=lambda m: med[m])
         ratio = med[best] / med["unicast"]
         if crossover is None and len(members) > 1 and ratio < 0.9:
@@ -159,6 +166,17 @@ def main() -> None:
         if crossover
         else "\n  crossover: no tree beat unicast by more than 10 % at these sizes"
     )
+
+    if direct:
+        print("\n  acks merged up the tree by the monitors against acks straight back to the root (same trees, same run):")
+        print(f"  {'cores':>5} {'radix merged':>13} {'radix direct':>13} {'numa merged':>12} {'numa direct':>12} {'merged/direct':>14}")
+        for n, d in direct.items():
+            ratios = " / ".join(f"{d[m][0] / d[m][1]:.2f}" for m in ("radix", "numa"))
+            print(
+                f"  {n:>5} {d['radix'][0] / 1000:>10.1f} us {d['radix'][1] / 1000:>10.1f} us "
+                f"{d['numa'][0] / 1000:>9.1f} us {d['numa'][1] / 1000:>9.1f} us {ratios:>14}",
+                flush=True,
+            )
 
     model_part([int(n) for n in a.model_sizes.split(",") if int(n) <= max(sizes)], rounds, a.model_repeats)
     with mh.Runtime.start(f"bgrp-tp-{os.getpid()}", cores=[0, 1, 2, 3], topology=topology(4)) as rt:

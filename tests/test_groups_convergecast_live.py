@@ -95,9 +95,10 @@ def test_replies_are_merged_per_monitor_and_the_root_gets_one_report_per_child(r
             assert sum(d["reports_up"] for d in delta.values()) == round_ * (len(on_tree) - 1), "one report up per non-root monitor"
             assert all(after[c]["pending"] == 0 for c in rt6.cores), "every monitor freed the request's state"
             assert all(d["refused"] == 0 and d["late"] == 0 and d["expired"] == 0 for d in delta.values()), delta
-        # The flat baseline still answers directly, the monitors aggregate nothing for it.
-        part = g.convergecast(b"u", timeout=30, unicast=True)
-        assert set(part.replies) == set(nodes.values()) and part.replies[nodes[4]] == reply_bytes(nodes[4], SIZE)
+        # The baselines answer directly (the flat unicast, and the tree without aggregation): the monitors merge nothing.
+        for baseline in ({"unicast": True}, {"aggregate": False}):
+            part = g.convergecast(b"u", timeout=30, **baseline)
+            assert set(part.replies) == set(nodes.values()) and part.replies[nodes[4]] == reply_bytes(nodes[4], SIZE)
         assert sum(counters(rt6)[c]["started"] for c in rt6.cores) == sum(after[c]["started"] for c in rt6.cores)
 
 

@@ -194,7 +194,7 @@ class Group:
         except Timeout:
             return None
 
-    def convergecast(self, payload: bytes = b"", timeout: float | None = 30.0, *, unicast: bool = False) -> Partial:
+    def convergecast(self, payload: bytes = b"", timeout: float | None = 30.0, *, unicast: bool = False, aggregate: bool = True) -> Partial:
         """Send ``payload`` to every member and gather their replies (the survivors', and who is missing).
 
         The request goes down the group's tree as one broadcast, and the
@@ -203,7 +203,10 @@ class Group:
         that dies, or every member below a monitor that dies, is in the
         result's ``missing``. With ``unicast`` this member sends the request
         to each node id itself and each member replies straight back (the
-        flat unicast shoot-down the trees are measured against).
+        flat unicast shoot-down the trees are measured against). With
+        ``aggregate=False`` the request goes down the tree but each member
+        replies straight back, as with ``unicast`` (the baseline the
+        aggregation is measured against).
 
         Raises:
             ConvergecastTimeout: not complete in time; its ``partial`` holds
@@ -211,7 +214,7 @@ class Group:
                 stop waiting shortly before ``timeout``, deepest first, so the
                 survivors' replies still come back).
         """
-        return self._ep.convergecast(self.name, bytes(payload), _deadline(timeout), unicast)
+        return self._ep.convergecast(self.name, bytes(payload), _deadline(timeout), unicast, aggregate)
 
     def create_multicast(self, timeout: float | None = 30.0) -> int:
         """Create an empty multicast group in this group; returns its multicast id."""
@@ -663,7 +666,7 @@ class GroupEndpoint:
         return q.popleft()
 
     @_locked
-    def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False) -> Partial:
+    def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False, aggregate: bool = True) -> Partial:
         """Send a convergecast request to every member of ``name`` and gather the replies (see :meth:`Group.convergecast`)."""
         self.pump()
         self._open(name)
@@ -672,8 +675,9 @@ class GroupEndpoint:
         request = self._cc_next
         timeout_ms = 0 if deadline is None else max(1, min(0xFFFFFFFF, int((deadline - time.monotonic()) * 1000)))
         what = f"convergecast {request} of group {name!r}"
-        if unicast:
-            return self._convergecast_direct(name, view, request, CC_TAG.pack(CC_DIRECT, request, timeout_ms) + payload, deadline, what)
+        if unicast or not aggregate:
+            dests = list(view.nodes) if unicast else [BROADCAST]
+            return self._convergecast_direct(name, view, dests, CC_TAG.pack(CC_DIRECT, request, timeout_ms) + payload, deadline, what)
         key = (name, request)
         self._cc_results[key] = None
         try:
@@ -694,13 +698,15 @@ class GroupEndpoint:
             )
         return result
 
-    def _convergecast_direct(self, name: str, view: View, request: int, tagged: bytes, deadline: float | None, what: str) -> Partial:
-        """The flat baseline: the request to each node id, each reply straight back here."""
+    def _convergecast_direct(self, name: str, view: View, dests: list[int], tagged: bytes, deadline: float | None, what: str) -> Partial:
+        """The baselines: the request to each of ``dests`` (each node id, or the broadcast id down the tree),
+        each reply straight back here."""
+        request = self._cc_next
         cc = Convergecast(view.destinations(BROADCAST), ())
         self._cc[(name, request)] = cc
         try:
-            for node in view.nodes:
-                self.send(name, node, tagged, deadline)
+            for dest in dests:
+                self.send(name, dest, tagged, deadline)
             self._wait(lambda: cc.done, deadline, what, group=name)
         except Timeout:
             part: Partial = cc._acc

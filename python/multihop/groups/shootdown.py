@@ -152,9 +152,19 @@ def _check(rt: mh.Runtime, root: int, members: Sequence[int]) -> list[int]:
 
 
 def measure_group_shootdown(
-    rt: mh.Runtime, root: int, members: Sequence[int], mode: str, rounds: int = 200, warmup: int = 20, group: str | None = None
+    rt: mh.Runtime,
+    root: int,
+    members: Sequence[int],
+    mode: str,
+    rounds: int = 200,
+    warmup: int = 20,
+    group: str | None = None,
+    aggregate: bool = True,
 ) -> Rounds:
     """Time ``rounds`` shoot-downs from ``root`` to one member process on each of ``members`` (see the module text).
+
+    With ``aggregate=False`` a tree mode's acks go straight back to the root instead of being merged up
+    the tree by the monitors (the baseline of the aggregation).
 
     Raises:
         GroupError: an unknown mode, no member, a core listed twice or lacking.
@@ -183,7 +193,7 @@ def measure_group_shootdown(
         clock = time.monotonic_ns
         for i in range(warmup + rounds):
             t0 = clock()
-            part = g.convergecast(b"", timeout=30, unicast=unicast)
+            part = g.convergecast(b"", timeout=30, unicast=unicast, aggregate=aggregate)
             t1 = clock()
             while g.try_recv() is not None:
                 pass  # its own request, delivered to itself
