@@ -43,9 +43,6 @@ from multihop.groups.errors import GroupError
 __all__ = [
     "MODES",
     "Rounds",
-    "EndpointCosts",
-    "measure_endpoint_costs",
-    "group_path_model",
     "measure_group_shootdown",
     "measure_pipe_shootdown",
     "measure_throughput",
@@ -278,99 +275,3 @@ def measure_throughput(
         with contextlib.suppress(mh.MultihopError):
             d.leave(name, timeout=10)
     return n * len(listed), max(e[3] for e in ends) - t0
-
-
-@dataclass(frozen=True)
-class EndpointCosts:
-    """What the group endpoints cost per message, in ns: the root's send of one message, a member's handling of
-    a convergecast request (receive, order, deliver, reply), and the root's handling of one reply."""
-
-    send: float
-    handle: float
-    ack: float
-
-
-def _cost_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop: Any) -> None:
-    """A member that reports its endpoint's handling cost on each ``b"stats"`` message (then starts afresh)."""
-    _pin(cpu)
-    rt = mh.Runtime.attach(name)
-    with rt.dispatcher(core) as d:
-        g = d.join(group, timeout=120)
-        q.put(("joined", core, g.node, 0))
-        while not stop.is_set():
-            try:
-                dl = g.recv(timeout=0.2)
-            except mh.Timeout:
-                continue
-            if dl.payload == b"stats":
-                ep = g._ep
-                q.put(("stats", core, ep.handle_ns, ep.handled))
-                ep.handle_ns = ep.handled = 0
-
-
-def measure_endpoint_costs(rt: mh.Runtime, root: int, member: int, rounds: int = 300, bursts: int = 9, burst: int = 32) -> EndpointCosts:
-    """Measure :class:`EndpointCosts` between ``root`` (this process) and one member process on ``member``."""
-    _check(rt, root, [member])
-    name = f"cost-{os.getpid()}-{time.monotonic_ns()}"
-    rt.group(name, order="fifo", tree="flat", window=256)
-    spread = len(os.sched_getaffinity(0)) > 1
-    q, stop = _CTX.Queue(), _CTX.Event()
-    old = os.sched_getaffinity(0)
-    with contextlib.ExitStack() as stack:
-        d = stack.enter_context(rt.dispatcher(root))
-        g = d.join(name, timeout=60)
-        stack.enter_context(spawned(_cost_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
-        stack.callback(stop.set)
-        (joined,) = _wait_reports(q, "joined", 1, 120)
-        node = joined[2]
-        deadline = time.monotonic() + 60
-        while len(g.view.nodes) < 2:
-            if time.monotonic() > deadline:
-                raise mh.Timeout("the cost group did not form")
-            g._ep.pump(0.01)
-        if spread:
-            os.sched_setaffinity(0, {rt.cpu_of(root)})
-            stack.callback(os.sched_setaffinity, 0, old)
-        for _ in range(30):
-            g.convergecast(b"", timeout=30, unicast=True)
-        g.send(node, b"stats")
-        _wait_reports(q, "stats", 1, 30)
-        ep = g._ep
-        ep.handle_ns = ep.handled = 0
-        for _ in range(rounds):
-            g.convergecast(b"", timeout=30, unicast=True)
-        ack = ep.handle_ns / max(ep.handled, 1)
-        g.send(node, b"stats")
-        (st,) = _wait_reports(q, "stats", 1, 30)
-        handle = st[2] / max(st[3], 1)
-        sends = []
-        for _ in range(bursts):
-            g.convergecast(b"", timeout=30, unicast=True)  # the member has caught up
-            t0 = time.perf_counter_ns()
-            for _ in range(burst):
-                g.send(node, b"")
-            sends.append((time.perf_counter_ns() - t0) / burst)
-        while g.try_recv() is not None:
-            pass
-        with contextlib.suppress(mh.MultihopError):
-            d.leave(name, timeout=10)
-    return EndpointCosts(statistics.median(sends), handle, ack)
-
-
-def group_path_model(model: Any, root: int, costs: EndpointCosts) -> Any:
-    """``model`` (a calibration over multi-hop channels: latency, CPU sharing) with the group endpoints' costs
-    as the send and receive costs between ``root`` and every other core."""
-    import dataclasses
-
-    n = len(model.cores)
-    send = [list(r) for r in model.send]
-    recv = [list(r) for r in model.recv]
-    i = model.cores.index(root)
-    for j in range(n):
-        if j == i:
-            continue
-        send[i][j] = costs.send  # the root's send of a request
-        recv[i][j] = costs.handle  # the member takes it, delivers it and answers
-        send[j][i] = 0.0  # the answer's send is inside the member's handling
-        recv[j][i] = costs.ack  # the root takes the answer
-    return dataclasses.replace(model, send=send, recv=recv, name=f"{model.name}+group-endpoints")
