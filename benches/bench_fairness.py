@@ -58,7 +58,11 @@ def measure(quantum: int | None, n: int, runs: int, window: int) -> dict[str, fl
     finally:
         rt.stop()
     return {
-        "alone": statistics.median(alone),
+        # The first run is on a fresh runtime; later ones follow a flood, after which the monitors
+        # stop polling for up to 8 s (docs/design.md §5) and a lone ping-pong is slower: the ratio
+        # is against the fresh one, the best the ping-pong does alone.
+        "alone": alone[0],
+        "alone_after": statistics.median(alone[1:]) if len(alone) > 1 else alone[0],
         "flooded": statistics.median(flooded),
         "rate": statistics.median(rates),
         "max_queued": link["max_queued"],
@@ -76,14 +80,17 @@ def main() -> None:
         f"ping-pong 64 B over a monitor link, alone and next to a flood (window {a.window}, 64 B, batches of 16); "
         f"real cores (2 CPUs), medians of {a.runs} runs of {a.n}"
     )
-    print(f"{'link queues':<22}{'alone us':>10}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}{'max queued':>12}{'max ahead':>11}  (frames)")
+    print(
+        f"{'link queues':<22}{'alone us':>10}{'(after a flood)':>16}{'flooded us':>12}{'ratio':>8}{'flood msg/s':>13}"
+        f"{'max queued':>12}{'max ahead':>11}  (frames)"
+    )
     for label, quantum in (("fair (DRR, default)", None), ("unfair (whole backlog)", link_share.UNFAIR_QUANTUM)):
         r = measure(quantum, a.n, a.runs, a.window)
         print(
-            f"{label:<22}{r['alone']:>10.1f}{r['flooded']:>12.1f}{r['flooded'] / r['alone']:>7.2f}x"
+            f"{label:<22}{r['alone']:>10.1f}{r['alone_after']:>16.1f}{r['flooded']:>12.1f}{r['flooded'] / r['alone']:>7.2f}x"
             f"{r['rate']:>13,.0f}{r['max_queued']:>12}{r['max_overtaken']:>11}"
         )
-    print("goal: flooded / alone <= 2x with fair queues")
+    print("goal: flooded / alone (fresh runtime) <= 2x with fair queues")
 
 
 if __name__ == "__main__":
