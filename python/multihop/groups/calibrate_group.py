@@ -112,7 +112,7 @@ class GroupPathCosts:
     forward: float  # a monitor's CPU per frame forwarded
     wake: float  # a parked process's wake-up
     handover: float  # a hand-over on one CPU to a parked process (0: not measured)
-    crowd: float  # what a member's request costs more for every other member on its CPU
+    crowd: tuple[float, ...]  # what a member's request costs more with 1, 2, ... other members on its CPU
     round_trip: float  # the one-member reference shoot-down (median), for the record
 
 
@@ -151,8 +151,9 @@ def _path_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop
             d.leave(group, timeout=10)
 
 
-def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int, warmup: int, bursts: int, burst: int) -> dict[str, float]:
-    """Shoot-downs from ``root`` to ``copies`` member processes on core ``member``: per round medians and CPU."""
+def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, warmup: int, bursts: int, burst: int) -> dict[str, float]:
+    """Shoot-downs from ``root`` to one member process on each of ``members`` (a core may be listed more than once:
+    several processes on it): per round medians and CPU."""
     name = f"cal-path-{os.getpid()}-{time.monotonic_ns()}"
     rt.group(name, order="fifo", tree="flat", window=256)
     spread = len(os.sched_getaffinity(0)) > 1
@@ -161,7 +162,8 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
     with contextlib.ExitStack() as stack:
         d = stack.enter_context(rt.dispatcher(root))
         g = d.join(name, timeout=60)
-        for _ in range(copies):
+        copies = len(members)
+        for member in members:
             stack.enter_context(spawned(_path_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
         stack.callback(stop.set)
         joined: list[tuple[Any, ...]] = []
@@ -183,7 +185,8 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
             g.convergecast(b"", timeout=30, unicast=True)
             while g.try_recv() is not None:
                 pass
-        mon0 = _monitor_samples(rt, [root, member])
+        watched = sorted({root, *members})
+        mon0 = _monitor_samples(rt, watched)
         ep = g._ep
         handled0, frames0 = ep.handle_ns, ep.handled
         times, root_cpu, member_cpu = [], [], []
@@ -198,7 +201,7 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
                 while g.try_recv() is not None:
                     pass
             member_cpu.append(statistics.mean((cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)))
-        mon1 = _monitor_samples(rt, [root, member])
+        mon1 = _monitor_samples(rt, watched)
         # the endpoint's own account of taking a frame (its request to itself and the replies)
         handled = (ep.handle_ns - handled0) / max(1, ep.handled - frames0)
         sends = []
@@ -233,21 +236,40 @@ def measure_group_path(
             raise GroupError(f"core {core} is not in runtime {rt.name!r} (its cores: {rt.cores})")
     if root == member:
         raise GroupError(f"the reference member needs a core other than the root {root}")
-    refs = [_reference(rt, root, member, k, rounds, warmup, bursts, burst) for k in (1, 2, 3)]
+    sets = reference_members(rt, root, member)
+    refs = [_reference(rt, root, cores, rounds, warmup, bursts, burst) for cores in sets]
     one = refs[0]
     send = one["send"]
-    ack = statistics.mean(r["handled"] for r in refs)
-    root_work = max(0.0, one["root_cpu"] - send - ack)
+    # the root's CPU per round against the members: a straight line by least squares; its slope is what each
+    # member costs the root (its send, and a turn for the reply: woken, take it, park again), the rest is its own
+    counts = [float(len(cores)) for cores in sets]
+    root_slope, root_line = _line(counts, [r["root_cpu"] for r in refs])
+    ack = max(0.0, root_slope - send)
+    root_work = max(0.0, root_line)
     frames = sum(r["mon_frames"] for r in refs)
     forward = sum(r["mon_cpu"] for r in refs) / frames if frames else 0.0
-    # a member's CPU per request against the other members on its CPU (0, 1, 2): a straight line by least squares
-    others = [0.0, 1.0, 2.0]
-    cpu = [r["member_cpu"] for r in refs]
-    mx, my = statistics.mean(others), statistics.mean(cpu)
-    slope = sum((x - mx) * (y - my) for x, y in zip(others, cpu)) / sum((x - mx) ** 2 for x in others)
-    crowd = max(0.0, slope)
-    handle = max(0.0, my - crowd * mx)
+    # a member's CPU per request alone on its CPU, and what it costs more with 1, 2, ... others there (a table:
+    # measured, not a line, the growth steepens as the CPU's caches fill)
+    handle = one["member_cpu"]
+    crowd = tuple(max(0.0, r["member_cpu"] - handle) for r in refs[1:])
     return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"])
+
+
+def reference_members(rt: mh.Runtime, root: int, member: int) -> list[list[int]]:
+    """The member cores of the reference rounds: k = 1, 2, ... members on the cores that share ``member``'s CPU
+    (the root's excepted), each on a core of its own while there are enough (so their monitors forward
+    traffic too, as in a live shoot-down), then cycling over them; as many rounds as cores share that CPU,
+    at least three."""
+    pool = [member, *[c for c in rt.cores if c not in (root, member) and rt.cpu_of(c) == rt.cpu_of(member)]]
+    count = max(3, len(pool))
+    return [[pool[i % len(pool)] for i in range(k)] for k in range(1, count + 1)]
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(slope, value at x = 0) of the least-squares line through the points."""
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:

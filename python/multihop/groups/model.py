@@ -45,9 +45,13 @@ shipped files describe):
     dispatchers' costs were measured as their whole CPU time, the kernel's
     switching into them included, as the group path calibration does);
 ``crowd``
-    how much more, in ns, a dispatcher's receive of a multicast costs for
-    every other dispatcher of the multicast on its CPU (they run between its
-    turns and leave its caches cold; default 0).
+    how much more, in ns, a dispatcher's receive of a multicast costs when
+    other dispatchers of the multicast share its CPU (they, and their cores'
+    monitors, run between its turns and leave its caches cold): a number is
+    the cost per other dispatcher (default 0); a list is a measured table,
+    its i-th entry (from 0) the extra cost with i + 1 others, and beyond its
+    end the last step between entries goes on (the calibration measures it:
+    the growth is not a straight line, a CPU's caches fill).
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
@@ -70,7 +74,7 @@ them (or pass your own file) to describe your machine::
     wake = 0
     spin = inf                    # TOML's inf: never parks
     poll = inf
-    crowd = 0
+    crowd = 0                     # or a table: crowd = [5000, 11000, 26000] (1, 2, 3 others)
     switch_to = "any"             # or "monitors"
     [cost.0]                      # same socket
     send = 70
@@ -148,7 +152,7 @@ class MachineModel:
     wake: float = 0.0
     spin: float = math.inf
     poll: float = math.inf
-    crowd: float = 0.0
+    crowd: float | tuple[float, ...] = 0.0
     switch_to: str = "any"
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
@@ -181,7 +185,11 @@ class MachineModel:
             raise ModelError(f"model {self.name!r}: switch_to must be one of {', '.join(SWITCH_TO)}, got {self.switch_to!r}")
         if self.route not in ROUTES:
             raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
-        for key in ("forward", "wake", "crowd"):
+        if isinstance(self.crowd, (list, tuple)):
+            if not self.crowd or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 for v in self.crowd):
+                raise ModelError(f"model {self.name!r}: crowd as a table must list finite numbers of ns >= 0, got {self.crowd!r}")
+            object.__setattr__(self, "crowd", tuple(float(v) for v in self.crowd))
+        for key in ("forward", "wake") + (() if isinstance(self.crowd, tuple) else ("crowd",)):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
@@ -218,6 +226,18 @@ class MachineModel:
         i, j = self._ij(a, b)
         return self.send[i][j] + self.latency[i][j] + self.recv[i][j]
 
+    def crowding(self, others: int) -> float:
+        """What a dispatcher's receive of a multicast costs more with ``others`` other dispatchers of it on its CPU, ns."""
+        if others <= 0:
+            return 0.0
+        if not isinstance(self.crowd, tuple):
+            return self.crowd * others
+        table = self.crowd
+        if others <= len(table):
+            return table[others - 1]
+        step = table[-1] - table[-2] if len(table) > 1 else table[-1]
+        return table[-1] + step * (others - len(table))
+
     def rtt(self, a: int, b: int) -> float:
         """The round trip between ``a`` and ``b``: one message each way."""
         return self.one_way(a, b) + self.one_way(b, a)
@@ -241,7 +261,7 @@ class MachineModel:
         wake: float | None = None,
         spin: float | None = None,
         poll: float | None = None,
-        crowd: float | None = None,
+        crowd: float | Sequence[float] | None = None,
         switch_to: str | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
@@ -267,7 +287,7 @@ class MachineModel:
             f"wake = {self.wake!r}",
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
-            f"crowd = {self.crowd!r}",
+            f"crowd = {_toml_list(list(self.crowd)) if isinstance(self.crowd, tuple) else repr(self.crowd)}",
             f"switch_to = {_toml_str(self.switch_to)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
