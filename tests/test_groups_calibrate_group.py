@@ -33,6 +33,7 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     # one member core: the reference rounds had 1, 2 and 3 member processes on it; the table has what 2 and 3 cost more
     assert reference_members(rt, 0, 1) == [[1], [1, 1], [1, 1, 1]]
     assert len(costs.crowd) == 2 and model.crowd == costs.crowd and all(v >= 0 for v in costs.crowd)
+    assert model.crowd_root == costs.crowd_root and all(v >= 0 for v in costs.crowd_root)
     # the one-member prediction is the sum of the parts on its path: the monitors poll (no wake-up), and two
     # turns of a monitor follow a dispatcher's (root -> monitor 0, member -> monitor 1): the hand-over each
     r = simulate(model, flat(0, [1]), workload)
@@ -40,6 +41,7 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     path += model.cost("latency", 0, 1) + model.cost("latency", 1, 0)
     if rt.cpu_of(0) != rt.cpu_of(1):
         assert model.switch == costs.handover and model.switch_to == "monitors" and r.wakes == 0
+        assert costs.crowd_root == (0.0,)  # no member core shares the root's CPU: no reference rounds there
         assert r.shootdown == pytest.approx(path)
 
 

@@ -114,6 +114,7 @@ class GroupPathCosts:
     handover: float  # a hand-over on one CPU to a parked process (0: not measured)
     crowd: tuple[float, ...]  # what a member's request costs more with 1, 2, ... other members on its CPU
     round_trip: float  # the one-member reference shoot-down (median), for the record
+    crowd_root: tuple[float, ...] = (0.0,)  # what the root's round costs more with 1, 2, ... members on its CPU
 
 
 def cpu_ns(pid: int) -> int:
@@ -190,6 +191,7 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
         ep = g._ep
         handled0, frames0 = ep.handle_ns, ep.handled
         times, root_cpu, member_cpu = [], [], []
+        each: list[list[float]] = []  # per chunk, each member's CPU per request
         for chunk in range(0, rounds, _CHUNK):
             todo = min(_CHUNK, rounds - chunk)
             before = [cpu_ns(p) for p in pids[1:]]
@@ -200,7 +202,8 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
                 root_cpu.append(time.thread_time_ns() - c0)  # the root's own part of the round (no loop around it)
                 while g.try_recv() is not None:
                     pass
-            member_cpu.append(statistics.mean((cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)))
+            each.append([(cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)])
+            member_cpu.append(statistics.mean(each[-1]))
         mon1 = _monitor_samples(rt, watched)
         # the endpoint's own account of taking a frame (its request to itself and the replies)
         handled = (ep.handle_ns - handled0) / max(1, ep.handled - frames0)
@@ -220,6 +223,7 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
         "round": float(statistics.median(times)),
         "root_cpu": float(statistics.median(root_cpu)),
         "member_cpu": float(statistics.median(member_cpu)),
+        **{f"member_cpu.{i}": float(statistics.median(c[i] for c in each)) for i in range(copies)},
         "send": float(statistics.median(sends)),
         "mon_cpu": float(mon1[0] - mon0[0]),
         "mon_frames": float(mon1[1] - mon0[1]),
@@ -252,7 +256,13 @@ def measure_group_path(
     # measured, not a line, the growth steepens as the CPU's caches fill)
     handle = one["member_cpu"]
     crowd = tuple(max(0.0, r["member_cpu"] - handle) for r in refs[1:])
-    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"])
+    # the root's CPU per round with k members on its own CPU (virtual cores) against k on the member's: what
+    # its round costs more with k others there (its turns start cold)
+    near = [c for c in rt.cores if c != root and rt.cpu_of(c) == rt.cpu_of(root)][: len(sets)]
+    crowd_root = tuple(
+        max(0.0, _reference(rt, root, near[:k], rounds, warmup, bursts, burst)["root_cpu"] - refs[k - 1]["root_cpu"]) for k in range(1, len(near) + 1)
+    )
+    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"], crowd_root or (0.0,))
 
 
 def reference_members(rt: mh.Runtime, root: int, member: int) -> list[list[int]]:
@@ -340,6 +350,7 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         route="monitors",
         forward=costs.forward,
         crowd=costs.crowd,
+        crowd_root=costs.crowd_root,
         switch_to="monitors",
         wake=costs.wake,
         spin=0.0,

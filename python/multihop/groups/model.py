@@ -16,7 +16,7 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
-Seven more describe the *runtime's processes* rather than the cores (all
+Eight more describe the *runtime's processes* rather than the cores (all
 optional; their defaults keep the plain Smelt model, which is what the
 shipped files describe):
 
@@ -51,7 +51,11 @@ shipped files describe):
     the cost per other dispatcher (default 0); a list is a measured table,
     its i-th entry (from 0) the extra cost with i + 1 others, and beyond its
     end the last step between entries goes on (the calibration measures it:
-    the growth is not a straight line, a CPU's caches fill).
+    the growth is not a straight line, a CPU's caches fill);
+``crowd_root``
+    the same for the root's own work per round (the workload's
+    ``root_work``: its turns' cold start) with other dispatchers of the
+    multicast on its CPU: a number per other, or a table (default 0).
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
@@ -75,6 +79,7 @@ them (or pass your own file) to describe your machine::
     spin = inf                    # TOML's inf: never parks
     poll = inf
     crowd = 0                     # or a table: crowd = [5000, 11000, 26000] (1, 2, 3 others)
+    crowd_root = 0                # a number or a table, as crowd
     switch_to = "any"             # or "monitors"
     [cost.0]                      # same socket
     send = 70
@@ -118,7 +123,7 @@ COSTS: tuple[str, ...] = ("send", "recv", "latency")
 ROUTES: tuple[str, ...] = ("direct", "monitors")
 """How a message travels between two cores: straight, or through both cores' monitors."""
 
-RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd", "switch_to")
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd", "crowd_root", "switch_to")
 
 SWITCH_TO: tuple[str, ...] = ("any", "monitors")
 """Which turns pay the switch: any change of process, or only a change to a monitor."""
@@ -154,6 +159,7 @@ class MachineModel:
     poll: float = math.inf
     crowd: float | tuple[float, ...] = 0.0
     switch_to: str = "any"
+    crowd_root: float | tuple[float, ...] = 0.0
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -185,11 +191,15 @@ class MachineModel:
             raise ModelError(f"model {self.name!r}: switch_to must be one of {', '.join(SWITCH_TO)}, got {self.switch_to!r}")
         if self.route not in ROUTES:
             raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
-        if isinstance(self.crowd, (list, tuple)):
-            if not self.crowd or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 for v in self.crowd):
-                raise ModelError(f"model {self.name!r}: crowd as a table must list finite numbers of ns >= 0, got {self.crowd!r}")
-            object.__setattr__(self, "crowd", tuple(float(v) for v in self.crowd))
-        for key in ("forward", "wake") + (() if isinstance(self.crowd, tuple) else ("crowd",)):
+        for key in ("crowd", "crowd_root"):
+            v = getattr(self, key)
+            if isinstance(v, (list, tuple)):
+                if not v or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in v):
+                    raise ModelError(f"model {self.name!r}: {key} as a table must list finite numbers of ns >= 0, got {v!r}")
+                object.__setattr__(self, key, tuple(float(x) for x in v))
+        for key in ("forward", "wake", "crowd", "crowd_root"):
+            if isinstance(getattr(self, key), tuple):
+                continue
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
@@ -226,17 +236,18 @@ class MachineModel:
         i, j = self._ij(a, b)
         return self.send[i][j] + self.latency[i][j] + self.recv[i][j]
 
-    def crowding(self, others: int) -> float:
-        """What a dispatcher's receive of a multicast costs more with ``others`` other dispatchers of it on its CPU, ns."""
+    def crowding(self, others: int, root: bool = False) -> float:
+        """What a dispatcher's receive of a multicast (``root``: the root's own work per round) costs more with
+        ``others`` other dispatchers of the multicast on its CPU, ns (``crowd``, ``crowd_root``)."""
+        crowd = self.crowd_root if root else self.crowd
         if others <= 0:
             return 0.0
-        if not isinstance(self.crowd, tuple):
-            return self.crowd * others
-        table = self.crowd
-        if others <= len(table):
-            return table[others - 1]
-        step = table[-1] - table[-2] if len(table) > 1 else table[-1]
-        return table[-1] + step * (others - len(table))
+        if not isinstance(crowd, tuple):
+            return crowd * others
+        if others <= len(crowd):
+            return crowd[others - 1]
+        step = crowd[-1] - crowd[-2] if len(crowd) > 1 else crowd[-1]
+        return crowd[-1] + step * (others - len(crowd))
 
     def rtt(self, a: int, b: int) -> float:
         """The round trip between ``a`` and ``b``: one message each way."""
@@ -263,9 +274,11 @@ class MachineModel:
         poll: float | None = None,
         crowd: float | Sequence[float] | None = None,
         switch_to: str | None = None,
+        crowd_root: float | Sequence[float] | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
-        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd, "switch_to": switch_to}
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd}
+        given |= {"switch_to": switch_to, "crowd_root": crowd_root}
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
@@ -288,6 +301,7 @@ class MachineModel:
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
             f"crowd = {_toml_list(list(self.crowd)) if isinstance(self.crowd, tuple) else repr(self.crowd)}",
+            f"crowd_root = {_toml_list(list(self.crowd_root)) if isinstance(self.crowd_root, tuple) else repr(self.crowd_root)}",
             f"switch_to = {_toml_str(self.switch_to)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
@@ -418,6 +432,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         runtime.get("poll", math.inf),
         runtime.get("crowd", 0.0),
         runtime.get("switch_to", "any"),
+        runtime.get("crowd_root", 0.0),
     )
 
 

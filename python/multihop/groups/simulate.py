@@ -47,7 +47,8 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
   (a shoot-down among others, back to back);
 * a dispatcher's receive of the multicast costs more with every other
   dispatcher of the multicast on its CPU (``model.crowding``: ``crowd`` per
-  other, or the measured table).
+  other, or the measured table), and the root's own work per round
+  ``crowd_root`` more (the same, with the others on the root's CPU).
 
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
@@ -230,7 +231,7 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
                 now += cost("recv", frm, core) + model.crowding(crowding[core])
                 received[core] = now
             else:
-                now += workload.root_work
+                now += workload.root_work + model.crowding(crowding[core], root=True)
             for child in tree.children_of(core):
                 now += cost("send", core, child)
                 deliver(now, core, child, "data")
