@@ -31,32 +31,36 @@ members:
   over the calibration agents' round trips and bursts on a multi-hop
   channel between the same two cores (:func:`measure_forward`);
 * the **endpoints' costs**, from reference shoot-downs of the live group
-  path with one member process, then two and three on the same core: a member's
-  CPU time per round from the kernel's schedstat (all its threads, kernel
-  time included: the keeper thread, the parking and the wake-ups are part of
-  what it costs; median over chunks of rounds), the root's from its own
-  thread's CPU clock around each round (median).  ``handle``: a member's
-  CPU per request it answers; ``send``: the root's wall time per request in a
-  burst; ``ack``: the root endpoint's own account of taking a frame (its
-  ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
-  left of the root's CPU per round with one member (the convergecast's own
+  path (:func:`reference_members`) with k = 1, 2, ... member processes on
+  the cores that share the member's CPU, each on a core of its own while
+  there are enough (so, as live, their monitors forward traffic between the
+  member's turns), then cycling over them: a member's CPU time per round
+  from the kernel's schedstat (all its threads, kernel time included: the
+  keeper thread, the parking and the wake-ups are part of what it costs;
+  median over chunks of rounds), the root's from its own thread's CPU clock
+  around each round (median).  ``handle``: a member's CPU per request alone
+  on its CPU; ``send``: the root's wall time per request in a burst;
+  ``ack`` and ``root_work``: the root's CPU per round against the number of
+  members is a least-squares line, whose slope less ``send`` is what each
+  reply costs it (a turn of its own: woken, take the frame, park again) and
+  whose value at no member is its own work per round (the convergecast's
   bookkeeping, its request to itself, which its endpoint delivers without a
-  frame, waiting and waking), played as the root's local work before its
-  first send (traced here: 16 of the root's 28 us per round come before it).
-  A member's and the root's figures are their whole CPU time, the kernel's
-  switching into them included, so the model charges the switch only to
-  turns of a monitor (``switch_to = "monitors"``), whose figures are its
-  forwarding steps alone;
-* **crowd**: the same reference rounds with one, two and three member
-  processes on the member's core: a member's CPU per request grows with the
-  others that run on its CPU between its turns (measured here: 5-10 us per
-  other, cold caches); the least-squares slope is ``crowd``, the line at no
-  other member is ``handle``.  The monitors' and the root's per-frame costs
-  average all three runs.
+  frame, waiting and waking), played before its first send (traced here:
+  16 of the root's 28 us per round come before it).  A member's and the
+  root's figures are their whole CPU time, the kernel's switching into them
+  included, so the model charges the switch only to turns of a monitor
+  (``switch_to = "monitors"``), whose figures are its forwarding steps
+  alone;
+* **crowd**: what a member's request costs more with 1, 2, ... other members
+  on its CPU, from the same rounds, as a table (measured at 8 virtual cores:
+  +5, +11, +27 us with 1, 2, 3 others: the growth steepens, it is not a
+  line); **crowd_root**: on virtual cores, the same rounds with k members on
+  the cores that share the *root's* CPU: the root's CPU per round there
+  less with k members on the member's CPU.
 
-The reference rounds have one to three members on one core, never the member counts the
-model is then asked about: the prediction for many members is the
-simulator's composition of these parts.
+The reference rounds crowd one CPU at a time, never with the member counts
+the model is then asked about (members on every CPU): the prediction for
+many members is the simulator's composition of these parts.
 """
 
 from __future__ import annotations
