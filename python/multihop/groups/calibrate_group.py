@@ -142,13 +142,13 @@ def _monitor_samples(rt: mh.Runtime, cores: Sequence[int]) -> tuple[int, int]:
 
 
 def _path_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop: Any) -> None:
-    """A member of a reference shoot-down: join, report (pid, node), answer until ``stop``."""
+    """A member of a reference shoot-down: join, report (pid, node, core), answer until ``stop``."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         g = d.join(group, timeout=120)
-        q.put((os.getpid(), g.node))
+        q.put((os.getpid(), g.node, core))
         while not stop.is_set():
             with contextlib.suppress(mh.Timeout):
                 g.recv(timeout=0.2)
@@ -227,7 +227,10 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
         "round": float(statistics.median(times)),
         "root_cpu": float(statistics.median(root_cpu)),
         "member_cpu": float(statistics.median(member_cpu)),
-        **{f"member_cpu.{i}": float(statistics.median(c[i] for c in each)) for i in range(copies)},
+        **{  # per member core (the mean of its processes)
+            f"member_cpu@{core}": float(statistics.mean(statistics.median(c[i] for c in each) for i, j in enumerate(joined) if j[2] == core))
+            for core in set(members)
+        },
         "send": float(statistics.median(sends)),
         "mon_cpu": float(mon1[0] - mon0[0]),
         "mon_frames": float(mon1[1] - mon0[1]),
