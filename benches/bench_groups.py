@@ -84,7 +84,7 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
         f"{rounds} rounds; medians of those; load before-after: 1-minute average/processes runnable now; parts in us, last repeat)"
     )
     print(
-        f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>5} {'fwd':>4} {'hand':>5} {'send':>5} {'ack':>4} {'root':>5} {'sw':>4} {'crowd':>5} "
+        f"  {'cores':>5} {'kind':>7} {'calib.':>6} {'wake':>5} {'fwd':>4} {'hand':>5} {'send':>5} {'ack':>4} {'root':>5} {'sw':>4} {'crowd':>8} {'c.root':>6} "
         f"{'predicted':>10} {'measured':>10} {'error':>6} {'load':>11}"
     )
     for n in sizes:
@@ -99,10 +99,11 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
             took = (time.monotonic() - t0) / repeats
             predicted, measured = statistics.median(preds), statistics.median(runs)
             err = (predicted - measured) / measured
-            parts = (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work, model.switch, costs.crowd)
+            parts = (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work, model.switch)
             print(
                 f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
-                + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4, 5)))
+                + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4)))
+                + f" {'/'.join(f'{v / 1000:.0f}' for v in costs.crowd):>8} {'/'.join(f'{v / 1000:.0f}' for v in costs.crowd_root):>6}"
                 + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0}-{load()}"
                 + f"  {'met' if abs(err) <= 0.25 else 'NOT MET'}",
                 flush=True,
@@ -112,7 +113,10 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
                 + ", ".join(f"{p / 1000:.1f} / {m / 1000:.1f} ({(p - m) / m * 100:+.0f}%)" for p, m in zip(preds, runs)),
                 flush=True,
             )
-    print("  (parts: wake-up, monitor per frame, member per request, root per send, per reply, per round, switch, per crowding member)")
+    print(
+        "  (parts: wake-up, monitor per frame, member per request alone on its CPU, root per send, per reply, per round, switch,"
+        " what a member's request costs more with 1/2/... others on its CPU, the root's round with 1/2/... members on its CPU)"
+    )
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from test_groups_calibrate import children
 
 import multihop as mh
 from multihop.groups import GroupError, flat, load_model, simulate
-from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path, cpu_ns, measure_group_path
+from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path, cpu_ns, measure_group_path, reference_members
 from multihop.groups.gsd import ensure_service
 
 
@@ -30,6 +30,10 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     assert workload.acks == "direct" and workload.root_work == costs.root_work
     assert load_model(rt.dir / PATH_STORED_NAME) == model
     assert costs.handover > 0 and model.poll > 0
+    # one member core: the reference rounds had 1, 2 and 3 member processes on it; the table has what 2 and 3 cost more
+    assert reference_members(rt, 0, 1) == [[1], [1, 1], [1, 1, 1]]
+    assert len(costs.crowd) == 2 and model.crowd == costs.crowd and all(v >= 0 for v in costs.crowd)
+    assert model.crowd_root == costs.crowd_root and all(v >= 0 for v in costs.crowd_root)
     # the one-member prediction is the sum of the parts on its path: the monitors poll (no wake-up), and two
     # turns of a monitor follow a dispatcher's (root -> monitor 0, member -> monitor 1): the hand-over each
     r = simulate(model, flat(0, [1]), workload)
@@ -37,6 +41,7 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     path += model.cost("latency", 0, 1) + model.cost("latency", 1, 0)
     if rt.cpu_of(0) != rt.cpu_of(1):
         assert model.switch == costs.handover and model.switch_to == "monitors" and r.wakes == 0
+        assert costs.crowd_root == (0.0,)  # no member core shares the root's CPU: no reference rounds there
         assert r.shootdown == pytest.approx(path)
 
 
@@ -51,3 +56,17 @@ def test_cpu_time_is_read_from_the_kernel_and_bad_requests_are_refused(rt: mh.Ru
     with pytest.raises(GroupError, match="core 9 is not in runtime"):
         measure_group_path(rt, 0, 9)
     assert rt.status()["monitors"]  # the runtime runs on
+
+
+def test_reference_rounds_put_members_on_the_cores_sharing_the_members_cpu_each_with_its_monitor() -> None:
+    with mh.Runtime.start(f"calref-{os.getpid()}", cores=list(range(8))) as rt:
+        for member in (1, 2):
+            shared = [c for c in rt.cores if c != 0 and rt.cpu_of(c) == rt.cpu_of(member)]
+            sets = reference_members(rt, 0, member)
+            assert len(sets) == max(3, len(shared)) and [len(s) for s in sets] == list(range(1, len(sets) + 1))
+            for s in sets:
+                assert s[0] == member and set(s) <= set(shared)
+                assert len(set(s)) == min(len(s), len(shared))  # a core of its own while there are enough
+        if len({rt.cpu_of(c) for c in rt.cores}) == 2:  # this 2-CPU machine: cores alternate over the CPUs
+            assert reference_members(rt, 0, 1) == [[1], [1, 3], [1, 3, 5], [1, 3, 5, 7]]
+            assert reference_members(rt, 0, 2) == [[2], [2, 4], [2, 4, 6]]

@@ -28,6 +28,7 @@ def test_the_defaults_leave_the_plain_model_and_the_shipped_files_unchanged() ->
     for name in ("2x8", "4x8", "8x8"):
         m = load_model(name)
         assert (m.route, m.forward, m.wake, m.spin, m.poll, m.crowd, m.switch_to) == ("direct", 0.0, 0.0, math.inf, math.inf, 0.0, "any")
+        assert m.crowd_root == 0.0
     # route direct: 10 send + 100 latency + 20 recv, as before
     assert simulate(small(), Tree(0, {0: (1,)}), Workload("none")).shootdown == 130
 
@@ -151,3 +152,46 @@ def test_with_switch_to_monitors_only_a_monitors_turn_pays_the_switch() -> None:
     assert simulate(shared, one, Workload("none")).received[1] == 340
     # "monitors": 1's turn pays nothing: 220..240
     assert simulate(shared.with_runtime(switch_to="monitors"), one, Workload("none")).received[1] == 240
+
+
+def test_a_measured_crowding_table_is_looked_up_by_the_others_on_the_cpu_and_goes_on_past_its_end() -> None:
+    # crowd = [7, 30]: 7 more with one other dispatcher on the CPU, 30 with two; past the end the last step (23) goes on
+    m = small(4, cpu_of=[0, 1, 1, 1], crowd=[7, 30])
+    assert [m.crowding(k) for k in range(5)] == [0.0, 7.0, 30.0, 53.0, 76.0]
+    assert small(crowd=[7]).crowding(3) == 21.0  # one entry: its step is itself
+    # 1, 2, 3 share CPU 1 (two others each): each receive costs 20 + 30; sends end at 10, 20, 30, latency 100:
+    # 1 receives 110..160, 2 (ready 120) 160..210, 3 (ready 130) 210..260
+    r = simulate(m, Tree(0, {0: (1, 2, 3)}), Workload("none"))
+    assert r.received == {0: 0.0, 1: 160.0, 2: 210.0, 3: 260.0}
+    # four members on CPU 1 (three others each, past the table): 20 + 53 each: 110..183, 183..256, 256..329, 329..402
+    five = small(5, cpu_of=[0, 1, 1, 1, 1], crowd=[7, 30])
+    r = simulate(five, Tree(0, {0: (1, 2, 3, 4)}), Workload("none"))
+    assert r.received == {0: 0.0, 1: 183.0, 2: 256.0, 3: 329.0, 4: 402.0}
+
+
+def test_a_crowding_table_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    m = small(crowd=[5000, 11000, 26000], crowd_root=[1000, 0])
+    assert m.crowd == (5000.0, 11000.0, 26000.0) and m.crowd_root == (1000.0, 0.0)
+    assert load_model(m.save(tmp_path / "t.toml")) == m
+    assert small().with_runtime(crowd=[1, 2]).crowding(2) == 2.0
+    for bad in ([], [-1], ["x"], [math.inf], [True]):
+        with pytest.raises(ModelError, match="crowd as a table must list finite numbers of ns >= 0"):
+            small(crowd=bad)
+        with pytest.raises(ModelError, match="crowd_root as a table must list"):
+            small(crowd_root=bad)
+    with pytest.raises(ModelError, match="crowd_root must be a finite number"):
+        small(crowd_root=-1)
+
+
+def test_the_roots_own_work_costs_more_with_members_on_its_cpu() -> None:
+    # root 0 and member 1 share CPU 0 (one other on the root's CPU), member 2 has CPU 1; crowd_root = [30]:
+    # the root works 0..80 (50 + 30), sends to 1 (80..90) and 2 (90..100); 1 receives 190..210, 2 200..220
+    m = small(3, cpu_of=[0, 0, 1], crowd_root=[30])
+    r = simulate(m, Tree(0, {0: (1, 2)}), Workload("none", root_work=50))
+    assert r.received == {0: 0.0, 1: 210.0, 2: 220.0} and r.busy[0] == 100
+    # the root alone on its CPU: no more than its work (1 receives 50 + 10 + 100 + 20)
+    alone = simulate(small(3, crowd_root=[30]), Tree(0, {0: (1, 2)}), Workload("none", root_work=50))
+    assert alone.received[1] == 180
+    # a number is per other: two members on the root's CPU, 12 each: the root works 0..74
+    two = small(3, cpu_of=[0, 0, 0], crowd_root=12)
+    assert two.crowding(2, root=True) == 24 and simulate(two, Tree(0, {0: (1, 2)}), Workload("none", root_work=50)).busy[0] == 94

@@ -31,32 +31,36 @@ members:
   over the calibration agents' round trips and bursts on a multi-hop
   channel between the same two cores (:func:`measure_forward`);
 * the **endpoints' costs**, from reference shoot-downs of the live group
-  path with one member process, then two and three on the same core: a member's
-  CPU time per round from the kernel's schedstat (all its threads, kernel
-  time included: the keeper thread, the parking and the wake-ups are part of
-  what it costs; median over chunks of rounds), the root's from its own
-  thread's CPU clock around each round (median).  ``handle``: a member's
-  CPU per request it answers; ``send``: the root's wall time per request in a
-  burst; ``ack``: the root endpoint's own account of taking a frame (its
-  ``handle_ns`` per frame, over the reference rounds); ``root_work``: what is
-  left of the root's CPU per round with one member (the convergecast's own
+  path (:func:`reference_members`) with k = 1, 2, ... member processes on
+  the cores that share the member's CPU, each on a core of its own while
+  there are enough (so, as live, their monitors forward traffic between the
+  member's turns), then cycling over them: a member's CPU time per round
+  from the kernel's schedstat (all its threads, kernel time included: the
+  keeper thread, the parking and the wake-ups are part of what it costs;
+  median over chunks of rounds), the root's from its own thread's CPU clock
+  around each round (median).  ``handle``: a member's CPU per request alone
+  on its CPU; ``send``: the root's wall time per request in a burst;
+  ``ack`` and ``root_work``: the root's CPU per round against the number of
+  members is a least-squares line, whose slope less ``send`` is what each
+  reply costs it (a turn of its own: woken, take the frame, park again) and
+  whose value at no member is its own work per round (the convergecast's
   bookkeeping, its request to itself, which its endpoint delivers without a
-  frame, waiting and waking), played as the root's local work before its
-  first send (traced here: 16 of the root's 28 us per round come before it).
-  A member's and the root's figures are their whole CPU time, the kernel's
-  switching into them included, so the model charges the switch only to
-  turns of a monitor (``switch_to = "monitors"``), whose figures are its
-  forwarding steps alone;
-* **crowd**: the same reference rounds with one, two and three member
-  processes on the member's core: a member's CPU per request grows with the
-  others that run on its CPU between its turns (measured here: 5-10 us per
-  other, cold caches); the least-squares slope is ``crowd``, the line at no
-  other member is ``handle``.  The monitors' and the root's per-frame costs
-  average all three runs.
+  frame, waiting and waking), played before its first send (traced here:
+  16 of the root's 28 us per round come before it).  A member's and the
+  root's figures are their whole CPU time, the kernel's switching into them
+  included, so the model charges the switch only to turns of a monitor
+  (``switch_to = "monitors"``), whose figures are its forwarding steps
+  alone;
+* **crowd**: what a member's request costs more with 1, 2, ... other members
+  on its CPU, from the same rounds, as a table (measured at 8 virtual cores:
+  +5, +11, +27 us with 1, 2, 3 others: the growth steepens, it is not a
+  line); **crowd_root**: on virtual cores, the same rounds with k members on
+  the cores that share the *root's* CPU: the root's CPU per round there
+  less with k members on the member's CPU.
 
-The reference rounds have one to three members on one core, never the member counts the
-model is then asked about: the prediction for many members is the
-simulator's composition of these parts.
+The reference rounds crowd one CPU at a time, never with the member counts
+the model is then asked about (members on every CPU): the prediction for
+many members is the simulator's composition of these parts.
 """
 
 from __future__ import annotations
@@ -112,8 +116,9 @@ class GroupPathCosts:
     forward: float  # a monitor's CPU per frame forwarded
     wake: float  # a parked process's wake-up
     handover: float  # a hand-over on one CPU to a parked process (0: not measured)
-    crowd: float  # what a member's request costs more for every other member on its CPU
+    crowd: tuple[float, ...]  # what a member's request costs more with 1, 2, ... other members on its CPU
     round_trip: float  # the one-member reference shoot-down (median), for the record
+    crowd_root: tuple[float, ...] = (0.0,)  # what the root's round costs more with 1, 2, ... members on its CPU
 
 
 def cpu_ns(pid: int) -> int:
@@ -137,13 +142,13 @@ def _monitor_samples(rt: mh.Runtime, cores: Sequence[int]) -> tuple[int, int]:
 
 
 def _path_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop: Any) -> None:
-    """A member of a reference shoot-down: join, report (pid, node), answer until ``stop``."""
+    """A member of a reference shoot-down: join, report (pid, node, core), answer until ``stop``."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     rt = mh.Runtime.attach(name)
     with rt.dispatcher(core) as d:
         g = d.join(group, timeout=120)
-        q.put((os.getpid(), g.node))
+        q.put((os.getpid(), g.node, core))
         while not stop.is_set():
             with contextlib.suppress(mh.Timeout):
                 g.recv(timeout=0.2)
@@ -151,8 +156,9 @@ def _path_member(name: str, core: int, cpu: int | None, group: str, q: Any, stop
             d.leave(group, timeout=10)
 
 
-def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int, warmup: int, bursts: int, burst: int) -> dict[str, float]:
-    """Shoot-downs from ``root`` to ``copies`` member processes on core ``member``: per round medians and CPU."""
+def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, warmup: int, bursts: int, burst: int) -> dict[str, float]:
+    """Shoot-downs from ``root`` to one member process on each of ``members`` (a core may be listed more than once:
+    several processes on it): per round medians and CPU."""
     name = f"cal-path-{os.getpid()}-{time.monotonic_ns()}"
     rt.group(name, order="fifo", tree="flat", window=256)
     spread = len(os.sched_getaffinity(0)) > 1
@@ -161,7 +167,8 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
     with contextlib.ExitStack() as stack:
         d = stack.enter_context(rt.dispatcher(root))
         g = d.join(name, timeout=60)
-        for _ in range(copies):
+        copies = len(members)
+        for member in members:
             stack.enter_context(spawned(_path_member, rt.name, member, rt.cpu_of(member) if spread else None, name, q, stop, grace=15.0))
         stack.callback(stop.set)
         joined: list[tuple[Any, ...]] = []
@@ -183,10 +190,12 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
             g.convergecast(b"", timeout=30, unicast=True)
             while g.try_recv() is not None:
                 pass
-        mon0 = _monitor_samples(rt, [root, member])
+        watched = sorted({root, *members})
+        mon0 = _monitor_samples(rt, watched)
         ep = g._ep
         handled0, frames0 = ep.handle_ns, ep.handled
         times, root_cpu, member_cpu = [], [], []
+        each: list[list[float]] = []  # per chunk, each member's CPU per request
         for chunk in range(0, rounds, _CHUNK):
             todo = min(_CHUNK, rounds - chunk)
             before = [cpu_ns(p) for p in pids[1:]]
@@ -197,8 +206,9 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
                 root_cpu.append(time.thread_time_ns() - c0)  # the root's own part of the round (no loop around it)
                 while g.try_recv() is not None:
                     pass
-            member_cpu.append(statistics.mean((cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)))
-        mon1 = _monitor_samples(rt, [root, member])
+            each.append([(cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)])
+            member_cpu.append(statistics.mean(each[-1]))
+        mon1 = _monitor_samples(rt, watched)
         # the endpoint's own account of taking a frame (its request to itself and the replies)
         handled = (ep.handle_ns - handled0) / max(1, ep.handled - frames0)
         sends = []
@@ -217,6 +227,10 @@ def _reference(rt: mh.Runtime, root: int, member: int, copies: int, rounds: int,
         "round": float(statistics.median(times)),
         "root_cpu": float(statistics.median(root_cpu)),
         "member_cpu": float(statistics.median(member_cpu)),
+        **{  # per member core (the mean of its processes)
+            f"member_cpu@{core}": float(statistics.mean(statistics.median(c[i] for c in each) for i, j in enumerate(joined) if j[2] == core))
+            for core in set(members)
+        },
         "send": float(statistics.median(sends)),
         "mon_cpu": float(mon1[0] - mon0[0]),
         "mon_frames": float(mon1[1] - mon0[1]),
@@ -233,21 +247,46 @@ def measure_group_path(
             raise GroupError(f"core {core} is not in runtime {rt.name!r} (its cores: {rt.cores})")
     if root == member:
         raise GroupError(f"the reference member needs a core other than the root {root}")
-    refs = [_reference(rt, root, member, k, rounds, warmup, bursts, burst) for k in (1, 2, 3)]
+    sets = reference_members(rt, root, member)
+    refs = [_reference(rt, root, cores, rounds, warmup, bursts, burst) for cores in sets]
     one = refs[0]
     send = one["send"]
-    ack = statistics.mean(r["handled"] for r in refs)
-    root_work = max(0.0, one["root_cpu"] - send - ack)
+    # the root's CPU per round against the members: a straight line by least squares; its slope is what each
+    # member costs the root (its send, and a turn for the reply: woken, take it, park again), the rest is its own
+    counts = [float(len(cores)) for cores in sets]
+    root_slope, root_line = _line(counts, [r["root_cpu"] for r in refs])
+    ack = max(0.0, root_slope - send)
+    root_work = max(0.0, root_line)
     frames = sum(r["mon_frames"] for r in refs)
     forward = sum(r["mon_cpu"] for r in refs) / frames if frames else 0.0
-    # a member's CPU per request against the other members on its CPU (0, 1, 2): a straight line by least squares
-    others = [0.0, 1.0, 2.0]
-    cpu = [r["member_cpu"] for r in refs]
-    mx, my = statistics.mean(others), statistics.mean(cpu)
-    slope = sum((x - mx) * (y - my) for x, y in zip(others, cpu)) / sum((x - mx) ** 2 for x in others)
-    crowd = max(0.0, slope)
-    handle = max(0.0, my - crowd * mx)
-    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"])
+    # a member's CPU per request alone on its CPU, and what it costs more with 1, 2, ... others there (a table:
+    # measured, not a line, the growth steepens as the CPU's caches fill)
+    handle = one["member_cpu"]
+    crowd = tuple(max(0.0, r["member_cpu"] - handle) for r in refs[1:])
+    # the root's CPU per round with k members on its own CPU (virtual cores) against k on the member's: what
+    # its round costs more with k others there (its turns start cold)
+    near = [c for c in rt.cores if c != root and rt.cpu_of(c) == rt.cpu_of(root)][: len(sets)]
+    crowd_root = tuple(
+        max(0.0, _reference(rt, root, near[:k], rounds, warmup, bursts, burst)["root_cpu"] - refs[k - 1]["root_cpu"]) for k in range(1, len(near) + 1)
+    )
+    return GroupPathCosts(send, ack, root_work, handle, forward, 0.0, 0.0, crowd, one["round"], crowd_root or (0.0,))
+
+
+def reference_members(rt: mh.Runtime, root: int, member: int) -> list[list[int]]:
+    """The member cores of the reference rounds: k = 1, 2, ... members on the cores that share ``member``'s CPU
+    (the root's excepted), each on a core of its own while there are enough (so their monitors forward
+    traffic too, as in a live shoot-down), then cycling over them; as many rounds as cores share that CPU,
+    at least three."""
+    pool = [member, *[c for c in rt.cores if c not in (root, member) and rt.cpu_of(c) == rt.cpu_of(member)]]
+    count = max(3, len(pool))
+    return [[pool[i % len(pool)] for i in range(k)] for k in range(1, count + 1)]
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(slope, value at x = 0) of the least-squares line through the points."""
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
 
 
 def measure_wake(rt: mh.Runtime, root: int, cores: Sequence[int], *, rounds: int = 200) -> float:
@@ -318,6 +357,7 @@ def group_path_model(base: MachineModel, root: int, costs: GroupPathCosts) -> Ma
         route="monitors",
         forward=costs.forward,
         crowd=costs.crowd,
+        crowd_root=costs.crowd_root,
         switch_to="monitors",
         wake=costs.wake,
         spin=0.0,

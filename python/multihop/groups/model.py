@@ -16,7 +16,7 @@ Two more machine facts make the model usable on virtual cores: ``cpu_of``
 and ``switch`` (what it costs that CPU to change from one core's process to
 another's).  On a real machine every core is its own CPU and ``switch`` is 0.
 
-Seven more describe the *runtime's processes* rather than the cores (all
+Eight more describe the *runtime's processes* rather than the cores (all
 optional; their defaults keep the plain Smelt model, which is what the
 shipped files describe):
 
@@ -45,9 +45,17 @@ shipped files describe):
     dispatchers' costs were measured as their whole CPU time, the kernel's
     switching into them included, as the group path calibration does);
 ``crowd``
-    how much more, in ns, a dispatcher's receive of a multicast costs for
-    every other dispatcher of the multicast on its CPU (they run between its
-    turns and leave its caches cold; default 0).
+    how much more, in ns, a dispatcher's receive of a multicast costs when
+    other dispatchers of the multicast share its CPU (they, and their cores'
+    monitors, run between its turns and leave its caches cold): a number is
+    the cost per other dispatcher (default 0); a list is a measured table,
+    its i-th entry (from 0) the extra cost with i + 1 others, and beyond its
+    end the last step between entries goes on (the calibration measures it:
+    the growth is not a straight line, a CPU's caches fill);
+``crowd_root``
+    the same for the root's own work per round (the workload's
+    ``root_work``: its turns' cold start) with other dispatchers of the
+    multicast on its CPU: a number per other, or a table (default 0).
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
@@ -70,7 +78,8 @@ them (or pass your own file) to describe your machine::
     wake = 0
     spin = inf                    # TOML's inf: never parks
     poll = inf
-    crowd = 0
+    crowd = 0                     # or a table: crowd = [5000, 11000, 26000] (1, 2, 3 others)
+    crowd_root = 0                # a number or a table, as crowd
     switch_to = "any"             # or "monitors"
     [cost.0]                      # same socket
     send = 70
@@ -114,7 +123,7 @@ COSTS: tuple[str, ...] = ("send", "recv", "latency")
 ROUTES: tuple[str, ...] = ("direct", "monitors")
 """How a message travels between two cores: straight, or through both cores' monitors."""
 
-RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd", "switch_to")
+RUNTIME_FIELDS: tuple[str, ...] = ("route", "forward", "wake", "spin", "poll", "crowd", "crowd_root", "switch_to")
 
 SWITCH_TO: tuple[str, ...] = ("any", "monitors")
 """Which turns pay the switch: any change of process, or only a change to a monitor."""
@@ -148,8 +157,9 @@ class MachineModel:
     wake: float = 0.0
     spin: float = math.inf
     poll: float = math.inf
-    crowd: float = 0.0
+    crowd: float | tuple[float, ...] = 0.0
     switch_to: str = "any"
+    crowd_root: float | tuple[float, ...] = 0.0
     _index: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -181,7 +191,15 @@ class MachineModel:
             raise ModelError(f"model {self.name!r}: switch_to must be one of {', '.join(SWITCH_TO)}, got {self.switch_to!r}")
         if self.route not in ROUTES:
             raise ModelError(f"model {self.name!r}: route must be one of {', '.join(ROUTES)}, got {self.route!r}")
-        for key in ("forward", "wake", "crowd"):
+        for key in ("crowd", "crowd_root"):
+            v = getattr(self, key)
+            if isinstance(v, (list, tuple)):
+                if not v or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in v):
+                    raise ModelError(f"model {self.name!r}: {key} as a table must list finite numbers of ns >= 0, got {v!r}")
+                object.__setattr__(self, key, tuple(float(x) for x in v))
+        for key in ("forward", "wake", "crowd", "crowd_root"):
+            if isinstance(getattr(self, key), tuple):
+                continue
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ModelError(f"model {self.name!r}: {key} must be a finite number of ns >= 0, got {v!r}")
@@ -218,6 +236,19 @@ class MachineModel:
         i, j = self._ij(a, b)
         return self.send[i][j] + self.latency[i][j] + self.recv[i][j]
 
+    def crowding(self, others: int, root: bool = False) -> float:
+        """What a dispatcher's receive of a multicast (``root``: the root's own work per round) costs more with
+        ``others`` other dispatchers of the multicast on its CPU, ns (``crowd``, ``crowd_root``)."""
+        crowd = self.crowd_root if root else self.crowd
+        if others <= 0:
+            return 0.0
+        if not isinstance(crowd, tuple):
+            return crowd * others
+        if others <= len(crowd):
+            return crowd[others - 1]
+        step = crowd[-1] - crowd[-2] if len(crowd) > 1 else crowd[-1]
+        return crowd[-1] + step * (others - len(crowd))
+
     def rtt(self, a: int, b: int) -> float:
         """The round trip between ``a`` and ``b``: one message each way."""
         return self.one_way(a, b) + self.one_way(b, a)
@@ -241,11 +272,13 @@ class MachineModel:
         wake: float | None = None,
         spin: float | None = None,
         poll: float | None = None,
-        crowd: float | None = None,
+        crowd: float | Sequence[float] | None = None,
         switch_to: str | None = None,
+        crowd_root: float | Sequence[float] | None = None,
     ) -> MachineModel:
         """The same model with some of its runtime fields replaced (validated like a new one)."""
-        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd, "switch_to": switch_to}
+        given = {"route": route, "forward": forward, "wake": wake, "spin": spin, "poll": poll, "crowd": crowd}
+        given |= {"switch_to": switch_to, "crowd_root": crowd_root}
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     # ---- files -------------------------------------------------------------
@@ -267,7 +300,8 @@ class MachineModel:
             f"wake = {self.wake!r}",
             f"spin = {'inf' if math.isinf(self.spin) else repr(self.spin)}",
             f"poll = {'inf' if math.isinf(self.poll) else repr(self.poll)}",
-            f"crowd = {self.crowd!r}",
+            f"crowd = {_toml_list(list(self.crowd)) if isinstance(self.crowd, tuple) else repr(self.crowd)}",
+            f"crowd_root = {_toml_list(list(self.crowd_root)) if isinstance(self.crowd_root, tuple) else repr(self.crowd_root)}",
             f"switch_to = {_toml_str(self.switch_to)}",
             "",
             "[matrix]  # rows: sender, columns: receiver, both in ascending core order; nanoseconds",
@@ -398,6 +432,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
         runtime.get("poll", math.inf),
         runtime.get("crowd", 0.0),
         runtime.get("switch_to", "any"),
+        runtime.get("crowd_root", 0.0),
     )
 
 

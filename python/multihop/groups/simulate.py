@@ -45,8 +45,10 @@ The runtime's processes (the model's ``route``, ``forward``, ``wake`` and
   comes during a wake-up under way is not ready before it ends.  At time 0
   the root runs, every member is parked, and the monitors have just worked
   (a shoot-down among others, back to back);
-* a dispatcher's receive of the multicast costs ``crowd`` more for every
-  other dispatcher of the multicast on its CPU.
+* a dispatcher's receive of the multicast costs more with every other
+  dispatcher of the multicast on its CPU (``model.crowding``: ``crowd`` per
+  other, or the measured table), and the root's own work per round
+  ``crowd_root`` more (the same, with the others on the root's CPU).
 
 The result is the shoot-down time (the root has every ack, or the last member
 is done) and, per core, when it had the message and when it acked.
@@ -226,10 +228,10 @@ def simulate(model: MachineModel, tree: Tree, workload: Workload = Workload()) -
         waiting[proc] -= 1
         if kind == "data" or kind == "start":
             if kind == "data":
-                now += cost("recv", frm, core) + model.crowd * crowding[core]
+                now += cost("recv", frm, core) + model.crowding(crowding[core])
                 received[core] = now
             else:
-                now += workload.root_work
+                now += workload.root_work + model.crowding(crowding[core], root=True)
             for child in tree.children_of(core):
                 now += cost("send", core, child)
                 deliver(now, core, child, "data")
