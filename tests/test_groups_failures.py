@@ -122,3 +122,40 @@ def test_a_stopped_member_bounds_every_monitor_queue_by_the_window(rt4: mh.Runti
         done = {r[1]: r[3] for r in collect(q, "done", 2, 60)}
     for core in (2, 3):
         assert done[core] == [(done[core][0][0], i) for i in range(1, n + 1)], f"member on core {core}"
+
+
+def test_a_send_held_back_by_a_stopped_member_times_out_and_its_message_still_goes_in_order(rt4: mh.Runtime) -> None:
+    # A group send's timeout bounds its wait for the tree's credit. The message that timed out is not
+    # withdrawn (it has its place in the group's FIFO order): it goes first once the member resumes.
+    window = 4
+    rt4.group("t", order="fifo", tree="flat", window=window)
+    q, finish = CTX.Queue(), CTX.Event()
+    n = 200
+    with contextlib.ExitStack() as stack:
+        stack.callback(finish.set)
+        rx = {c: stack.enter_context(child(stoppable_receiver, rt4.name, c, "t", q, finish, n)) for c in (2, 3)}
+        collect(q, "joined", 2, 60)
+        d = stack.enter_context(rt4.dispatcher(0))
+        g = d.join("t", timeout=60)
+        wait_view(g, 3)
+        os.kill(rx[3].pid, signal.SIGSTOP)
+        stack.callback(lambda: os.kill(rx[3].pid, signal.SIGCONT) if rx[3].is_alive() else None)
+        sent, timed_out = 0, 0
+        t0 = time.monotonic()
+        for i in range(1, n + 1):  # bounded: the window runs out long before n
+            sent = i
+            try:
+                g.send(g.broadcast, payload(g.node, i), timeout=0.2)
+            except mh.Timeout as e:
+                assert "queued here" in str(e)
+                timed_out = i
+                break
+        took = time.monotonic() - t0
+        assert timed_out, f"{sent} sends went with a member stopped and a window of {window}"
+        assert took < 30, f"the send that timed out took {took:.1f} s in all"
+        os.kill(rx[3].pid, signal.SIGCONT)
+        for i in range(timed_out + 1, n + 1):
+            g.send(g.broadcast, payload(g.node, i), timeout=60)
+        done = {r[1]: r[3] for r in collect(q, "done", 2, 120)}
+    for core in (2, 3):
+        assert done[core] == [(g.node, i) for i in range(1, n + 1)], f"member on core {core}"

@@ -172,12 +172,17 @@ class Group:
     def send(self, dest: int, payload: bytes, timeout: float | None = None) -> None:
         """Send ``payload`` to ``dest`` (a node id, a multicast id, or :attr:`broadcast`).
 
-        Waits while the tree's window is spent (a slow member downstream).
+        Waits while the tree's window is spent (a slow member downstream),
+        at most ``timeout`` seconds (None: as long as it takes).
 
         Raises:
             GroupError: not a member (or leaving), an unknown destination, a
                 payload that is not bytes.
-            Timeout: no credit within ``timeout``.
+            Timeout: no credit within ``timeout``. The message is not
+                withdrawn (its place in the group's order is taken): it stays
+                queued in this endpoint and goes out first, in order, with
+                the next call on any group of this dispatcher or within 10 ms
+                by the endpoint's keeper, once the tree has credit.
         """
         if not isinstance(payload, (bytes, bytearray, memoryview)):
             raise GroupError(f"a payload is bytes, got {type(payload).__name__}")
@@ -327,6 +332,10 @@ class GroupEndpoint:
         self._owed: dict[tuple[str, int, int], _Owed] = {}  # requests the application answers itself
         self._cc_next = 0
         self._busy = False
+        # What this endpoint has to send, in order: the member machine's transmits and raw REPLY
+        # frames. A frame whose tree has no credit waits here (the call that sent it raised
+        # Timeout, or it came from a pump) and goes first with the next call or keeper pump.
+        self._unsent: deque[object] = deque()
         self._lock = threading.RLock()
         self._closed = threading.Event()
         threading.Thread(target=self._keeper, name=f"mh-groups-{d.core}", daemon=True).start()
@@ -440,24 +449,45 @@ class GroupEndpoint:
         except ProtocolError:
             self.protocol_errors += 1
 
-    def _flush(self) -> None:
+    def _flush(self, deadline: float | None = 0.0) -> bool:
+        """Send what the member machine has to send and hand it its events, until neither has more.
+
+        A frame waits for a credit of its tree until ``deadline`` (``0.0``, the default: not at all;
+        ``None``: for as long as it takes); what did not go stays queued, in order, for the next call.
+        True when nothing is left queued.
+        """
         if self._busy:
-            return  # a callback called in: the outer flush goes on
+            return not self._unsent  # a callback called in: the outer flush goes on
         self._busy = True
         try:
             for _ in range(1_000_000):
                 tx = self.member.transmits()
+                self._unsent.extend(tx)
+                drained = self._drain(deadline)
                 ev = self.member.events()
-                if not tx and not ev:
-                    return
-                for t in tx:
-                    self._transmit(t)
                 for e in ev:
                     self._event(e)
+                if not tx and not ev:
+                    return drained
+            return not self._unsent
         finally:
             self._busy = False
 
-    def _transmit(self, t: object) -> None:
+    def _drain(self, deadline: float | None) -> bool:
+        """Send the queued frames in order until one finds no credit by ``deadline``; True if all went."""
+        while self._unsent:
+            try:
+                self._transmit(self._unsent[0], deadline)
+            except Timeout:
+                return False
+            self._unsent.popleft()
+        return True
+
+    def _transmit(self, t: object, deadline: float | None) -> None:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if isinstance(t, bytes):  # a REPLY frame
+            self.port.send(t, timeout=wait)
+            return
         if isinstance(t, ToService):
             self._service_check()
             self.ch.send(codec.encode(t.msg), timeout=30)
@@ -467,9 +497,9 @@ class GroupEndpoint:
         gid = self.gids[frame.group]
         if isinstance(frame, Submit):
             assert isinstance(t, Unicast)
-            self.port.send(encode_submit(frame, gid, t.node, self.me.core))
+            self.port.send(encode_submit(frame, gid, t.node, self.me.core), timeout=wait)
         else:
-            self.port.send(encode_data(frame, gid, self.me.core))
+            self.port.send(encode_data(frame, gid, self.me.core), timeout=wait)
 
     def _open(self, name: str) -> None:
         """ChannelClosed if group ``name`` was closed (a monitor on its trees died: docs/groups.md §9)."""
@@ -546,13 +576,15 @@ class GroupEndpoint:
         me = self.member.node(group)
         gid = self.gids[group]
         if owed.tag == CC_AGGREGATED:
-            self.port.send(encode_up_reply(gid, owed.view, owed.dest, owed.root, me, requester, request, answer))
+            self._unsent.append(encode_up_reply(gid, owed.view, owed.dest, owed.root, me, requester, request, answer))
         elif requester == me:
             cc = self._cc.get((group, request))
             if cc is not None:
                 cc.reply(me, answer)
+            return
         else:
-            self.port.send(encode_reply(gid, owed.view, requester, self.me.core, me, request, answer))
+            self._unsent.append(encode_reply(gid, owed.view, requester, self.me.core, me, request, answer))
+        self._drain(0.0)
 
     @_locked
     def reply(self, name: str, delivery: Delivery, answer: bytes) -> None:
@@ -647,7 +679,11 @@ class GroupEndpoint:
                 raise
             self.sync(name, deadline)
             self.member.send(name, dest, payload)
-        self._flush()
+        if not self._flush(deadline):
+            raise Timeout(
+                f"group {name!r}: no credit on its tree within the timeout (a member downstream is slow or stopped);"
+                " the message is queued here and goes out, in order, with this member's next calls"
+            )
 
     @_locked
     def recv(self, name: str, deadline: float | None) -> Delivery:
