@@ -70,3 +70,17 @@ def test_reference_rounds_put_members_on_the_cores_sharing_the_members_cpu_each_
         if len({rt.cpu_of(c) for c in rt.cores}) == 2:  # this 2-CPU machine: cores alternate over the CPUs
             assert reference_members(rt, 0, 1) == [[1], [1, 3], [1, 3, 5], [1, 3, 5, 7]]
             assert reference_members(rt, 0, 2) == [[2], [2, 4], [2, 4, 6]]
+
+
+def test_the_group_path_calibration_from_the_command_line(rt: mh.Runtime, tmp_path: Path) -> None:
+    from test_groups_calibrate import cli
+
+    out_file = tmp_path / "path.toml"
+    out = cli("groups", "calibrate", rt.name, "--group-path", "--rounds", "60", "--out", str(out_file))
+    assert out.returncode == 0, out.stderr
+    assert f"written to {out_file}" in out.stdout and "predicted flat unicast shoot-down to 1 members" in out.stdout
+    model = load_model(out_file)
+    assert model.route == "monitors" and list(model.cores) == list(rt.cores)
+    bad = cli("groups", "calibrate", rt.name, "--group-path", "--root", "7")
+    assert bad.returncode == 1 and "core 7 is not in runtime" in bad.stderr
+    assert rt.alive

@@ -7,18 +7,23 @@ calls :func:`run`::
     multihop groups simulate --model 4x8 [--root 0] [--cores 0-31] [--acks tree] [--work NS]
     multihop groups tree numa --model 8x8 [--root 0] [--cores ...]
     multihop groups calibrate NAME [--cores 0-3] [--pairs all|from] [--out FILE] [--rounds N] [--transport ump|multihop]
+    multihop groups calibrate NAME --group-path [--root R] [--out FILE] [--rounds N]
 
 ``--model`` takes a shipped name or a TOML file (a calibration's output).
 ``simulate`` prints the simulated shoot-down of flat, radix 2/4/8, numa and
 the machine-aware tree, with each one's ratio to flat.  ``calibrate``
 measures a running runtime (``multihop up NAME``) and stores its model in the
-runtime's directory, or in ``--out``.
+runtime's directory, or in ``--out``; with ``--group-path`` it calibrates the
+live group path from ``--root`` (the runtime's processes: monitors, wake-ups,
+the endpoints' costs and crowding; docs/groups.md §10) and prints the flat
+unicast shoot-down that model predicts.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from multihop.groups.errors import GroupError
 from multihop.groups.machine_tree import machine_tree
@@ -26,6 +31,9 @@ from multihop.groups.model import MachineModel, load_model, shipped_models
 from multihop.groups.simulate import ACKS, Workload, simulate
 from multihop.groups.trees import build_tree, parse_tree
 from multihop.topology import parse_cores
+
+if TYPE_CHECKING:
+    import multihop as mh
 
 __all__ = ["add_arguments", "run", "DESCRIPTION"]
 
@@ -66,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="ump",
         help="channels to measure over: direct UMP rings or multi-hop through the monitors (default: ump)",
     )
+    cal.add_argument(
+        "--group-path",
+        action="store_true",
+        help="calibrate the live group path instead (monitors, wake-ups, endpoint costs, crowding) and print its predicted shoot-down",
+    )
+    cal.add_argument("--root", type=int, default=None, help="with --group-path: the sending core (default: the runtime's first)")
 
 
 def _setup(a: argparse.Namespace) -> tuple[MachineModel, int, list[int], Workload]:
@@ -117,10 +131,25 @@ def _calibrate(a: argparse.Namespace) -> int:
     from multihop.groups.calibrate import STORED_NAME, calibrate
 
     rt = mh.Runtime.attach(a.name)
+    if a.group_path:
+        return _calibrate_group_path(rt, a)
     cores = parse_cores(a.cores) if a.cores else None
     model = calibrate(
         rt, cores, pairs=a.pairs, rounds=a.rounds, transport=a.transport, out=a.out, progress=lambda line: print(f"  {line}", file=sys.stderr)
     )
     where = a.out if a.out is not None else rt.dir / STORED_NAME
     print(f"model of {len(model.cores)} cores written to {where} (switch {model.switch:,.0f} ns)")
+    return 0
+
+
+def _calibrate_group_path(rt: mh.Runtime, a: argparse.Namespace) -> int:
+    from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path
+
+    model, costs, workload = calibrate_group_path(rt, a.root, rounds=a.rounds, out=a.out, progress=lambda line: print(f"  {line}", file=sys.stderr))
+    root = rt.cores[0] if a.root is None else a.root
+    tree = build_tree("flat", root, list(rt.cores), model=model)
+    predicted = simulate(model, tree, workload).shootdown
+    where = a.out if a.out is not None else rt.dir / PATH_STORED_NAME
+    print(f"group path model of {len(model.cores)} cores from core {root} written to {where}")
+    print(f"predicted flat unicast shoot-down to {len(rt.cores) - 1} members: {predicted / 1000:,.1f} us (simulation of the calibrated model)")
     return 0
