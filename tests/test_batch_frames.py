@@ -102,16 +102,15 @@ def test_a_batch_of_large_messages_is_split_by_size() -> None:
         t.join(30)
         assert got == big
         until("the monitors counted every message", lambda: data_counters(rt)[1] - m0 == 2 * 10)
-        # Frames of 3, 3, 3 and 1, each crossing two monitors; the service's acks add dummies going back.
-        frames, _ = data_counters(rt)
-        dummies = server.stats()["dummies_sent"]
-        assert frames - f0 == 2 * (4 + dummies)
+        # Frames of 3, 3, 3 and 1, each crossing two monitors (4 frames taken, fewer than window/2: no ack yet).
+        assert server.stats()["dummies_sent"] == 0
+        until("the monitors counted every frame", lambda: data_counters(rt)[0] - f0 == 2 * 4)
 
 
 def test_credits_count_frames_and_unconsumed_counts_messages(rt: mh.Runtime) -> None:
     with mh_pair(rt, window=2) as (_, client, _, server):
         # The service reads nothing yet: two frames of 64 (the window) go, then the timeout passes.
-        assert client.send_batch([b"%d" % i for i in range(200)], timeout=0.3) == 128
+        assert client.send_batch([b"%d" % i for i in range(200)], timeout=1.0) == 128
         assert client.unconsumed == 128
         assert client.stats()["in_flight"] == 2
         first = recv_all(server, 63)
