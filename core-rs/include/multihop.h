@@ -112,7 +112,8 @@ int mh_recv(mh_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_
  * length, or a message over mh_max_message(ch), fails (MH_E_INVALID / MH_E_TOO_LARGE) before
  * anything is sent. `*sent` (if not NULL) is always set to how many went: all of them on MH_OK;
  * fewer on MH_E_TIMEOUT (the timeout passed), MH_E_BUSY (timeout_ms 0 and no room) or
- * MH_E_CLOSED (the channel ended part-way). */
+ * MH_E_CLOSED (the channel ended part-way). On a multi-hop channel consecutive messages travel
+ * packed, up to 64 in a frame that takes one credit; the receiver gets them one by one, in order. */
 int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, size_t count,
                   int64_t timeout_ms, size_t *sent);
 /* Send one message with `nfds` handles (file descriptors: a memfd, an eventfd, a pipe or socket

@@ -65,13 +65,15 @@ pub fn encode_batch(msgs: &[&[u8]], out: &mut Vec<u8>) {
 }
 
 /// How many messages a DATA frame (`msg`, header included) carries: 1, or a
-/// BATCH frame's count (0 if it is too short to say).
+/// BATCH frame's count (0 if it is too short to say, at most MAX_BATCH_MESSAGES).
 #[inline]
 pub fn messages_in(flags: u16, msg: &[u8]) -> u64 {
     if flags & FLAG_BATCH == 0 {
         return 1;
     }
-    msg.get(HEADER_BYTES..HEADER_BYTES + BATCH_PREFIX_BYTES).map_or(0, |b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))))
+    // Clamped: a frame nobody has checked yet only feeds a counter here.
+    let count = msg.get(HEADER_BYTES..HEADER_BYTES + BATCH_PREFIX_BYTES).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    u64::from(count).min(MAX_BATCH_MESSAGES as u64)
 }
 
 /// The messages of a BATCH payload, checked whole first: every entry lies
@@ -186,6 +188,8 @@ mod tests {
         frame.extend_from_slice(&p);
         assert_eq!(messages_in(FLAG_BATCH, &frame), 3);
         assert_eq!(messages_in(FLAG_BATCH, &frame[..HEADER_BYTES + 2]), 0);
+        frame[HEADER_BYTES..HEADER_BYTES + 4].copy_from_slice(&1000u32.to_le_bytes());
+        assert_eq!(messages_in(FLAG_BATCH, &frame), MAX_BATCH_MESSAGES as u64, "a forged count is clamped");
         // Cut short, one byte too many, a count of 1, 0 or too many, a length past the end.
         for bad in [
             &p[..p.len() - 1],
