@@ -306,9 +306,11 @@ def attack_server(name: str, core: int, service: str, ready: Any, progress: Any,
     result.join_thread()
 
 
-def attack_client(name: str, core: int, service: str, transport: str, ready: Any, progress: Any, result: Any, n: int) -> None:
+def attack_client(name: str, core: int, service: str, transport: str, ready: Any, progress: Any, result: Any, n: int, acted: Any = None) -> None:
     """Bind and send sequence numbers 0..n-1 in batches; report (role, accepted, how it ended,
-    monotonic end time). A batch cut short by a close counts what it sent (``e.sent``)."""
+    monotonic end time). A batch cut short by a close counts what it sent (``e.sent``). With
+    ``acted`` (a flag), the last batch waits until the scenario has acted: however fast the
+    stream, the kill or stop lands before its end."""
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
     deadline = time.monotonic() + 60
@@ -320,6 +322,10 @@ def attack_client(name: str, core: int, service: str, transport: str, ready: Any
     try:
         while sent < n:
             batch = [(sent + j).to_bytes(8, "little") for j in range(min(64, n - sent))]
+            if acted is not None and sent + len(batch) == n:
+                held = time.monotonic() + 120
+                while not acted.value and time.monotonic() < held:
+                    time.sleep(0.001)
             k = ch.send_batch(batch, timeout=120)
             sent += k
             progress.value = sent

@@ -54,6 +54,7 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
     pids_q, result = ctx.Queue(), ctx.Queue()
     done, ready = ctx.Value("b", 0), ctx.Value("b", 0)  # flags, not Events: a killed waiter would wedge an Event
     got, sent = ctx.Value("q", 0), ctx.Value("q", 0)
+    acted = ctx.Value("b", 0)  # the client holds its last batch until the kill or stop has landed
     out = Outcome(target, action, transport, n)
     children: list[Any] = []
     try:
@@ -61,7 +62,7 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
         children.append(starter)
         monitors: dict[int, int] = pids_q.get(timeout=60)
         server = procs.spawn(procs.attack_server, name, 2, "attack", ready, got, result, n)
-        client = procs.spawn(procs.attack_client, name, 0, "attack", transport, ready, sent, result, n)
+        client = procs.spawn(procs.attack_client, name, 0, "attack", transport, ready, sent, result, n, acted)
         children += [server, client]
         pid = {
             "client": client.pid,
@@ -76,8 +77,14 @@ def run(root: Path, name: str, target: str, action: str, transport: str = "multi
         out.acted_at = time.monotonic()
         if action == "kill":
             os.kill(pid, signal.SIGKILL)
+            if target == "starter":  # its monitors follow it: the kill has landed once they are gone
+                gone_by = time.monotonic() + BOUND
+                while not all(process_gone(m) for m in monitors.values()) and time.monotonic() < gone_by:
+                    time.sleep(0.005)
+            acted.value = 1
         else:
             with stopped(pid):
+                acted.value = 1
                 time.sleep(stop_for)
         expected = 2 if action == "stop" or target not in ("client", "server") else 1
         for _ in range(expected):
