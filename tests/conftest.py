@@ -47,6 +47,16 @@ def rt() -> Iterator[mh.Runtime]:
         runtime.stop()
 
 
+@pytest.fixture
+def rt6() -> Iterator[mh.Runtime]:
+    """Six virtual cores in two declared sockets (the live group tests), stopped after the test even if it fails."""
+    runtime = mh.Runtime.start(unique_name("grp"), cores=list(range(6)), topology=mh.Topology([[0, 1, 2], [3, 4, 5]]))
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_leftover_monitors() -> Iterator[None]:
     yield

@@ -31,15 +31,6 @@ CTX = mp.get_context("spawn")
 SIZE = 1024
 
 
-@pytest.fixture
-def rt6() -> Iterator[mh.Runtime]:
-    runtime = mh.Runtime.start(unique_name("gcc"), cores=list(range(6)), topology=mh.Topology([[0, 1, 2], [3, 4, 5]]))
-    try:
-        yield runtime
-    finally:
-        runtime.stop()
-
-
 def counters(rt: mh.Runtime) -> dict[int, dict[str, int]]:
     """Each monitor's convergecast counters, by core."""
     out = {}

@@ -11,7 +11,6 @@ import weakref
 from typing import Any, Iterator
 
 import pytest
-from conftest import unique_name
 from group_procs import member
 from procs import child
 
@@ -66,16 +65,6 @@ def members(rt: mh.Runtime, group: str, cores: list[int], n_send: list[int], exp
             stack.enter_context(child(member, rt.name, core, group, n, e, q, go, finish, *kw.get("extra", ())))
         yield q, go, finish
         finish.set()
-
-
-@pytest.fixture
-def rt6() -> Iterator[mh.Runtime]:
-    """Six virtual cores in two declared sockets."""
-    runtime = mh.Runtime.start(unique_name("grp"), cores=list(range(6)), topology=mh.Topology([[0, 1, 2], [3, 4, 5]]))
-    try:
-        yield runtime
-    finally:
-        runtime.stop()
 
 
 @pytest.mark.parametrize("tree", ["flat", "numa"])
