@@ -24,6 +24,7 @@ from multihop.idl.wire import (
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
+_mh_tnew = tuple.__new__  # a plain struct's namedtuple from its unpacked fields, no rebuild
 
 def _mh_fast(make, send, layout, names, slow):
     """A message's send callable: the channel's native one over ``slow``, or ``slow`` alone."""
@@ -773,7 +774,7 @@ def _mhenc_17(source, seq, priority, entry_ns, release_ns, origin, topics, paylo
         if _mhn1 > 1040000: raise _mh_Bad
         _mhn2 = _mh_len(pending)
         if _mhn2 > 4096: raise _mh_Bad
-        return b''.join((_mhP_17(17, _mh67, _mh68, seq, priority, entry_ns, release_ns, _mh69, _mh70, _mhn0), _mhs0, _mh_U64.pack(_mhn1), payload, _mh_U64.pack(_mhn2), b''.join([_mhS_nid.pack(*_mhflat_nid(_mhe)) for _mhe in pending])))
+        return b''.join((_mhP_17(17, _mh67, _mh68, seq, priority, entry_ns, release_ns, _mh69, _mh70, _mhn0), _mhs0, _mh_U64.pack(_mhn1), payload, _mh_U64.pack(_mhn2), b''.join([_mhS_nid.pack(*_mhe) for _mhe in pending])))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'stored_news', _mhD_17, (source, seq, priority, entry_ns, release_ns, origin, topics, payload, pending,))
         raise
@@ -800,7 +801,7 @@ def _mhdec_17(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'pending' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 16
         if _mhe > len(_mhb): raise _mh_Bad("argument 'pending' runs past the end of the message")
-        _mhv2 = tuple([_mhbuild_nid(_mhx, 0) for _mhx in _mhS_nid.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv2 = tuple([_mh_tnew(_mhT_nid, _mhx) for _mhx in _mhS_nid.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
         return _mhR_17(_mhT_nid(_mht[1], _mht[2]), _mht[3], _mht[4], _mht[5], _mht[6], _mhT_nid(_mht[7], _mht[8]), _mhv0, _mhv1, _mhv2)
@@ -1421,7 +1422,7 @@ class _mhTx:
             if _mhn1 > 1040000: raise _mh_Bad
             _mhn2 = _mh_len(pending)
             if _mhn2 > 4096: raise _mh_Bad
-            _mhd = b''.join((_mhP_17(17, _mh67, _mh68, seq, priority, entry_ns, release_ns, _mh69, _mh70, _mhn0), _mhs0, _mh_U64.pack(_mhn1), payload, _mh_U64.pack(_mhn2), b''.join([_mhS_nid.pack(*_mhflat_nid(_mhe)) for _mhe in pending])))
+            _mhd = b''.join((_mhP_17(17, _mh67, _mh68, seq, priority, entry_ns, release_ns, _mh69, _mh70, _mhn0), _mhs0, _mh_U64.pack(_mhn1), payload, _mh_U64.pack(_mhn2), b''.join([_mhS_nid.pack(*_mhe) for _mhe in pending])))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'stored_news', _mhD_17, (source, seq, priority, entry_ns, release_ns, origin, topics, payload, pending,))
             raise

@@ -385,8 +385,17 @@ class EventRouting:
         box = self.unacked.get(peer)
         if box:
             deps = self._deps.get(peer)
-            also = msg.also
-            for s in [s for s in box if s <= msg.upto or (also and s in also)]:
+            upto = msg.upto
+            # a box holds its copies in sequence order (numbered as they were queued; a lost link
+            # empties it), so the acknowledged ones are a prefix: no walk over what is still in flight
+            done: list[int] = []
+            for s in box:
+                if s > upto:
+                    break
+                done.append(s)
+            if msg.also:
+                done += [s for s in dict.fromkeys(msg.also) if s > upto and s in box]  # (a peer may repeat one)
+            for s in done:
                 del box[s]
                 if deps:
                     cause = deps.pop(s, None)

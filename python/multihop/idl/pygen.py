@@ -60,6 +60,12 @@ def _is_bytes_elem(t: Type) -> bool:
     return isinstance(t, Builtin) and t.name in ("uint8", "char")
 
 
+def _plain(t: Type) -> bool:
+    """A struct of scalar fields only: its values pack as they are (``S.pack(*v)``) and unpacked
+    tuples become its namedtuple without a rebuild (``tuple.__new__``), no flatten helper needed."""
+    return isinstance(t, Struct) and all(isinstance(f.type, Builtin) for f in t.fields)
+
+
 def _items(t: Type) -> int:
     """How many ``struct`` items the flattened type takes."""
     if isinstance(t, (Builtin, Enum)):
@@ -291,7 +297,8 @@ class _Gen:
                 flat.stmts.append(f"_mh_check_enums({v}, {len(e.values)})")
                 payloads.append((n, f"_mh_pack_array({_ENUM_FMT!r}, {v})"))
             else:
-                payloads.append((n, f"b''.join([_mhS_{e.name}.pack(*_mhflat_{e.name}(_mhe)) for _mhe in {v}])"))
+                flat_e = "_mhe" if _plain(e) else f"_mhflat_{e.name}(_mhe)"
+                payloads.append((n, f"b''.join([_mhS_{e.name}.pack(*{flat_e}) for _mhe in {v}])"))
         fmt = flat.fmt
         exprs = list(flat.exprs)
         if payloads:
@@ -407,7 +414,8 @@ class _Gen:
                 elif isinstance(e, Enum):
                     self.w(f"{ind}{v} = tuple([_mhE_{e.name}[_mhx] for _mhx in _mh_unpack_array({_ENUM_FMT!r}, _mhn, _mhb, _mho)])")
                 else:
-                    self.w(f"{ind}{v} = tuple([_mhbuild_{e.name}(_mhx, 0) for _mhx in _mhS_{e.name}.iter_unpack(_mhb[_mho:_mhe])])")
+                    make = f"_mh_tnew(_mhT_{e.name}, _mhx)" if _plain(e) else f"_mhbuild_{e.name}(_mhx, 0)"
+                    self.w(f"{ind}{v} = tuple([{make} for _mhx in _mhS_{e.name}.iter_unpack(_mhb[_mho:_mhe])])")
             self.w(f"{ind}_mho = _mhe")
             built[a.name] = v
         if dyn:
@@ -572,6 +580,7 @@ class _Gen:
             ")",
             "",
             "_mh_len = len  # generated functions with user-named parameters use these names only",
+            "_mh_tnew = tuple.__new__  # a plain struct's namedtuple from its unpacked fields, no rebuild",
             "",
             "def _mh_fast(make, send, layout, names, slow):",
             '    """A message\'s send callable: the channel\'s native one over ``slow``, or ``slow`` alone."""',

@@ -24,6 +24,7 @@ from multihop.idl.wire import (
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
+_mh_tnew = tuple.__new__  # a plain struct's namedtuple from its unpacked fields, no rebuild
 
 def _mh_fast(make, send, layout, names, slow):
     """A message's send callable: the channel's native one over ``slow``, or ``slow`` alone."""
@@ -124,7 +125,7 @@ def _mhenc_2(recs):
     try:
         _mhn0 = _mh_len(recs)
         if _mhn0 > 4096: raise _mh_Bad
-        return _mhP_2(2, _mhn0) + b''.join([_mhS_connection.pack(*_mhflat_connection(_mhe)) for _mhe in recs])
+        return _mhP_2(2, _mhn0) + b''.join([_mhS_connection.pack(*_mhe) for _mhe in recs])
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'connections', _mhD_2, (recs,))
         raise
@@ -136,7 +137,7 @@ def _mhdec_2(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'recs' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 31
         if _mhe > len(_mhb): raise _mh_Bad("argument 'recs' runs past the end of the message")
-        _mhv0 = tuple([_mhbuild_connection(_mhx, 0) for _mhx in _mhS_connection.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv0 = tuple([_mh_tnew(_mhT_connection, _mhx) for _mhx in _mhS_connection.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
         return _mhR_2(_mhv0)
@@ -584,7 +585,7 @@ def _mhenc_13(first_seq, heads, units, text):
         if _mhn1 > 262144: raise _mh_Bad
         _mhn2 = _mh_len(text)
         if _mhn2 > 16777216: raise _mh_Bad
-        return b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhflat_event_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
+        return b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'events', _mhD_13, (first_seq, heads, units, text,))
         raise
@@ -596,7 +597,7 @@ def _mhdec_13(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 56
         if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
-        _mhv0 = tuple([_mhbuild_event_head(_mhx, 0) for _mhx in _mhS_event_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv0 = tuple([_mh_tnew(_mhT_event_head, _mhx) for _mhx in _mhS_event_head.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
         _mho += 8
@@ -719,7 +720,7 @@ def _mhenc_16(dst, src, left, kind, client, incarnation, a, b, text, heads, data
         if _mhn3 > 4096: raise _mh_Bad
         _mhn4 = _mh_len(data)
         if _mhn4 > 16777216: raise _mh_Bad
-        return b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhflat_stored_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
+        return b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'durable', _mhD_16, (dst, src, left, kind, client, incarnation, a, b, text, heads, data,))
         raise
@@ -754,7 +755,7 @@ def _mhdec_16(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 46
         if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
-        _mhv3 = tuple([_mhbuild_stored_head(_mhx, 0) for _mhx in _mhS_stored_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv3 = tuple([_mh_tnew(_mhT_stored_head, _mhx) for _mhx in _mhS_stored_head.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
         _mho += 8
@@ -853,7 +854,7 @@ class _mhTx:
         try:
             _mhn0 = _mh_len(recs)
             if _mhn0 > 4096: raise _mh_Bad
-            _mhd = _mhP_2(2, _mhn0) + b''.join([_mhS_connection.pack(*_mhflat_connection(_mhe)) for _mhe in recs])
+            _mhd = _mhP_2(2, _mhn0) + b''.join([_mhS_connection.pack(*_mhe) for _mhe in recs])
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'connections', _mhD_2, (recs,))
             raise
@@ -960,7 +961,7 @@ class _mhTx:
             if _mhn1 > 262144: raise _mh_Bad
             _mhn2 = _mh_len(text)
             if _mhn2 > 16777216: raise _mh_Bad
-            _mhd = b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhflat_event_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
+            _mhd = b''.join((_mhP_13(13, first_seq, _mhn0), b''.join([_mhS_event_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn1), _mh_pack_array('Q', units), _mh_U64.pack(_mhn2), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'events', _mhD_13, (first_seq, heads, units, text,))
             raise
@@ -990,7 +991,7 @@ class _mhTx:
             if _mhn3 > 4096: raise _mh_Bad
             _mhn4 = _mh_len(data)
             if _mhn4 > 16777216: raise _mh_Bad
-            _mhd = b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhflat_stored_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
+            _mhd = b''.join((_mhP_16(16, dst, src, kind, incarnation, a, b, _mhn0), _mh_pack_array('Q', left), _mh_U64.pack(_mhn1), _mhs1, _mh_U64.pack(_mhn2), _mhs2, _mh_U64.pack(_mhn3), b''.join([_mhS_stored_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn4), data))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'durable', _mhD_16, (dst, src, left, kind, client, incarnation, a, b, text, heads, data,))
             raise

@@ -24,6 +24,7 @@ from multihop.idl.wire import (
 )
 
 _mh_len = len  # generated functions with user-named parameters use these names only
+_mh_tnew = tuple.__new__  # a plain struct's namedtuple from its unpacked fields, no rebuild
 
 def _mh_fast(make, send, layout, names, slow):
     """A message's send callable: the channel's native one over ``slow``, or ``slow`` alone."""
@@ -289,7 +290,7 @@ def _mhenc_7(heads, text):
         if _mhn0 > 4096: raise _mh_Bad
         _mhn1 = _mh_len(text)
         if _mhn1 > 16777216: raise _mh_Bad
-        return b''.join((_mhP_7(7, _mhn0), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), text))
+        return b''.join((_mhP_7(7, _mhn0), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn1), text))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'deliver', _mhD_7, (heads, text,))
         raise
@@ -301,7 +302,7 @@ def _mhdec_7(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 38
         if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
-        _mhv0 = tuple([_mhbuild_delivery_head(_mhx, 0) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv0 = tuple([_mh_tnew(_mhT_delivery_head, _mhx) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
         _mho += 8
@@ -393,7 +394,7 @@ def _mhenc_9(client, incarnation, home, previous, resume, last, text):
         if _mhn1 > 4096: raise _mh_Bad
         _mhn2 = _mh_len(text)
         if _mhn2 > 65536: raise _mh_Bad
-        return b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+        return b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
         raise
@@ -413,7 +414,7 @@ def _mhdec_9(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'last' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 38
         if _mhe > len(_mhb): raise _mh_Bad("argument 'last' runs past the end of the message")
-        _mhv1 = tuple([_mhbuild_delivery_head(_mhx, 0) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv1 = tuple([_mh_tnew(_mhT_delivery_head, _mhx) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
         _mho += 8
@@ -577,7 +578,7 @@ def _mhenc_13(prev, entries, heads, text):
         if _mhn1 > 4096: raise _mh_Bad
         _mhn2 = _mh_len(text)
         if _mhn2 > 16777216: raise _mh_Bad
-        return b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
+        return b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
     except _mh_ENCODE_ERRORS:
         _mh_explain(_mh_IFACE, 'durable_deliver', _mhD_13, (prev, entries, heads, text,))
         raise
@@ -596,7 +597,7 @@ def _mhdec_13(_mhb):
         if _mhn > 4096: raise _mh_Bad(f"argument 'heads' has {_mhn} elements, more than its maximum 4096")
         _mhe = _mho + _mhn * 38
         if _mhe > len(_mhb): raise _mh_Bad("argument 'heads' runs past the end of the message")
-        _mhv1 = tuple([_mhbuild_delivery_head(_mhx, 0) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
+        _mhv1 = tuple([_mh_tnew(_mhT_delivery_head, _mhx) for _mhx in _mhS_delivery_head.iter_unpack(_mhb[_mho:_mhe])])
         _mho = _mhe
         _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
         _mho += 8
@@ -787,7 +788,7 @@ class _mhTx:
             if _mhn0 > 4096: raise _mh_Bad
             _mhn1 = _mh_len(text)
             if _mhn1 > 16777216: raise _mh_Bad
-            _mhd = b''.join((_mhP_7(7, _mhn0), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn1), text))
+            _mhd = b''.join((_mhP_7(7, _mhn0), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn1), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'deliver', _mhD_7, (heads, text,))
             raise
@@ -816,7 +817,7 @@ class _mhTx:
             if _mhn1 > 4096: raise _mh_Bad
             _mhn2 = _mh_len(text)
             if _mhn2 > 65536: raise _mh_Bad
-            _mhd = b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+            _mhd = b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
             raise
@@ -846,7 +847,7 @@ class _mhTx:
             if _mhn1 > 4096: raise _mh_Bad
             _mhn2 = _mh_len(text)
             if _mhn2 > 16777216: raise _mh_Bad
-            _mhd = b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhflat_delivery_head(_mhe)) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
+            _mhd = b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'durable_deliver', _mhD_13, (prev, entries, heads, text,))
             raise
