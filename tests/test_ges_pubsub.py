@@ -68,6 +68,33 @@ def test_active_levels_grow_as_the_profile_propagates(sim: ges.Simulator) -> Non
     assert c.active_level(sub) == 4  # and the client hears the same
 
 
+def test_a_chain_subscribed_again_is_not_active_before_its_new_version_is_acknowledged(sim: ges.Simulator) -> None:
+    """3.3.7 after a chain left the node profile: the version that once brought it is no proof now.
+
+    (Found live: a subscriber reported system active at once, while the deciders had dropped the
+    chain with its last subscriber; the first events went nowhere.)"""
+    core = sim.broker("2.1.1.3")
+    old = sim.client("2.1.1.3", "old")
+    sid = old.subscribe(FOOTBALL)
+    sim.run_until_quiet()
+    assert old.active_level(sid) == 4
+    old.unsubscribe(sid)
+    sim.run_until_quiet()  # every decider dropped the chain
+    c = sim.client("2.1.1.3", "new")
+    sub = c.subscribe(FOOTBALL)
+    for _ in range(400):  # the subscription reaches the broker before its new version goes out
+        if (c.peer, sub) in core.ppp.subs:
+            break
+        sim.step()
+    assert core.ppp.active_level(c.peer, sub) == 0
+    pub = sim.client("1.1.1.1", "pub")
+    sim.run_until_quiet()
+    assert c.active_level(sub) == 4
+    eids = pub.publish_many([({"sport": "football", "team": "x"}, b"1"), ({"sport": "tennis"}, b"2"), ({"sport": "football", "team": "y"}, b"3")])
+    sim.run_until_quiet()
+    assert [(e.id, e.payload) for e in c.received] == [(eids[0], b"1"), (eids[2], b"3")]
+
+
 def test_unsubscribe_stops_the_events(sim: ges.Simulator) -> None:
     c = sim.client("4.1.1.2", "s")
     sub = c.subscribe(FOOTBALL)

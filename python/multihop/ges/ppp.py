@@ -120,7 +120,7 @@ class ProfilePropagation:
         """The highest level l such that the subscription is active in this broker's units of levels 1..l."""
         chain = self.subs[(peer, sub)]
         v = self.chain_version.get(chain)
-        if v is None:
+        if v is None or chain in self._added:
             return 0  # its version is not out yet
         deciders = self.deciders()
         for lvl in range(1, self.levels + 2):
@@ -165,6 +165,10 @@ class ProfilePropagation:
             self.version += 1
             for c in self._added:
                 self.chain_version[c] = self.version
+            for c in self._removed:
+                # gone from the node profile: the version that once brought it proves nothing for a
+                # later subscription to it (that one waits for the version that brings it back)
+                self.chain_version.pop(c, None)
             added, removed = tuple(self._added), tuple(self._removed)
             self._added, self._removed = set(), set()
             self.origins[self.code] = (self.version, frozenset(self.chain_count))
