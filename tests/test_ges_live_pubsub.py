@@ -85,6 +85,12 @@ def test_22_brokers_100_subscribers_several_publishers(testbed: LiveSystem) -> N
                 content.pop("score")
             eid = p.publish(content, payload=bytes([k % 256]) * rng.randint(0, 500))
             hist.publish(eid, content, time.monotonic())
+        for k in range(10):  # batches too, interleaved with single events of the other publishers
+            batch = [({n: rng.choice(v) for n, v in ATTRIBUTES.items()}, bytes([k]) * rng.randint(0, 500)) for _ in range(1 + 7 * k)]
+            for content, eid in zip([c for c, _ in batch], pubs[k % 3].publish_many(batch)):
+                hist.publish(eid, content, time.monotonic())
+            content = {n: rng.choice(v) for n, v in ATTRIBUTES.items()}
+            hist.publish(pubs[(k + 1) % 3].publish(content), content, time.monotonic())
         got = drain_until(subs, nothing_lost(hist))
         for cid, evs in got.items():
             for e in evs:
@@ -132,6 +138,33 @@ def test_bad_client_input_is_refused_and_the_broker_goes_on(testbed: LiveSystem)
     finally:
         d.detach()
     assert testbed.differences() == []
+
+
+def test_publish_many_sends_the_events_before_a_refused_one(testbed: LiveSystem) -> None:
+    name = testbed.name
+    sub = ges.connect(name, "1.6.2.20", "many-sub")
+    pub = ges.connect(name, "1.4.1.4", "many-pub")
+    try:
+        sid = sub.subscribe([("topic", "*")])
+        deadline = time.monotonic() + 30
+        while sub.active_level(sid) < 4:
+            assert time.monotonic() < deadline, "the profile did not become active"
+            time.sleep(0.01)
+        good = [({"topic": "news", "n": k}, bytes([k])) for k in range(3)]
+        with pytest.raises(ValueError):
+            pub.publish_many([*good, ({"": 1}, b""), ({"topic": "news", "n": 99}, b"")])
+        ids = pub.publish_many([({"topic": "news", "n": k}, b"later") for k in range(3, 6)])
+        assert [e.sequence for e in ids] == [3, 4, 5]  # the refused event used no sequence number
+        got: list[ges.Event] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 6 and time.monotonic() < deadline:
+            got += sub.next_many(timeout=0.1)
+        assert [e.content["n"] for e in got] == [0, 1, 2, 3, 4, 5]
+        assert [e.payload for e in got[:3]] == [b"\x00", b"\x01", b"\x02"]
+        assert sub.next_many(timeout=0.3) == []  # and not the one after the refused event
+    finally:
+        sub.close()
+        pub.close()
 
 
 def test_gateway_loss_mid_stream_live() -> None:

@@ -707,6 +707,11 @@ class SimClient:
             self.flush()
         return eid
 
+    def publish_many(self, events: Iterable[tuple[Mapping[str, Any], bytes]]) -> list[EventId]:
+        """Publish several events, ``(content, payload)`` each, in order; returns their ids (as
+        :meth:`publish` one at a time; the live client sends them together)."""
+        return [self.publish(content, payload) for content, payload in events]
+
     def disconnect(self) -> None:
         """Durable: leave without losing anything: the home store keeps the events for this client
         until it resumes (``sim.client(broker, id, resume=True)``); publishing goes on into the local queue."""

@@ -44,9 +44,11 @@ __all__ = ["Testbed", "CaseResult", "PROFILE", "EXAMPLES", "event_content", "bac
 EXAMPLES = Path(__file__).parent / "examples"
 PROFILE = [("a", 1), ("b", 2), ("c", 3), ("d", 1)]
 _CTX = mp.get_context("spawn")
-GIVE_UP = 10.0
+GIVE_UP = 10.0  # a subscriber that got nothing for this long stops waiting for the rest of a case
+PUBLISH_BATCH = 64
+"""Events the flat-out publisher hands to ``publish_many`` at once (a NATS client buffers its publishes too)."""
 #: nice value of the background subscribers' processes (see the module docstring)
-BACKGROUND_NICE = 10  # a subscriber that got nothing for this long stops waiting for the rest of a case
+BACKGROUND_NICE = 10
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
@@ -230,8 +232,13 @@ class Testbed:
         """Subscribing clients (background and measuring)."""
         return len(self._bg) * self.per_broker + len(self._ms)
 
-    def run_case(self, match: int, size: int, rate: float, count: int) -> CaseResult:
-        """Publish ``count`` events of ``size`` payload bytes at ``rate``/s (0: flat out) with ``match`` % matching."""
+    def run_case(self, match: int, size: int, rate: float, count: int, batch: int = PUBLISH_BATCH) -> CaseResult:
+        """Publish ``count`` events of ``size`` payload bytes at ``rate``/s (0: flat out) with ``match`` % matching.
+
+        Flat out, the publisher hands ``batch`` events at a time to ``publish_many`` (1: a
+        ``publish`` call each); each event's payload carries the time it was made, so the
+        latency includes its wait in the batch.
+        """
         conns = [*self._bg.values(), *self._ms.values()]
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in conns:
@@ -242,7 +249,11 @@ class Testbed:
         clock = time.monotonic_ns
         period = 0 if rate <= 0 else int(1e9 / rate)
         t0 = clock()
-        for k in range(count):
+        if not period and batch > 1:
+            many = self.publisher.publish_many
+            for k0 in range(0, count, batch):
+                many([(event_content(k, match), clock().to_bytes(8, "little") + pad) for k in range(k0, min(count, k0 + batch))])
+        for k in range(count if period or batch <= 1 else 0):
             if period:
                 due = t0 + k * period
                 while True:

@@ -176,6 +176,7 @@ class LiveClient:
 
     def _flush(self, timeout: float = 10.0) -> None:
         enc = wire.client_stub.encode
+        batch: list[bytes] = []
         for m in self.core.take():
             t = type(m)
             if t is Publish and self.durable:
@@ -201,7 +202,12 @@ class LiveClient:
                 data = enc("attach", client=m.client, incarnation=m.incarnation)
             else:  # pragma: no cover - ClientCore makes no other message
                 raise TypeError(t.__name__)
-            self.ch.send(data, timeout)
+            batch.append(data)
+        if len(batch) == 1:
+            self.ch.send(batch[0], timeout)
+        elif batch:
+            # in order, as batch frames on the multi-hop channel (one credit and one wake-up for many)
+            self.ch.send_batch(batch, timeout)
 
     def subscribe(self, profile: Iterable[Any]) -> int:
         """Subscribe (profile: ``[(attribute, value or "*"), ...]`` in signature order); returns the subscription id."""
@@ -230,6 +236,27 @@ class LiveClient:
         if not self._closed:
             self._flush()
         return eid
+
+    def publish_many(self, events: Iterable[tuple[Mapping[str, Any], bytes]]) -> list[EventId]:
+        """Publish several events, ``(content, payload)`` each, in order; returns their ids.
+
+        Same checks and ids as :meth:`publish` one at a time, but the events go to the broker
+        together (batch frames on the multi-hop channel): for a publisher that has many events
+        at once, much less CPU per event than a ``publish`` call each. If one is refused (a bad
+        content), the events before it are sent and the error is raised.
+        """
+        if self.durable:
+            return [self.publish(content, payload) for content, payload in events]
+        now = time.time_ns() // 1000
+        publish = self.core.publish
+        ids: list[EventId] = []
+        try:
+            for content, payload in events:
+                ids.append(publish(content, payload, now))
+        finally:
+            if not self._closed:
+                self._flush()
+        return ids
 
     def disconnect(self) -> None:
         """Durable: leave without losing anything; ``ges.connect(..., resume=True)`` comes back."""
