@@ -4,9 +4,15 @@ same bytes as making it for each message."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
+from multihop import _core
+from multihop.errors import ProtocolError
 from multihop.ges.event import EventData, EventId
 from multihop.ges.live import wire
-from multihop.ges.messages import DOWN, UP, Deliver, EventCopy, Events
+from multihop.ges.messages import DOWN, UP, Deliver, EventAck, EventCopy, Events
 
 
 def _event(k: int, payload: int = 10) -> EventData:
@@ -55,3 +61,78 @@ def test_a_memo_gives_the_same_bytes() -> None:
     assert len(memo) == 300  # each event's text made once for the three messages
     without = (wire.encode(Events(3, copies)), wire.encode(Events(3, copies[::2])), wire.encode_for_client(Deliver(tuple(c.event for c in copies))))
     assert with_memo == without
+
+
+# ---- the native codec of event batches against the stub and the Python loops (the reference) ----
+
+
+def _reference_encode(msg: Events) -> list[bytes]:
+    return wire._events(msg.first_seq, msg.copies, None)
+
+
+def _reference_decode(data: bytes) -> Events:
+    return wire.decode_protocol(wire.decode(data))  # type: ignore[no-any-return]
+
+
+def _random_copies(rng: random.Random, n: int) -> tuple[EventCopy, ...]:
+    out = []
+    for k in range(n):
+        ev = EventData(
+            EventId(rng.choice(["p", "publisher-é", "x" * 300]), rng.randrange(1 << 64), rng.randrange(1 << 64), rng.randrange(1 << 64)),
+            rng.choice(["", "a:int", "a:int\x1fb:str\x1fcafé:str"]),
+            rng.choice(["", "i1", "i-5\x1fsπ\x1fs"]),
+            bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 50, 3000]))),
+        )
+        units = lambda: tuple(rng.randrange(1 << 64) for _ in range(rng.choice([0, 1, 3])))  # noqa: E731
+        out.append(
+            EventCopy(ev, rng.randrange(1 << 64), rng.choice([UP, DOWN]), rng.randrange(256), units(), units(), rng.randrange(1 << 16), units())
+        )
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_native_codec_gives_the_stubs_bytes_and_values(seed: int) -> None:
+    rng = random.Random(seed)
+    copies = _random_copies(rng, rng.choice([0, 1, 7, 300]))
+    msg = Events(rng.randrange(1 << 40), copies)
+    native = _core.ges_encode_events(msg.first_seq, msg.copies, wire.BATCH_TEXT)
+    assert native == _reference_encode(msg)
+    for part in native:
+        got = wire.decode_events(part)
+        assert got == _reference_decode(part)
+        assert got is not None and all(type(c) is EventCopy and type(c.event) is EventData and type(c.event.id) is EventId for c in got.copies)
+    assert tuple(c for part in native for c in _reference_decode(part).copies) == copies
+
+
+def test_the_native_codec_cuts_batches_where_the_stub_path_does() -> None:
+    for copies in (_copies(9000), _copies(5, payload=100_000)):
+        assert _core.ges_encode_events(40, copies, wire.BATCH_TEXT) == _reference_encode(Events(40, copies))
+
+
+def test_malformed_batches_are_refused_natively_with_a_reason() -> None:
+    good = wire.encode(Events(5, _copies(3)))[0]
+    assert wire.decode_events(good) == _reference_decode(good)
+    head = 18  # number, first_seq, count
+    cases = {
+        "truncated": good[:10],
+        "runs past the end": good[:-1],
+        "bytes after the last argument": good + b"\0",
+        "more than its maximum 4096": good[:10] + (5000).to_bytes(8, "little") + good[18:],
+        "mode 7": good[: head + 34] + bytes([7]) + good[head + 35 :],
+        "lengths run past the arrays": good[: head + 52] + (1 << 20).to_bytes(4, "little") + good[head + 56 :],
+        "not valid UTF-8": good[:-13] + b"\xff" + good[-12:],  # inside the last event's text
+    }
+    for why, data in cases.items():
+        with pytest.raises(ProtocolError, match=why if why != "not valid UTF-8" else "UTF-8|lengths"):
+            wire.decode_events(data)
+    assert wire.decode_events(wire.encode(EventAck(3))[0]) is None  # another message: the stub's path
+
+
+def test_the_native_encoder_names_a_value_that_does_not_fit() -> None:
+    copy = _copies(1)[0]
+    with pytest.raises(ValueError, match="hops"):
+        _core.ges_encode_events(0, [copy._replace(hops=1 << 16)], wire.BATCH_TEXT)
+    with pytest.raises(TypeError, match="not a str"):
+        _core.ges_encode_events(0, [copy._replace(event=copy.event._replace(signature=b"a:int"))], wire.BATCH_TEXT)
+    with pytest.raises(TypeError, match="NamedTuple"):
+        _core.ges_decode_events(wire.encode(Events(0, (copy,)))[0], EventId, dict, EventCopy)

@@ -26,6 +26,7 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
+mod ges_codec;
 mod group;
 mod handles;
 mod pending_bind;
@@ -47,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<async_call::AsyncCall>()?;
     functions::register(m)?;
     group::register(m)?;
+    ges_codec::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;

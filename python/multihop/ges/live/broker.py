@@ -295,8 +295,11 @@ class LiveBroker:
                 self._from_client(peer, data)
                 continue
             try:
-                rec = wire.decode(data)
-                msg = wire.decode_protocol(rec, self._memo) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
+                rec: Any = None
+                msg = wire.decode_events(data) if peer.kind == KIND_BROKER else None  # (the common case, natively)
+                if msg is None:
+                    rec = wire.decode(data)
+                    msg = wire.decode_protocol(rec, self._memo) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
             except mh.ProtocolError:
                 self.counters["refused"] += 1
                 if peer.kind == 0:

@@ -7,13 +7,19 @@ protocol value; :func:`encode_for_client` and :func:`decode_from_client` do the
 same for the client interface.  A batch of events is one message of typed
 arrays: per event a head of fixed fields, its unit lists one after another in
 ``units`` and its strings and payload one after another in ``text`` (the head
-gives the lengths).  No message is packed by hand.
+gives the lengths).  No message is packed by hand in Python: the stubs pack them, and the
+brokers' hot path, the ``events`` batches, is encoded and decoded natively
+(``ges_encode_events`` / ``ges_decode_events`` in the extension, the same bytes as the stub;
+``MULTIHOP_GES_NATIVE=0`` in a broker's environment uses the stub and the Python loops here,
+which the tests keep as the reference).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from multihop import _core
 from multihop.errors import ProtocolError
 from multihop.ges.connection import Connection
 from multihop.ges.event import EventData, EventId, validate_event
@@ -97,6 +103,9 @@ decode = stub.decode
 _LIST = "\x1c"
 #: builds a NamedTuple from its fields in order without the Python-level ``__new__`` (half the cost per event)
 _new = tuple.__new__
+#: event batches through the extension's codec (``MULTIHOP_GES_NATIVE=0``: the stub and the loops below)
+NATIVE = os.environ.get("MULTIHOP_GES_NATIVE", "1") != "0"
+_EVENTS_NUMBER = stub.MESSAGE_NUMBERS["events"].to_bytes(2, "little")
 
 
 def service_name(system: str, address: str) -> str:
@@ -162,6 +171,8 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
     made in this flush, see :data:`Memo`)."""
     t = type(msg)
     if t is Events:
+        if NATIVE:
+            return _core.ges_encode_events(msg.first_seq, msg.copies, BATCH_TEXT)
         return _events(msg.first_seq, msg.copies, memo)
     if t is EventAck:
         if msg.also or msg.upto < 0:
@@ -257,6 +268,21 @@ def _u64(x: int) -> int:
 def _s64(x: int) -> int:
     """The inverse of :func:`_u64` (broker codes stay below 2**63: levels below 8 in their top bits)."""
     return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def decode_events(data: bytes) -> Events | None:
+    """The ``events`` batch in ``data`` decoded natively, or None if ``data`` is another message (or
+    the native codec is off): then :func:`decode` and :func:`decode_protocol` do it.
+
+    Raises ProtocolError naming what is malformed, as they do.
+    """
+    if not NATIVE or data[:2] != _EVENTS_NUMBER:
+        return None
+    try:
+        first, copies = _core.ges_decode_events(data, EventId, EventData, EventCopy)
+    except ValueError as e:
+        raise ProtocolError(f"ges_broker.events: malformed batch: {e}") from None
+    return Events(first, copies)
 
 
 def decode_protocol(rec: Any, memo: Memo | None = None) -> Any:

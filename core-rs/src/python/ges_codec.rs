@@ -1,0 +1,330 @@
+//! The GES brokers' event batches (`ges_broker.events`, `flounder-idl/ges_broker.if`) encoded and
+//! decoded natively: the same bytes as the generated Flounder stub and `ges/live/wire.py` (the
+//! reference, kept and compared by `tests/test_ges_wire.py`), without the interpreter's work per
+//! field. A broker decodes, routes and encodes every event that passes it; these two loops were a
+//! third of its CPU per event in Python.
+//!
+//! Wire (little endian, as the stub packs it): `u16 13, u64 first_seq, u64 n`, then `n` heads of 56
+//! bytes (`<QQQQHBBHHHHIII`: origin, timestamp, sequence, incarnation, hops, mode, level, ntargets,
+//! nreached, nleft, publisher_len, signature_len, values_len, payload_len), `u64 nu` and `nu` u64
+//! units (each head's targets, reached and left in turn), `u64 nt` and `nt` bytes of text (each
+//! event's publisher, signature, values and payload in turn).
+//!
+//! The protocol values are `typing.NamedTuple`s (`EventId`, `EventData`, `EventCopy`), made here
+//! as `tuple.__new__` makes them: the class's own allocator, then the items.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+
+/// Message number of `events` in `ges_broker.if`.
+const EVENTS: u16 = 13;
+/// Most heads in one message (the interface's bound).
+const MAX_HEADS: usize = 4096;
+/// Most units in one message.
+const MAX_UNITS: usize = 262_144;
+/// Most text bytes in one message.
+const MAX_TEXT: usize = 16_777_216;
+const HEAD: usize = 56;
+/// Event copy modes (`messages.UP`, `messages.DOWN`).
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+fn bad(why: impl Into<String>) -> PyErr {
+    PyValueError::new_err(why.into())
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// A NamedTuple class whose instances are plain tuples in memory (no `__dict__`, no extra slots).
+fn check_plain(py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<()> {
+    let tuple = py.get_type::<PyTuple>();
+    if !cls.is_subclass(&tuple)? || cls.getattr("__basicsize__")?.extract::<isize>()? != tuple.getattr("__basicsize__")?.extract::<isize>()? {
+        return Err(PyTypeError::new_err(format!("{} is not a NamedTuple without extra fields", cls.name()?)));
+    }
+    Ok(())
+}
+
+/// An instance of tuple subclass `cls` holding `items` (as `tuple.__new__(cls, items)`).
+fn named<'py, const N: usize>(py: Python<'py>, cls: &Bound<'py, PyType>, items: [Bound<'py, PyAny>; N]) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `cls` passed `check_plain` (a tuple subclass laid out as a tuple), so its allocator
+    // gives a tuple of N empty items that `PyTuple_SetItem` fills (it steals each reference; the
+    // object's count is 1, as SetItem requires). A failed SetItem leaves a valid tuple to drop.
+    unsafe {
+        let tp = cls.as_type_ptr();
+        let alloc = ffi::PyType_GetSlot(tp, ffi::Py_tp_alloc);
+        if alloc.is_null() {
+            return Err(PyTypeError::new_err("the class has no allocator"));
+        }
+        let alloc: ffi::allocfunc = std::mem::transmute(alloc);
+        let obj = alloc(tp, N as ffi::Py_ssize_t);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let obj = Bound::from_owned_ptr(py, obj);
+        for (i, item) in items.into_iter().enumerate() {
+            if ffi::PyTuple_SetItem(obj.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(obj)
+    }
+}
+
+fn text<'py>(py: Python<'py>, b: &[u8], what: &str) -> PyResult<Bound<'py, PyAny>> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Ok(PyString::new(py, s).into_any()),
+        Err(e) => Err(bad(format!("{what} is not valid UTF-8 ({e})"))),
+    }
+}
+
+fn units<'py>(py: Python<'py>, u: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyTuple::new(py, u.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))))?.into_any())
+}
+
+/// Decode one `events` message: `(first_seq, copies)`, the copies as `copy_cls(event_cls(id_cls(...),
+/// ...), ...)`. Raises ValueError naming what is malformed.
+#[pyfunction]
+fn ges_decode_events<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    id_cls: &Bound<'py, PyType>,
+    event_cls: &Bound<'py, PyType>,
+    copy_cls: &Bound<'py, PyType>,
+) -> PyResult<(u64, Bound<'py, PyTuple>)> {
+    for cls in [id_cls, event_cls, copy_cls] {
+        check_plain(py, cls)?;
+    }
+    if data.len() < 18 {
+        return Err(bad(format!("message is truncated ({} bytes)", data.len())));
+    }
+    if u16_at(data, 0) != EVENTS {
+        return Err(bad(format!("message number {} is not events ({EVENTS})", u16_at(data, 0))));
+    }
+    let first_seq = u64_at(data, 2);
+    let n = u64_at(data, 10);
+    if n > MAX_HEADS as u64 {
+        return Err(bad(format!("argument 'heads' has {n} elements, more than its maximum {MAX_HEADS}")));
+    }
+    let n = n as usize;
+    let heads_end = 18 + n * HEAD;
+    if heads_end + 8 > data.len() {
+        return Err(bad("argument 'heads' runs past the end of the message"));
+    }
+    let nu = u64_at(data, heads_end);
+    if nu > MAX_UNITS as u64 {
+        return Err(bad(format!("argument 'units' has {nu} elements, more than its maximum {MAX_UNITS}")));
+    }
+    let units_at = heads_end + 8;
+    let units_end = units_at + nu as usize * 8;
+    if units_end + 8 > data.len() {
+        return Err(bad("argument 'units' runs past the end of the message"));
+    }
+    let nt = u64_at(data, units_end);
+    if nt > MAX_TEXT as u64 {
+        return Err(bad(format!("argument 'text' has {nt} elements, more than its maximum {MAX_TEXT}")));
+    }
+    let text_at = units_end + 8;
+    let text_end = text_at + nt as usize;
+    if text_end > data.len() {
+        return Err(bad("argument 'text' runs past the end of the message"));
+    }
+    if text_end != data.len() {
+        return Err(bad(format!("{} bytes after the last argument", data.len() - text_end)));
+    }
+    let all_units = &data[units_at..units_end];
+    let all_text = &data[text_at..text_end];
+    let empty = PyTuple::empty(py).into_any();
+    let (mut ui, mut ti) = (0usize, 0usize);
+    let mut copies = Vec::with_capacity(n);
+    for k in 0..n {
+        let h = &data[18 + k * HEAD..18 + (k + 1) * HEAD];
+        let (origin, ts, seq, inc) = (u64_at(h, 0), u64_at(h, 8), u64_at(h, 16), u64_at(h, 24));
+        let (hops, mode, level) = (u16_at(h, 32), h[34], h[35]);
+        let (nt_, nr, nl) = (u16_at(h, 36) as usize, u16_at(h, 38) as usize, u16_at(h, 40) as usize);
+        let (pl, sl, vl, yl) = (u16_at(h, 42) as usize, u32_at(h, 44) as usize, u32_at(h, 48) as usize, u32_at(h, 52) as usize);
+        if mode != UP && mode != DOWN {
+            return Err(bad(format!("mode {mode}")));
+        }
+        let (a, b, c) = (ui + nt_, ui + nt_ + nr, ui + nt_ + nr + nl);
+        let (p1, p2, p3, p4) = (ti + pl, ti + pl + sl, ti + pl + sl + vl, ti + pl + sl + vl + yl);
+        if c * 8 > all_units.len() || p4 > all_text.len() {
+            return Err(bad("lengths run past the arrays"));
+        }
+        let id = named(
+            py,
+            id_cls,
+            [
+                text(py, &all_text[ti..p1], "a publisher")?,
+                ts.into_pyobject(py)?.into_any(),
+                seq.into_pyobject(py)?.into_any(),
+                inc.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        let ev = named(
+            py,
+            event_cls,
+            [
+                id,
+                text(py, &all_text[p1..p2], "a signature")?,
+                text(py, &all_text[p2..p3], "a values text")?,
+                PyBytes::new(py, &all_text[p3..p4]).into_any(),
+            ],
+        )?;
+        let left = if nl == 0 { empty.clone() } else { units(py, &all_units[b * 8..c * 8])? };
+        copies.push(named(
+            py,
+            copy_cls,
+            [
+                ev,
+                origin.into_pyobject(py)?.into_any(),
+                mode.into_pyobject(py)?.into_any(),
+                level.into_pyobject(py)?.into_any(),
+                units(py, &all_units[ui * 8..a * 8])?,
+                units(py, &all_units[a * 8..b * 8])?,
+                hops.into_pyobject(py)?.into_any(),
+                left,
+            ],
+        )?);
+        (ui, ti) = (c, p4);
+    }
+    if ui * 8 != all_units.len() || ti != all_text.len() {
+        return Err(bad("bytes left over after the last event"));
+    }
+    Ok((first_seq, PyTuple::new(py, copies)?))
+}
+
+/// A Python int as `u64` no larger than `max`, or ValueError naming the field.
+fn field(v: &Bound<'_, PyAny>, what: &str, max: u64) -> PyResult<u64> {
+    match v.extract::<u64>() {
+        Ok(x) if x <= max => Ok(x),
+        _ => Err(bad(format!("{what} {} is not an integer in 0..={max}", v.repr().map(|r| r.to_string()).unwrap_or_default()))),
+    }
+}
+
+fn utf8<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
+    let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{what} is not a str")))?;
+    // (the UTF-8 form is cached on the str, and lives as long as it does)
+    Ok(s.to_str()?.as_bytes())
+}
+
+/// Encode `copies` (EventCopy values) as `events` messages numbered from `first_seq`: a new message
+/// when the text would pass `batch_text` (each event counted with 64 bytes more) or the heads 4096.
+#[pyfunction]
+fn ges_encode_events<'py>(py: Python<'py>, first_seq: u64, copies: &Bound<'py, PyAny>, batch_text: usize) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    let mut heads: Vec<u8> = Vec::new();
+    let mut nheads = 0usize;
+    let mut unit_bytes: Vec<u8> = Vec::new();
+    let mut txt: Vec<u8> = Vec::new();
+    let mut size = 0usize;
+    let mut first = first_seq;
+    let flush = |first: u64, nheads: usize, heads: &[u8], unit_bytes: &[u8], txt: &[u8]| -> PyResult<Bound<'py, PyBytes>> {
+        if unit_bytes.len() / 8 > MAX_UNITS || txt.len() > MAX_TEXT {
+            return Err(bad("a batch has more units or text than an events message carries"));
+        }
+        let len = 18 + heads.len() + 8 + unit_bytes.len() + 8 + txt.len();
+        PyBytes::new_with(py, len, |b| {
+            b[0..2].copy_from_slice(&EVENTS.to_le_bytes());
+            b[2..10].copy_from_slice(&first.to_le_bytes());
+            b[10..18].copy_from_slice(&(nheads as u64).to_le_bytes());
+            let mut at = 18;
+            b[at..at + heads.len()].copy_from_slice(heads);
+            at += heads.len();
+            b[at..at + 8].copy_from_slice(&((unit_bytes.len() / 8) as u64).to_le_bytes());
+            at += 8;
+            b[at..at + unit_bytes.len()].copy_from_slice(unit_bytes);
+            at += unit_bytes.len();
+            b[at..at + 8].copy_from_slice(&(txt.len() as u64).to_le_bytes());
+            at += 8;
+            b[at..].copy_from_slice(txt);
+            Ok(())
+        })
+    };
+    for copy in copies.try_iter()? {
+        let copy = copy?;
+        let copy = copy.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event copy is not a tuple"))?;
+        if copy.len() != 8 {
+            return Err(PyTypeError::new_err(format!("an event copy has {} fields, not 8", copy.len())));
+        }
+        let ev = copy.get_item(0)?;
+        let ev = ev.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event is not a tuple"))?;
+        if ev.len() != 4 {
+            return Err(PyTypeError::new_err(format!("an event has {} fields, not 4", ev.len())));
+        }
+        let eid = ev.get_item(0)?;
+        let eid = eid.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event id is not a tuple"))?;
+        if eid.len() != 4 {
+            return Err(PyTypeError::new_err(format!("an event id has {} fields, not 4", eid.len())));
+        }
+        let (publisher, signature, values, payload) = (eid.get_item(0)?, ev.get_item(1)?, ev.get_item(2)?, ev.get_item(3)?);
+        let p = utf8(&publisher, "a publisher")?;
+        let s = utf8(&signature, "a signature")?;
+        let v = utf8(&values, "a values text")?;
+        let payload = payload.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("a payload is not bytes"))?;
+        let y = payload.as_bytes();
+        let blob = p.len() + s.len() + v.len() + y.len();
+        if nheads > 0 && (size + blob + 64 > batch_text || nheads == MAX_HEADS) {
+            out.append(flush(first, nheads, &heads, &unit_bytes, &txt)?)?;
+            first += nheads as u64;
+            heads.clear();
+            unit_bytes.clear();
+            txt.clear();
+            (nheads, size) = (0, 0);
+        }
+        let (targets, reached, left) = (copy.get_item(4)?, copy.get_item(5)?, copy.get_item(7)?);
+        let mut count = |seq: &Bound<'py, PyAny>, what: &str| -> PyResult<u64> {
+            let mut k = 0u64;
+            for u in seq.try_iter()? {
+                unit_bytes.extend_from_slice(&field(&u?, what, u64::MAX)?.to_le_bytes());
+                k += 1;
+            }
+            Ok(k)
+        };
+        let nt = count(&targets, "a target unit")?;
+        let nr = count(&reached, "a reached unit")?;
+        let nl = count(&left, "a left unit")?;
+        let mut h = [0u8; HEAD];
+        h[0..8].copy_from_slice(&field(&copy.get_item(1)?, "origin", u64::MAX)?.to_le_bytes());
+        h[8..16].copy_from_slice(&field(&eid.get_item(1)?, "timestamp", u64::MAX)?.to_le_bytes());
+        h[16..24].copy_from_slice(&field(&eid.get_item(2)?, "sequence", u64::MAX)?.to_le_bytes());
+        h[24..32].copy_from_slice(&field(&eid.get_item(3)?, "incarnation", u64::MAX)?.to_le_bytes());
+        h[32..34].copy_from_slice(&(field(&copy.get_item(6)?, "hops", u16::MAX as u64)? as u16).to_le_bytes());
+        h[34] = field(&copy.get_item(2)?, "mode", u8::MAX as u64)? as u8;
+        h[35] = field(&copy.get_item(3)?, "level", u8::MAX as u64)? as u8;
+        for (at, n, what) in [(36, nt, "targets"), (38, nr, "reached"), (40, nl, "left"), (42, p.len() as u64, "publisher length")] {
+            if n > u16::MAX as u64 {
+                return Err(bad(format!("{what} {n} does not fit 16 bits")));
+            }
+            h[at..at + 2].copy_from_slice(&(n as u16).to_le_bytes());
+        }
+        for (at, n, what) in [(44, s.len(), "signature length"), (48, v.len(), "values length"), (52, y.len(), "payload length")] {
+            let n = u32::try_from(n).map_err(|_| bad(format!("{what} {n} does not fit 32 bits")))?;
+            h[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        }
+        heads.extend_from_slice(&h);
+        nheads += 1;
+        for part in [p, s, v, y] {
+            txt.extend_from_slice(part);
+        }
+        size += blob + 64;
+    }
+    out.append(flush(first, nheads, &heads, &unit_bytes, &txt)?)?;
+    Ok(out)
+}
+
+/// Register the codec's functions.
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(ges_decode_events, m)?)?;
+    m.add_function(wrap_pyfunction!(ges_encode_events, m)?)?;
+    Ok(())
+}
