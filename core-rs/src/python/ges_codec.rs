@@ -45,6 +45,23 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// Where a dynamic array's elements lie: its u64 count is at `at`, then `count * size` bytes follow
+/// (at most `max` elements). Checked as the stub's decoder checks them, with its words.
+fn dyn_array(data: &[u8], at: usize, size: usize, max: usize, name: &str) -> PyResult<(usize, usize)> {
+    if at + 8 > data.len() {
+        return Err(bad(format!("argument '{name}' runs past the end of the message")));
+    }
+    let n = u64_at(data, at);
+    if n > max as u64 {
+        return Err(bad(format!("argument '{name}' has {n} elements, more than its maximum {max}")));
+    }
+    let end = at + 8 + n as usize * size;
+    if end > data.len() {
+        return Err(bad(format!("argument '{name}' runs past the end of the message")));
+    }
+    Ok((at + 8, end))
+}
+
 /// A NamedTuple class whose instances are plain tuples in memory (no `__dict__`, no extra slots).
 fn check_plain(py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<()> {
     let tuple = py.get_type::<PyTuple>();
@@ -111,33 +128,10 @@ fn ges_decode_events<'py>(
         return Err(bad(format!("message number {} is not events ({EVENTS})", u16_at(data, 0))));
     }
     let first_seq = u64_at(data, 2);
-    let n = u64_at(data, 10);
-    if n > MAX_HEADS as u64 {
-        return Err(bad(format!("argument 'heads' has {n} elements, more than its maximum {MAX_HEADS}")));
-    }
-    let n = n as usize;
-    let heads_end = 18 + n * HEAD;
-    if heads_end + 8 > data.len() {
-        return Err(bad("argument 'heads' runs past the end of the message"));
-    }
-    let nu = u64_at(data, heads_end);
-    if nu > MAX_UNITS as u64 {
-        return Err(bad(format!("argument 'units' has {nu} elements, more than its maximum {MAX_UNITS}")));
-    }
-    let units_at = heads_end + 8;
-    let units_end = units_at + nu as usize * 8;
-    if units_end + 8 > data.len() {
-        return Err(bad("argument 'units' runs past the end of the message"));
-    }
-    let nt = u64_at(data, units_end);
-    if nt > MAX_TEXT as u64 {
-        return Err(bad(format!("argument 'text' has {nt} elements, more than its maximum {MAX_TEXT}")));
-    }
-    let text_at = units_end + 8;
-    let text_end = text_at + nt as usize;
-    if text_end > data.len() {
-        return Err(bad("argument 'text' runs past the end of the message"));
-    }
+    let (heads_at, heads_end) = dyn_array(data, 10, HEAD, MAX_HEADS, "heads")?;
+    let (units_at, units_end) = dyn_array(data, heads_end, 8, MAX_UNITS, "units")?;
+    let (text_at, text_end) = dyn_array(data, units_end, 1, MAX_TEXT, "text")?;
+    let n = (heads_end - heads_at) / HEAD;
     if text_end != data.len() {
         return Err(bad(format!("{} bytes after the last argument", data.len() - text_end)));
     }
@@ -147,7 +141,7 @@ fn ges_decode_events<'py>(
     let (mut ui, mut ti) = (0usize, 0usize);
     let mut copies = Vec::with_capacity(n);
     for k in 0..n {
-        let h = &data[18 + k * HEAD..18 + (k + 1) * HEAD];
+        let h = &data[heads_at + k * HEAD..heads_at + (k + 1) * HEAD];
         let (origin, ts, seq, inc) = (u64_at(h, 0), u64_at(h, 8), u64_at(h, 16), u64_at(h, 24));
         let (hops, mode, level) = (u16_at(h, 32), h[34], h[35]);
         let (nt_, nr, nl) = (u16_at(h, 36) as usize, u16_at(h, 38) as usize, u16_at(h, 40) as usize);
