@@ -104,6 +104,31 @@ fn text<'py>(py: Python<'py>, b: &[u8], what: &str) -> PyResult<Bound<'py, PyAny
     }
 }
 
+/// The object made for the previous event's field, reused when its bytes are the same: a batch's
+/// events mostly share publisher, signature and routing lists, so the brokers' tables keyed by them
+/// hash one object (a str caches its hash) and compare by identity.
+struct Last<'a, 'py> {
+    bytes: &'a [u8],
+    obj: Option<Bound<'py, PyAny>>,
+}
+
+impl<'a, 'py> Last<'a, 'py> {
+    fn new() -> Self {
+        Last { bytes: &[], obj: None }
+    }
+
+    fn get(&mut self, b: &'a [u8], make: impl FnOnce(&'a [u8]) -> PyResult<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(o) = &self.obj {
+            if self.bytes == b {
+                return Ok(o.clone());
+            }
+        }
+        let o = make(b)?;
+        (self.bytes, self.obj) = (b, Some(o.clone()));
+        Ok(o)
+    }
+}
+
 fn units<'py>(py: Python<'py>, u: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(PyTuple::new(py, u.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))))?.into_any())
 }
@@ -138,6 +163,8 @@ fn ges_decode_events<'py>(
     let all_units = &data[units_at..units_end];
     let all_text = &data[text_at..text_end];
     let empty = PyTuple::empty(py).into_any();
+    let (mut publisher, mut signature, mut values) = (Last::new(), Last::new(), Last::new());
+    let (mut targets, mut reached, mut lefts) = (Last::new(), Last::new(), Last::new());
     let (mut ui, mut ti) = (0usize, 0usize);
     let mut copies = Vec::with_capacity(n);
     for k in 0..n {
@@ -158,7 +185,7 @@ fn ges_decode_events<'py>(
             py,
             id_cls,
             [
-                text(py, &all_text[ti..p1], "a publisher")?,
+                publisher.get(&all_text[ti..p1], |b| text(py, b, "a publisher"))?,
                 ts.into_pyobject(py)?.into_any(),
                 seq.into_pyobject(py)?.into_any(),
                 inc.into_pyobject(py)?.into_any(),
@@ -169,12 +196,12 @@ fn ges_decode_events<'py>(
             event_cls,
             [
                 id,
-                text(py, &all_text[p1..p2], "a signature")?,
-                text(py, &all_text[p2..p3], "a values text")?,
+                signature.get(&all_text[p1..p2], |b| text(py, b, "a signature"))?,
+                values.get(&all_text[p2..p3], |b| text(py, b, "a values text"))?,
                 PyBytes::new(py, &all_text[p3..p4]).into_any(),
             ],
         )?;
-        let left = if nl == 0 { empty.clone() } else { units(py, &all_units[b * 8..c * 8])? };
+        let left = if nl == 0 { empty.clone() } else { lefts.get(&all_units[b * 8..c * 8], |u| units(py, u))? };
         copies.push(named(
             py,
             copy_cls,
@@ -183,8 +210,8 @@ fn ges_decode_events<'py>(
                 origin.into_pyobject(py)?.into_any(),
                 mode.into_pyobject(py)?.into_any(),
                 level.into_pyobject(py)?.into_any(),
-                units(py, &all_units[ui * 8..a * 8])?,
-                units(py, &all_units[a * 8..b * 8])?,
+                targets.get(&all_units[ui * 8..a * 8], |u| units(py, u))?,
+                reached.get(&all_units[a * 8..b * 8], |u| units(py, u))?,
                 hops.into_pyobject(py)?.into_any(),
                 left,
             ],

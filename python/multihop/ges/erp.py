@@ -268,13 +268,14 @@ class EventRouting:
         eid = ev.id
         order = (eid.timestamp, eid.sequence)
         last = self.dedup.last
-        keys = [(eid.publisher, eid.incarnation, role) for role in plan.roles]
-        for k in keys:
-            seen = last.get(k)
+        pub, inc = eid.publisher, eid.incarnation
+        roles = plan.roles
+        for role in roles:  # (plain loops: a comprehension is a function call per event)
+            seen = last.get((pub, inc, role))
             if seen is not None and order <= seen:
                 return False
-        for k in keys:
-            last[k] = order
+        for role in roles:
+            last[(pub, inc, role)] = order
         counters = self.counters
         if plan.clients:
             deliveries = self.deliveries
