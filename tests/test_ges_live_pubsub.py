@@ -167,9 +167,13 @@ def test_publish_many_sends_the_events_before_a_refused_one(testbed: LiveSystem)
         pub.close()
 
 
-def test_gateway_loss_mid_stream_live() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["native-codec", "stub-codec"])
+def test_gateway_loss_mid_stream_live(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gateway in use is closed mid-stream; the broker sends its unacknowledged copies over the other
-    gateway first: the subscriber gets every event once and in order."""
+    gateway first: the subscriber gets every event once and in order. With the brokers' event batches
+    through the native codec (the default) and through the generated stub (``MULTIHOP_GES_NATIVE=0``)."""
+    if not native:
+        monkeypatch.setenv("MULTIHOP_GES_NATIVE", "0")  # read by the broker processes at start
     t = ges.Topology(levels=3)
     for a in ("1.1.1.1", "1.1.1.2", "1.1.2.1", "1.1.2.2", "1.1.2.3"):
         t.add_broker(a)
@@ -198,6 +202,7 @@ def test_gateway_loss_mid_stream_live() -> None:
             got += [e.id for e in drain_until([sub], lambda g: len(g["s"]) >= missing)["s"]]
             assert got == sent
             system.wait_converged(20)
+            assert {system.status(a)["codec"] for a in system.addresses} == {"native" if native else "stub"}
         finally:
             sub.close()
             pub.close()

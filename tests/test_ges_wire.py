@@ -50,7 +50,8 @@ def test_large_events_are_cut_by_text_size() -> None:
     assert [e for d in deliveries for e in d] == [c.event for c in copies]
 
 
-def test_a_memo_gives_the_same_bytes() -> None:
+def test_a_memo_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "NATIVE", False)  # the Python path (MULTIHOP_GES_NATIVE=0), where the memo is used
     copies = _copies(300)
     memo: wire.Memo = {}
     with_memo = (
@@ -136,3 +137,14 @@ def test_the_native_encoder_names_a_value_that_does_not_fit() -> None:
         _core.ges_encode_events(0, [copy._replace(event=copy.event._replace(signature=b"a:int"))], wire.BATCH_TEXT)
     with pytest.raises(TypeError, match="NamedTuple"):
         _core.ges_decode_events(wire.encode(Events(0, (copy,)))[0], EventId, dict, EventCopy)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_native_delivery_encoder_gives_the_stubs_bytes(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    events = tuple(c.event for c in _random_copies(rng, rng.choice([0, 1, 9, 500])))
+    native = _core.ges_encode_deliver(events, wire.BATCH_TEXT)
+    assert native == wire._deliver(events, None)
+    assert tuple(e for part in native for e in wire.decode_deliveries(wire.client_stub.decode(part))) == events
+    big = tuple(c.event for c in _copies(5, payload=100_000))
+    assert _core.ges_encode_deliver(big, wire.BATCH_TEXT) == wire._deliver(big, None)  # cut by text size: 2, 2, 1

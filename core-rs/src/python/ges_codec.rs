@@ -1,8 +1,8 @@
 //! The GES brokers' event batches (`ges_broker.events`, `flounder-idl/ges_broker.if`) encoded and
-//! decoded natively: the same bytes as the generated Flounder stub and `ges/live/wire.py` (the
-//! reference, kept and compared by `tests/test_ges_wire.py`), without the interpreter's work per
-//! field. A broker decodes, routes and encodes every event that passes it; these two loops were a
-//! third of its CPU per event in Python.
+//! decoded natively, and their deliveries to clients (`ges_client.deliver`) encoded: the same bytes
+//! as the generated Flounder stubs and `ges/live/wire.py` (the reference, kept and compared by
+//! `tests/test_ges_wire.py`), without the interpreter's work per field. A broker decodes, routes
+//! and encodes every event that passes it; these loops were a third of its CPU per event in Python.
 //!
 //! Wire (little endian, as the stub packs it): `u16 13, u64 first_seq, u64 n`, then `n` heads of 56
 //! bytes (`<QQQQHBBHHHHIII`: origin, timestamp, sequence, incarnation, hops, mode, level, ntargets,
@@ -232,114 +232,217 @@ fn field(v: &Bound<'_, PyAny>, what: &str, max: u64) -> PyResult<u64> {
     }
 }
 
-fn utf8<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
-    let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{what} is not a str")))?;
-    // (the UTF-8 form is cached on the str, and lives as long as it does)
-    Ok(s.to_str()?.as_bytes())
+fn tuple_of<'a, 'py>(v: &'a Bound<'py, PyAny>, what: &str, n: usize) -> PyResult<&'a Bound<'py, PyTuple>> {
+    let t = v.cast::<PyTuple>().map_err(|_| PyTypeError::new_err(format!("{what} is not a tuple")))?;
+    if t.len() != n {
+        return Err(PyTypeError::new_err(format!("{what} has {} fields, not {n}", t.len())));
+    }
+    Ok(t)
 }
 
-/// Encode `copies` (EventCopy values) as `events` messages numbered from `first_seq`: a new message
-/// when the text would pass `batch_text` (each event counted with 64 bytes more) or the heads 4096.
+fn string<'py>(v: Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyString>> {
+    v.cast_into::<PyString>().map_err(|_| PyTypeError::new_err(format!("{what} is not a str")))
+}
+
+/// An `EventData` as the wire wants it: its id's numbers and its four texts.
+struct EventView<'py> {
+    /// timestamp, sequence, incarnation
+    ids: [u64; 3],
+    publisher: Bound<'py, PyString>,
+    signature: Bound<'py, PyString>,
+    values: Bound<'py, PyString>,
+    payload: Bound<'py, PyBytes>,
+}
+
+impl<'py> EventView<'py> {
+    fn of(ev: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let ev = tuple_of(ev, "an event", 4)?;
+        let eid = ev.get_item(0)?;
+        let eid = tuple_of(&eid, "an event id", 4)?;
+        let ids = [
+            field(&eid.get_item(1)?, "timestamp", u64::MAX)?,
+            field(&eid.get_item(2)?, "sequence", u64::MAX)?,
+            field(&eid.get_item(3)?, "incarnation", u64::MAX)?,
+        ];
+        Ok(EventView {
+            ids,
+            publisher: string(eid.get_item(0)?, "a publisher")?,
+            signature: string(ev.get_item(1)?, "a signature")?,
+            values: string(ev.get_item(2)?, "a values text")?,
+            payload: ev.get_item(3)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a payload is not bytes"))?,
+        })
+    }
+
+    /// Publisher, signature, values (UTF-8, cached on each str) and payload.
+    fn texts(&self) -> PyResult<[&[u8]; 4]> {
+        Ok([self.publisher.to_str()?.as_bytes(), self.signature.to_str()?.as_bytes(), self.values.to_str()?.as_bytes(), self.payload.as_bytes()])
+    }
+}
+
+/// The four lengths of a head: the publisher's in 16 bits, the others in 32.
+fn text_lengths(t: &[&[u8]; 4]) -> PyResult<(u16, [u32; 3])> {
+    let p = u16::try_from(t[0].len()).map_err(|_| bad(format!("publisher length {} does not fit 16 bits", t[0].len())))?;
+    let mut rest = [0u32; 3];
+    for (k, what) in ["signature length", "values length", "payload length"].into_iter().enumerate() {
+        rest[k] = u32::try_from(t[k + 1].len()).map_err(|_| bad(format!("{what} {} does not fit 32 bits", t[k + 1].len())))?;
+    }
+    Ok((p, rest))
+}
+
+/// One message: `prefix`, the heads, then each `(count, bytes)` array as a u64 count and its bytes.
+fn message<'py>(py: Python<'py>, prefix: &[u8], heads: &[u8], arrays: &[(usize, &[u8])]) -> PyResult<Bound<'py, PyBytes>> {
+    let len = prefix.len() + heads.len() + arrays.iter().map(|(_, b)| 8 + b.len()).sum::<usize>();
+    PyBytes::new_with(py, len, |b| {
+        let mut at = 0;
+        for part in [prefix, heads] {
+            b[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        for (n, part) in arrays {
+            b[at..at + 8].copy_from_slice(&(*n as u64).to_le_bytes());
+            b[at + 8..at + 8 + part.len()].copy_from_slice(part);
+            at += 8 + part.len();
+        }
+        Ok(())
+    })
+}
+
+/// A batch being cut into messages as `wire.py` cuts it: a new message when the text would pass
+/// `batch_text` (each event counted with 64 bytes more) or the heads 4096.
+struct Batch {
+    heads: Vec<u8>,
+    n: usize,
+    units: Vec<u8>,
+    text: Vec<u8>,
+    size: usize,
+    batch_text: usize,
+}
+
+impl Batch {
+    fn new(batch_text: usize) -> Self {
+        Batch { heads: Vec::new(), n: 0, units: Vec::new(), text: Vec::new(), size: 0, batch_text }
+    }
+
+    /// True if an event of `blob` text bytes must start a new message.
+    fn full_for(&self, blob: usize) -> bool {
+        self.n > 0 && (self.size + blob + 64 > self.batch_text || self.n == MAX_HEADS)
+    }
+
+    fn add_text(&mut self, texts: &[&[u8]; 4]) {
+        for part in texts {
+            self.text.extend_from_slice(part);
+        }
+        self.size += texts.iter().map(|t| t.len()).sum::<usize>() + 64;
+        self.n += 1;
+    }
+
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.units.clear();
+        self.text.clear();
+        (self.n, self.size) = (0, 0);
+    }
+
+    fn check(&self) -> PyResult<()> {
+        if self.units.len() / 8 > MAX_UNITS || self.text.len() > MAX_TEXT {
+            return Err(bad("a batch has more units or text than one message carries"));
+        }
+        Ok(())
+    }
+}
+
+/// Encode `copies` (EventCopy values) as `events` messages numbered from `first_seq`, cut as
+/// `wire.py` cuts them.
 #[pyfunction]
 fn ges_encode_events<'py>(py: Python<'py>, first_seq: u64, copies: &Bound<'py, PyAny>, batch_text: usize) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
-    let mut heads: Vec<u8> = Vec::new();
-    let mut nheads = 0usize;
-    let mut unit_bytes: Vec<u8> = Vec::new();
-    let mut txt: Vec<u8> = Vec::new();
-    let mut size = 0usize;
+    let mut b = Batch::new(batch_text);
     let mut first = first_seq;
-    let flush = |first: u64, nheads: usize, heads: &[u8], unit_bytes: &[u8], txt: &[u8]| -> PyResult<Bound<'py, PyBytes>> {
-        if unit_bytes.len() / 8 > MAX_UNITS || txt.len() > MAX_TEXT {
-            return Err(bad("a batch has more units or text than an events message carries"));
-        }
-        let len = 18 + heads.len() + 8 + unit_bytes.len() + 8 + txt.len();
-        PyBytes::new_with(py, len, |b| {
-            b[0..2].copy_from_slice(&EVENTS.to_le_bytes());
-            b[2..10].copy_from_slice(&first.to_le_bytes());
-            b[10..18].copy_from_slice(&(nheads as u64).to_le_bytes());
-            let mut at = 18;
-            b[at..at + heads.len()].copy_from_slice(heads);
-            at += heads.len();
-            b[at..at + 8].copy_from_slice(&((unit_bytes.len() / 8) as u64).to_le_bytes());
-            at += 8;
-            b[at..at + unit_bytes.len()].copy_from_slice(unit_bytes);
-            at += unit_bytes.len();
-            b[at..at + 8].copy_from_slice(&(txt.len() as u64).to_le_bytes());
-            at += 8;
-            b[at..].copy_from_slice(txt);
-            Ok(())
-        })
+    let flush = |b: &Batch, first: u64| -> PyResult<Bound<'py, PyBytes>> {
+        b.check()?;
+        let mut prefix = [0u8; 18];
+        prefix[0..2].copy_from_slice(&EVENTS.to_le_bytes());
+        prefix[2..10].copy_from_slice(&first.to_le_bytes());
+        prefix[10..18].copy_from_slice(&(b.n as u64).to_le_bytes());
+        message(py, &prefix, &b.heads, &[(b.units.len() / 8, &b.units), (b.text.len(), &b.text)])
     };
     for copy in copies.try_iter()? {
         let copy = copy?;
-        let copy = copy.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event copy is not a tuple"))?;
-        if copy.len() != 8 {
-            return Err(PyTypeError::new_err(format!("an event copy has {} fields, not 8", copy.len())));
+        let copy = tuple_of(&copy, "an event copy", 8)?;
+        let ev = EventView::of(&copy.get_item(0)?)?;
+        let texts = ev.texts()?;
+        if b.full_for(texts.iter().map(|t| t.len()).sum()) {
+            out.append(flush(&b, first)?)?;
+            first += b.n as u64;
+            b.clear();
         }
-        let ev = copy.get_item(0)?;
-        let ev = ev.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event is not a tuple"))?;
-        if ev.len() != 4 {
-            return Err(PyTypeError::new_err(format!("an event has {} fields, not 4", ev.len())));
-        }
-        let eid = ev.get_item(0)?;
-        let eid = eid.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("an event id is not a tuple"))?;
-        if eid.len() != 4 {
-            return Err(PyTypeError::new_err(format!("an event id has {} fields, not 4", eid.len())));
-        }
-        let (publisher, signature, values, payload) = (eid.get_item(0)?, ev.get_item(1)?, ev.get_item(2)?, ev.get_item(3)?);
-        let p = utf8(&publisher, "a publisher")?;
-        let s = utf8(&signature, "a signature")?;
-        let v = utf8(&values, "a values text")?;
-        let payload = payload.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("a payload is not bytes"))?;
-        let y = payload.as_bytes();
-        let blob = p.len() + s.len() + v.len() + y.len();
-        if nheads > 0 && (size + blob + 64 > batch_text || nheads == MAX_HEADS) {
-            out.append(flush(first, nheads, &heads, &unit_bytes, &txt)?)?;
-            first += nheads as u64;
-            heads.clear();
-            unit_bytes.clear();
-            txt.clear();
-            (nheads, size) = (0, 0);
-        }
-        let (targets, reached, left) = (copy.get_item(4)?, copy.get_item(5)?, copy.get_item(7)?);
-        let mut count = |seq: &Bound<'py, PyAny>, what: &str| -> PyResult<u64> {
-            let mut k = 0u64;
-            for u in seq.try_iter()? {
-                unit_bytes.extend_from_slice(&field(&u?, what, u64::MAX)?.to_le_bytes());
-                k += 1;
+        let mut counts = [0u64; 3];
+        for (k, (at, what)) in [(4, "a target unit"), (5, "a reached unit"), (7, "a left unit")].into_iter().enumerate() {
+            for u in copy.get_item(at)?.try_iter()? {
+                b.units.extend_from_slice(&field(&u?, what, u64::MAX)?.to_le_bytes());
+                counts[k] += 1;
             }
-            Ok(k)
-        };
-        let nt = count(&targets, "a target unit")?;
-        let nr = count(&reached, "a reached unit")?;
-        let nl = count(&left, "a left unit")?;
+        }
+        let (plen, lens) = text_lengths(&texts)?;
         let mut h = [0u8; HEAD];
         h[0..8].copy_from_slice(&field(&copy.get_item(1)?, "origin", u64::MAX)?.to_le_bytes());
-        h[8..16].copy_from_slice(&field(&eid.get_item(1)?, "timestamp", u64::MAX)?.to_le_bytes());
-        h[16..24].copy_from_slice(&field(&eid.get_item(2)?, "sequence", u64::MAX)?.to_le_bytes());
-        h[24..32].copy_from_slice(&field(&eid.get_item(3)?, "incarnation", u64::MAX)?.to_le_bytes());
+        for (k, id) in ev.ids.iter().enumerate() {
+            h[8 + 8 * k..16 + 8 * k].copy_from_slice(&id.to_le_bytes());
+        }
         h[32..34].copy_from_slice(&(field(&copy.get_item(6)?, "hops", u16::MAX as u64)? as u16).to_le_bytes());
         h[34] = field(&copy.get_item(2)?, "mode", u8::MAX as u64)? as u8;
         h[35] = field(&copy.get_item(3)?, "level", u8::MAX as u64)? as u8;
-        for (at, n, what) in [(36, nt, "targets"), (38, nr, "reached"), (40, nl, "left"), (42, p.len() as u64, "publisher length")] {
-            if n > u16::MAX as u64 {
-                return Err(bad(format!("{what} {n} does not fit 16 bits")));
-            }
-            h[at..at + 2].copy_from_slice(&(n as u16).to_le_bytes());
+        for (k, (n, what)) in counts.into_iter().zip(["targets", "reached", "left"]).enumerate() {
+            let n = u16::try_from(n).map_err(|_| bad(format!("{what} {n} does not fit 16 bits")))?;
+            h[36 + 2 * k..38 + 2 * k].copy_from_slice(&n.to_le_bytes());
         }
-        for (at, n, what) in [(44, s.len(), "signature length"), (48, v.len(), "values length"), (52, y.len(), "payload length")] {
-            let n = u32::try_from(n).map_err(|_| bad(format!("{what} {n} does not fit 32 bits")))?;
-            h[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        h[42..44].copy_from_slice(&plen.to_le_bytes());
+        for (k, n) in lens.iter().enumerate() {
+            h[44 + 4 * k..48 + 4 * k].copy_from_slice(&n.to_le_bytes());
         }
-        heads.extend_from_slice(&h);
-        nheads += 1;
-        for part in [p, s, v, y] {
-            txt.extend_from_slice(part);
-        }
-        size += blob + 64;
+        b.heads.extend_from_slice(&h);
+        b.add_text(&texts);
     }
-    out.append(flush(first, nheads, &heads, &unit_bytes, &txt)?)?;
+    out.append(flush(&b, first)?)?;
+    Ok(out)
+}
+
+/// Message number of `deliver` in `ges_client.if`, and its head's size (`<QQQHIII`).
+const DELIVER: u16 = 7;
+const DELIVERY_HEAD: usize = 38;
+
+/// Encode `events` (EventData values) as `ges_client.deliver` messages, cut as `wire.py` cuts them.
+#[pyfunction]
+fn ges_encode_deliver<'py>(py: Python<'py>, events: &Bound<'py, PyAny>, batch_text: usize) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    let mut b = Batch::new(batch_text);
+    let flush = |b: &Batch| -> PyResult<Bound<'py, PyBytes>> {
+        b.check()?;
+        let mut prefix = [0u8; 10];
+        prefix[0..2].copy_from_slice(&DELIVER.to_le_bytes());
+        prefix[2..10].copy_from_slice(&(b.n as u64).to_le_bytes());
+        message(py, &prefix, &b.heads, &[(b.text.len(), &b.text)])
+    };
+    for ev in events.try_iter()? {
+        let ev = EventView::of(&ev?)?;
+        let texts = ev.texts()?;
+        if b.full_for(texts.iter().map(|t| t.len()).sum()) {
+            out.append(flush(&b)?)?;
+            b.clear();
+        }
+        let (plen, lens) = text_lengths(&texts)?;
+        let mut h = [0u8; DELIVERY_HEAD];
+        for (k, id) in ev.ids.iter().enumerate() {
+            h[8 * k..8 * k + 8].copy_from_slice(&id.to_le_bytes());
+        }
+        h[24..26].copy_from_slice(&plen.to_le_bytes());
+        for (k, n) in lens.iter().enumerate() {
+            h[26 + 4 * k..30 + 4 * k].copy_from_slice(&n.to_le_bytes());
+        }
+        b.heads.extend_from_slice(&h);
+        b.add_text(&texts);
+    }
+    out.append(flush(&b)?)?;
     Ok(out)
 }
 
@@ -347,5 +450,6 @@ fn ges_encode_events<'py>(py: Python<'py>, first_seq: u64, copies: &Bound<'py, P
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ges_decode_events, m)?)?;
     m.add_function(wrap_pyfunction!(ges_encode_events, m)?)?;
+    m.add_function(wrap_pyfunction!(ges_encode_deliver, m)?)?;
     Ok(())
 }

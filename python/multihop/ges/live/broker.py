@@ -458,6 +458,7 @@ class LiveBroker:
             "pid": os.getpid(),
             "core": self.core_no,
             "uptime": time.time() - self.started,
+            "codec": "native" if wire.NATIVE else "stub",  # of the event batches (MULTIHOP_GES_NATIVE)
             "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
             "links": [
                 {"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()

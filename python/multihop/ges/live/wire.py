@@ -8,8 +8,9 @@ same for the client interface.  A batch of events is one message of typed
 arrays: per event a head of fixed fields, its unit lists one after another in
 ``units`` and its strings and payload one after another in ``text`` (the head
 gives the lengths).  No message is packed by hand in Python: the stubs pack them, and the
-brokers' hot path, the ``events`` batches, is encoded and decoded natively
-(``ges_encode_events`` / ``ges_decode_events`` in the extension, the same bytes as the stub;
+brokers' hot path, the ``events`` batches and the clients' ``deliver`` messages, is encoded (and the
+batches decoded) natively (``ges_encode_events``, ``ges_decode_events``, ``ges_encode_deliver`` in
+the extension, the same bytes as the stubs;
 ``MULTIHOP_GES_NATIVE=0`` in a broker's environment uses the stub and the Python loops here,
 which the tests keep as the reference).
 """
@@ -349,6 +350,8 @@ def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
     ``memo`` as for :func:`encode`)."""
     t = type(msg)
     if t is Deliver:
+        if NATIVE:
+            return _core.ges_encode_deliver(msg.events, BATCH_TEXT)
         return _deliver(msg.events, memo)
     if t is ActiveReply:
         return [_cenc("active_response", level=msg.level)]
