@@ -25,7 +25,6 @@ measuring client.
 
 from __future__ import annotations
 
-import gc
 import json
 import multiprocessing as mp
 import os
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from multihop.ges.live.broker import quiet_gc
 from multihop.ges.live.system import LiveSystem
 from multihop.ges.topology import Topology
 
@@ -76,17 +76,6 @@ def event_content(k: int, match: int) -> dict[str, Any]:
     return {"a": 1, "b": 2, "c": 3, "d": 1 if hit else 0, "e": k & 0xFF, "f": 0}
 
 
-def _quiet_gc() -> None:
-    """What the brokers do too: never scan what start-up built, and collect seldom.
-
-    A subscriber receiving ~10,000 events/s allocates a tuple per event head; with the
-    interpreter's default thresholds its collector scanned the whole heap again and again
-    (``perf``: 37 % of a subscriber process's CPU in ``gc_collect_main``)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
-
-
 def _subscriber_proc(name: str, addr: str, n: int, conn: Any) -> None:
     """n clients on broker ``addr`` in one process: count deliveries between ``start`` and ``stop``."""
     import multihop as mh
@@ -104,7 +93,9 @@ def _subscriber_proc(name: str, addr: str, n: int, conn: Any) -> None:
             while c.active_level(s) < 4 and time.monotonic() < deadline:
                 time.sleep(0.01)
         by = {id(c.ch): c for c in clients}
-        _quiet_gc()
+        # as the brokers: a subscriber receiving ~10,000 events/s allocates a tuple per event head, and with
+        # the default thresholds its collector scanned the whole heap again and again (perf: 37 % of its CPU)
+        quiet_gc()
         conn.send("ready")
         counts = [0] * n
         index = {id(c.ch): i for i, c in enumerate(clients)}
@@ -140,7 +131,9 @@ def _measuring_proc(name: str, addr: str, conn: Any) -> None:
         deadline = time.monotonic() + 60
         while c.active_level(s) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
-        _quiet_gc()
+        # as the brokers: a subscriber receiving ~10,000 events/s allocates a tuple per event head, and with
+        # the default thresholds its collector scanned the whole heap again and again (perf: 37 % of its CPU)
+        quiet_gc()
         conn.send("ready")
         while True:
             cmd = conn.recv()
@@ -267,16 +260,17 @@ class Testbed:
             many = self.publisher.publish_many
             for k0 in range(0, count, batch):
                 many([(event_content(k, match), clock().to_bytes(8, "little") + pad) for k in range(k0, min(count, k0 + batch))])
-        for k in range(count if period or batch <= 1 else 0):
-            if period:
-                due = t0 + k * period
-                while True:
-                    now = clock()
-                    if now >= due:
-                        break
-                    if due - now > 2_000_000:
-                        time.sleep((due - now - 1_000_000) / 1e9)  # the publisher paces itself; brokers never sleep
-            pub(event_content(k, match), payload=clock().to_bytes(8, "little") + pad)
+        else:
+            for k in range(count):
+                if period:
+                    due = t0 + k * period
+                    while True:
+                        now = clock()
+                        if now >= due:
+                            break
+                        if due - now > 2_000_000:
+                            time.sleep((due - now - 1_000_000) / 1e9)  # the publisher paces itself; brokers never sleep
+                pub(event_content(k, match), payload=clock().to_bytes(8, "little") + pad)
         t1 = clock()
         res = CaseResult(match, size, rate, count, (t1 - t0) / 1e9)
         for addr, c in self._bg.items():

@@ -551,6 +551,14 @@ class LiveBroker:
             pass
 
 
+def quiet_gc() -> None:
+    """For a process whose loop makes few reference cycles (a broker, a busy client): collect seldom,
+    and never scan again what start-up built (``gc.freeze``). Call it once set up."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a broker process."""
     ap = argparse.ArgumentParser(prog="python -m multihop.ges.live.broker")
@@ -570,10 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         except StorageError as e:
             print(f"broker {addr}: {e}", file=sys.stderr, flush=True)
             return 2
-        # the loop makes few reference cycles: collect seldom, and never scan what start-up built
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(50_000, 50, 100)
+        quiet_gc()
         print(f"broker {addr} up on core {core}, pid {os.getpid()}", file=sys.stderr, flush=True)
         prof = os.environ.get("MULTIHOP_GES_PROFILE")  # a directory: profile each broker's loop there
         if prof:
