@@ -41,21 +41,23 @@ def wait_for(what: str, cond: Any, timeout: float = 30.0) -> None:
 
 def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt4: mh.Runtime) -> None:
     rt4.group("k", order="fifo", tree="flat")
-    q, finish = CTX.Queue(), CTX.Event()
+    # A queue per process: a process killed while it writes a report holds its queue's write lock for good
+    # (multiprocessing's documented hazard), and the survivor's "done" must not wait behind it.
+    qs, finish = {c: CTX.Queue() for c in (1, 2, 3)}, CTX.Event()
     n = 4000
     died: list[tuple[int, ...]] = []
     with contextlib.ExitStack() as stack:
-        procs = {c: stack.enter_context(child(stoppable_receiver, rt4.name, c, "k", q, finish)) for c in (1, 2, 3)}
+        procs = {c: stack.enter_context(child(stoppable_receiver, rt4.name, c, "k", qs[c], finish)) for c in (1, 2, 3)}
         stack.callback(finish.set)
         d = stack.enter_context(rt4.dispatcher(0))
         g = d.join("k", on_view=lambda e: died.append((e.view.view_id, e.joined, e.left, e.died)), reply=lambda dl: b"ok:" + dl.payload)
-        nodes = {j[1]: j[2] for j in collect(q, "joined", 3, 60)}
+        nodes = {j[1]: j[2] for c in (1, 2, 3) for j in collect(qs[c], "joined", 1, 60)}
         wait_view(g, 4)
         victim = nodes[3]
         for i in range(1, n + 1):
             g.send(g.broadcast, payload(g.node, i), timeout=60)  # a stall fails the test instead of hanging it
             if i == n // 2:
-                collect(q, "progress", 1, 60)  # the receivers are mid-stream
+                collect(qs[3], "progress", 1, 60)  # the receivers are mid-stream
                 procs[3].kill()
         wait_for("the view change naming the killed member", lambda: any(v[3] == (victim,) for v in died))
         assert victim not in g.view.nodes
@@ -71,7 +73,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
         killer.join(30)
         assert set(part.replies) == {g.node, nodes[1]} and part.missing == frozenset({nodes[2]})
         finish.set()
-        done = {r[2]: r[3] for r in collect(q, "done", 1, 60)}
+        done = {r[2]: r[3] for r in collect(qs[1], "done", 1, 60)}
     # The survivor delivered the whole stream once, in order; the dead ones only a prefix of it.
     h = History()
     for i in range(1, n + 1):
