@@ -111,8 +111,6 @@ class LiveBroker:
         self.known = {str(a) for a in topology.brokers}
         self.stopping = False
         self.started = time.time()
-        #: the texts of the events decoded this round, for the flush that sends them on (emptied by it)
-        self._memo: wire.Memo = {}
         #: rounds of the loop and the time spent working in them (not waiting in poll)
         #: (busy_ns: wall clock; cpu_ns: this thread's CPU time in that work; poll_cpu_ns: its CPU time in poll)
         self.counters = {
@@ -299,7 +297,7 @@ class LiveBroker:
                 msg = wire.decode_events(data) if peer.kind == KIND_BROKER else None  # (the common case, natively)
                 if msg is None:
                     rec = wire.decode(data)
-                    msg = wire.decode_protocol(rec, self._memo) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
+                    msg = wire.decode_protocol(rec) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
             except mh.ProtocolError:
                 self.counters["refused"] += 1
                 if peer.kind == 0:
@@ -495,8 +493,7 @@ class LiveBroker:
     def _flush(self) -> None:
         """Write the core's outbox: neighbour brokers first (the events' onward path), then clients."""
         encoded: dict[tuple[int, ...], list[bytes]] = {}
-        memo = self._memo  # each event's text made once for every neighbour and client it goes to
-        self._memo = {}  # (events that came this round brought theirs)
+        memo: wire.Memo = {}  # the stubs' path: each event's text made once for every neighbour and client
         outbox = self.core.take_outbox()
         for code, msgs in outbox.items():
             if code >= 0:

@@ -228,7 +228,7 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
     raise TypeError(f"no Flounder message for {t.__name__}")
 
 
-def _decode_events(rec: Any, memo: Memo | None = None) -> Events:
+def _decode_events(rec: Any) -> Events:
     units, text = rec.units, rec.text
     ui = ti = 0
     copies: list[EventCopy] = []
@@ -249,8 +249,6 @@ def _decode_events(rec: Any, memo: Memo | None = None) -> Events:
             if c > nu or p4 > nt:
                 raise ValueError("lengths run past the arrays")
             ev = _new(EventData, (_new(EventId, (text[ti:p1].decode(), ts, seq, inc)), text[p1:p2].decode(), text[p2:p3].decode(), text[p3:p4]))
-            if memo is not None:  # its text as it came: sent on as it is (see :data:`Memo`)
-                memo[id(ev)] = (ev, plen, slen, vlen, ylen, text[ti:p4])
             append(_new(EventCopy, (ev, origin, mode, level, tuple(units[ui:a]), tuple(units[a:b]), hops, tuple(units[b:c]) if nleft else ())))
             ui, ti = c, p4
         if ui != nu or ti != nt:
@@ -286,16 +284,14 @@ def decode_events(data: bytes) -> Events | None:
     return Events(first, copies)
 
 
-def decode_protocol(rec: Any, memo: Memo | None = None) -> Any:
+def decode_protocol(rec: Any) -> Any:
     """The protocol value of a decoded ``ges_broker`` record (None for control messages).
 
-    ``memo``: the events' texts are noted there, so that a flush that sends them on (with the same
-    memo) reuses them instead of making them again. Raises ProtocolError for a message whose typed
-    fields decode but whose content does not.
+    Raises ProtocolError for a message whose typed fields decode but whose content does not.
     """
     name = rec.name
     if name == "events":
-        return _decode_events(rec, memo)
+        return _decode_events(rec)
     if name == "event_ack":
         return EventAck(rec.upto)
     if name == "event_ack_also":
