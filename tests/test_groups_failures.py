@@ -41,14 +41,15 @@ def wait_for(what: str, cond: Any, timeout: float = 30.0) -> None:
 
 def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt4: mh.Runtime) -> None:
     rt4.group("k", order="fifo", tree="flat")
-    # A queue per process: a process killed while it writes a report holds its queue's write lock for good
-    # (multiprocessing's documented hazard), and the survivor's "done" must not wait behind it.
-    qs, finish = {c: CTX.Queue() for c in (1, 2, 3)}, CTX.Event()
+    # A queue and a finish event per process: a process killed while it writes a report, or while it looks
+    # at its event (every delivery), holds that queue's or event's lock for good (multiprocessing's documented
+    # hazard), and the survivor's "done" must not wait behind it, nor the clean-up on a killed one's event.
+    qs, finish = {c: CTX.Queue() for c in (1, 2, 3)}, {c: CTX.Event() for c in (1, 2, 3)}
     n = 4000
     died: list[tuple[int, ...]] = []
     with contextlib.ExitStack() as stack:
-        procs = {c: stack.enter_context(child(stoppable_receiver, rt4.name, c, "k", qs[c], finish)) for c in (1, 2, 3)}
-        stack.callback(finish.set)
+        procs = {c: stack.enter_context(child(stoppable_receiver, rt4.name, c, "k", qs[c], finish[c])) for c in (1, 2, 3)}
+        stack.callback(lambda: [finish[c].set() for c in (1, 2, 3) if procs[c].is_alive()])
         d = stack.enter_context(rt4.dispatcher(0))
         g = d.join("k", on_view=lambda e: died.append((e.view.view_id, e.joined, e.left, e.died)), reply=lambda dl: b"ok:" + dl.payload)
         nodes = {j[1]: j[2] for c in (1, 2, 3) for j in collect(qs[c], "joined", 1, 60)}
@@ -72,7 +73,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
         part = g.convergecast(b"again", timeout=30)
         killer.join(30)
         assert set(part.replies) == {g.node, nodes[1]} and part.missing == frozenset({nodes[2]})
-        finish.set()
+        finish[1].set()
         done = {r[2]: r[3] for r in collect(qs[1], "done", 1, 60)}
     # The survivor delivered the whole stream once, in order; the dead ones only a prefix of it.
     h = History()
