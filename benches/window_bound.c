@@ -11,10 +11,16 @@
  * message at each end stands for the caller's own per-message cost.
  *
  *   gcc -O2 benches/window_bound.c -o /tmp/window_bound
- *   /tmp/window_bound WINDOW WORK_NS BATCH   # BATCH 1: send/receive all that fits at once
+ *   /tmp/window_bound WINDOW WORK_NS BATCH [HOLD]   # BATCH 1: send/receive all that fits at once
+ *
+ * HOLD 1 models a sender that holds what finds no credit (core-rs/src/held.rs):
+ * credits count frames; a message sent while the window is used up joins the
+ * held frames (up to four of 64 messages), which go first, a credit each, as
+ * credits come back; the receiver does its per-message work for every message
+ * of a frame and acknowledges frames.  HOLD 0 (the default) is one message a frame.
  *
  * Prints messages per second.  Whatever the runtime does, it cannot beat
- * this figure for the same window: each window's worth of messages needs the
+ * this figure for the same window: each window's worth of frames needs the
  * context switches this model pays.
  */
 #define _GNU_SOURCE
@@ -39,10 +45,18 @@ static atomic_long *shared;
 #define ACKED_0 (shared[320]) /* monitor 0 -> client */
 #define BELL(i) ((atomic_int *)&shared[384 + 64 * (i)])   /* futex words: 0 client, 1 service */
 #define WAITERS(i) ((atomic_int *)&shared[416 + 64 * (i)])
+#define DONE (shared[512])    /* set by the client once everything is acknowledged */
 
 static long n_messages = 2000000;
 static long window = 16;
 static double work_ns;
+
+/* Counters count frames; each frame's message count goes here (written by the
+ * client before it publishes the frame, read by the service after it sees it). */
+#define RING 8192
+#define FRAME_MAX 64           /* messages a held frame packs (wire.rs MAX_BATCH_MESSAGES) */
+#define HOLD_MAX (4 * FRAME_MAX) /* four held frames (held.rs HELD_FRAMES) */
+static int *frame_size;
 
 static void pin(int cpu) {
     cpu_set_t s;
@@ -107,25 +121,27 @@ static void monitor(int cpu, atomic_long *in, atomic_long *out, atomic_long *ack
             atomic_store(ack_out, acked);
             if (wake == 0) ring(0);
         }
-        if (acked >= n_messages) _exit(0);
+        if (atomic_load(&DONE)) _exit(0);
     }
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s WINDOW WORK_NS BATCH\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s WINDOW WORK_NS BATCH [HOLD]\n", argv[0]);
         return 2;
     }
     window = atol(argv[1]);
     work_ns = atof(argv[2]);
     int batch = atoi(argv[3]);
-    shared = mmap(0, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int hold = argc == 5 ? atoi(argv[4]) : 0;
+    shared = mmap(0, 8192 + RING * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    frame_size = (int *)((char *)shared + 8192);
     if (!fork()) monitor(0, &SENT, &FWD0, &ACKED_1, &ACKED_0, 0);
     if (!fork()) monitor(1, &FWD0, &FWD1, &ACKED_S, &ACKED_1, 1);
-    if (!fork()) { /* the service */
+    if (!fork()) { /* the service: works on every message of a frame, acknowledges frames */
         pin(1);
-        long consumed = 0, acked = 0;
-        while (consumed < n_messages) {
+        long consumed = 0, acked = 0, done = 0;
+        while (done < n_messages) {
             long avail = atomic_load(&FWD1);
             if (avail == consumed) {
                 service_seen = consumed;
@@ -134,7 +150,9 @@ int main(int argc, char **argv) {
             }
             long take = batch ? avail - consumed : 1;
             for (long i = 0; i < take; i++) {
-                busy(work_ns);
+                int k = frame_size[consumed % RING];
+                for (int j = 0; j < k; j++) busy(work_ns);
+                done += k;
                 if (++consumed - acked >= window / 2) {
                     acked = consumed;
                     atomic_store(&ACKED_S, acked);
@@ -146,20 +164,39 @@ int main(int argc, char **argv) {
     }
     pin(0); /* the client */
     double t0 = now_ns();
-    while (client_sent < n_messages) {
+    long made = 0, held = 0;
+    while (made < n_messages || held > 0) {
         long room = window - (client_sent - atomic_load(&ACKED_0));
-        if (room <= 0) {
+        if (held > 0 && room > 0) { /* held frames go first, oldest first, a credit each */
+            long k = held < FRAME_MAX ? held : FRAME_MAX;
+            frame_size[client_sent % RING] = (int)k;
+            held -= k;
+            atomic_store(&SENT, ++client_sent);
+            continue;
+        }
+        if (made == n_messages || (room <= 0 && (!hold || held == HOLD_MAX))) {
             park(0, client_may_send);
             continue;
         }
+        if (room <= 0) { /* hold it for the next credit */
+            busy(work_ns);
+            made++;
+            held++;
+            continue;
+        }
         long take = batch ? room : 1;
-        if (take > n_messages - client_sent) take = n_messages - client_sent;
-        for (long i = 0; i < take; i++) busy(work_ns);
+        if (take > n_messages - made) take = n_messages - made;
+        for (long i = 0; i < take; i++) {
+            busy(work_ns);
+            frame_size[(client_sent + i) % RING] = 1;
+        }
+        made += take;
         client_sent += take;
         atomic_store(&SENT, client_sent);
     }
-    while (atomic_load(&ACKED_0) < n_messages) {
+    while (atomic_load(&ACKED_0) < client_sent) {
     }
+    atomic_store(&DONE, 1);
     double secs = (now_ns() - t0) / 1e9;
     while (wait(0) > 0) {
     }

@@ -173,9 +173,10 @@ def test_sigkilled_peer_raises_channel_closed_in_the_awaiting_task(rt: mh.Runtim
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_send_async_waits_for_room_without_blocking_the_loop(rt: mh.Runtime, transport: str) -> None:
-    """A reader that reads nothing yet: a multi-hop window of 4 (credit) or a small UMP ring (room)
-    fills up, the next send_async waits on the doorbell while another task keeps running, and it
-    goes once the reader drains; everything arrives, in order."""
+    """A reader that reads nothing yet: a multi-hop window of 4 (credit) and then the held frames (four of
+    64 messages; core-rs/src/held.rs), or a small UMP ring (room), fills up, the next send_async waits on
+    the doorbell while another task keeps running, and it goes once the reader drains; everything
+    arrives, in order."""
     service = unique_name("gate")
     ready, gate, result = procs.CTX.Event(), procs.CTX.Event(), procs.CTX.Queue()
 
@@ -192,6 +193,11 @@ def test_send_async_waits_for_room_without_blocking_the_loop(rt: mh.Runtime, tra
         assert 0 < len(sent) < 100_000
         if transport == "multihop":
             assert len(sent) == 4 and ch.stats()["in_flight"] == 4
+            for i in range(4, 4 + 256):  # no credit: each of these is held for the next one, and returns at once
+                m = i.to_bytes(8, "little")
+                await asyncio.wait_for(ch.send_async(m, timeout=60), 10)
+                sent.append(m)
+            assert ch.stats()["held"] == 256
         blocked = len(sent).to_bytes(8, "little")
         sender = asyncio.create_task(ch.send_async(blocked, timeout=60))
         ticks = 0

@@ -355,7 +355,8 @@ pub unsafe extern "C" fn mh_send(ch: *mut mh_channel, data: *const u8, len: usiz
         };
         let end = deadline(timeout_ms);
         loop {
-            match ch.try_send(&[msg]) {
+            // A multi-hop send may hold the message for the channel's next credit (`held.rs`).
+            match ch.send_or_hold(&[msg]) {
                 Err(e) if e.kind == ErrorKind::TxBusy && timeout_ms != 0 => {}
                 other => return other,
             }

@@ -33,6 +33,10 @@ pub struct EndpointStats {
     pub window: u32,
     pub in_flight: u32,
     pub queued: usize,
+    /// Multi-hop: messages held for the next credit (`held.rs`), and held
+    /// messages a close could not hand to a stopped monitor.
+    pub held: u32,
+    pub held_lost: u64,
 }
 
 macro_rules! both {
@@ -133,6 +137,17 @@ impl Endpoint {
         both!(self, c => c.try_send(parts))
     }
 
+    /// Send one message now, or (multi-hop, no credit or link room free)
+    /// hold it for the channel's next credit (`held.rs`); TxBusy only when
+    /// it can do neither. What blocking sends use; `try_send` never holds.
+    #[inline]
+    pub fn send_or_hold(&self, parts: &[&[u8]]) -> Result<()> {
+        match self {
+            Endpoint::Ump(c) => c.try_send(parts),
+            Endpoint::Multihop(c) => c.send_or_hold(parts),
+        }
+    }
+
     pub fn try_send_many(&self, msgs: &mut dyn Iterator<Item = &[u8]>) -> Result<usize> {
         both!(self, c => c.try_send_many(msgs))
     }
@@ -196,6 +211,8 @@ impl Endpoint {
                     window: s.window,
                     in_flight: s.in_flight,
                     queued: s.queued,
+                    held: s.held,
+                    held_lost: s.held_lost,
                 }
             }
         }
@@ -315,7 +332,7 @@ impl Endpoint {
         let deadline = timeout.map(|t| Instant::now() + t);
         let len: usize = parts.iter().map(|p| p.len()).sum();
         loop {
-            match self.try_send(parts) {
+            match self.send_or_hold(parts) {
                 Err(e) if e.kind == ErrorKind::TxBusy => self.note_busy(),
                 other => return other,
             }

@@ -62,6 +62,14 @@ impl Credits {
         self.take_ack()
     }
 
+    /// Take a credit beyond the window: a closing end's last frame (what
+    /// it held for the next credit goes right before its TEARDOWN, so a
+    /// closing channel holds at most `window + 1` frames in the monitors).
+    pub fn on_send_closing(&mut self) -> u32 {
+        self.in_flight += 1;
+        self.take_ack()
+    }
+
     /// Undo `on_send` when the message could not be written after all.
     pub fn undo_send(&mut self, ack: u32) {
         self.in_flight -= 1;
@@ -159,6 +167,18 @@ mod tests {
         let ack = a.on_send();
         a.undo_send(ack);
         assert_eq!(a.in_flight(), 2);
+    }
+
+    #[test]
+    fn a_closing_end_may_take_one_credit_beyond_the_window() {
+        let mut a = Credits::new(2);
+        a.on_send();
+        a.on_send();
+        assert!(!a.can_send());
+        a.on_send_closing();
+        assert_eq!(a.in_flight(), 3, "the held frame goes right before the TEARDOWN");
+        a.on_ack(3);
+        assert_eq!(a.in_flight(), 0);
     }
 
     #[test]

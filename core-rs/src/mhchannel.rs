@@ -27,12 +27,27 @@ use crate::wire::{encode_batch, Header, Kind, BATCH_ENTRY_BYTES, BATCH_PREFIX_BY
 
 pub use crate::mhlink::LINK_MAX_MESSAGE;
 
+/// How long `close` waits for room on the link for what it held (`send_held_closing`).
+const CLOSE_HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Largest credit window a bind may ask for.
 pub const MAX_WINDOW: u32 = 4096;
 
 /// Payloads up to this size are sent from one contiguous stack buffer
 /// (header and payload together): the ring's fast one-part path.
 const SMALL_SEND: usize = 512;
+
+/// The link to the monitor broke (the caller tears the link down once it
+/// no longer holds this end's state lock).
+struct LinkGone;
+
+/// Why a frame was not written.
+enum WriteError {
+    /// The link to the monitor has no room now.
+    Busy,
+    /// The link is gone.
+    Gone,
+}
 
 /// Something an end keeps alive for as long as it lives.
 pub type KeepAlive = Arc<dyn Any + Send + Sync>;
@@ -124,6 +139,8 @@ pub struct MhStats {
     pub window: u32,
     pub queued: usize,
     pub parks: u64,
+    pub held: u32,
+    pub held_lost: u64,
 }
 
 impl MhChannel {
@@ -225,7 +242,7 @@ impl MhChannel {
     pub fn try_send_marked(&self, mark: &[u8], data: &[u8]) -> Result<()> {
         let r = self.try_send_flags(&[mark, data], crate::wire::FLAG_HANDLES, mark.len());
         if r.is_ok() {
-            self.link.ring().ring_peer();
+            self.link.ring_monitor();
         }
         r
     }
@@ -234,7 +251,7 @@ impl MhChannel {
     pub fn try_send(&self, parts: &[&[u8]]) -> Result<()> {
         let r = self.try_send_quiet(parts);
         if r.is_ok() {
-            self.link.ring().ring_peer();
+            self.link.ring_monitor();
         }
         r
     }
@@ -267,7 +284,6 @@ impl MhChannel {
     /// bytes (the caller has checked its size), if a credit and the link
     /// have room now.
     fn try_send_frame(&self, parts: &[&[u8]], flags: u16, messages: u32, bytes: u64) -> Result<()> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
         if self.closed_here() {
             return Err(self.closed_error());
         }
@@ -276,19 +292,131 @@ impl MhChannel {
             drop(st);
             return Err(self.closed_error());
         }
-        if !st.credits.can_send() {
+        if !st.held.is_empty() || !st.credits.can_send() {
             drop(st);
-            self.link.pump(); // acks may be waiting on the link
+            self.link.pump(); // acks may be waiting on the link (and send what is held)
             st = lock(&self.shared.state);
             if st.peer_closed {
                 drop(st);
                 return Err(self.closed_error());
+            }
+            match self.send_held(&mut st) {
+                Ok(true) => {}
+                Ok(false) => {
+                    st.busy += 1;
+                    return Err(Error::new(ErrorKind::TxBusy, "messages held for the next credit go first"));
+                }
+                Err(LinkGone) => {
+                    drop(st);
+                    return Err(self.gone());
+                }
             }
             if !st.credits.can_send() {
                 st.busy += 1;
                 return Err(Error::new(ErrorKind::TxBusy, format!("credit window of {} messages is full", st.credits.window())));
             }
         }
+        match self.write_frame(&mut st, parts, flags, messages, bytes) {
+            Err(WriteError::Busy) => Err(Error::new(ErrorKind::TxBusy, "link to the monitor is full")),
+            Err(WriteError::Gone) => {
+                drop(st);
+                Err(self.gone())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Write the held frame if a credit and the link have room (waking the
+    /// monitor if it went). True when nothing is held any more; Err(LinkGone)
+    /// if the link is gone (the caller drops the state lock, then `gone`).
+    fn send_held(&self, st: &mut MhState) -> std::result::Result<bool, LinkGone> {
+        if st.held.is_empty() {
+            return Ok(true);
+        }
+        let was = st.held.count();
+        let r = self.shared.flush_held(st, self.link.ring());
+        if st.held.count() < was {
+            self.link.ring_monitor(); // some frames went, maybe all
+        }
+        r.map_err(|_| LinkGone)
+    }
+
+    /// The link to the monitor broke under a write: every channel on it is
+    /// over (call without this end's state lock: `die` takes every end's).
+    fn gone(&self) -> Error {
+        self.link.die();
+        self.closed_error()
+    }
+
+    /// Send one plain message, or, when no credit is free now, hold it for
+    /// the next credit (`held.rs`) if the held frame has room. TxBusy when it
+    /// has none, or when only link room is missing (the monitor is behind):
+    /// then the caller waits, as a blocking send does. Messages keep their
+    /// order either way.
+    pub fn send_or_hold(&self, parts: &[&[u8]]) -> Result<()> {
+        if !crate::held::enabled() {
+            return self.try_send(parts);
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
+        if self.closed_here() {
+            return Err(self.closed_error());
+        }
+        let mut st = lock(&self.shared.state);
+        for look in 0..2 {
+            if st.peer_closed {
+                drop(st);
+                return Err(self.closed_error());
+            }
+            let sendable = match self.send_held(&mut st) {
+                Ok(nothing_held) => nothing_held && st.credits.can_send(),
+                Err(LinkGone) => {
+                    drop(st);
+                    return Err(self.gone());
+                }
+            };
+            if sendable {
+                match self.write_frame(&mut st, parts, 0, 1, len as u64) {
+                    Ok(()) => {
+                        drop(st);
+                        self.link.ring_monitor();
+                        return Ok(());
+                    }
+                    // The link is full (the monitor is behind): wait for room as before, rather
+                    // than hold a message that nothing but room is missing for.
+                    Err(WriteError::Busy) => return Err(Error::new(ErrorKind::TxBusy, "link to the monitor is full")),
+                    Err(WriteError::Gone) => {
+                        drop(st);
+                        return Err(self.gone());
+                    }
+                }
+            }
+            if look == 0 {
+                // No credit (or something held): the acks may be on the link already.
+                drop(st);
+                self.link.pump();
+                st = lock(&self.shared.state);
+            }
+        }
+        if !st.held.fits(len, self.info.max_message) {
+            st.busy += 1;
+            return Err(Error::new(ErrorKind::TxBusy, format!("credit window of {} messages is full", st.credits.window())));
+        }
+        let first = st.held.is_empty();
+        st.held.push(parts, self.info.max_message);
+        st.sent += 1;
+        st.bytes_sent += len as u64;
+        drop(st);
+        if first {
+            self.link.note_held(&self.shared);
+        }
+        Ok(())
+    }
+
+    /// Write one frame now (a credit is free: the caller checked), or
+    /// TxBusy if the link has no room.
+    fn write_frame(&self, st: &mut MhState, parts: &[&[u8]], flags: u16, messages: u32, bytes: u64) -> std::result::Result<(), WriteError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let ack = st.credits.on_send();
         let mut hdr = self.header(Kind::Data, ack);
         if flags != 0 {
@@ -321,11 +449,9 @@ impl MhChannel {
                 st.credits.undo_send(ack);
                 if e.kind == ErrorKind::TxBusy {
                     st.busy += 1;
-                    Err(Error::new(ErrorKind::TxBusy, "link to the monitor is full"))
+                    Err(WriteError::Busy)
                 } else {
-                    drop(st);
-                    self.link.die();
-                    Err(self.closed_error())
+                    Err(WriteError::Gone)
                 }
             }
         }
@@ -388,7 +514,7 @@ impl MhChannel {
             }
         }
         if n > 0 {
-            self.link.ring().ring_peer(); // one wake-up for the whole batch
+            self.link.ring_monitor(); // one wake-up for the whole batch
             return Ok(n);
         }
         result.map(|()| 0)
@@ -560,7 +686,7 @@ impl MhChannel {
                     drop(st);
                     return self.link.ring().readable() || self.writable_link(want);
                 }
-                Want::Flushed if st.credits.in_flight() == 0 => return true,
+                Want::Flushed if st.credits.in_flight() == 0 && st.held.is_empty() => return true,
                 _ => {}
             }
         }
@@ -570,7 +696,7 @@ impl MhChannel {
             return match want {
                 Want::Readable => !st.queue.is_empty() || st.peer_closed,
                 Want::Writable(_) => st.credits.can_send() || st.peer_closed,
-                Want::Flushed => st.credits.in_flight() == 0 || st.peer_closed,
+                Want::Flushed => (st.credits.in_flight() == 0 && st.held.is_empty()) || st.peer_closed,
             };
         }
         false
@@ -578,9 +704,13 @@ impl MhChannel {
 
     /// Whether a message of `len` bytes could go now (credit and link room).
     pub fn can_send_now(&self, len: usize) -> bool {
-        if !lock(&self.shared.state).credits.can_send() {
+        let free = |me: &Self| {
+            let mut st = lock(&me.shared.state);
+            matches!(me.send_held(&mut st), Ok(true)) && st.credits.can_send()
+        };
+        if !free(self) {
             self.link.pump();
-            if !lock(&self.shared.state).credits.can_send() {
+            if !free(self) {
                 return false;
             }
         }
@@ -642,6 +772,15 @@ impl MhChannel {
             drop(st);
             return Err(self.closed_error().with_progress(Progress::Unconsumed(n)));
         }
+        if !st.held.is_empty() {
+            // The held frame leaves with the next credit and asks for its own
+            // ack at once (ACK_NOW), so the flush does not wait for window / 2.
+            st.held_ack_now = true;
+            if let Err(LinkGone) = self.send_held(&mut st) {
+                drop(st);
+                return Err(self.gone().with_progress(Progress::Unconsumed(n)));
+            }
+        }
         if !*asked {
             *asked = self.shared.send_dummy(&mut st, self.link.ring(), FLAG_ACK_NOW);
         }
@@ -658,6 +797,9 @@ impl MhChannel {
             return;
         }
         let over = self.link.is_dead() || lock(&self.shared.state).peer_closed;
+        if !over {
+            self.send_held_closing();
+        }
         let hdr = self.header(Kind::Teardown, 0);
         let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
@@ -671,6 +813,44 @@ impl MhChannel {
         }
         // Wake our own waiters on this channel (another thread, an event loop), as a UMP end does.
         self.link.ring().doorbell().ring();
+    }
+
+    /// Closing: what this end holds for the next credit goes now, beyond
+    /// the window, right before the TEARDOWN. If the link to the monitor has
+    /// no room it waits for some (the monitor drains its links whatever the
+    /// credits say) up to `CLOSE_HELD_WAIT`; a monitor that takes nothing
+    /// for that long (stopped) loses those messages, counted in `held_lost`.
+    fn send_held_closing(&self) {
+        let deadline = Instant::now() + CLOSE_HELD_WAIT;
+        loop {
+            let mut st = lock(&self.shared.state);
+            if st.held.is_empty() || st.peer_closed {
+                return;
+            }
+            let was = st.held.count();
+            let r = self.shared.write_held(&mut st, self.link.ring(), true);
+            let len = st.held.front().map_or(0, |f| f.0.len());
+            if st.held.count() < was {
+                self.link.wake_monitor(); // what went may be what the monitor needs to drain the link
+            }
+            match r {
+                Ok(true) => return,
+                Ok(false) if Instant::now() < deadline => {}
+                Ok(false) | Err(_) => {
+                    let n = u64::from(st.held.count());
+                    st.held_lost += n;
+                    st.held.clear();
+                    return;
+                }
+            }
+            drop(st);
+            let bell = self.link.ring().doorbell().clone();
+            let room = len + HEADER_BYTES;
+            wait_until(&bell, &self.parks, relay_spin_budget(), Some(deadline), &mut || self.link.ring().want_room(room), &mut || {
+                self.link.pump();
+                self.link.is_dead()
+            });
+        }
     }
 
     pub fn stats(&self) -> MhStats {
@@ -687,6 +867,8 @@ impl MhChannel {
             window: st.credits.window(),
             queued: st.queue.len(),
             parks: self.parks.load(Ordering::Relaxed),
+            held: st.held.count(),
+            held_lost: st.held_lost,
         }
     }
 

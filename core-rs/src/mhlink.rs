@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use crate::channel::UmpChannel;
 use crate::error::{ErrorKind, Result};
 use crate::flow::Credits;
+use crate::held::Held;
 use crate::wire::{decode_batch, Header, Kind, FLAG_ACK_NOW, FLAG_BATCH, FLAG_HANDLES, HEADER_BYTES};
 
 /// Largest message on a link: a full-size channel message and its header.
@@ -73,6 +74,13 @@ pub(crate) struct MhState {
     pub sent: u64,
     pub bytes_sent: u64,
     pub busy: u64,
+    /// Sending side: messages a blocking send accepted while no credit was
+    /// free (`held.rs`); they are the next frame this end sends.
+    pub held: Held,
+    /// A flush waits for the held frame: it asks for its ack at once (ACK_NOW).
+    pub held_ack_now: bool,
+    /// Held messages a close could not hand to a monitor that took nothing (stopped).
+    pub held_lost: u64,
 }
 
 impl MhState {
@@ -95,10 +103,12 @@ impl MhState {
         }
     }
 
-    /// Messages sent and not yet acknowledged as consumed by the peer.
+    /// Messages sent (held ones included) and not yet acknowledged as consumed by the peer.
     pub fn unconsumed_messages(&mut self) -> usize {
         self.prune_batches();
-        self.credits.in_flight() as usize + self.batches_in_flight.iter().map(|&(_, extra)| extra as usize).sum::<usize>()
+        self.credits.in_flight() as usize
+            + self.batches_in_flight.iter().map(|&(_, extra)| extra as usize).sum::<usize>()
+            + self.held.count() as usize
     }
 
     /// Whether taking the message of arrival number `n` (the queue's front)
@@ -141,6 +151,9 @@ impl MhShared {
                 sent: 0,
                 bytes_sent: 0,
                 busy: 0,
+                held: Held::default(),
+                held_ack_now: false,
+                held_lost: 0,
             }),
             out: OnceLock::new(),
         }
@@ -159,6 +172,42 @@ impl MhShared {
         }
         true
     }
+
+    /// Send the held frame (`held.rs`) if a credit and the link have room
+    /// now, without waking the monitor (the caller rings). Ok(true) when
+    /// nothing is held any more; Err only if the link is gone.
+    pub fn flush_held(&self, st: &mut MhState, link: &UmpChannel) -> Result<bool> {
+        self.write_held(st, link, false)
+    }
+
+    /// `flush_held`, or with `closing` beyond the window (`Credits::on_send_closing`).
+    pub fn write_held(&self, st: &mut MhState, link: &UmpChannel, closing: bool) -> Result<bool> {
+        let Some(&(vci, dir)) = self.out.get() else { return Ok(st.held.is_empty()) };
+        while let Some((payload, batch, n)) = st.held.front() {
+            if !closing && !st.credits.can_send() {
+                return Ok(false);
+            }
+            let ack = if closing { st.credits.on_send_closing() } else { st.credits.on_send() };
+            let last = st.held.count() == n;
+            let ack_now = st.held_ack_now && last;
+            let flags = if batch { FLAG_BATCH } else { 0 } | if ack_now { FLAG_ACK_NOW } else { 0 };
+            let hdr = Header { vci, dir, kind: Kind::Data, flags, ack }.encode();
+            match link.try_send_quiet(&[&hdr, payload]) {
+                Ok(()) => {
+                    st.held.pop_front();
+                    st.on_frame_sent(n);
+                    if last {
+                        st.held_ack_now = false;
+                    }
+                }
+                Err(e) => {
+                    st.credits.undo_send(ack);
+                    return if e.kind == ErrorKind::TxBusy { Ok(false) } else { Err(e) };
+                }
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
@@ -172,6 +221,50 @@ pub struct DispatcherLink {
     dead: AtomicBool,
     /// Group frames (kinds 4-7) that came on the link (`group/port.rs`).
     pub(crate) group: crate::group::port::GroupInbox,
+    /// The ends holding messages for their next credit, and the thread that
+    /// sends them when nobody else pumps the link (`held.rs`).
+    flusher: Arc<Flusher>,
+    /// Threads that defer their wake-ups of the monitor (`cork.rs`).
+    pub corks: crate::cork::Corks,
+    /// Wake-ups this process's multi-hop sends gave the monitor (a counter, Relaxed).
+    wakeups: AtomicU64,
+}
+
+/// How often the flusher thread pumps the link while ends hold messages: the
+/// longest a held frame waits after its credit came back when the program
+/// makes no call on the runtime (one that does sends it at once).
+pub const FLUSH_TICK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The ends of a link that hold messages, shared with the flusher thread
+/// (which holds no strong reference to the link: a dropped link ends it).
+#[derive(Default)]
+struct Flusher {
+    holding: Mutex<Vec<Weak<MhShared>>>,
+    wake: std::sync::Condvar,
+    started: OnceLock<()>,
+}
+
+impl Flusher {
+    /// Send every held frame that has a credit and link room now (one held
+    /// because the link was full gets no ack to send it), and forget the ends
+    /// that hold nothing any more (or are gone). True if one was sent.
+    fn send_and_prune(&self, link: &UmpChannel) -> bool {
+        let mut sent = false;
+        let mut h = lock(&self.holding);
+        h.retain(|w| {
+            w.upgrade().is_some_and(|s| {
+                let mut st = lock(&s.state);
+                if st.peer_closed {
+                    return false;
+                }
+                let was = st.held.count();
+                let _ = s.flush_held(&mut st, link); // a broken link is found by the pump
+                sent |= st.held.count() < was;
+                !st.held.is_empty()
+            })
+        });
+        sent
+    }
 }
 
 impl DispatcherLink {
@@ -182,7 +275,49 @@ impl DispatcherLink {
             dropped: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             group: Default::default(),
+            flusher: Arc::new(Flusher::default()),
+            corks: Default::default(),
+            wakeups: AtomicU64::new(0),
         }
+    }
+
+    /// Wake the monitor after a send, unless this thread corked the link
+    /// (`cork.rs`): then the cork's end does.
+    #[inline]
+    pub(crate) fn ring_monitor(&self) {
+        if !self.corks.defer() {
+            self.wake_monitor();
+        }
+    }
+
+    /// Wake the monitor if it is parked (counted in `wakeups`).
+    pub(crate) fn wake_monitor(&self) {
+        if self.link.ring_peer() {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// How often sends on this link woke the monitor.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// `shared` started holding messages: make sure they leave once credit
+    /// comes back even if this program never calls into the runtime again
+    /// (the flusher thread, started on the link's first hold, pumps the
+    /// link every `FLUSH_TICK` while any end holds something).
+    pub(crate) fn note_held(self: &Arc<Self>, shared: &Arc<MhShared>) {
+        {
+            let mut h = lock(&self.flusher.holding);
+            if !h.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(shared))) {
+                h.push(Arc::downgrade(shared));
+            }
+        }
+        self.flusher.wake.notify_one();
+        let (flusher, link) = (self.flusher.clone(), Arc::downgrade(self));
+        self.flusher.started.get_or_init(move || {
+            let _ = std::thread::Builder::new().name("mh-flusher".into()).spawn(move || flush_loop(&flusher, &link));
+        });
     }
 
     pub fn ring(&self) -> &UmpChannel {
@@ -217,12 +352,16 @@ impl DispatcherLink {
             return 0;
         }
         let mut others = false;
-        let mut sorter = Sorter { link: self, last: None };
+        let mut sorter = Sorter { link: self, last: None, flushed: false };
         let got = self.link.try_recv_many(256, &mut |len, copy| {
             others |= sorter.deliver(len, copy);
             Ok(true)
         });
+        let flushed = sorter.flushed;
         drop(sorter);
+        if flushed {
+            self.wake_monitor(); // held frames went out: one wake-up for them all
+        }
         match got {
             Ok(n) => {
                 if others {
@@ -259,11 +398,42 @@ impl DispatcherLink {
     }
 }
 
+/// The flusher thread: idle until an end holds messages, then pumps the
+/// link every `FLUSH_TICK` (the pump sends a held frame as its credit comes
+/// back) until none holds anything. Ends with the link.
+fn flush_loop(flusher: &Flusher, link: &Weak<DispatcherLink>) {
+    loop {
+        {
+            let mut h = lock(&flusher.holding);
+            while h.is_empty() {
+                h = match flusher.wake.wait_timeout(h, std::time::Duration::from_secs(1)) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
+                if h.is_empty() && link.strong_count() == 0 {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(FLUSH_TICK);
+        let Some(l) = link.upgrade() else { return };
+        if l.is_dead() {
+            return;
+        }
+        l.pump();
+        if flusher.send_and_prune(&l.link) {
+            l.wake_monitor();
+        }
+    }
+}
+
 /// Sorts one pump's messages into their channels: the channel of the last
 /// message is kept, so a run of messages for one channel looks it up once.
 struct Sorter<'a> {
     link: &'a DispatcherLink,
     last: Option<(u64, Arc<MhShared>)>,
+    /// A held frame was written (the monitor is rung once, after the pump).
+    flushed: bool,
 }
 
 impl Sorter<'_> {
@@ -302,6 +472,12 @@ impl Sorter<'_> {
         };
         let mut st = lock(&ch.state);
         st.credits.on_ack(h.ack);
+        if h.ack > 0 && !st.held.is_empty() {
+            // Credit came back to an end holding messages: they leave now, whoever pumps.
+            let was = st.held.count();
+            let _ = ch.flush_held(&mut st, &self.link.link); // a broken link: found by the pump
+            self.flushed |= st.held.count() < was;
+        }
         match h.kind {
             Kind::Data if h.flags & FLAG_BATCH != 0 => match decode_batch(&buf[HEADER_BYTES..]) {
                 Ok(msgs) => {

@@ -250,13 +250,14 @@ async def recv(ch: _core.Channel, timeout: float | None = None) -> bytes:
 async def send(ch: _core.Channel, data: Any, timeout: float | None = None) -> None:
     """Send one message (any bytes-like object) on ``ch`` without blocking the loop (``Channel.send_async``).
 
-    Waits for room: a multi-hop channel's credit (its window of unacknowledged
-    messages) and ring room, a UMP channel's ring room.  Raises ``Timeout``
-    after ``timeout`` seconds, ``ChannelClosed``, ``MessageTooLarge``.
+    Waits for room as ``Channel.send`` does: a UMP channel's ring room; on a
+    multi-hop channel a credit (its window of unacknowledged frames), unless
+    the message can be held for the next one (docs/design.md §4).  Raises
+    ``Timeout`` after ``timeout`` seconds, ``ChannelClosed``, ``MessageTooLarge``.
     """
     timeout = _timeout(timeout)
     try:
-        ch.try_send(data)
+        ch._send_or_hold(data)
         return
     except TxBusy:
         pass
@@ -267,7 +268,7 @@ async def send(ch: _core.Channel, data: Any, timeout: float | None = None) -> No
         if not await w.wait(ch, _WRITABLE, size, deadline):
             raise Timeout("send timed out: the receiver did not make room")
         try:
-            ch.try_send(data)
+            ch._send_or_hold(data)
             return
         except TxBusy:
             continue

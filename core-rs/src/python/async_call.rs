@@ -57,7 +57,7 @@ impl AsyncCall {
                         _ => None, // nothing there, or an error the coroutine raises
                     },
                     Op::Send(data) => match Bytes::get(data.bind(py)) {
-                        Ok(bytes) if c.get().ch.try_send(&[bytes.as_slice()]).is_ok() => Some(py.None()),
+                        Ok(bytes) if c.get().ch.send_or_hold(&[bytes.as_slice()]).is_ok() => Some(py.None()),
                         _ => None,
                     },
                 };

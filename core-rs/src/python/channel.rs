@@ -165,6 +165,13 @@ impl Channel {
         self.ch.try_send(&[bytes.as_slice()]).map_err(|e| to_py(py, e))
     }
 
+    /// What `send` does before it would wait: send one message now or (multi-hop, no credit free)
+    /// hold it for the next credit; TxBusy if neither can be done now (for `send_async`).
+    fn _send_or_hold(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        self.ch.send_or_hold(&[bytes.as_slice()]).map_err(|e| to_py(py, e))
+    }
+
     /// Receive one message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
@@ -408,6 +415,8 @@ impl Channel {
         d.set_item("window", s.window)?;
         d.set_item("in_flight", s.in_flight)?;
         d.set_item("queued", s.queued)?;
+        d.set_item("held", s.held)?;
+        d.set_item("held_lost", s.held_lost)?;
         let h = self.ch.handle_stats();
         d.set_item("handles_sent", self.ch.caps().map_or(0, |c| c.sent.load(std::sync::atomic::Ordering::Relaxed)))?;
         d.set_item("handles_received", h.taken)?;

@@ -293,6 +293,13 @@ impl Dispatcher {
         self.d.link_dropped()
     }
 
+    /// How often this process's multi-hop sends on this dispatcher woke its monitor (a monitor that was
+    /// parked; one that polls or is busy needs no wake-up). ``corked`` blocks take one for all their sends.
+    #[getter]
+    fn monitor_wakeups(&self) -> u64 {
+        self.d.link().map_or(0, |l| l.wakeups())
+    }
+
     /// Test hook: write a raw multi-hop frame (16-byte header + payload) on
     /// this dispatcher's link to its monitor, as a forger would.
     fn _inject_raw(&self, py: Python<'_>, frame: &[u8]) -> PyResult<()> {
@@ -305,6 +312,15 @@ impl Dispatcher {
         let limit = limit.map(|l| int(l, "limit", 0, u64::MAX as i128)).transpose()?.map(|l| l as u64);
         let v = py.detach(|| self.d.monitor_status(limit)).map_err(|e| to_py(py, e))?;
         py.import("json")?.call_method1("loads", (v.to_string(),))
+    }
+
+    /// ``with d.corked(): ...``: this thread's sends on this dispatcher's multi-hop channels within the block
+    /// wake this core's monitor once, at the block's end, instead of at the first message (nothing waits and
+    /// nothing is held back: the messages are on the link as each send returns). For a burst of sends to many
+    /// channels, such as a broker's round. Corks nest.
+    fn corked(&self, py: Python<'_>) -> PyResult<super::cork::Cork> {
+        let link = self.d.link().map_err(|e| to_py(py, e))?;
+        Ok(super::cork::Cork::new(link.clone()))
     }
 
     /// Detach from the monitor: exported services vanish and multi-hop

@@ -21,6 +21,7 @@ mod args;
 mod async_bell;
 mod async_call;
 mod channel;
+mod cork;
 mod dispatcher;
 mod fast_send;
 mod fixed_layout;
@@ -46,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<async_bell::AsyncBell>()?;
     m.add_class::<pending_bind::PendingBind>()?;
     m.add_class::<async_call::AsyncCall>()?;
+    m.add_class::<cork::Cork>()?;
     functions::register(m)?;
     group::register(m)?;
     ges_codec::register(m)?;

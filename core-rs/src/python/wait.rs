@@ -88,7 +88,7 @@ pub(crate) fn wait(py: Python<'_>, ch: &Endpoint, want: Want, until: Option<Inst
 pub(crate) fn send_waiting(py: Python<'_>, ch: &Endpoint, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
     let mut until: Option<Option<Instant>> = None;
     loop {
-        match ch.try_send(&[data]) {
+        match ch.send_or_hold(&[data]) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind == ErrorKind::TxBusy => {
                 ch.note_busy();

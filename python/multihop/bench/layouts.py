@@ -144,14 +144,16 @@ class LayoutRun:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self, args: list[str], pass_fds: tuple[int, ...]) -> _End:
+    def _start(self, args: list[str], pass_fds: tuple[int, ...], env: dict[str, str] | None = None) -> _End:
         r, w = os.pipe()
         cmd = [sys.executable, "-m", "multihop.bench.layout_end", "--report", str(w), *args]
         how = self.layout.start
         if how == "daemon":
             code = "import sys; from multihop.bench.layouts import _daemonize_and_exec as d; d(sys.argv[1:])"
             cmd = [sys.executable, "-c", code, *cmd]
-        proc = subprocess.Popen(cmd, pass_fds=(w, *pass_fds), stdin=subprocess.DEVNULL, start_new_session=(how == "setsid"))
+        proc = subprocess.Popen(
+            cmd, pass_fds=(w, *pass_fds), stdin=subprocess.DEVNULL, start_new_session=(how == "setsid"), env={**os.environ, **(env or {})}
+        )
         os.close(w)
         end = _End(r, proc)
         try:
@@ -164,15 +166,20 @@ class LayoutRun:
             raise
         return end
 
-    def case(self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0) -> float:
+    def case(
+        self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0, env: dict[str, str] | None = None
+    ) -> float:
         """Run one case (`transport` multihop, ump or pipe; `work` rtt, stream or batch); the client's figure.
 
         Round trips in microseconds (median), streams in messages per second.
+        `env`: extra environment of both ends (``{"MULTIHOP_HOLD": "0"}``: the strict baseline).
         Raises MonitorError when an end fails or does not finish within `timeout`.
         """
-        return float(self.case_result(transport, work, n, size, window, timeout)["value"])
+        return float(self.case_result(transport, work, n, size, window, timeout, env)["value"])
 
-    def case_result(self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0) -> dict[str, Any]:
+    def case_result(
+        self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0, env: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Like :meth:`case`, the client's whole report: ``value``, and for ``rtt`` ``send_ns`` / ``recv_ns``."""
         self._seq += 1
         service = f"layout-{self._seq}"
@@ -193,10 +200,10 @@ class LayoutRun:
         deadline = time.monotonic() + timeout
         ends: list[_End] = []
         try:
-            server = self._start(["--role", "server", *common, *s_args], s_fds)
+            server = self._start(["--role", "server", *common, *s_args], s_fds, env)
             ends.append(server)
             _expect_ready(server, deadline)
-            client = self._start(["--role", "client", *common, *c_args], c_fds)
+            client = self._start(["--role", "client", *common, *c_args], c_fds, env)
             ends.append(client)
             if pair is not None:
                 for s in pair:
