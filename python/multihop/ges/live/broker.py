@@ -491,7 +491,12 @@ class LiveBroker:
     # ---- output ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Write the core's outbox: neighbour brokers first (the events' onward path), then clients."""
+        """Write the core's outbox: neighbour brokers first (the events' onward path), then clients;
+        corked, so the monitor is woken once for the whole round, not once per channel."""
+        with self.d.corked():
+            self._write_outbox()
+
+    def _write_outbox(self) -> None:
         encoded: dict[tuple[int, ...], list[bytes]] = {}
         memo: wire.Memo = {}  # the stubs' path: each event's text made once for every neighbour and client
         outbox = self.core.take_outbox()
