@@ -23,6 +23,9 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
+use rustix::thread::futex;
+
 use crate::error::Result;
 use crate::shm::Segment;
 
@@ -151,26 +154,26 @@ impl Doorbell {
     }
 }
 
+/// The futex flags of a doorbell: none. Not `PRIVATE`: the word lives in a
+/// segment mapped by several processes, and a private futex is keyed by this
+/// process's address space, so a wake from another process would miss it.
+const SHARED: futex::Flags = futex::Flags::empty();
+
 /// `FUTEX_WAIT` on a shared (not process-private) word. `Ok(true)` when woken
 /// or the word had changed, `Ok(false)` on timeout, `Err` on EINTR.
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> io::Result<bool> {
-    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-    // SAFETY: futex on a valid, aligned u32 in shared memory.
-    let r = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec) };
-    if r == 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EAGAIN) => Ok(true),
-        Some(libc::ETIMEDOUT) => Ok(false),
-        _ => Err(err),
+    let ts = futex::Timespec { tv_sec: timeout.as_secs().try_into().unwrap_or(futex::Secs::MAX), tv_nsec: timeout.subsec_nanos() as futex::Nsecs };
+    match futex::wait(word, SHARED, expected, Some(&ts)) {
+        Ok(()) => Ok(true),
+        Err(Errno::AGAIN) => Ok(true),
+        Err(Errno::TIMEDOUT) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
 fn futex_wake(word: &AtomicU32) {
-    // SAFETY: futex on a valid, aligned u32 in shared memory.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    // Whoever waits is woken; an error (none is possible on a valid word) has no one to tell.
+    let _ = futex::wake(word, SHARED, i32::MAX as u32);
 }
 
 /// Result of one bounded wait.
@@ -313,5 +316,28 @@ mod tests {
         h.join().unwrap();
         assert!(got);
         assert!(t.elapsed() < Duration::from_secs(2), "ring did not wake the parked thread");
+    }
+
+    /// The futex is the shared kind: a wake through another mapping of the
+    /// doorbell (what a peer process has) reaches a thread parked on this one.
+    /// A private futex is keyed by address space and address, so this wake,
+    /// at another address, would be lost and the park would run its 10 s.
+    #[test]
+    fn a_ring_through_another_mapping_wakes_the_parked_thread() {
+        let db = Doorbell::create().unwrap();
+        let peer = Doorbell::from_fd(crate::shm::dup_cloexec(db.segment().raw_fd()).unwrap()).unwrap();
+        assert_ne!(db.segment().as_ptr(), peer.segment().as_ptr());
+        let h = std::thread::spawn(move || {
+            while peer.word().waiters.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Past the waiter's last check (it sees nothing): the wake must reach its FUTEX_WAIT.
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(peer.ring());
+        });
+        let t = Instant::now();
+        assert_eq!(db.park(Duration::from_secs(10), &mut || false), Wake::Ready);
+        assert!(t.elapsed() < Duration::from_secs(5), "the wake through the other mapping was lost");
+        h.join().unwrap();
     }
 }

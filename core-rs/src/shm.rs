@@ -8,10 +8,11 @@
 //! segment received from a peer is refused unless it carries that seal.
 
 use std::ffi::CString;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::fs::{fcntl_add_seals, fcntl_get_seals, fstat, ftruncate, memfd_create, MemfdFlags, SealFlags};
+use rustix::io::{fcntl_dupfd_cloexec, Errno};
+use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
@@ -19,13 +20,17 @@ use crate::error::{Error, Result};
 /// A close-on-exec duplicate of `fd` (descriptors handed to peers or kept
 /// past the original's life).
 pub fn dup_cloexec(fd: RawFd) -> Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller holds.
-    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if r < 0 {
-        return Err(Error::os("dup descriptor", io::Error::last_os_error()));
+    // -1 is not a descriptor (and is `BorrowedFd`'s niche): the kernel
+    // refused it with EBADF, so do we.
+    if fd < 0 {
+        return Err(Error::os("dup descriptor", Errno::BADF.into()));
     }
-    // SAFETY: `r` is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+    // SAFETY: `fd` >= 0 (checked above) and the BorrowedFd lives only for
+    // this call, which only hands its number to fcntl: callers pass a
+    // descriptor they hold (a segment's or a socket's), and one already
+    // closed fails with EBADF, as with the raw fcntl.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    fcntl_dupfd_cloexec(fd, 0).map_err(|e| Error::os("dup descriptor", e.into()))
 }
 
 /// Seals every segment carries: its size is fixed for its whole life.
@@ -79,12 +84,12 @@ impl Segment {
     }
 
     fn map(fd: OwnedFd, len: usize) -> Result<Segment> {
-        // SAFETY: mapping a descriptor we own, shared, for its full length.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::os(format_args!("mmap {len} bytes"), io::Error::last_os_error()));
-        }
-        Ok(Segment { ptr: NonNull::new(ptr as *mut u8).expect("mmap returned null"), len, fd })
+        // SAFETY: a new shared mapping of a descriptor we own, for its full
+        // length, at an address the kernel picks (no hint, no MAP_FIXED), so
+        // it replaces no memory of ours; it lives until Drop unmaps it.
+        let ptr = unsafe { mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, &fd, 0) }
+            .map_err(|e| Error::os(format_args!("mmap {len} bytes"), e.into()))?;
+        Ok(Segment { ptr: NonNull::new(ptr.cast::<u8>()).expect("mmap returned null"), len, fd })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -117,8 +122,10 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `map`.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+        // SAFETY: unmapping exactly the mapping made in `map`, once; nothing
+        // borrowed from the segment outlives it (borrows of `self` end here).
+        // A failure (none is possible for a mapping we made) leaves it mapped.
+        let _ = unsafe { munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 

@@ -13,13 +13,25 @@
 //!
 //! Every accepted peer's uid is checked with SO_PEERCRED against ours before
 //! a single frame is read (see the monitor).
+//!
+//! The system calls go through rustix (sockets, `sendmsg`/`recvmsg` with
+//! SCM_RIGHTS, timeouts); only SO_PEERCRED stays raw libc (see
+//! [`SeqSocket::peer_cred`] for why).
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use rustix::io::Errno;
+use rustix::net::sockopt::{set_socket_timeout, Timeout};
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, Shutdown,
+    SocketAddrUnix, SocketFlags, SocketType,
+};
 
 use crate::error::{Error, Result};
 
@@ -30,9 +42,16 @@ pub const PIECE: usize = 32 * 1024;
 /// Most descriptors one frame carries (a message's handles travel in one
 /// frame: see `caps/`).
 pub const MAX_FDS: usize = 64;
-/// Control buffer of one datagram, in u64 words (keeps cmsg alignment):
-/// `CMSG_SPACE(MAX_FDS * 4)` is 16 + 256 bytes.
-const CBUF_WORDS: usize = 34;
+/// Control buffer of one received datagram: `CMSG_SPACE(MAX_FDS * 4)`, one
+/// header (16 bytes on 64-bit Linux) and MAX_FDS descriptors, exactly: the
+/// kernel installs at most MAX_FDS descriptors and flags MSG_CTRUNC past that
+/// (a header's size is a multiple of the cmsg alignment, and so is
+/// MAX_FDS * 4, so no padding is missing).
+const CBUF_BYTES: usize = std::mem::size_of::<libc::cmsghdr>() + MAX_FDS * std::mem::size_of::<RawFd>();
+/// Control buffer of one sent datagram (rustix's bound, with room to align).
+const SEND_CBUF_BYTES: usize = rustix::cmsg_space!(ScmRights(MAX_FDS));
+/// Longest socket path (`sun_path`, with its terminating NUL).
+const SUN_PATH_BYTES: usize = std::mem::size_of::<libc::sockaddr_un>() - std::mem::size_of::<libc::sa_family_t>();
 /// First byte of a piece that more of its frame follows.
 pub const PIECE_MORE: u8 = 0;
 /// First byte of a frame's last (or only) piece.
@@ -58,74 +77,70 @@ pub struct PeerCred {
     pub uid: u32,
 }
 
-fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t)> {
+/// A control buffer aligned for `cmsghdr`, so rustix uses all of it
+/// (`RecvAncillaryBuffer::new` skips to the first aligned byte).
+#[repr(C, align(8))]
+struct CmsgSpace<const N: usize>([MaybeUninit<u8>; N]);
+const _: () = assert!(std::mem::align_of::<libc::cmsghdr>() <= 8);
+
+impl<const N: usize> CmsgSpace<N> {
+    fn new() -> Self {
+        CmsgSpace([MaybeUninit::uninit(); N])
+    }
+}
+
+fn sockaddr(path: &Path) -> Result<SocketAddrUnix> {
     let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain old data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
+    if bytes.len() >= SUN_PATH_BYTES {
         return Err(Error::invalid(format!("socket path too long ({} bytes): {}", bytes.len(), path.display())));
     }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
-    Ok((addr, len))
+    // The one other refusal: a NUL inside the path (which the raw call used to cut the path at).
+    SocketAddrUnix::new(bytes).map_err(|_| Error::invalid(format!("socket path contains a NUL byte: {}", path.display())))
 }
 
 fn new_socket() -> Result<OwnedFd> {
-    // SAFETY: plain system call, no pointers.
-    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(Error::os("socket(AF_UNIX, SOCK_SEQPACKET)", io::Error::last_os_error()));
-    }
-    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)
+        .map_err(|e| Error::os("socket(AF_UNIX, SOCK_SEQPACKET)", e.into()))
 }
 
 impl SeqListener {
     /// Bind and listen at `path` (which must not exist).
     pub fn bind(path: &Path) -> Result<SeqListener> {
         let fd = new_socket()?;
-        let (addr, len) = sockaddr(path)?;
-        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
-        if unsafe { libc::bind(fd.as_raw_fd(), &addr as *const _ as *const libc::sockaddr, len) } != 0 {
-            return Err(Error::os(format_args!("bind {}", path.display()), io::Error::last_os_error()));
-        }
-        // SAFETY: plain system call on our descriptor.
-        if unsafe { libc::listen(fd.as_raw_fd(), 1024) } != 0 {
-            return Err(Error::os("listen", io::Error::last_os_error()));
-        }
+        let addr = sockaddr(path)?;
+        rustix::net::bind(&fd, &addr).map_err(|e| Error::os(format_args!("bind {}", path.display()), e.into()))?;
+        rustix::net::listen(&fd, 1024).map_err(|e| Error::os("listen", e.into()))?;
         Ok(SeqListener { fd })
     }
 
     /// Accept one connection (blocking).
     pub fn accept(&self) -> io::Result<SeqSocket> {
         loop {
-            // SAFETY: null address pointers are allowed (we do not want the address).
-            let raw = unsafe { libc::accept4(self.fd.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
-            if raw >= 0 {
-                // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-                return Ok(SeqSocket::from_owned(unsafe { OwnedFd::from_raw_fd(raw) }));
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
+            match rustix::net::accept_with(&self.fd, SocketFlags::CLOEXEC) {
+                Ok(fd) => return Ok(SeqSocket::from_owned(fd)),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }
 
     /// Make a blocked `accept` return (used at shutdown).
     pub fn shutdown(&self) {
-        // SAFETY: plain system call on our descriptor; failure only means it is already shut.
-        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        // Failure only means it is already shut.
+        let _ = rustix::net::shutdown(&self.fd, Shutdown::Both);
     }
 }
 
-fn timeval(t: Duration) -> libc::timeval {
-    // A non-zero duration under a microsecond must not become 0 (which means "forever").
-    let usec = if t.as_secs() == 0 && t.subsec_micros() == 0 && !t.is_zero() { 1 } else { t.subsec_micros() };
-    libc::timeval { tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t, tv_usec: usec as libc::suseconds_t }
+/// A socket timeout as the kernel takes it: zero means "forever" (`None`);
+/// whole microseconds, a fraction dropped (rustix would round it up), but a
+/// non-zero duration under a microsecond is one microsecond, never 0; at
+/// most `i32::MAX` seconds.
+fn sock_timeout(t: Duration) -> Option<Duration> {
+    if t.is_zero() {
+        return None;
+    }
+    let t = Duration::new(t.as_secs().min(i32::MAX as u64), t.subsec_micros() * 1000);
+    Some(t.max(Duration::from_micros(1)))
 }
 
 impl SeqSocket {
@@ -136,23 +151,15 @@ impl SeqSocket {
     /// Connect to a listener at `path`.
     pub fn connect(path: &Path) -> io::Result<SeqSocket> {
         let fd = new_socket().map_err(|e| io::Error::other(e.message))?;
-        let (addr, len) = sockaddr(path).map_err(|e| io::Error::other(e.message))?;
-        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
-        if unsafe { libc::connect(fd.as_raw_fd(), &addr as *const _ as *const libc::sockaddr, len) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let addr = sockaddr(path).map_err(|e| io::Error::other(e.message))?;
+        rustix::net::connect(&fd, &addr)?;
         Ok(SeqSocket::from_owned(fd))
     }
 
     /// Both ends of a connected pair (for tests).
     pub fn pair() -> Result<(SeqSocket, SeqSocket)> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: `fds` has room for the two descriptors socketpair writes.
-        if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
-            return Err(Error::os("socketpair(AF_UNIX, SOCK_SEQPACKET)", io::Error::last_os_error()));
-        }
-        // SAFETY: two fresh descriptors that nothing else owns.
-        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (a, b) = rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)
+            .map_err(|e| Error::os("socketpair(AF_UNIX, SOCK_SEQPACKET)", e.into()))?;
         Ok((SeqSocket::from_owned(a), SeqSocket::from_owned(b)))
     }
 
@@ -166,11 +173,20 @@ impl SeqSocket {
     }
 
     /// The peer's pid and uid.
+    ///
+    /// Raw libc, not `rustix::net::sockopt::socket_peercred`: rustix 1.1's
+    /// `UCred::pid` is a non-zero `Pid`, but the kernel reports pid 0 for a
+    /// peer outside our PID namespace (a process in a parent or sibling
+    /// namespace connecting to a socket bound in ours). rustix then builds an
+    /// invalid `Pid`: undefined behaviour, and as compiled here the niche
+    /// turned its `Ok` into an `Err` of "os error 0" (seen with a listener
+    /// under `unshare --pid`), so a same-uid peer there would be turned away
+    /// with a nonsense error.
     pub fn peer_cred(&self) -> Result<PeerCred> {
-        // SAFETY: ucred is plain old data; all zeroes is a valid value.
-        let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+        let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
         let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-        // SAFETY: `cred` and `len` are valid out pointers of the sizes given.
+        // SAFETY: `cred` and `len` are valid out pointers of the sizes given,
+        // and every bit pattern is a valid libc::ucred (pid 0 included).
         let r =
             unsafe { libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len) };
         if r != 0 {
@@ -179,32 +195,19 @@ impl SeqSocket {
         Ok(PeerCred { pid: cred.pid as u32, uid: cred.uid })
     }
 
-    fn set_timeout(&self, opt: libc::c_int, what: &str, tv: libc::timeval) -> Result<()> {
-        // SAFETY: `tv` is a valid timeval and the length matches it.
-        let r = unsafe {
-            libc::setsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            // A timeout that did not take would silently become an infinite wait.
-            return Err(Error::os(format_args!("setsockopt({what})"), io::Error::last_os_error()));
-        }
-        Ok(())
+    fn set_timeout(&self, id: Timeout, what: &str, t: Option<Duration>) -> Result<()> {
+        // A timeout that did not take would silently become an infinite wait.
+        set_socket_timeout(&self.fd, id, t).map_err(|e| Error::os(format_args!("setsockopt({what})"), e.into()))
     }
 
     /// Bound how long a send may block (a peer that stops reading).
     pub fn set_send_timeout(&self, t: Duration) -> Result<()> {
-        self.set_timeout(libc::SO_SNDTIMEO, "SO_SNDTIMEO", timeval(t))
+        self.set_timeout(Timeout::Send, "SO_SNDTIMEO", sock_timeout(t))
     }
 
     /// Bound how long a recv may block; `None` blocks forever.
     pub fn set_recv_timeout(&self, t: Option<Duration>) -> Result<()> {
-        self.set_timeout(libc::SO_RCVTIMEO, "SO_RCVTIMEO", timeval(t.unwrap_or(Duration::ZERO)))
+        self.set_timeout(Timeout::Recv, "SO_RCVTIMEO", sock_timeout(t.unwrap_or(Duration::ZERO)))
     }
 
     /// Send one frame of any size (up to [`MAX_FRAME`]) with up to
@@ -233,38 +236,29 @@ impl SeqSocket {
     }
 
     fn send_piece(&self, mark: u8, chunk: &[u8], fds: &[RawFd]) -> io::Result<()> {
-        let mut iov = [
-            libc::iovec { iov_base: &mark as *const u8 as *mut libc::c_void, iov_len: 1 },
-            libc::iovec { iov_base: chunk.as_ptr() as *mut libc::c_void, iov_len: chunk.len() },
-        ];
-        let mut cbuf = [0u64; CBUF_WORDS];
-        // SAFETY: msghdr is plain old data; all zeroes is a valid value.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = 2;
-        if !fds.is_empty() {
-            let data_len = std::mem::size_of_val(fds) as u32;
-            msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-            // SAFETY: CMSG_* only compute sizes and offsets within `cbuf`,
-            // which is large enough for MAX_FDS descriptors (checked above).
-            unsafe {
-                msg.msg_controllen = libc::CMSG_SPACE(data_len) as usize;
-                let cmsg = libc::CMSG_FIRSTHDR(&msg);
-                (*cmsg).cmsg_level = libc::SOL_SOCKET;
-                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as usize;
-                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg) as *mut RawFd, fds.len());
-            }
+        let iov = [IoSlice::new(std::slice::from_ref(&mark)), IoSlice::new(chunk)];
+        // -1 is not a descriptor (and is `BorrowedFd`'s niche): the kernel
+        // refused it with EBADF, so do we.
+        if fds.iter().any(|&fd| fd < 0) {
+            return Err(Errno::BADF.into());
+        }
+        // SAFETY: every number is >= 0 (checked above), and each BorrowedFd
+        // lives only for this call: rustix copies the numbers into the
+        // SCM_RIGHTS message and never closes or reads through them. The
+        // caller holds the descriptors open for the call, as it did for the raw
+        // sendmsg; one it had already closed fails with EBADF in the kernel.
+        let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|&fd| unsafe { BorrowedFd::borrow_raw(fd) }).collect();
+        let mut space = CmsgSpace::<SEND_CBUF_BYTES>::new();
+        let mut control = SendAncillaryBuffer::new(&mut space.0);
+        if !borrowed.is_empty() && !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+            // Cannot happen: the buffer holds MAX_FDS descriptors (checked in `send`).
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} descriptors in one frame (at most {MAX_FDS})", fds.len())));
         }
         loop {
-            // SAFETY: `msg` points at live iovecs and control data for the call.
-            let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-            if r >= 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
+            match rustix::net::sendmsg(&self.fd, &iov, &mut control, SendFlags::NOSIGNAL) {
+                Ok(_) => return Ok(()),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -319,49 +313,34 @@ impl SeqSocket {
     fn recv_piece(&self, frame: &mut Vec<u8>) -> io::Result<Option<(u8, Vec<OwnedFd>, bool)>> {
         let start = frame.len();
         frame.resize(start + PIECE, 0);
-        let mut iov = libc::iovec { iov_base: frame[start..].as_mut_ptr() as *mut libc::c_void, iov_len: PIECE };
-        let mut cbuf = [0u64; CBUF_WORDS];
-        // SAFETY: msghdr is plain old data; all zeroes is a valid value.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&cbuf);
-        let n = loop {
-            // SAFETY: `msg` points at a live buffer of PIECE bytes and at `cbuf`.
-            let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-            if r >= 0 {
-                break r as usize;
-            }
-            let e = io::Error::last_os_error();
-            frame.truncate(start);
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-            frame.resize(start + PIECE, 0);
-        };
-        // Take ownership of every descriptor first, so none leaks on error.
-        let mut fds = Vec::new();
-        // SAFETY: the kernel filled `cbuf` with `msg_controllen` bytes of
-        // well-formed control messages; we read only SCM_RIGHTS payloads.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                    let data = libc::CMSG_DATA(cmsg) as *const RawFd;
-                    let count = ((*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
-                    for i in 0..count {
-                        fds.push(OwnedFd::from_raw_fd(*data.add(i)));
-                    }
+        let mut space = CmsgSpace::<CBUF_BYTES>::new();
+        // Aligned, so all CBUF_BYTES are offered to the kernel (see CBUF_BYTES).
+        let mut control = RecvAncillaryBuffer::new(&mut space.0);
+        let got = loop {
+            let mut iov = [IoSliceMut::new(&mut frame[start..])];
+            match rustix::net::recvmsg(&self.fd, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+                Ok(got) => break got,
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    frame.truncate(start);
+                    return Err(e.into());
                 }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        };
+        // Take ownership of every descriptor first, so none leaks on error
+        // (and whatever is not taken is closed when `control` drops).
+        let mut fds = Vec::new();
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(received) = msg {
+                fds.extend(received);
             }
         }
-        if msg.msg_flags & libc::MSG_TRUNC != 0 {
+        let n = got.bytes;
+        if got.flags.contains(ReturnFlags::TRUNC) {
             frame.truncate(start);
             return Err(io::Error::new(io::ErrorKind::InvalidData, "control datagram truncated"));
         }
-        let truncated = msg.msg_flags & libc::MSG_CTRUNC != 0;
+        let truncated = got.flags.contains(ReturnFlags::CTRUNC);
         if n == 0 && fds.is_empty() && !truncated {
             frame.truncate(start);
             return Ok(None);
@@ -378,8 +357,8 @@ impl SeqSocket {
 
     /// Shut both directions down (wakes a thread blocked in `recv`).
     pub fn shutdown(&self) {
-        // SAFETY: plain system call on our descriptor; failure only means it is already shut.
-        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        // Failure only means it is already shut.
+        let _ = rustix::net::shutdown(&self.fd, Shutdown::Both);
     }
 }
 
@@ -434,8 +413,7 @@ mod tests {
     fn malformed_pieces_and_eof_mid_frame_are_errors() {
         let (a, b) = SeqSocket::pair().unwrap();
         // A raw datagram with an unknown first byte.
-        // SAFETY: a valid buffer of the given length.
-        unsafe { libc::send(a.raw_fd(), b"{junk".as_ptr() as *const libc::c_void, 5, 0) };
+        rustix::net::send(&a.fd, b"{junk", SendFlags::empty()).unwrap();
         assert_eq!(b.recv().unwrap_err().kind(), io::ErrorKind::InvalidData);
         a.send_piece(PIECE_MORE, b"half", &[]).unwrap();
         drop(a);
@@ -448,9 +426,95 @@ mod tests {
         a.set_recv_timeout(Some(Duration::from_nanos(10))).unwrap();
         assert_eq!(a.recv().unwrap_err().kind(), io::ErrorKind::WouldBlock);
         a.set_send_timeout(Duration::from_secs(1)).unwrap();
-        // SAFETY: closing a descriptor we own a duplicate of; the socket stays open through `a`.
-        let bad = SeqSocket::from_owned(unsafe { OwnedFd::from_raw_fd(libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY)) });
+        // Not a socket: setsockopt fails (ENOTSOCK), and says which option.
+        let bad = SeqSocket::from_owned(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()));
         let e = bad.set_recv_timeout(Some(Duration::from_secs(1))).unwrap_err();
         assert!(e.message.contains("SO_RCVTIMEO"), "{e}");
+    }
+
+    #[test]
+    fn timeouts_keep_their_kernel_meaning() {
+        // Zero is "forever" (rustix would refuse Some(ZERO) with EINVAL); whole
+        // microseconds, never rounded up, never 0 when non-zero; at most i32::MAX seconds.
+        assert_eq!(sock_timeout(Duration::ZERO), None);
+        assert_eq!(sock_timeout(Duration::from_nanos(10)), Some(Duration::from_micros(1)));
+        assert_eq!(sock_timeout(Duration::from_nanos(2_500)), Some(Duration::from_micros(2)));
+        assert_eq!(sock_timeout(Duration::from_millis(1500)), Some(Duration::from_millis(1500)));
+        assert_eq!(sock_timeout(Duration::from_secs(u64::MAX)), Some(Duration::from_secs(i32::MAX as u64)));
+        // And the kernel takes them (it keeps jiffies, so only "set or forever" reads back exactly).
+        use rustix::net::sockopt::socket_timeout;
+        let (a, _b) = SeqSocket::pair().unwrap();
+        a.set_send_timeout(Duration::ZERO).unwrap();
+        assert_eq!(socket_timeout(&a.fd, Timeout::Send).unwrap(), None);
+        a.set_recv_timeout(Some(Duration::from_nanos(10))).unwrap();
+        assert!(socket_timeout(&a.fd, Timeout::Recv).unwrap().is_some());
+        a.set_recv_timeout(None).unwrap();
+        assert_eq!(socket_timeout(&a.fd, Timeout::Recv).unwrap(), None);
+        a.set_send_timeout(Duration::from_secs(u64::MAX)).unwrap();
+        assert!(socket_timeout(&a.fd, Timeout::Send).unwrap().is_some());
+    }
+
+    #[test]
+    fn socket_paths_are_bounded_by_sun_path() {
+        let long = Path::new("/").join("x".repeat(SUN_PATH_BYTES - 1));
+        let e = SeqListener::bind(&long).err().unwrap();
+        assert!(e.message.starts_with(&format!("socket path too long ({} bytes)", SUN_PATH_BYTES)), "{e}");
+        // One byte shorter fits (with its NUL): the bind itself is what fails, in a directory that does not exist.
+        let fits = Path::new("/nonexistent-mh-dir").join("x".repeat(SUN_PATH_BYTES - 1 - "/nonexistent-mh-dir/".len()));
+        assert_eq!(fits.as_os_str().len(), SUN_PATH_BYTES - 1);
+        let e = SeqListener::bind(&fits).err().unwrap();
+        assert!(e.message.starts_with("bind "), "{e}");
+        assert!(SeqSocket::connect(&long).err().unwrap().to_string().contains("socket path too long"));
+    }
+
+    /// Sends one datagram by hand: `body` (after `mark` unless `None`), with `n` copies of a descriptor.
+    fn send_raw(to: &SeqSocket, mark: Option<u8>, body: &[u8], n: usize) {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let fds: Vec<BorrowedFd<'_>> = (0..n).map(|_| std::os::fd::AsFd::as_fd(&null)).collect();
+        let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(n))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        assert!(n == 0 || control.push(SendAncillaryMessage::ScmRights(&fds)));
+        let mark = mark.as_slice();
+        rustix::net::sendmsg(&to.fd, &[IoSlice::new(mark), IoSlice::new(body)], &mut control, SendFlags::empty()).unwrap();
+    }
+
+    #[test]
+    fn descriptors_past_max_fds_are_reported_truncated() {
+        let (a, b) = SeqSocket::pair().unwrap();
+        send_raw(&a, Some(PIECE_LAST), b"x", MAX_FDS);
+        let (frame, fds, truncated) = b.recv_keeping_truncated(MAX_FRAME).unwrap().unwrap();
+        assert_eq!((frame.as_slice(), fds.len(), truncated), (&b"x"[..], MAX_FDS, false));
+        for fd in &fds {
+            assert!(rustix::io::fcntl_getfd(fd).unwrap().contains(rustix::io::FdFlags::CLOEXEC));
+        }
+        // Two more than the control buffer holds: the kernel installs MAX_FDS and flags MSG_CTRUNC.
+        send_raw(&a, Some(PIECE_LAST), b"y", MAX_FDS + 2);
+        let (frame, fds, truncated) = b.recv_keeping_truncated(MAX_FRAME).unwrap().unwrap();
+        assert_eq!((frame.as_slice(), fds.len(), truncated), (&b"y"[..], MAX_FDS, true));
+        send_raw(&a, Some(PIECE_LAST), b"z", MAX_FDS + 2);
+        let e = b.recv().unwrap_err();
+        assert_eq!((e.kind(), e.to_string()), (io::ErrorKind::InvalidData, "control datagram's descriptors truncated".to_string()));
+        // Descriptors on a piece that is not the last, an oversized datagram, and an empty one with a
+        // descriptor (without one it reads as EOF: a zero-byte datagram is all recvmsg sees of a hang-up).
+        send_raw(&a, Some(PIECE_MORE), b"w", 1);
+        assert_eq!(b.recv().unwrap_err().to_string(), "descriptors on a piece that is not a frame's last");
+        send_raw(&a, Some(PIECE_LAST), &vec![0u8; PIECE], 1);
+        assert_eq!(b.recv().unwrap_err().to_string(), "control datagram truncated");
+        send_raw(&a, None, b"", 1);
+        assert_eq!(b.recv().unwrap_err().to_string(), "empty control datagram");
+        // A frame over the caller's limit.
+        a.send(&[1u8; 100], &[]).unwrap();
+        assert_eq!(b.recv_at_most(50).unwrap_err().to_string(), "control frame over 50 bytes");
+        // The socket still works, and EOF is still EOF.
+        a.send(b"ok", &[]).unwrap();
+        assert_eq!(b.recv().unwrap().unwrap().0, b"ok");
+        drop(a);
+        assert!(b.recv().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_bad_descriptor_is_refused_with_ebadf() {
+        let (a, _b) = SeqSocket::pair().unwrap();
+        assert_eq!(a.send(b"x", &[-1]).unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
 }
