@@ -327,12 +327,19 @@ mod tests {
         let db = Doorbell::create().unwrap();
         let peer = Doorbell::from_fd(crate::shm::dup_cloexec(db.segment().raw_fd()).unwrap()).unwrap();
         assert_ne!(db.segment().as_ptr(), peer.segment().as_ptr());
+        let parker = rustix::thread::gettid().as_raw_nonzero().get();
         let h = std::thread::spawn(move || {
-            while peer.word().waiters.load(Ordering::SeqCst) == 0 {
+            // Wait (bounded) until the parking thread is inside FUTEX_WAIT (its system call, as
+            // /proc shows it), so the wake below must reach the kernel's wait queue, not a check.
+            let in_futex = || {
+                std::fs::read_to_string(format!("/proc/self/task/{parker}/syscall"))
+                    .is_ok_and(|s| s.split_whitespace().next() == Some(&libc::SYS_futex.to_string()))
+            };
+            let t = Instant::now();
+            while !(peer.word().waiters.load(Ordering::SeqCst) > 0 && in_futex()) {
+                assert!(t.elapsed() < Duration::from_secs(5), "the doorbell's thread never parked");
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // Past the waiter's last check (it sees nothing): the wake must reach its FUTEX_WAIT.
-            std::thread::sleep(Duration::from_millis(20));
             assert!(peer.ring());
         });
         let t = Instant::now();
