@@ -99,14 +99,24 @@ def main() -> int:
         f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "
         f"(goal 10,000/s: {'met' if g_tp >= 10_000 else 'MISSED'})"
     )
-    with Floor(f"bench-floor-{pid}") as fl:
-        fl.latency(50, 50.0)  # warm up
-        f_lat = fl.latency(a.low_count, a.low_rate)
     print("== the same processes and channels with no GES in them (multihop.ges.floor: a relay per broker floods each event) ==")
+    floors = []
+    for label, kw in (
+        ("subscribers as the testbed's (a process per broker)", {}),
+        ("the same subscribers, a process per core", {"grouped": True}),
+        ("no other subscribers", {"per_broker": 0}),
+    ):
+        with Floor(f"bench-floor-{pid}", **kw) as fl:
+            fl.latency(50, 50.0)  # warm up
+            f_lat = fl.latency(a.low_count, a.low_rate)
+        floors.append(f_lat.mean())
+        print(
+            f"  {a.low_rate:g}/s, 9 relay hops, {label:52s} mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms"
+            f"  p90 {np.percentile(f_lat, 90):.3f} ms"
+        )
     print(
-        f"  100 %, 50 B, {a.low_rate:g}/s, 9 relay hops, 100 subscribers: mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms"
-        f"  p90 {np.percentile(f_lat, 90):.3f} ms -> GES adds {g_lat - f_lat.mean():.3f} ms (GES / floor = {g_lat / f_lat.mean():.2f});"
-        f" the floor itself is {'under' if f_lat.mean() < 1 else 'OVER'} the 1 ms goal"
+        f"  GES adds {g_lat - floors[0]:.3f} ms to the floor of its own layout (GES / floor = {g_lat / floors[0]:.2f}); the lowest floor,"
+        f" {min(floors):.3f} ms, is {'under' if min(floors) < 1 else 'OVER'} the 1 ms goal"
     )
     with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22")) as tb:
         print("== GES, figure 20: latency against broker hops, 50 % matching, 50 B ==")

@@ -21,3 +21,6 @@ def test_every_subscriber_gets_every_event_and_the_measuring_client_times_them()
         assert len(lat) == 40 and bool(np.all(lat > 0)) and bool(np.all(lat < 10_000))
         again = f.latency(10, 200.0)  # a second case on the same relays
         assert len(again) == 10
+    # The same clients, a process per core instead of one per relay.
+    with Floor(unique_name("floor"), topo, publisher="1.1.1.1", measuring="1.1.1.4", per_broker=2, grouped=True) as f:
+        assert len(f.latency(20, 200.0)) == 20

@@ -16,7 +16,9 @@ So :meth:`Floor.latency` is the latency the machine's processes, monitors and
 channels give the paper's 9-hop path when every event reaches every one of the
 100 subscribers: the part of the GES testbed's figure that no broker logic,
 native or not, can remove on this machine (``benches/bench_ges_testbed.py``
-prints the two side by side).
+prints the two side by side). ``grouped=True`` puts the background clients of
+all relays of a core in one process (two processes instead of twenty: fewer
+wake-ups per event), ``per_broker=0`` leaves them out.
 """
 
 from __future__ import annotations
@@ -96,22 +98,23 @@ def _relay_proc(name: str, system: str, addr: str, core: int, uplinks: list[str]
         return
 
 
-def _subscribers_proc(name: str, system: str, addr: str, core: int, n: int, conn: Any) -> None:
-    """n clients of relay ``addr`` in one process, at idle priority: count what they get."""
+def _subscribers_proc(name: str, system: str, addrs: list[str], core: int, n: int, conn: Any) -> None:
+    """n clients of each relay of ``addrs`` (all on ``core``) in one process, at idle priority: count what they get."""
     background_priority()
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
     chans = []
-    for _ in range(n):
-        ch = d.bind(_service(system, addr), transport="multihop", timeout=60)
-        ch.send(b"c", timeout=10)
-        chans.append(ch)
+    for addr in addrs:
+        for _ in range(n):
+            ch = d.bind(_service(system, addr), transport="multihop", timeout=60)
+            ch.send(b"c", timeout=10)
+            chans.append(ch)
     conn.send("ready")
     while True:
         cmd = conn.recv()
         if cmd == "exit":
             return
-        counts = [0] * n
+        counts = [0] * len(chans)
         index = {id(c): i for i, c in enumerate(chans)}
         last = time.monotonic()
         while min(counts) < cmd[1] and time.monotonic() - last < GIVE_UP:
@@ -162,6 +165,7 @@ class Floor:
         publisher: str = "1.5.1.22",
         measuring: str = "1.6.1.10",
         per_broker: int = 5,
+        grouped: bool = False,
     ) -> None:
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
@@ -193,11 +197,12 @@ class Floor:
             for a in addrs:  # every relay has exported (relays retry binds until their peers have)
                 if not readies[a].poll(120) or readies[a].recv() != "listening":
                     raise mh.MonitorError(f"relay {a} did not start")
-            for a in addrs:
-                if a in (publisher, measuring) or per_broker <= 0:
-                    continue
+            served = [a for a in addrs if a not in (publisher, measuring)] if per_broker > 0 else []
+            # a process per broker's clients (the testbed's layout), or (grouped) one per core for all of them
+            groups = [[a for a in served if core[a] == c] for c in self.rt.cores] if grouped else [[a] for a in served]
+            for g in filter(None, groups):
                 r, w = _CTX.Pipe()
-                p = _CTX.Process(target=_subscribers_proc, args=(name, name, a, core[a], per_broker, w), daemon=True)
+                p = _CTX.Process(target=_subscribers_proc, args=(name, name, g, core[g[0]], per_broker, w), daemon=True)
                 p.start()
                 self._procs.append(p)
                 self._bg.append(r)
@@ -273,7 +278,9 @@ class Floor:
 
 
 if __name__ == "__main__":  # a quick look: python -m multihop.ges.floor
-    with Floor(f"floor-{os.getpid()}") as f:
-        f.latency(50, 50)
-        lat = f.latency()
-        print(f"floor, 9 hops, 100 subscribers, 10/s: mean {lat.mean():.3f} ms, median {np.median(lat):.3f} ms")
+    for grouped in (False, True):
+        with Floor(f"floor-{os.getpid()}", grouped=grouped) as f:
+            f.latency(50, 50)
+            lat = f.latency()
+            how = "a process per core" if grouped else "a process per broker"
+            print(f"floor, 9 hops, 100 subscribers ({how}), 10/s: mean {lat.mean():.3f} ms, median {np.median(lat):.3f} ms")
