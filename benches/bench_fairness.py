@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
@@ -104,6 +107,35 @@ def main() -> None:
             f"{r['rate']:>13,.0f}{r['max_queued']:>12}{r['max_overtaken']:>11}"
         )
     print("goal: flooded / alone (fresh runtime) <= 2x with fair queues; the last row is the same ratio with the monitors never polling")
+    w = wake_costs()
+    if w:
+        print(
+            "what a wake-up costs here (benches/wake_cost.c: a futex ping-pong of two C processes, median round trip, "
+            "i.e. two wake-ups of a parked process):"
+        )
+        print(
+            f"  same CPU {w[(0, 0, 0)]:.1f} us, next to a CPU-bound process {w[(0, 0, 1)]:.1f} us;"
+            f" across the two CPUs {w[(0, 1, 0)]:.1f} us (idle), {w[(0, 1, 1)]:.1f} us with both busy"
+        )
+        print(
+            "  a flooded ping-pong's monitors cannot poll (the flood leaves no idle time), so each round trip pays two"
+            f" cross-CPU and four same-CPU wake-ups, ~{w[(0, 1, 1)] + 2 * w[(0, 0, 1)]:.0f} us before any work of ours"
+        )
+
+
+def wake_costs() -> dict[tuple[int, int, int], float] | None:
+    """Median futex round trips of benches/wake_cost.c by (cpu a, cpu b, busy), in us (None without gcc)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "wake_cost"
+        subprocess.run([gcc, "-O2", str(Path(__file__).with_name("wake_cost.c")), "-o", str(exe)], check=True, capture_output=True)
+        out = {}
+        for case in ((0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)):
+            run = subprocess.run([str(exe), *map(str, case)], check=True, capture_output=True, text=True, timeout=120)
+            out[case] = float(run.stdout.strip())
+    return out
 
 
 if __name__ == "__main__":
