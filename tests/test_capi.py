@@ -206,6 +206,10 @@ def py_service(name: str, core: int, service: str, ready: Any, script: list[tupl
                     ch.send(b"back:" + data, handles=hs, give_away=True, timeout=30)
             elif op == "wait_event":  # (event,): the client says when
                 assert args[0].wait(30), "the client never set the event"
+            elif op == "expect_seq":  # (count,): messages 0..count-1 as 4-byte little-endian numbers, in order
+                for i in range(args[0]):
+                    got = ch.recv(timeout=30)
+                    assert got == i.to_bytes(4, "little"), f"message {i}: got {got!r}"
             else:
                 raise ValueError(op)
 
@@ -302,6 +306,24 @@ def test_too_large_keeps_the_message(c: C, rt: mh.Runtime, transport: str) -> No
         too_big = b"x" * ((1 << 20) + 1)
         assert c.send(ch, too_big) == c.lib.MH_E_TOO_LARGE
         assert "exceeds the channel maximum" in c.err()
+    assert finished(p) == 0
+
+
+def test_a_multihop_mh_send_holds_what_finds_no_credit_and_keeps_the_order(c: C, rt: mh.Runtime) -> None:
+    """mh_send on a multi-hop channel whose window (16) is used up holds the message for the next credit
+    (core-rs/src/held.rs) and returns at once, up to 4 frames of 64; the messages arrive in order."""
+    n, gate = 400, procs.CTX.Event()
+    with served(c, rt, [("wait_event", gate), ("expect_seq", n), ("send", b"done"), ("wait_closed",)], "multihop") as (p, h):
+        ch = h.ptr
+        for i in range(16 + 256):  # the service reads nothing yet: without holding the 17th would time out
+            assert c.send(ch, i.to_bytes(4, "little"), timeout_ms=200) == 0, (i, c.err())
+        unconsumed = c.ffi.new("size_t *")
+        assert c.lib.mh_flush(ch, 0, unconsumed) == c.lib.MH_E_TIMEOUT and unconsumed[0] == 16 + 256
+        gate.set()
+        for i in range(16 + 256, n):  # these wait while the held frames are full, then go
+            assert c.send(ch, i.to_bytes(4, "little")) == 0, (i, c.err())
+        assert c.recv(ch) == (0, b"done")
+        assert c.lib.mh_flush(ch, 10_000, unconsumed) == 0, c.err()
     assert finished(p) == 0
 
 
