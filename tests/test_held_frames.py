@@ -208,6 +208,30 @@ def test_a_receiver_that_dies_ends_the_held_sender_with_channel_closed(rt: mh.Ru
         srv.detach()
 
 
+def test_what_is_held_leaves_when_the_process_exits_without_closing(rt: mh.Runtime) -> None:
+    # The sender holds 100 messages, and exits normally with its channel still referenced by a daemon
+    # thread (never closed, never dropped): the exit hook sends what is held before the process goes.
+    code = (
+        "import sys, threading, multihop as mh\n"
+        "rt = mh.Runtime.attach(sys.argv[1]); d = rt.dispatcher(0)\n"
+        "ch = d.bind('held-exit', transport='multihop', window=2, timeout=10)\n"
+        "for i in range(102):\n"
+        "    ch.send(i.to_bytes(4, 'little'), timeout=10)\n"
+        "assert ch.stats()['held'] == 100, ch.stats()['held']\n"
+        "threading.Thread(target=lambda c=ch: threading.Event().wait(), daemon=True).start()\n"
+        "print('sent', flush=True)\n"
+    )
+    srv = rt.dispatcher(1)
+    svc = srv.export("held-exit")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, rt.name], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent)
+        assert out.returncode == 0 and out.stdout.split() == ["sent"], out.stderr
+        server = svc.accept(timeout=10)
+        assert _drain(server, 102) == [i.to_bytes(4, "little") for i in range(102)]
+    finally:
+        srv.detach()
+
+
 def test_with_holding_off_a_blocking_send_waits_at_the_window(rt: mh.Runtime) -> None:
     code = (
         "import sys, multihop as mh\n"

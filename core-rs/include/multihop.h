@@ -101,11 +101,12 @@ void mh_service_free(mh_service *s);
 int mh_bind(mh_dispatcher *d, const char *name, const char *transport, int64_t timeout_ms, mh_channel **out);
 /* Send one message of `len` bytes (`data` may be NULL if len is 0). timeout_ms 0: MH_E_BUSY if the
  * ring is full. On a multi-hop channel whose credit window is used up the message is held for the
- * channel's next credit and MH_OK returned at once (it leaves with the next credit, sent by the
- * library's flusher thread if no call comes; lost if this process dies first: mh_flush waits until
- * it is consumed); it waits (or is MH_E_BUSY) only once the held frame of up to 64 messages is full.
- * MULTIHOP_HOLD=0 in the environment turns holding off. MH_E_TOO_LARGE if len > mh_max_message(ch);
- * MH_E_CLOSED if either end closed. */
+ * channel's next credit and MH_OK returned at once: it leaves with the next credit (sent by the
+ * library's flusher thread if no call comes, and by an atexit hook at exit()), and is lost only if
+ * the process is killed first (mh_flush waits until it is consumed). The call waits (or is
+ * MH_E_BUSY) only once the held frames (4 of up to 64 messages) are full. MULTIHOP_HOLD=0 in the
+ * environment turns holding off. MH_E_TOO_LARGE if len > mh_max_message(ch); MH_E_CLOSED if either
+ * end closed. */
 int mh_send(mh_channel *ch, const void *data, size_t len, int64_t timeout_ms);
 /* Receive one message into `buf` (`buf` may be NULL if cap is 0) and set `*len` to its length.
  * If it is longer than `cap`: MH_E_TOO_LARGE, `*len` = the length needed, and the message stays

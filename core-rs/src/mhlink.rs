@@ -316,6 +316,8 @@ impl DispatcherLink {
         self.flusher.wake.notify_one();
         let (flusher, link) = (self.flusher.clone(), Arc::downgrade(self));
         self.flusher.started.get_or_init(move || {
+            lock(&HOLDING_LINKS).push((flusher.clone(), link.clone()));
+            at_exit_send_held();
             let _ = std::thread::Builder::new().name("mh-flusher".into()).spawn(move || flush_loop(&flusher, &link));
         });
     }
@@ -396,6 +398,57 @@ impl DispatcherLink {
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
     }
+}
+
+/// Every link of this process that ever held messages (its flusher and the link), for the exit hook.
+static HOLDING_LINKS: Mutex<Vec<(Arc<Flusher>, Weak<DispatcherLink>)>> = Mutex::new(Vec::new());
+
+/// Make sure what is held leaves when the process exits normally (`exit`, the end of `main`, a Python
+/// interpreter's exit) even if a channel is never closed or dropped (one a daemon thread still holds):
+/// an `atexit` hook, registered once, sends every held frame beyond the window, as `close` does, and
+/// wakes the monitor; the dispatcher's link then ends and the monitor drains it before tearing the
+/// channels down. `_exit` and SIGKILL skip it: those messages are lost, as a stdio buffer's are.
+fn at_exit_send_held() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        extern "C" fn send_held_at_exit() {
+            // A panic must not unwind into C's exit path.
+            let _ = std::panic::catch_unwind(|| {
+                let links: Vec<_> = lock(&HOLDING_LINKS).iter().filter_map(|(f, l)| Some((f.clone(), l.upgrade()?))).collect();
+                for (flusher, link) in links {
+                    if link.is_dead() {
+                        continue;
+                    }
+                    let ends: Vec<_> = lock(&flusher.holding).iter().filter_map(Weak::upgrade).collect();
+                    // A link that is full now is drained by its monitor at once: a few tries, 100 ms at most.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+                    loop {
+                        let (mut sent, mut left) = (false, false);
+                        for end in &ends {
+                            let mut st = lock(&end.state);
+                            if st.peer_closed || st.held.is_empty() {
+                                continue;
+                            }
+                            let was = st.held.count();
+                            let _ = end.write_held(&mut st, &link.link, true);
+                            sent |= st.held.count() < was;
+                            left |= !st.held.is_empty();
+                        }
+                        if sent {
+                            link.wake_monitor();
+                        }
+                        if !left || std::time::Instant::now() > deadline {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            });
+        }
+        // SAFETY: registers a plain `extern "C" fn()` with the C library; it touches only our own
+        // statics and locks, and catches any panic before returning to C.
+        unsafe { libc::atexit(send_held_at_exit) };
+    });
 }
 
 /// The flusher thread: idle until an end holds messages, then pumps the
