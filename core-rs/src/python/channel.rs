@@ -79,6 +79,12 @@ impl Channel {
     /// Send one message (any bytes-like object), waiting while the ring is
     /// full. Raises Timeout, ChannelClosed, MessageTooLarge.
     ///
+    /// On a multi-hop channel whose credit window is used up the message is
+    /// held for the next credit and the call returns at once (up to 4 frames
+    /// of 64 messages; see docs/design.md §4): it leaves as credits come back,
+    /// whether or not this program calls again. ``flush`` waits until it is
+    /// consumed; ``MULTIHOP_HOLD=0`` turns holding off.
+    ///
     /// ``handles``: descriptors to send with it (ints, ``Handle``s, objects
     /// with ``fileno()``; at most 32). They travel out of band through the
     /// monitors and arrive with exactly this message; the call returns once
