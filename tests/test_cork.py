@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
 import pytest
@@ -32,6 +32,15 @@ def _forwarder(pid: int) -> int:
     raise AssertionError(f"monitor {pid} has no 'forward' thread")
 
 
+@contextmanager
+def monitor_parked_and_stopped(rt: mh.Runtime) -> Iterator[None]:
+    """Core 0's monitor, once its forwarder is parked, held stopped (SIGSTOP) for the block: every ring counts."""
+    mon = rt.monitor_pids[0]
+    until_parked(mon, _forwarder(mon))
+    with stopped(mon):
+        yield
+
+
 @pytest.fixture
 def chans(rt: mh.Runtime) -> Iterator[tuple[mh.Dispatcher, list[mh.Channel], list[mh.Channel]]]:
     """N multi-hop channels from core 0 to core 1: (client dispatcher, client ends, service ends)."""
@@ -48,9 +57,7 @@ def chans(rt: mh.Runtime) -> Iterator[tuple[mh.Dispatcher, list[mh.Channel], lis
 
 def test_a_corked_burst_wakes_the_parked_monitor_once(rt: mh.Runtime, chans: tuple[mh.Dispatcher, list[mh.Channel], list[mh.Channel]]) -> None:
     cli, ours, theirs = chans
-    mon = rt.monitor_pids[0]
-    until_parked(mon, _forwarder(mon))
-    with stopped(mon):
+    with monitor_parked_and_stopped(rt):
         w0 = cli.monitor_wakeups
         for ch in ours:
             ch.send(b"loose", timeout=5)
@@ -67,9 +74,7 @@ def test_a_corked_burst_wakes_the_parked_monitor_once(rt: mh.Runtime, chans: tup
 
 def test_corks_nest_and_belong_to_their_thread(rt: mh.Runtime, chans: tuple[mh.Dispatcher, list[mh.Channel], list[mh.Channel]]) -> None:
     cli, ours, theirs = chans
-    mon = rt.monitor_pids[0]
-    until_parked(mon, _forwarder(mon))
-    with stopped(mon):
+    with monitor_parked_and_stopped(rt):
         w0 = cli.monitor_wakeups
         with cli.corked():
             with cli.corked():
@@ -89,9 +94,7 @@ def test_a_cork_left_on_another_thread_still_ends_and_a_cork_is_entered_once(
     rt: mh.Runtime, chans: tuple[mh.Dispatcher, list[mh.Channel], list[mh.Channel]]
 ) -> None:
     cli, ours, theirs = chans
-    mon = rt.monitor_pids[0]
-    until_parked(mon, _forwarder(mon))
-    with stopped(mon):
+    with monitor_parked_and_stopped(rt):
         w0 = cli.monitor_wakeups
         cork = cli.corked()
         cork.__enter__()
