@@ -5,6 +5,7 @@ same bytes as making it for each message."""
 from __future__ import annotations
 
 import random
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -137,6 +138,27 @@ def test_the_native_encoder_names_a_value_that_does_not_fit() -> None:
         _core.ges_encode_events(0, [copy._replace(event=copy.event._replace(signature=b"a:int"))], wire.BATCH_TEXT)
     with pytest.raises(TypeError, match="NamedTuple"):
         _core.ges_decode_events(wire.encode(Events(0, (copy,)))[0], EventId, dict, EventCopy)
+
+
+def test_the_decoder_refuses_a_class_with_extra_fields_every_time_though_it_remembers_plain_ones() -> None:
+    """The decoder remembers which classes it checked as plain tuples (a cold decode asked each class for its
+    layout twice); a class that is not one is refused on every call, before and after more than the 16 it
+    remembers, and every plain class decodes the same values."""
+    data = wire.encode(Events(0, _copies(3)))[0]
+    want = _core.ges_decode_events(data, EventId, EventData, EventCopy)
+
+    class WithDict(tuple):  # a tuple subclass with a __dict__: not laid out as a tuple
+        pass
+
+    for _ in range(2):
+        with pytest.raises(TypeError, match="WithDict is not a NamedTuple"):
+            _core.ges_decode_events(data, EventId, WithDict, EventCopy)
+    for k in range(20):  # more plain classes than the decoder remembers
+        plain = NamedTuple(f"Plain{k}", [(f, Any) for f in EventData._fields])
+        first, copies = _core.ges_decode_events(data, EventId, plain, EventCopy)
+        assert type(copies[0].event) is plain and (first, tuple(c._replace(event=EventData(*c.event)) for c in copies)) == want
+    with pytest.raises(TypeError, match="WithDict is not a NamedTuple"):
+        _core.ges_decode_events(data, EventId, WithDict, EventCopy)
 
 
 @pytest.mark.parametrize("seed", range(10))
