@@ -85,7 +85,10 @@ mod tests {
 
     #[test]
     fn sees_a_child_exit() {
-        let mut child = std::process::Command::new("sleep").arg("0.05").spawn().unwrap();
+        let mut child = {
+            let _spawning = crate::liveness::SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+            std::process::Command::new("sleep").arg("0.05").spawn().unwrap()
+        };
         let w = PeerWatch::new(child.id()).unwrap();
         assert!(!w.is_dead());
         child.wait().unwrap();
