@@ -95,3 +95,69 @@ def test_many_clients_queue_in_order(rt: mh.Runtime) -> None:
         assert svc.queued == 50
         for i in range(50):
             assert svc.accept(timeout=5).recv(timeout=5) == b"%d" % i
+
+
+def _switches(tid: int) -> int:
+    """Voluntary context switches of thread ``tid`` of this process (each wake-up from a wait is one)."""
+    with open(f"/proc/self/task/{tid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+class _Acceptor(threading.Thread):
+    """A thread blocked in ``svc.accept(timeout=None)``, as a server's accept loop is; what it got or raised."""
+
+    def __init__(self, svc: mh.Service) -> None:
+        super().__init__(daemon=True)
+        self.svc = svc
+        self.got: list[Any] = []
+
+    def run(self) -> None:
+        try:
+            self.got.append(self.svc.accept(timeout=None))
+        except BaseException as e:  # noqa: BLE001 - the test asserts which
+            self.got.append(e)
+
+
+def test_an_accept_waiting_in_another_thread_sleeps_until_something_comes(rt: mh.Runtime) -> None:
+    """Only Python's main thread runs signal handlers, so only it waits in 50 ms slices to look at them;
+    an accept loop in another thread (a server's, a GES broker's) used to wake 20 times a second for
+    nothing. Now it sleeps until a connection, a refusal whose on_connect raised, or a detach wakes it."""
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("sleeper")
+        t = _Acceptor(svc)
+        t.start()
+        try:
+            until("the acceptor thread waits", lambda: t.native_id is not None and _switches(t.native_id) > 0)
+            assert t.native_id is not None
+            before = _switches(t.native_id)
+            time.sleep(1.0)  # observing a thread that should not move: nothing to wait on
+            woke = _switches(t.native_id) - before
+            assert woke <= 3, f"the waiting acceptor woke {woke} times in a second with nothing to accept"
+            ch = cli.bind("sleeper", transport="multihop", timeout=5)
+            t.join(5)
+            assert not t.is_alive() and isinstance(t.got[0], mh.Channel), t.got
+            ch.send(b"hi")
+            assert t.got[0].recv(timeout=5) == b"hi"
+        finally:
+            srv.detach()
+            t.join(5)
+
+
+def test_an_on_connect_error_and_a_detach_reach_an_accept_in_another_thread_at_once(rt: mh.Runtime) -> None:
+    def on_connect(info: dict[str, Any]) -> bool:
+        raise RuntimeError("quota exceeded")
+
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        svc = srv.export("kicked", on_connect=on_connect)
+        t = _Acceptor(svc)
+        t.start()
+        with pytest.raises(mh.BindError, match="quota exceeded"):
+            cli.bind("kicked", timeout=5)
+        t.join(10)  # the wait has no slice to end: only the refusal can wake it
+        assert not t.is_alive() and isinstance(t.got[0], RuntimeError) and "quota exceeded" in str(t.got[0]), t.got
+        t2 = _Acceptor(svc)
+        t2.start()
+        until("the second acceptor waits", lambda: t2.native_id is not None and _switches(t2.native_id) > 0)
+        srv.detach()
+        t2.join(10)
+        assert not t2.is_alive() and isinstance(t2.got[0], mh.MonitorError), t2.got

@@ -385,10 +385,14 @@ impl Service {
         Service { disp, name, iref, queue, acceptor }
     }
 
-    /// Wait up to `slice` for a channel in the backlog; `None` if none came.
+    /// Wait up to `slice` for a channel in the backlog; `None` if none came
+    /// in time, or if the wait was woken with nothing to take: a connection
+    /// refused by the service's `on_connect` (whose error the caller may have
+    /// to raise), or rarely a spurious wake-up. Callers loop.
     pub fn accept_next(&self, slice: Duration) -> Result<Option<Endpoint>> {
         let deadline = Instant::now() + slice;
         let mut st = lock(&self.queue.state);
+        let mut woken = false;
         loop {
             if let Some(ch) = st.ready.pop_front() {
                 drop(st);
@@ -397,10 +401,12 @@ impl Service {
             }
             self.disp.check_alive()?;
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || woken {
                 return Ok(None);
             }
-            st = self.queue.ready_cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+            let (guard, waited) = self.queue.ready_cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner());
+            st = guard;
+            woken = !waited.timed_out();
         }
     }
 

@@ -54,6 +54,19 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
     })
 }
 
+/// How long one wait of `accept` lasts at most. Only Python's main thread runs signal handlers
+/// (Ctrl-C), so it waits in slices of 50 ms and looks at them in between. Another thread (a
+/// server's accept loop, a GES broker's acceptor) has nothing to look at: it is woken by what it
+/// waits for (a connection in the backlog, a refusal whose `on_connect` raised, the monitor gone,
+/// a detach: `service.rs` notifies for each), so it sleeps until then, with a long slice only as
+/// a safety net. (With 50 ms everywhere, every idle accept loop woke 20 times a second.)
+fn accept_slice(py: Python<'_>) -> PyResult<Duration> {
+    let threading = py.import("threading")?;
+    let main = threading.call_method0("main_thread")?.getattr("ident")?;
+    let me = threading.call_method0("get_ident")?;
+    Ok(if main.eq(me)? { Duration::from_millis(50) } else { Duration::from_secs(60) })
+}
+
 impl Service {
     /// Whether ``try_accept`` would return or raise now (async waiters look with it).
     pub(crate) fn acceptable(&self) -> bool {
@@ -102,11 +115,12 @@ impl Service {
     #[pyo3(signature = (timeout=None))]
     fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Channel>> {
         let until = deadline(timeout)?;
+        let longest = accept_slice(py)?;
         loop {
             if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 return Err(e);
             }
-            let slice = until.map_or(Duration::from_millis(50), |u| u.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+            let slice = until.map_or(longest, |u| u.saturating_duration_since(Instant::now()).min(longest));
             match py.detach(|| self.svc.accept_next(slice)).map_err(|e| to_py(py, e))? {
                 Some(ch) => return self.owner.bind(py).get().adopt(py, Channel::new(ch)),
                 None => {
