@@ -285,8 +285,11 @@ pub unsafe extern "C" fn mh_accept(s: *mut mh_service, timeout_ms: i64, out: *mu
         let s = handle("mh_accept", "s", s)?;
         let end = deadline(timeout_ms);
         loop {
-            // Slices of at most 100 ms: the wait is a condition variable, not a spin.
-            let slice = end.map_or(Duration::from_millis(100), |d| d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
+            // The wait is a condition variable notified on everything it waits for (a connection,
+            // a refused one, the monitor gone, a detach): no slice to end but the deadline, and a
+            // long one as a safety net, so an idle accept thread sleeps (as Python's does off its
+            // main thread: python/service.rs).
+            let slice = end.map_or(Duration::from_secs(60), |d| d.saturating_duration_since(Instant::now()).min(Duration::from_secs(60)));
             if let Some(ch) = s.svc.accept_next(slice)? {
                 *out = Box::into_raw(Box::new(mh_channel { ch }));
                 return Ok(());
