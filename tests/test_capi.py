@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -588,3 +589,33 @@ def test_runtime_dir_matches_python(capi: Any, tmp_path: Path) -> None:
     got = _probe(capi_path, {**base, "MULTIHOP_RUNTIME_ROOT": f"{t}/fresh/root"}, tmp_path, ["x"])
     assert got["x"] == [f"{t}/fresh/root/x"] * 2
     assert (os.stat(f"{t}/fresh/root").st_mode & 0o777) == 0o700
+
+
+def test_an_accept_with_no_deadline_ends_when_the_monitor_dies(c: C) -> None:
+    """mh_accept waits on the backlog's condition variable with no slice to end (only a 60 s safety net):
+    the monitor's death must wake it. A C thread blocked in mh_accept(..., -1) returns MH_E_MONITOR once
+    the monitor of its core is killed, long before any slice would have ended."""
+    rt = mh.Runtime.start(unique_name("cacc"), cores=[0, 1])
+    d = svc = None
+    try:
+        d = c.attach(rt.name, 1)
+        out_svc = c.ffi.new("mh_service **")
+        c.ok(c.lib.mh_export(d, unique_name("waits").encode(), out_svc))
+        svc = out_svc[0]
+        got: list[int] = []
+        out = c.ffi.new("mh_channel **")
+        t = threading.Thread(target=lambda: got.append(int(c.lib.mh_accept(svc, -1, out))), daemon=True)
+        t.start()  # cffi releases the GIL around the call
+        assert t.native_id is not None
+        until_parked(os.getpid(), t.native_id)  # in FUTEX_WAIT: the condition variable
+        os.kill(rt.monitor_pids[1], signal.SIGKILL)
+        t0 = time.monotonic()
+        t.join(20)
+        assert not t.is_alive(), "mh_accept did not return when the monitor died"
+        assert got == [CODES["MH_E_MONITOR"]] and time.monotonic() - t0 < 10, (got, time.monotonic() - t0)
+    finally:
+        if svc is not None:
+            c.lib.mh_service_free(svc)
+        if d is not None:
+            c.lib.mh_detach(d)
+        rt.stop()
