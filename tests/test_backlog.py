@@ -17,6 +17,7 @@ import pytest
 
 import multihop as mh
 from liveness_util import until
+from parked import in_futex_wait
 
 TRANSPORTS = ["ump", "multihop"]
 
@@ -110,12 +111,22 @@ class _Acceptor(threading.Thread):
         super().__init__(daemon=True)
         self.svc = svc
         self.got: list[Any] = []
+        self.entering = threading.Event()
 
     def run(self) -> None:
+        self.entering.set()
         try:
             self.got.append(self.svc.accept(timeout=None))
         except BaseException as e:  # noqa: BLE001 - the test asserts which
             self.got.append(e)
+
+    def until_waiting(self) -> None:
+        """Until the thread is inside accept's wait (futex(2), seen twice 20 ms apart: not a GIL hand-over)."""
+        assert self.entering.wait(10)
+        tid = self.native_id
+        assert tid is not None
+        me = os.getpid()
+        until("the acceptor thread waits in accept", lambda: in_futex_wait(me, tid) and (time.sleep(0.02) or in_futex_wait(me, tid)))
 
 
 def test_an_accept_waiting_in_another_thread_sleeps_until_something_comes(rt: mh.Runtime) -> None:
@@ -127,7 +138,7 @@ def test_an_accept_waiting_in_another_thread_sleeps_until_something_comes(rt: mh
         t = _Acceptor(svc)
         t.start()
         try:
-            until("the acceptor thread waits", lambda: t.native_id is not None and _switches(t.native_id) > 0)
+            t.until_waiting()
             assert t.native_id is not None
             before = _switches(t.native_id)
             time.sleep(1.0)  # observing a thread that should not move: nothing to wait on
@@ -151,13 +162,14 @@ def test_an_on_connect_error_and_a_detach_reach_an_accept_in_another_thread_at_o
         svc = srv.export("kicked", on_connect=on_connect)
         t = _Acceptor(svc)
         t.start()
+        t.until_waiting()  # the refusal comes while it waits, not before it looks
         with pytest.raises(mh.BindError, match="quota exceeded"):
             cli.bind("kicked", timeout=5)
         t.join(10)  # the wait has no slice to end: only the refusal can wake it
         assert not t.is_alive() and isinstance(t.got[0], RuntimeError) and "quota exceeded" in str(t.got[0]), t.got
         t2 = _Acceptor(svc)
         t2.start()
-        until("the second acceptor waits", lambda: t2.native_id is not None and _switches(t2.native_id) > 0)
+        t2.until_waiting()
         srv.detach()
         t2.join(10)
         assert not t2.is_alive() and isinstance(t2.got[0], mh.MonitorError), t2.got
