@@ -333,12 +333,11 @@ impl MhChannel {
         if st.held.is_empty() {
             return Ok(true);
         }
-        let was = st.held.count();
-        let r = self.shared.flush_held(st, self.link.ring());
-        if st.held.count() < was {
+        let w = self.shared.write_held(st, self.link.ring(), false).map_err(|_| LinkGone)?;
+        if w.sent {
             self.link.ring_monitor(); // some frames went, maybe all
         }
-        r.map_err(|_| LinkGone)
+        Ok(w.empty)
     }
 
     /// The link to the monitor broke under a write: every channel on it is
@@ -827,16 +826,15 @@ impl MhChannel {
             if st.held.is_empty() || st.peer_closed {
                 return;
             }
-            let was = st.held.count();
             let r = self.shared.write_held(&mut st, self.link.ring(), true);
             let len = st.held.front().map_or(0, |f| f.0.len());
-            if st.held.count() < was {
+            if r.as_ref().is_ok_and(|w| w.sent) {
                 self.link.wake_monitor(); // what went may be what the monitor needs to drain the link
             }
             match r {
-                Ok(true) => return,
-                Ok(false) if Instant::now() < deadline => {}
-                Ok(false) | Err(_) => {
+                Ok(w) if w.empty => return,
+                Ok(_) if Instant::now() < deadline => {}
+                Ok(_) | Err(_) => {
                     let n = u64::from(st.held.count());
                     st.held_lost += n;
                     st.held.clear();

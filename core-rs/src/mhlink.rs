@@ -173,19 +173,16 @@ impl MhShared {
         true
     }
 
-    /// Send the held frame (`held.rs`) if a credit and the link have room
-    /// now, without waking the monitor (the caller rings). Ok(true) when
-    /// nothing is held any more; Err only if the link is gone.
-    pub fn flush_held(&self, st: &mut MhState, link: &UmpChannel) -> Result<bool> {
-        self.write_held(st, link, false)
-    }
-
-    /// `flush_held`, or with `closing` beyond the window (`Credits::on_send_closing`).
-    pub fn write_held(&self, st: &mut MhState, link: &UmpChannel, closing: bool) -> Result<bool> {
-        let Some(&(vci, dir)) = self.out.get() else { return Ok(st.held.is_empty()) };
+    /// Send the held frames (`held.rs`) that a credit (with `closing`, one
+    /// beyond the window: `Credits::on_send_closing`) and the link have room
+    /// for now, oldest first, without waking the monitor: the caller rings if
+    /// `sent`. Err only if the link is gone.
+    pub fn write_held(&self, st: &mut MhState, link: &UmpChannel, closing: bool) -> Result<HeldWrite> {
+        let mut sent = false;
+        let Some(&(vci, dir)) = self.out.get() else { return Ok(HeldWrite { sent, empty: st.held.is_empty() }) };
         while let Some((payload, batch, n)) = st.held.front() {
             if !closing && !st.credits.can_send() {
-                return Ok(false);
+                return Ok(HeldWrite { sent, empty: false });
             }
             let ack = if closing { st.credits.on_send_closing() } else { st.credits.on_send() };
             let last = st.held.count() == n;
@@ -196,18 +193,27 @@ impl MhShared {
                 Ok(()) => {
                     st.held.pop_front();
                     st.on_frame_sent(n);
+                    sent = true;
                     if last {
                         st.held_ack_now = false;
                     }
                 }
                 Err(e) => {
                     st.credits.undo_send(ack);
-                    return if e.kind == ErrorKind::TxBusy { Ok(false) } else { Err(e) };
+                    return if e.kind == ErrorKind::TxBusy { Ok(HeldWrite { sent, empty: false }) } else { Err(e) };
                 }
             }
         }
-        Ok(true)
+        Ok(HeldWrite { sent, empty: true })
     }
+}
+
+/// What `MhShared::write_held` did.
+pub struct HeldWrite {
+    /// At least one frame went (the monitor is to be woken).
+    pub sent: bool,
+    /// Nothing is held any more.
+    pub empty: bool,
 }
 
 /// A dispatcher's ring pair with its monitor, shared by its multi-hop channels.
@@ -245,25 +251,28 @@ struct Flusher {
 }
 
 impl Flusher {
-    /// Send every held frame that has a credit and link room now (one held
-    /// because the link was full gets no ack to send it), and forget the ends
-    /// that hold nothing any more (or are gone). True if one was sent.
-    fn send_and_prune(&self, link: &UmpChannel) -> bool {
-        let mut sent = false;
-        let mut h = lock(&self.holding);
-        h.retain(|w| {
+    /// Send every held frame of the holding ends that can go now (with
+    /// `closing`, beyond the window, as `close` does), and forget the ends
+    /// that hold nothing any more (or are gone). (a frame went, something is
+    /// still held). One held because the link was full gets no ack to send
+    /// it: this is what sends it.
+    fn send_held(&self, link: &UmpChannel, closing: bool) -> (bool, bool) {
+        let (mut sent, mut left) = (false, false);
+        lock(&self.holding).retain(|w| {
             w.upgrade().is_some_and(|s| {
                 let mut st = lock(&s.state);
                 if st.peer_closed {
                     return false;
                 }
-                let was = st.held.count();
-                let _ = s.flush_held(&mut st, link); // a broken link is found by the pump
-                sent |= st.held.count() < was;
-                !st.held.is_empty()
+                if let Ok(w) = s.write_held(&mut st, link, closing) {
+                    sent |= w.sent; // (a broken link is found by the pump)
+                }
+                let holding = !st.held.is_empty();
+                left |= holding;
+                holding
             })
         });
-        sent
+        (sent, left)
     }
 }
 
@@ -419,21 +428,10 @@ fn at_exit_send_held() {
                     if link.is_dead() {
                         continue;
                     }
-                    let ends: Vec<_> = lock(&flusher.holding).iter().filter_map(Weak::upgrade).collect();
                     // A link that is full now is drained by its monitor at once: a few tries, 100 ms at most.
                     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
                     loop {
-                        let (mut sent, mut left) = (false, false);
-                        for end in &ends {
-                            let mut st = lock(&end.state);
-                            if st.peer_closed || st.held.is_empty() {
-                                continue;
-                            }
-                            let was = st.held.count();
-                            let _ = end.write_held(&mut st, &link.link, true);
-                            sent |= st.held.count() < was;
-                            left |= !st.held.is_empty();
-                        }
+                        let (sent, left) = flusher.send_held(&link.link, true);
                         if sent {
                             link.wake_monitor();
                         }
@@ -474,7 +472,7 @@ fn flush_loop(flusher: &Flusher, link: &Weak<DispatcherLink>) {
             return;
         }
         l.pump();
-        if flusher.send_and_prune(&l.link) {
+        if flusher.send_held(&l.link, false).0 {
             l.wake_monitor();
         }
     }
@@ -527,9 +525,9 @@ impl Sorter<'_> {
         st.credits.on_ack(h.ack);
         if h.ack > 0 && !st.held.is_empty() {
             // Credit came back to an end holding messages: they leave now, whoever pumps.
-            let was = st.held.count();
-            let _ = ch.flush_held(&mut st, &self.link.link); // a broken link: found by the pump
-            self.flushed |= st.held.count() < was;
+            if let Ok(w) = ch.write_held(&mut st, &self.link.link, false) {
+                self.flushed |= w.sent; // (a broken link: found by the pump)
+            }
         }
         match h.kind {
             Kind::Data if h.flags & FLAG_BATCH != 0 => match decode_batch(&buf[HEADER_BYTES..]) {
