@@ -29,7 +29,6 @@ request goes to each node id and each reply straight to the sender, whose
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import threading
@@ -38,11 +37,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import multihop as mh
 from multihop import _core
-from multihop.errors import ChannelClosed, MultihopError, ProtocolError, Timeout
+from multihop.errors import ChannelClosed, MultihopError, ProtocolError, Timeout, TxBusy
 from multihop.groups import codec
 from multihop.groups.convergecast import Convergecast, Partial
 from multihop.groups.errors import GroupError
@@ -282,21 +281,37 @@ class _Owed:
     root: int
 
 
-_P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _locked(f: Callable[Concatenate[GroupEndpoint, _P], _R]) -> Callable[Concatenate[GroupEndpoint, _P], _R]:
-    @functools.wraps(f)
-    def call(self: GroupEndpoint, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self._lock:
-            return f(self, *args, **kwargs)
+@dataclass(frozen=True)
+class _Out:
+    """One queued send: an encoded group frame for the port, or a message for the group service's channel."""
 
-    return call
+    data: bytes
+    to_service: bool = False
 
 
 class GroupEndpoint:
-    """One dispatcher's group machinery (see the module text)."""
+    """One dispatcher's group machinery (see the module text).
+
+    Threads. Any number of the dispatcher's threads may call in at once (one in ``recv(timeout=None)``,
+    another in ``send(timeout=3)``, the keeper); no lock is held across a wait, so each call ends on its own
+    timeout whatever the others wait for. Three locks, always taken in this order:
+
+    - ``_rx`` is held by the one thread that waits for frames (``port.recv_many`` with a wait), from the
+      wait until the frames it got are in ``_inq``, so frames are handled in the order they arrived. Other
+      waiters wait on ``_changed`` meanwhile; a thread that holds ``_lock`` only tries ``_rx``.
+    - ``_lock`` (the state lock, re-entrant for callbacks) guards the member machine and every table here;
+      it is held only while they change, never while waiting. ``_changed`` (its condition) is notified
+      whenever a pump took something.
+    - ``_tx`` is held by the one thread sending the queue ``_unsent`` in order; only that thread waits for a
+      tree's credit, and it does not hold ``_lock`` then. A send with a timeout waits for ``_tx`` at most
+      until its deadline; pumps and ``_lock`` holders only try it.
+
+    Callbacks (``on_join``, ``on_view``, ``reply``, ...) run with ``_lock`` held: one that waits (a call on
+    the group) makes the member's other threads wait for it.
+    """
 
     def __init__(self, d: _core.Dispatcher, timeout: float = 30.0) -> None:
         self.d = d
@@ -332,21 +347,29 @@ class GroupEndpoint:
         self._owed: dict[tuple[str, int, int], _Owed] = {}  # requests the application answers itself
         self._cc_next = 0
         self._busy = False
-        # What this endpoint has to send, in order: the member machine's transmits and raw REPLY
-        # frames. A frame whose tree has no credit waits here (the call that sent it raised
-        # Timeout, or it came from a pump) and goes first with the next call or keeper pump.
-        self._unsent: deque[object] = deque()
+        # Frames taken from the port and not yet handled, in arrival order (see the class text).
+        self._inq: deque[bytes] = deque()
+        # What this endpoint has to send, in order: the member machine's transmits and REPLY frames,
+        # encoded. A frame whose tree has no credit waits here (the call that sent it raised Timeout,
+        # or it came from a pump) and goes first with the next call or keeper pump. ``_queued`` counts
+        # what was ever put here (under ``_lock``), ``_sent`` what left (by the ``_tx`` holder).
+        self._unsent: deque[_Out] = deque()
+        self._queued = 0
+        self._sent = 0
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._rx = threading.RLock()
+        self._tx = threading.Lock()
         self._closed = threading.Event()
         threading.Thread(target=self._keeper, name=f"mh-groups-{d.core}", daemon=True).start()
 
     def _keeper(self) -> None:
-        """Pump every 10 ms while no call does (view changes and credits go on between calls)."""
+        """Pump every 10 ms (view changes and credits go on between calls); it never waits for a lock."""
         while not self._closed.wait(_POLL):
             if not self._lock.acquire(blocking=False):
                 continue
             try:
-                self.pump()
+                self._pump_now()
             except MultihopError:
                 with contextlib.suppress(MultihopError):
                     self.ch.close()  # the dispatcher or the service is gone: calls will say so
@@ -363,7 +386,17 @@ class GroupEndpoint:
     # ---- the pump ------------------------------------------------------------
 
     def pump(self, wait: float = 0.0) -> bool:
-        """Take what arrived (service messages, frames), waiting up to ``wait`` s for frames; True if anything came."""
+        """Take what arrived (service messages, frames), waiting up to ``wait`` s for frames; True if anything came.
+
+        The wait holds no lock: other threads' calls go on meanwhile.
+        """
+        with self._lock:
+            if self._pump_now():
+                return True
+        return wait > 0 and self._await_input(wait)
+
+    def _pump_now(self) -> bool:
+        """Take what is here now, without waiting (``_lock`` held); True if anything came."""
         got = False
         for _ in range(4096 if not self.service_gone else 0):
             try:
@@ -376,19 +409,51 @@ class GroupEndpoint:
                 break
             got = True
             self._control(raw)
-        frames = self.port.recv_many(512, 0.0 if got else wait)
-        t0 = time.perf_counter_ns() if frames else 0
-        for f in frames:
-            self._frame(f)
+        if self._rx.acquire(blocking=False):  # else the thread that holds it is taking the frames
+            try:
+                self._inq.extend(self.port.recv_many(512, 0.0))
+            finally:
+                self._rx.release()
+        took = self._take_frames()
         if got and self._early:
             early, self._early = self._early, []
             for f in early:
                 self._frame(f)
-        self._flush()
-        if frames:  # what handling a frame costs this endpoint (the machine model's receive cost)
-            self.handle_ns += time.perf_counter_ns() - t0
-            self.handled += len(frames)
-        return got or bool(frames)
+        self._collect()
+        if got or took:
+            self._changed.notify_all()
+        return got or took
+
+    def _take_frames(self) -> bool:
+        """Handle the frames in ``_inq``, in order (``_lock`` held); True if there were any."""
+        if not self._inq:
+            return False
+        t0 = time.perf_counter_ns()
+        n = 0
+        while self._inq:
+            self._frame(self._inq.popleft())
+            n += 1
+        # what handling a frame costs this endpoint (the machine model's receive cost)
+        self.handle_ns += time.perf_counter_ns() - t0
+        self.handled += n
+        return True
+
+    def _await_input(self, wait: float) -> bool:
+        """Wait up to ``wait`` s for something to come (no lock held while waiting); True if something did.
+
+        One thread at a time waits on the port (holding ``_rx``) and hands what it got to ``_inq``; the
+        others wait on ``_changed``, which a pump that took something notifies.
+        """
+        if self._rx.acquire(blocking=False):
+            try:
+                frames = self.port.recv_many(512, wait)
+                with self._lock:
+                    self._inq.extend(frames)
+                    return self._pump_now() or bool(frames)
+            finally:
+                self._rx.release()
+        with self._changed:
+            return self._changed.wait(wait)
 
     def _control(self, raw: bytes) -> None:
         msg, d = codec.decode(raw)
@@ -449,57 +514,106 @@ class GroupEndpoint:
         except ProtocolError:
             self.protocol_errors += 1
 
-    def _flush(self, deadline: float | None = 0.0) -> bool:
-        """Send what the member machine has to send and hand it its events, until neither has more.
+    # ---- sending ----------------------------------------------------------------
 
-        A frame waits for a credit of its tree until ``deadline`` (``0.0``, the default: not at all;
-        ``None``: for as long as it takes); what did not go stays queued, in order, for the next call.
-        True when nothing is left queued.
+    def _collect(self) -> int | None:
+        """Queue what the member machine has to send and hand it its events, until neither has more
+        (``_lock`` held); what has credit now leaves at once, the rest stays queued in order.
+
+        Returns the count of everything queued so far (a send waits until ``_sent`` reaches it), or None
+        when a callback called in: the outer call goes on and queues it.
         """
         if self._busy:
-            return not self._unsent  # a callback called in: the outer flush goes on
+            return None
         self._busy = True
         try:
             for _ in range(1_000_000):
                 tx = self.member.transmits()
-                self._unsent.extend(tx)
-                drained = self._drain(deadline)
+                for t in tx:
+                    self._enqueue(t)
+                self._drain_now()
                 ev = self.member.events()
                 for e in ev:
                     self._event(e)
                 if not tx and not ev:
-                    return drained
-            return not self._unsent
+                    break
         finally:
             self._busy = False
+        return self._queued
 
-    def _drain(self, deadline: float | None) -> bool:
-        """Send the queued frames in order until one finds no credit by ``deadline``; True if all went."""
-        while self._unsent:
+    def _enqueue(self, t: object) -> None:
+        """Encode one transmit of the member machine (or a raw REPLY frame) onto ``_unsent`` (``_lock`` held)."""
+        if isinstance(t, bytes):  # a REPLY frame
+            out = _Out(t)
+        elif isinstance(t, ToService):
+            out = _Out(codec.encode(t.msg), to_service=True)
+        else:
+            frame = t.frame if isinstance(t, (Multicast, Unicast)) else None
+            assert frame is not None
+            gid = self.gids[frame.group]
+            if isinstance(frame, Submit):
+                assert isinstance(t, Unicast)
+                out = _Out(encode_submit(frame, gid, t.node, self.me.core))
+            else:
+                out = _Out(encode_data(frame, gid, self.me.core))
+        self._unsent.append(out)
+        self._queued += 1
+
+    def _drain_now(self) -> None:
+        """Send what has credit now, in order, without waiting (never waits for ``_tx`` either)."""
+        if self._tx.acquire(blocking=False):
             try:
-                self._transmit(self._unsent[0], deadline)
-            except Timeout:
-                return False
-            self._unsent.popleft()
+                self._send_queued(None, 0.0)
+            finally:
+                self._tx.release()
+
+    def _drain_to(self, mark: int | None, deadline: float | None) -> bool:
+        """Send the queue in order until the first ``mark`` queued have left, waiting for credit (and for
+        another thread sending the queue) until ``deadline``; True once they have. Holds no ``_lock``."""
+        while mark is not None and self._sent < mark:
+            if deadline is None:
+                got = self._tx.acquire()
+            else:
+                left = deadline - time.monotonic()
+                got = self._tx.acquire(timeout=left) if left > 0 else self._tx.acquire(blocking=False)
+            if not got:
+                return self._sent >= mark
+            try:
+                if not self._send_queued(mark, deadline):
+                    return False
+            finally:
+                self._tx.release()
         return True
 
-    def _transmit(self, t: object, deadline: float | None) -> None:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if isinstance(t, bytes):  # a REPLY frame
-            self.port.send(t, timeout=wait)
-            return
-        if isinstance(t, ToService):
+    def _send_queued(self, mark: int | None, deadline: float | None) -> bool:
+        """Send from the head of ``_unsent`` (``_tx`` held) until ``mark`` have left (None: all), each frame
+        waiting for credit until ``deadline`` (``0.0``: not at all; None: as long as it takes). True if done."""
+        while self._unsent and (mark is None or self._sent < mark):
+            if not self._transmit(self._unsent[0], deadline):
+                return False
+            self._unsent.popleft()
+            self._sent += 1
+        return True
+
+    def _transmit(self, out: _Out, deadline: float | None) -> bool:
+        """Send one queued item; False if it found no credit (or no room) by ``deadline``."""
+        if out.to_service:
             self._service_check()
-            self.ch.send(codec.encode(t.msg), timeout=30)
-            return
-        frame = t.frame if isinstance(t, (Multicast, Unicast)) else None
-        assert frame is not None
-        gid = self.gids[frame.group]
-        if isinstance(frame, Submit):
-            assert isinstance(t, Unicast)
-            self.port.send(encode_submit(frame, gid, t.node, self.me.core), timeout=wait)
-        else:
-            self.port.send(encode_data(frame, gid, self.me.core), timeout=wait)
+            if deadline == 0.0:
+                try:
+                    self.ch.try_send(out.data)
+                except TxBusy:
+                    return False
+            else:
+                self.ch.send(out.data, timeout=30)
+            return True
+        if deadline == 0.0:
+            return self.port.try_send(out.data)
+        try:
+            self.port.send(out.data, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except Timeout:
+            return False
+        return True
 
     def _open(self, name: str) -> None:
         """ChannelClosed if group ``name`` was closed (a monitor on its trees died: docs/groups.md §9)."""
@@ -576,84 +690,99 @@ class GroupEndpoint:
         me = self.member.node(group)
         gid = self.gids[group]
         if owed.tag == CC_AGGREGATED:
-            self._unsent.append(encode_up_reply(gid, owed.view, owed.dest, owed.root, me, requester, request, answer))
+            self._enqueue(encode_up_reply(gid, owed.view, owed.dest, owed.root, me, requester, request, answer))
         elif requester == me:
             cc = self._cc.get((group, request))
             if cc is not None:
                 cc.reply(me, answer)
             return
         else:
-            self._unsent.append(encode_reply(gid, owed.view, requester, self.me.core, me, request, answer))
-        self._drain(0.0)
+            self._enqueue(encode_reply(gid, owed.view, requester, self.me.core, me, request, answer))
+        self._drain_now()
 
-    @_locked
     def reply(self, name: str, delivery: Delivery, answer: bytes) -> None:
         """Answer a request this member owes (see :meth:`Group.reply`)."""
-        key = (name, delivery.sender, delivery.request)
-        owed = self._owed.pop(key, None) if delivery.request and delivery.group == name else None
-        if owed is None:
-            raise GroupError(f"{delivery!r} is not a convergecast request of group {name!r} awaiting this member's reply")
-        self._answer(name, delivery.sender, delivery.request, owed, answer)
+        with self._lock:
+            key = (name, delivery.sender, delivery.request)
+            owed = self._owed.pop(key, None) if delivery.request and delivery.group == name else None
+            if owed is None:
+                raise GroupError(f"{delivery!r} is not a convergecast request of group {name!r} awaiting this member's reply")
+            self._answer(name, delivery.sender, delivery.request, owed, answer)
 
     # ---- waiting ---------------------------------------------------------------
 
-    def _wait(self, done: Callable[[], bool], deadline: float | None, what: str, service: bool = False, group: str | None = None) -> None:
-        self.pump()
-        while not done():
-            if group is not None:
-                self._open(group)
-            if service:
-                self._service_check()  # a membership change cannot complete without the service
-            if _expired(deadline):
-                raise Timeout(f"{what}: not done within the timeout")
-            self.pump(_left(deadline))
+    def _wait(self, done: Callable[[], _R | None], deadline: float | None, expired: str, service: bool = False, group: str | None = None) -> _R:
+        """Pump until ``done()`` (called with ``_lock`` held) gives something other than None or False, and
+        return it; Timeout saying ``expired`` at ``deadline``. The waits between pumps hold no lock."""
+        while True:
+            with self._lock:
+                got = done()
+                if got is None or got is False:
+                    self._pump_now()
+                    got = done()
+                if got is not None and got is not False:
+                    return got
+                if group is not None:
+                    self._open(group)
+                if service:
+                    self._service_check()  # a membership change cannot complete without the service
+                if _expired(deadline):
+                    raise Timeout(expired)
+            self._await_input(_left(deadline))
 
     def _request_result(self, req: int, deadline: float | None, what: str, service: bool = True) -> None:
-        self._wait(lambda: req in self.failures or req in self.replies, deadline, what, service=service)
-        if req in self.failures:
-            raise GroupError(self.failures.pop(req))
+        def answered() -> bool:
+            if req in self.failures:
+                raise GroupError(self.failures.pop(req))
+            return req in self.replies
+
+        self._wait(answered, deadline, f"{what}: not done within the timeout", service=service)
 
     # ---- operations --------------------------------------------------------------
+    # Each takes ``_lock`` only to look and to change state; it waits (``_wait``, ``_drain_to``) without it.
 
-    @_locked
     def join(self, name: str, cb: _Callbacks, deadline: float | None) -> Group:
         """Join ``name`` (callbacks ``cb``); returns once a view with this member is installed here."""
-        self.pump()
-        self._service_check()
-        self._open(name)
-        if not isinstance(name, str) or not name:
-            raise GroupError(f"a group name is a non-empty string, got {name!r}")
-        self.pump()
-        req = self.member.join(name)
-        self.callbacks[name] = cb
-        self._flush()
-        self._request_result(req, deadline, f"join of group {name!r}", service=True)
-        self._wait(lambda: name in self.member.groups(), deadline, f"join of group {name!r}", service=True)
+        with self._lock:
+            self._pump_now()
+            self._service_check()
+            self._open(name)
+            if not isinstance(name, str) or not name:
+                raise GroupError(f"a group name is a non-empty string, got {name!r}")
+            req = self.member.join(name)
+            self.callbacks[name] = cb
+            self._collect()
+        what = f"join of group {name!r}"
+        self._request_result(req, deadline, what, service=True)
+        self._wait(lambda: name in self.member.groups(), deadline, f"{what}: not done within the timeout", service=True)
         return Group(self, name)
 
-    @_locked
     def leave(self, name: str, deadline: float | None) -> None:
         """Leave ``name``; returns once the leave is installed (everything addressed here delivered)."""
-        self.pump()
-        self._service_check()
-        self._open(name)
-        req = self.member.leave(name)
-        self._flush()
-        self._wait(lambda: name in self.left or req in self.failures, deadline, f"leave of group {name!r}", service=True)
-        if req in self.failures:
-            raise GroupError(self.failures.pop(req))
+        with self._lock:
+            self._pump_now()
+            self._service_check()
+            self._open(name)
+            req = self.member.leave(name)
+            self._collect()
 
-    @_locked
+        def left() -> bool:
+            if req in self.failures:
+                raise GroupError(self.failures.pop(req))
+            return name in self.left
+
+        self._wait(left, deadline, f"leave of group {name!r}: not done within the timeout", service=True)
+
     def sync(self, name: str, deadline: float | None) -> None:
         """Return once this member has installed the view the service has installed now (or left ``name``)."""
-        self.pump()
-        self._service_check()
-        self._open(name)
-        self._info_next += 1
-        req = self._info_next
+        with self._lock:
+            self._pump_now()
+            self._service_check()
+            self._open(name)
+            self._info_next += 1
+            req = self._info_next
         self.ch.send(json.dumps({"op": "info", "req": req, "group": name}).encode(), timeout=30)
-        self._wait(lambda: req in self.infos, deadline, f"view of group {name!r}", service=True)
-        info = self.infos.pop(req)
+        info = self._wait(lambda: self.infos.pop(req, None), deadline, f"view of group {name!r}: not done within the timeout", service=True)
         if info.get("error"):
             raise GroupError(info["error"])
         target = int(info["view"]["view_id"])
@@ -661,111 +790,125 @@ class GroupEndpoint:
         def caught_up() -> bool:
             return name not in self.member.groups() or self.member.view(name).view_id >= target
 
-        self._wait(caught_up, deadline, f"view {target} of group {name!r}", service=True)
+        self._wait(caught_up, deadline, f"view {target} of group {name!r}: not done within the timeout", service=True)
 
-    @_locked
     def send(self, name: str, dest: int, payload: bytes, deadline: float | None) -> None:
-        """Send a tagged ``payload`` to ``dest`` of ``name`` (waits for a credit of the tree).
+        """Send a tagged ``payload`` to ``dest`` of ``name`` (waits for a credit of the tree until ``deadline``).
 
         A destination this member's view lacks is looked up once more after :meth:`sync` (it may be in a
         view still on its way here) before the GroupError stands.
         """
-        self.pump()
-        self._open(name)
-        try:
-            self.member.send(name, dest, payload)
-        except GroupError:
-            if name not in self.member.groups() or self.member.leaving(name):
-                raise
+        with self._lock:
+            self._pump_now()
+            self._open(name)
+            try:
+                self.member.send(name, dest, payload)
+                mark = self._collect()
+                again = False
+            except GroupError:
+                if name not in self.member.groups() or self.member.leaving(name):
+                    raise
+                again = True
+        if again:
             self.sync(name, deadline)
-            self.member.send(name, dest, payload)
-        if not self._flush(deadline):
+            with self._lock:
+                self._open(name)
+                self.member.send(name, dest, payload)
+                mark = self._collect()
+        if not self._drain_to(mark, deadline):
             raise Timeout(
                 f"group {name!r}: no credit on its tree within the timeout (a member downstream is slow or stopped);"
                 " the message is queued here and goes out, in order, with this member's next calls"
             )
 
-    @_locked
     def recv(self, name: str, deadline: float | None) -> Delivery:
         """The next delivery of ``name``; Timeout at ``deadline``, GroupError once nothing of it can come."""
-        q = self.inbox.get(name)
-        if not q:
-            self.pump()
-            q = self.inbox.setdefault(name, deque())
-            while not q:
-                self._open(name)
-                if name not in self.member.groups():
-                    raise GroupError(f"endpoint {self.me} is not a member of group {name!r} (and nothing of it is left to receive)")
-                if _expired(deadline):
-                    raise Timeout(f"no delivery of group {name!r} within the timeout")
-                self.pump(_left(deadline))
-        return q.popleft()
 
-    @_locked
+        def take() -> Delivery | None:
+            q = self.inbox.get(name)
+            if q:
+                return q.popleft()
+            self._open(name)
+            if name not in self.member.groups():
+                raise GroupError(f"endpoint {self.me} is not a member of group {name!r} (and nothing of it is left to receive)")
+            return None
+
+        return self._wait(take, deadline, f"no delivery of group {name!r} within the timeout")
+
     def convergecast(self, name: str, payload: bytes, deadline: float | None, unicast: bool = False, aggregate: bool = True) -> Partial:
         """Send a convergecast request to every member of ``name`` and gather the replies (see :meth:`Group.convergecast`)."""
-        self.pump()
-        self._open(name)
-        view = self.member.view(name)
-        self._cc_next = self._cc_next % 65535 + 1
-        request = self._cc_next
+        with self._lock:
+            self._pump_now()
+            self._open(name)
+            view = self.member.view(name)
+            self._cc_next = self._cc_next % 65535 + 1
+            request = self._cc_next
+            key = (name, request)
+            direct = unicast or not aggregate
+            if not direct:
+                self._cc_results[key] = None
         timeout_ms = 0 if deadline is None else max(1, min(0xFFFFFFFF, int((deadline - time.monotonic()) * 1000)))
         what = f"convergecast {request} of group {name!r}"
-        if unicast or not aggregate:
+        if direct:
             dests = list(view.nodes) if unicast else [BROADCAST]
-            return self._convergecast_direct(name, view, dests, CC_TAG.pack(CC_DIRECT, request, timeout_ms) + payload, deadline, what)
-        key = (name, request)
-        self._cc_results[key] = None
+            tagged = CC_TAG.pack(CC_DIRECT, request, timeout_ms) + payload
+            return self._convergecast_direct(name, view, request, dests, tagged, deadline, what)
         try:
             self.send(name, BROADCAST, CC_TAG.pack(CC_AGGREGATED, request, timeout_ms) + payload, deadline)
-            self._wait(lambda: self._cc_results[key] is not None, deadline, what, group=name)
-            got = self._cc_results[key]
+            result, gave_up = self._wait(lambda: self._cc_results[key], deadline, f"{what}: not done within the timeout", group=name)
         except Timeout:
             # Nothing came back up the tree in time: nobody is known to have replied.
             nobody = Partial({}, frozenset(view.destinations(BROADCAST)))
             raise ConvergecastTimeout(f"{what} incomplete: no result within the timeout", nobody) from None
         finally:
-            self._cc_results.pop(key, None)
-        assert got is not None
-        result, gave_up = got
+            with self._lock:
+                self._cc_results.pop(key, None)
         if gave_up:
             raise ConvergecastTimeout(
                 f"{what} incomplete: {len(result.replies)} replies, {len(result.missing)} missing (a monitor stopped waiting)", result
             )
         return result
 
-    def _convergecast_direct(self, name: str, view: View, dests: list[int], tagged: bytes, deadline: float | None, what: str) -> Partial:
+    def _convergecast_direct(
+        self, name: str, view: View, request: int, dests: list[int], tagged: bytes, deadline: float | None, what: str
+    ) -> Partial:
         """The baselines: the request to each of ``dests`` (each node id, or the broadcast id down the tree),
         each reply straight back here."""
-        request = self._cc_next
         cc = Convergecast(view.destinations(BROADCAST), ())
-        self._cc[(name, request)] = cc
+        with self._lock:
+            self._cc[(name, request)] = cc
         try:
             for dest in dests:
                 self.send(name, dest, tagged, deadline)
-            self._wait(lambda: cc.done, deadline, what, group=name)
+            self._wait(lambda: cc.done, deadline, f"{what}: not done within the timeout", group=name)
         except Timeout:
-            part: Partial = cc._acc
+            with self._lock:
+                part: Partial = cc._acc
             raise ConvergecastTimeout(f"{what} incomplete: {len(part.replies)} replies", part) from None
         finally:
-            self._cc.pop((name, request), None)
-        result = cc.poll()
+            with self._lock:
+                self._cc.pop((name, request), None)
+        with self._lock:
+            result = cc.poll()
         assert result is not None
         return result
 
-    @_locked
     def create_multicast(self, name: str, deadline: float | None) -> int:
         """Create a multicast group in ``name``; returns its id once a view with it is installed here."""
-        self.pump()
-        self._service_check()
-        self._open(name)
-        req = self.member.create_multicast(name)
-        self._flush()
-        self._wait(lambda: req in self.mcreated or req in self.failures, deadline, "multicast creation", service=True)
-        if req in self.failures:
-            raise GroupError(self.failures.pop(req))
-        mcast = self.mcreated.pop(req)
-        self._wait(lambda: self._has_mcast(name, mcast), deadline, "multicast creation", service=True)
+        with self._lock:
+            self._pump_now()
+            self._service_check()
+            self._open(name)
+            req = self.member.create_multicast(name)
+            self._collect()
+
+        def created() -> int | None:
+            if req in self.failures:
+                raise GroupError(self.failures.pop(req))
+            return self.mcreated.pop(req, None)
+
+        mcast = self._wait(created, deadline, "multicast creation: not done within the timeout", service=True)
+        self._wait(lambda: self._has_mcast(name, mcast), deadline, "multicast creation: not done within the timeout", service=True)
         return mcast
 
     def _has_mcast(self, name: str, mcast: int) -> bool:
@@ -775,23 +918,26 @@ class GroupEndpoint:
         except GroupError:
             return False
 
-    @_locked
     def multicast_change(self, name: str, mcast: int, join: bool, deadline: float | None) -> None:
         """Join (``join``) or leave multicast group ``mcast``; returns once the view shows it."""
-        self.pump()
-        self._service_check()
-        self._open(name)
-        if name in self.member.groups() and not self._has_mcast(name, mcast):
+        with self._lock:
+            self._pump_now()
+            self._service_check()
+            self._open(name)
+            lacks = name in self.member.groups() and not self._has_mcast(name, mcast)
+        if lacks:
             self.sync(name, deadline)  # it may be in a view still on its way here
-        req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)
-        self._flush()
+        with self._lock:
+            req = self.member.join_multicast(name, mcast) if join else self.member.leave_multicast(name, mcast)
+            self._collect()
         self._request_result(req, deadline, "multicast change", service=True)
-        node = self.member.node(name)
+        with self._lock:
+            node = self.member.node(name)
 
         def installed() -> bool:
             return (node in self.member.view(name).multicast_members(mcast)) == join
 
-        self._wait(installed, deadline, "multicast change", service=True)
+        self._wait(installed, deadline, "multicast change: not done within the timeout", service=True)
 
 
 _ENDPOINTS: dict[int, tuple[_core.Dispatcher, GroupEndpoint]] = {}
