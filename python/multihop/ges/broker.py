@@ -88,6 +88,8 @@ class BrokerCore:
         self.gpp = GatewayPropagation(self.code, self.levels, self.costs)
         self.thresholds = tuple(thresholds)
         self._out: dict[int, list[Any]] = {}
+        #: durable mode: hop acknowledgements held while this broker's store cannot write (one per neighbour)
+        self._held_acks: dict[int, EventAck] = {}
         self._timers: list[tuple[float, Any]] = []
         #: messages that did not fit the protocol (wrong kind, unknown peer): counted, dropped
         self.refused = 0
@@ -118,6 +120,7 @@ class BrokerCore:
         """The gateway to broker ``peer`` is lost."""
         self.gpp.link_down(peer)
         self._out.pop(peer, None)
+        self._held_acks.pop(peer, None)
         self.erp.link_down(peer)
 
     def receive(self, peer: int, msg: Any) -> None:
@@ -228,7 +231,7 @@ class BrokerCore:
 
     def fire(self, name: Any) -> None:
         """A timer set through :meth:`take_timers` fired."""
-        if type(name) is tuple and name and name[0] in ("dur-rto", "dur-retry"):
+        if type(name) is tuple and name and name[0] in ("dur-rto", "dur-retry", "dur-commit"):
             self.durability.fire(name)
             return
         self.erp.fire(name)
@@ -252,8 +255,9 @@ class BrokerCore:
         """
         self.durability.flush()
         st = self.durability.store
-        if st is not None:
-            st.storage.commit()  # before any ack or "stored" this batch allows leaves
+        # before any ack or "stored" this batch allows leaves; a store that cannot write (a full disk) keeps
+        # its batch and holds what it vouches for: its own messages, and the hop acknowledgements
+        safe = st is None or st.commit()
         self.ppp.flush()
         out: dict[int, list[Any]] = {}
         for peer, records in self.gpp.take_outbox().items():
@@ -261,14 +265,37 @@ class BrokerCore:
         for peer, msgs in self._out.items():
             out.setdefault(peer, []).extend(msgs)
         self._out = {}
-        for peer, msgs in self.erp.take().items():
-            out.setdefault(peer, []).extend(msgs)
+        erp_out = self.erp.take()
+        if not safe:
+            for peer, msgs in erp_out.items():
+                for m in msgs:
+                    if type(m) is EventAck:
+                        self._hold_ack(peer, m)
+                    else:
+                        out.setdefault(peer, []).append(m)
+        else:
+            if self._held_acks:
+                held, self._held_acks = self._held_acks, {}
+                for peer, ack in held.items():
+                    if peer in self.gpp.links:
+                        out.setdefault(peer, []).append(ack)
+            for peer, msgs in erp_out.items():
+                out.setdefault(peer, []).extend(msgs)
         if self.erp.deliveries:
             for peer, evs in self.erp.deliveries.items():
                 if peer in self.clients:
                     out.setdefault(peer, []).append(Deliver(tuple(evs)))
             self.erp.deliveries = {}
         return out
+
+    def _hold_ack(self, peer: int, ack: EventAck) -> None:
+        """Keep a hop acknowledgement until the store's batch is committed (acknowledgements only grow: one
+        merged acknowledgement per neighbour says everything the held ones said)."""
+        old = self._held_acks.get(peer)
+        if old is not None:
+            upto = max(old.upto, ack.upto)
+            ack = EventAck(upto, tuple(sorted({s for s in (*old.also, *ack.also) if s > upto})))
+        self._held_acks[peer] = ack
 
     def take_timers(self) -> list[tuple[float, Any]]:
         """Timers to set: ``(delay in seconds, name)``; the driver calls :meth:`fire` with the name."""

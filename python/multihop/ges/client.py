@@ -24,6 +24,7 @@ from multihop.ges.messages import (
     DurableAttach,
     DurableDeliver,
     DurableNak,
+    NotStored,
     Publish,
     Refused,
     Stored,
@@ -87,6 +88,8 @@ class ClientCore:
         #: durable: events waiting in storage when this incarnation started, and how many of them arrived
         self.replay = 0
         self.replayed = 0
+        #: durable: why the home store answered "not stored" last (None once it stored again)
+        self.store_error: str | None = None
         if durable is None:
             self.outbox: list[Any] = [Attach(self.client, self.incarnation)]
         else:
@@ -157,6 +160,7 @@ class ClientCore:
             d = self.durable
             assert d is not None  # a broker sends Stored to durable clients only
             q = d.queue
+            self.store_error = None
             for i in msg.ids:  # stored in publishing order: every event up to i is stored
                 if i in q:
                     while q:
@@ -164,6 +168,8 @@ class ClientCore:
                         del q[first]
                         if first == i:
                             break
+        elif t is NotStored:
+            self.store_error = msg.reason  # the events stay queued; the broker sends them again
         elif t is Welcome:
             self.welcomed = True
             d = self.durable

@@ -37,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--cores", default=None, help='cores of a runtime started here, e.g. "0-1" (default: the file\'s cores, else 0-1)')
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for convergence (default 60)")
     up.add_argument("--durable", action="store_true", help="stable storage: a storage broker per cluster (SQLite), durable clients")
+    up.add_argument(
+        "--storage-dir",
+        default=None,
+        metavar="DIR",
+        help="with --durable: keep the storage files in DIR, an existing directory (default: the runtime's directory, removed with the runtime)",
+    )
     for what, helptext in (
         ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
         ("restart", "start a crashed broker of a durable system again on its storage file"),
@@ -115,6 +121,11 @@ def format_durability(d: dict[str, Any]) -> list[str]:
             + (f" (file {f['file_bytes']} bytes)" if f else "")
             + f"; stored {store['stored']}, collected {store['collected']}, sent {store['sent']}, resent {store['resent']}, refused {store['refused']}"
         )
+        if store.get("write_error"):
+            out.append(
+                f"    cannot write its store ({store['write_errors']} failed commits): {store['write_error']}; publications are answered "
+                f"'not stored' ({store['not_stored']} so far), {store['held_messages']} answers and the hop acknowledgements wait for a commit"
+            )
         old = store["oldest"]
         if old is not None:
             pub, ts, seq, inc = old["event"]
@@ -141,7 +152,7 @@ def run(a: argparse.Namespace) -> int:
     if a.ges_cmd == "up":
         topo = Topology.load(a.topology)
         cores = parse_cores(a.cores) if a.cores else None
-        system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout, durable=a.durable)
+        system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout, durable=a.durable, storage_dir=a.storage_dir)
         print(
             f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
             + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else "")

@@ -59,13 +59,16 @@ from multihop.ges.messages import (
     SPublish,
     SRefuse,
     SRegister,
+    SNotStored,
     SStored,
     SSubAck,
     SSubscribe,
+    NotStored,
     Stored,
     SWelcome,
     Welcome,
 )
+from multihop.ges.errors import StoreWriteError
 from multihop.ges.storage import Storage, StoredClient, event_size
 
 if TYPE_CHECKING:
@@ -89,8 +92,9 @@ RETRY_MAX_TICKS = 16
 #: the profile peer ids of homed clients (the store subscribes for them): VIRTUAL_BASE - slot
 VIRTUAL_BASE = -(1 << 50)
 #: a durability timer's name (:meth:`Durability.fire`): a session's RTO ``("dur-rto", client, incarnation,
-#: entries acknowledged when it was set)``, or the relayed requests' retry tick ``("dur-retry",)``
-DurabilityTimer: TypeAlias = tuple[Literal["dur-rto"], str, int, int] | tuple[Literal["dur-retry"]]
+#: entries acknowledged when it was set)``, the relayed requests' retry tick ``("dur-retry",)``, or a store's
+#: next try at a batch it could not write (``("dur-commit",)``)
+DurabilityTimer: TypeAlias = tuple[Literal["dur-rto"], str, int, int] | tuple[Literal["dur-retry"]] | tuple[Literal["dur-commit"]]
 #: a relayed request waiting for its answer: ``("reg", client, incarnation)`` or ``("sub", client, subscription)``
 _RequestKey: TypeAlias = tuple[Literal["reg", "sub"], str, int]
 
@@ -157,7 +161,78 @@ class StoreRole:
                 self._pub_last[pub] = k
         self._graph_at = -1
         self.bytes = sum(event_size(v[0]) for v in self.entries.values())
-        self.counters = {"stored": 0, "duplicates": 0, "early": 0, "collected": 0, "sent": 0, "resent": 0, "refused": 0}
+        self.counters = {
+            "stored": 0,
+            "duplicates": 0,
+            "early": 0,
+            "collected": 0,
+            "sent": 0,
+            "resent": 0,
+            "refused": 0,
+            "write_errors": 0,
+            "not_stored": 0,
+        }
+        #: what the store said this round, sent once the batch it vouches for is committed: (broker, message)
+        self._held: list[tuple[int, Any]] = []
+        #: why the last commit failed (a full disk): None while the store writes
+        self.write_error: str | None = None
+        self._commit_due = False  # a failed batch is written again when the commit timer fired
+        self._commit_timer = False
+        self._commit_wait = RETRY
+
+    # ---- committing ------------------------------------------------------------------------
+
+    def _send(self, dst: int, body: Any) -> None:
+        """Send a store message once the round's batch is committed (it may say "stored", "welcome", ...)."""
+        self._held.append((dst, body))
+
+    def commit(self) -> bool:
+        """Commit the open batch, then send what it vouches for; False if the store cannot write now.
+
+        A failed commit (:class:`~multihop.ges.errors.StoreWriteError`: a full disk) keeps the batch;
+        the store reports the reason (:meth:`status`, "not stored" answers to publishers) and tries
+        again when the ``dur-commit`` timer fires (every ``RETRY`` seconds, doubling up to
+        ``RETRY_MAX_TICKS`` times that), until a commit goes through: then everything held goes out,
+        in order, and storing goes on, without a restart.
+        """
+        if self.write_error is not None and not self._commit_due:
+            return False
+        self._commit_due = False
+        for _ in range(4):  # what a released message does here may write again (a detach): bounded
+            try:
+                self.storage.commit()
+            except StoreWriteError as e:
+                self.write_error = str(e)
+                self.counters["write_errors"] += 1
+                if not self._commit_timer:
+                    self._commit_timer = True
+                    self.core.set_timer(self._commit_wait, ("dur-commit",))
+                    self._commit_wait = min(2 * self._commit_wait, RETRY * RETRY_MAX_TICKS)
+                return False
+            if self.write_error is not None:
+                self.write_error = None
+                self._commit_wait = RETRY
+            if not self._held:
+                break
+            held, self._held = self._held, []
+            relay = self.core.durability.relay
+            for dst, body in held:
+                relay(dst, body)
+        return True
+
+    def fire_commit(self) -> None:
+        """The ``dur-commit`` timer: the next round writes the kept batch again."""
+        self._commit_timer = False
+        if self.write_error is not None:
+            self._commit_due = True
+
+    def refuse_publish(self, src: int, msg: SPublish) -> None:
+        """The store cannot write: a publication is not stored, and its publisher is told why (its broker sends
+        it again later).  Nothing of it is kept, so nothing it would add waits in memory."""
+        self.counters["not_stored"] += len(msg.events)
+        me = Address.from_code(self.core.code, self.core.levels)
+        reason = f"storage broker {me} cannot store now: {self.write_error}"
+        self.core.durability.relay(src, SNotStored(msg.client, msg.events[0].id, reason))
 
     def start(self) -> None:
         """After a (re)start: subscribe for the homed clients, route again what is not acknowledged, resume sessions."""
@@ -264,7 +339,7 @@ class StoreRole:
         self._dirty.clear()
         if self._stored_to:
             for (src, client), eid in self._stored_to.items():
-                self.core.durability.relay(src, SStored(client, eid))
+                self._send(src, SStored(client, eid))
             self._stored_to = {}
         for key in self._dirty_streams:
             self.storage.put_stream(key[0], key[1], self.streams[key])
@@ -335,13 +410,13 @@ class StoreRole:
             s = self.sessions.get(name)
             if msg.incarnation == c.incarnation and c.broker == src and s is not None:
                 # the same request again (its broker retried before the answer came): answer again, change nothing
-                self.core.durability.relay(src, SWelcome(name, msg.incarnation, s.replay))
+                self._send(src, SWelcome(name, msg.incarnation, s.replay))
             return  # (an older incarnation's request that arrived late: nobody waits for it)
         if msg.resume:
             reason = self._check_resume(name, c, msg.last)
             if reason:
                 self.counters["refused"] += 1
-                self.core.durability.relay(src, SRefuse(name, msg.incarnation, reason))
+                self._send(src, SRefuse(name, msg.incarnation, reason))
                 return
             assert c is not None
             last = {i.publisher: i for i in msg.last}
@@ -370,7 +445,7 @@ class StoreRole:
         c.broker, c.incarnation = src, msg.incarnation
         self._save_client(name)
         s = self._open_session(name, src, msg.incarnation, pump=False)
-        self.core.durability.relay(src, SWelcome(name, msg.incarnation, s.replay))
+        self._send(src, SWelcome(name, msg.incarnation, s.replay))
         self._pump(name, s)
 
     def _check_resume(self, name: str, c: StoredClient | None, last: tuple[EventId, ...]) -> str:
@@ -417,7 +492,7 @@ class StoreRole:
             c.subs[msg.sub] = msg.chain
             self.core.ppp.subscribe(peer, msg.sub, msg.chain)
             self._save_client(msg.client)
-        self.core.durability.relay(src, SSubAck(msg.client, msg.sub))
+        self._send(src, SSubAck(msg.client, msg.sub))
 
     def active(self, src: int, msg: SActive) -> None:
         """The active level of a homed client's subscription, for its broker."""
@@ -425,7 +500,7 @@ class StoreRole:
         level = -1
         if c is not None and msg.sub in c.subs:
             level = self.core.ppp.active_level(VIRTUAL_BASE - c.slot, msg.sub)
-        self.core.durability.relay(src, SActive(msg.client, msg.sub, level))
+        self._send(src, SActive(msg.client, msg.sub, level))
 
     def ack(self, msg: SAck) -> None:
         """A client acknowledged up to ``upto`` (and with ``nak`` wants what follows again)."""
@@ -483,7 +558,7 @@ class StoreRole:
             if out:
                 s.prev = out[-1][0]
                 self.counters["sent"] += len(out)
-                self.core.durability.relay(s.broker, SDeliver(name, s.incarnation, first_prev, tuple(out)))
+                self._send(s.broker, SDeliver(name, s.incarnation, first_prev, tuple(out)))
         if s.sent and not s.timer:
             s.timer = True
             self.core.set_timer(min(RTO * (1 << s.idle), RTO_MAX), ("dur-rto", name, s.incarnation, s.delivered))
@@ -543,6 +618,8 @@ class StoreRole:
             "bytes": self.bytes,
             "oldest": oldest,
             "clients": clients,
+            "write_error": self.write_error,
+            "held_messages": len(self._held),
             **self.counters,
         }
 
@@ -696,6 +773,9 @@ class Durability:
                 st.subscribe(src, body)
         elif t is SPublish:
             if st is not None:
+                if st.write_error is not None:
+                    st.refuse_publish(src, body)
+                    return
                 prev = body.prev
                 for ev in body.events:
                     st.publish(src, body.client, ev, prev)
@@ -745,6 +825,10 @@ class Durability:
             peer = self._by_name.get(body.client)
             if peer is not None:
                 self.core.send(peer, Stored((body.event,)))
+        elif t is SNotStored:
+            peer = self._by_name.get(body.client)
+            if peer is not None:
+                self.core.send(peer, NotStored((body.event,), body.reason))
         elif t is SDeliver:
             peer = self._by_name.get(body.client)
             a = self.attached.get(peer) if peer is not None else None
@@ -818,6 +902,10 @@ class Durability:
         if name[0] == "dur-rto":
             if self.store is not None:
                 self.store.fire(name[1], name[2], name[3])
+            return
+        if name[0] == "dur-commit":
+            if self.store is not None:
+                self.store.fire_commit()
             return
         self._retry_timer = False
         for v in self.pending.values():

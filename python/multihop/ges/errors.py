@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from multihop.errors import MultihopError
 
-__all__ = ["GesError", "AddressError", "TopologyError", "GesStateError"]
+__all__ = ["GesError", "AddressError", "TopologyError", "GesStateError", "StorageError", "StoreWriteError", "ResumeRefused", "ClientIdInUse"]
 
 
 class GesError(MultihopError):
@@ -33,3 +33,15 @@ class StorageError(GesError, RuntimeError):
 
 class ResumeRefused(GesError, RuntimeError):
     """A client's resume was refused (unknown client id, a position it was never given): the message says why."""
+
+
+class StoreWriteError(StorageError):
+    """A store could not write its batch now (a full disk, an I/O error): the batch is kept, nothing it vouches
+    for was sent, and it is committed again later; the message names the file and the cause."""
+
+
+class ClientIdInUse(GesError, RuntimeError):
+    """A durable client id that is taken: its home store holds state for it, or it is connected.
+
+    A plain connect never takes over (nor resets) an id in use; its owner resumes it with
+    ``resume=True`` and its credential (:attr:`multihop.ges.LiveClient.credential`)."""

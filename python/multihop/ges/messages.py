@@ -223,6 +223,14 @@ class Stored(NamedTuple):
     ids: tuple[EventId, ...]
 
 
+class NotStored(NamedTuple):
+    """Broker -> client: the client's home store could not store these events now, and why (a full disk);
+    they stay in the client's queue and its broker sends them again."""
+
+    ids: tuple[EventId, ...]
+    reason: str
+
+
 class DurableDeliver(NamedTuple):
     """Broker -> client: events from the client's storage broker, numbered by storage entry.
 
@@ -312,6 +320,15 @@ class SStored(NamedTuple):
 
     client: str
     event: EventId
+
+
+class SNotStored(NamedTuple):
+    """Store -> attaching broker: the store cannot write now (``reason``): ``event`` (and the rest of its
+    publication) was not stored; the attaching broker sends it again later."""
+
+    client: str
+    event: EventId
+    reason: str
 
 
 class SDeliver(NamedTuple):

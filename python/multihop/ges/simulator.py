@@ -732,6 +732,11 @@ class SimClient:
         """Durable: (events replayed so far, events waiting in storage when this incarnation started)."""
         return (self.core.replayed, self.core.replay)
 
+    @property
+    def store_error(self) -> str | None:
+        """Durable: why the home store answered "not stored" last (a full disk); None once it stores again."""
+        return self.core.store_error
+
     def next(self, timeout: float | None = 1.0) -> Event:
         """The next event delivered, running the simulation up to ``timeout`` virtual seconds; raises Timeout."""
         inbox = self.core.inbox

@@ -30,11 +30,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, assert_never
 
-from multihop.ges.errors import StorageError
+from multihop.ges.errors import StorageError, StoreWriteError
 from multihop.ges.event import EventData, EventId
 from multihop.ges.profile import Chain
 
-__all__ = ["Storage", "StoredState", "StoredClient", "MemoryStorage", "StorageError", "event_size"]
+__all__ = ["Storage", "StoredState", "StoredClient", "MemoryStorage", "StorageError", "StoreWriteError", "event_size"]
 
 
 @dataclass
@@ -93,7 +93,11 @@ class Storage(Protocol):
         ...
 
     def commit(self) -> None:
-        """Make the batch durable."""
+        """Make the batch durable.
+
+        Raises :class:`~multihop.ges.errors.StoreWriteError` when it cannot write now (a full
+        disk): the batch is kept, and a later ``commit`` writes it (with what was added since).
+        """
         ...
 
     def close(self) -> None:
@@ -120,6 +124,9 @@ class MemoryStorage:
         self._batch: list[_Write] = []
         #: commits so far
         self.commits = 0
+        #: the simulator's full disk: while set, :meth:`commit` raises StoreWriteError with this reason
+        #: (and keeps the batch), as :class:`~multihop.ges.storage_sqlite.SqliteStorage` does on a full disk
+        self.fail_writes: str | None = None
 
     def load(self) -> StoredState:
         """A copy of the committed state."""
@@ -146,9 +153,13 @@ class MemoryStorage:
         self._batch.append(("stream", publisher, incarnation, order))
 
     def commit(self) -> None:
-        """Apply the open batch to the committed state."""
+        """Apply the open batch to the committed state (StoreWriteError while :attr:`fail_writes` is set)."""
         if not self._batch:
             return
+        if self.fail_writes is not None:
+            raise StoreWriteError(
+                f"GES store {self.location}: cannot commit {len(self._batch)} writes: {self.fail_writes} (kept for the next commit)"
+            )
         st = self._committed
         for op in self._batch:
             match op:

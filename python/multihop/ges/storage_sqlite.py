@@ -25,7 +25,7 @@ import os
 import sqlite3
 from typing import Any
 
-from multihop.ges.errors import StorageError
+from multihop.ges.errors import StorageError, StoreWriteError
 from multihop.ges.event import EventData, EventId
 from multihop.ges.profile import Chain, chain_text, parse_chain
 from multihop.ges.storage import StoredClient, StoredState
@@ -174,14 +174,24 @@ class SqliteStorage:
         self._other.append(("INSERT OR REPLACE INTO streams VALUES (?, ?, ?, ?)", (publisher, incarnation, order[0], order[1])))
 
     def commit(self) -> None:
-        """Write the open batch in one transaction."""
+        """Write the open batch in one transaction.
+
+        A write that fails (``sqlite3.OperationalError``: a full disk, an I/O error, a lock)
+        rolls the transaction back, keeps the batch, and raises
+        :class:`~multihop.ges.errors.StoreWriteError` naming the file and SQLite's reason; a later
+        call writes the kept batch (with whatever was added meanwhile) again, and writing it
+        twice is harmless (every statement is idempotent).  Any other SQLite error raises
+        :class:`~multihop.ges.errors.StorageError`.
+        """
         if not (self._puts or self._bits or self._other):
             return
         db = self.db
-        db.execute("BEGIN")
         try:
+            db.execute("BEGIN")
             if self._puts:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()])
+                db.executemany(
+                    "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(*r[:8], _bits_blob(r[8])) for r in self._puts.values()]
+                )
             if self._bits:
                 gone = sorted(e for e, b in self._bits.items() if not b)
                 kept = [(_bits_blob(b), e) for e, b in self._bits.items() if b]
@@ -199,11 +209,27 @@ class SqliteStorage:
             for sql, args in self._other:
                 db.execute(sql, args)
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            self._rollback(e)
+            writes = len(self._puts) + len(self._bits) + len(self._other)
+            if isinstance(e, sqlite3.OperationalError):
+                raise StoreWriteError(f"GES storage file {self.location}: cannot commit {writes} writes: {e} (kept for the next commit)") from e
+            raise StorageError(f"GES storage file {self.location}: commit failed: {e}") from e
+        except BaseException as e:
+            self._rollback(e)
             raise
         self._puts, self._bits, self._other = {}, {}, []
         self.commits += 1
+
+    def _rollback(self, cause: BaseException) -> None:
+        """End the failed transaction, if SQLite has not already (it rolls back by itself after a full disk or an
+        I/O error); a failure of the rollback is noted on ``cause``, never raised instead of it."""
+        if not self.db.in_transaction:
+            return
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error as r:
+            cause.add_note(f"(and the rollback after it failed too: {r})")
 
     def close(self) -> None:
         """Commit and close the file."""

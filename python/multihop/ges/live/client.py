@@ -29,10 +29,10 @@ import multihop as mh
 from multihop.ges.address import Address
 from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id
 from multihop.ges.event import Event, EventId
-from multihop.ges.errors import GesStateError, ResumeRefused
+from multihop.ges.errors import GesStateError, ResumeRefused, StorageError
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.system import CONFIG
-from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, Publish, Stored, Subscribe, Unsubscribe
+from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, NotStored, Publish, Stored, Subscribe, Unsubscribe
 
 __all__ = ["LiveClient", "connect"]
 
@@ -279,14 +279,25 @@ class LiveClient:
         return len(self.core.durable.queue)
 
     @property
+    def store_error(self) -> str | None:
+        """Durable: why the home store answered "not stored" last (a full disk), None once it stores again
+        (reads what the broker sent so far).  The events stay queued and go out again meanwhile."""
+        if self.core.durable is None:
+            return None
+        self.queued  # takes in the answers that came
+        return self.core.store_error
+
+    @property
     def replay_progress(self) -> tuple[int, int]:
         """Durable: (events replayed so far, events waiting in storage when this connection started)."""
         return (self.core.replayed, self.core.replay)
 
     def wait_stored(self, timeout: float = 10.0) -> None:
-        """Durable: wait until every event published so far is in stable storage (Timeout otherwise).
+        """Durable: wait until every event published so far is in stable storage.
 
-        Raises GesStateError on a client of a system without stable storage (nothing is stored there)."""
+        Raises Timeout if they are not within ``timeout`` seconds, StorageError (naming the reason)
+        if the home store said it cannot store them now (a full disk: they stay queued and go out
+        again), GesStateError on a client of a system without stable storage (nothing is stored there)."""
         durable = self.core.durable
         if durable is None:
             raise GesStateError(f"wait_stored: client {self.client_id!r} is not durable (its GES system has no stable storage)")
@@ -294,7 +305,13 @@ class LiveClient:
         while len(durable.queue):  # bounded by the deadline
             left = deadline - time.monotonic()
             if left <= 0:
-                raise mh.Timeout(f"{self.queued} events of client {self.client_id!r} not stored within {timeout} s")
+                n = self.queued
+                if self.core.store_error is not None:
+                    raise StorageError(
+                        f"{n} events of client {self.client_id!r} not stored within {timeout} s: {self.core.store_error} "
+                        "(they stay queued, and go out again until the store takes them)"
+                    )
+                raise mh.Timeout(f"{n} events of client {self.client_id!r} not stored within {timeout} s")
             for data in self.ch.recv_batch(64, timeout=left):
                 self._take(data)
 
@@ -305,8 +322,9 @@ class LiveClient:
         if self.durable:
             msg = durable_wire.decode_durable_for_client(rec, wire.decode_deliveries)
             if msg is not None:
-                if type(msg) is tuple:  # stored
-                    msg = Stored((EventId(self.client_id, msg[1], msg[2], msg[3]),))
+                if type(msg) is tuple:  # stored / not stored: the client's own event ids
+                    i = EventId(self.client_id, msg[1], msg[2], msg[3])
+                    msg = Stored((i,)) if msg[0] == "stored" else NotStored((i,), msg[4])
                 core = self.core
                 core.on_message(msg)
                 if core.inbox:

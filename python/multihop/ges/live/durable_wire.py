@@ -20,12 +20,14 @@ from multihop.ges.messages import (
     DurableDeliver,
     DurableNak,
     EventAck,
+    NotStored,
     Publish,
     Relay,
     SAck,
     SActive,
     SDeliver,
     SDetach,
+    SNotStored,
     SPublish,
     SRefuse,
     SRegister,
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 #: ``durable.kind`` of each relayed body
-KINDS = (SRegister, SWelcome, SRefuse, SSubscribe, SSubAck, SPublish, SStored, SDeliver, SAck, SDetach, SActive)
+KINDS = (SRegister, SWelcome, SRefuse, SSubscribe, SSubAck, SPublish, SStored, SDeliver, SAck, SDetach, SActive, SNotStored)
 _KIND = {t: i for i, t in enumerate(KINDS)}
 #: a delivery is cut when its bytes would pass this
 CUT = 256 << 10
@@ -165,6 +167,8 @@ def _one(msg: Relay, body: Any) -> list[bytes]:
         inc = body.incarnation
     elif t is SActive:
         a, b = body.sub, body.level
+    elif t is SNotStored:
+        items, text = [(0, body.event)], body.reason[:60000]
     else:
         raise TypeError(f"no durable record for {t.__name__}")
     heads, data = _pack(items)
@@ -220,6 +224,8 @@ def decode_relay(rec: Any) -> Relay:
             body = SAck(c, inc, a, bool(b))
         elif t is SDetach:
             body = SDetach(c, inc)
+        elif t is SNotStored:
+            body = SNotStored(c, items[0][1].id, rec.text)
         else:
             body = SActive(c, a, b)
     except (ValueError, IndexError) as e:
@@ -280,6 +286,11 @@ def encode_durable_for_client(msg: Any) -> list[bytes] | None:
         return [client_stub.encode("welcome", home=msg.home, replay=msg.replay)]
     if t is Stored:
         return [client_stub.encode("stored", timestamp=i.timestamp, sequence=i.sequence, incarnation=i.incarnation) for i in msg.ids]
+    if t is NotStored:
+        reason = msg.reason.encode()[:512].decode(errors="ignore")
+        return [
+            client_stub.encode("not_stored", timestamp=i.timestamp, sequence=i.sequence, incarnation=i.incarnation, reason=reason) for i in msg.ids
+        ]
     if t is DurableDeliver:
         out, prev = [], msg.prev
         for part in _cuts(msg.entries):
@@ -298,6 +309,8 @@ def decode_durable_for_client(rec: Any, decode_deliveries: Any) -> Any:
         return Welcome(rec.home, rec.replay)
     if name == "stored":
         return ("stored", rec.timestamp, rec.sequence, rec.incarnation)
+    if name == "not_stored":
+        return ("not_stored", rec.timestamp, rec.sequence, rec.incarnation, rec.reason)
     if name == "durable_deliver":
         evs = decode_deliveries(rec)
         if len(evs) != len(rec.entries):

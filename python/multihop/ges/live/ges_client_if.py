@@ -32,7 +32,7 @@ def _mh_fast(make, send, layout, names, slow):
     return fallback if make is None else make(layout, list(names), fallback)
 INTERFACE = _mh_IFACE = 'ges_client'
 DESCRIPTION = 'GES client <-> broker: subscriptions, publications, deliveries'
-MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8, 'durable_attach': 9, 'welcome': 10, 'publish_durable': 11, 'stored': 12, 'durable_deliver': 13, 'durable_ack': 14}
+MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8, 'durable_attach': 9, 'welcome': 10, 'publish_durable': 11, 'stored': 12, 'durable_deliver': 13, 'durable_ack': 14, 'not_stored': 15}
 
 delivery_head = _mh_namedtuple('delivery_head', ['timestamp', 'sequence', 'incarnation', 'publisher_len', 'signature_len', 'values_len', 'payload_len'])
 delivery_head.__doc__ = 'struct delivery_head { uint64 timestamp; uint64 sequence; uint64 incarnation; uint16 publisher_len; uint32 signature_len; uint32 values_len; uint32 payload_len; }'
@@ -640,6 +640,47 @@ def _mhdec_14(_mhb):
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'durable_ack', _mhb, _mhx) from None
 
+class _mhR_15(_mh_Record):
+    """message not_stored(uint64 timestamp, uint64 sequence, uint64 incarnation, String reason[512])"""
+    __slots__ = ('timestamp', 'sequence', 'incarnation', 'reason', )
+    name = 'not_stored'
+    number = 15
+    _fields = ('timestamp', 'sequence', 'incarnation', 'reason', )
+    def __init__(self, timestamp, sequence, incarnation, reason):
+        self.timestamp = timestamp
+        self.sequence = sequence
+        self.incarnation = incarnation
+        self.reason = reason
+_mhR_15.__name__ = _mhR_15.__qualname__ = 'not_stored'
+_mhD_15 = (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('reason', ('str', 512)))
+_mhS_15 = _mh_Struct('<HQQQQ')
+_mhP_15 = _mhS_15.pack
+_mhU_15 = _mhS_15.unpack_from
+def _mhenc_15(timestamp, sequence, incarnation, reason):
+    try:
+        _mhs0 = reason.encode()
+        _mhn0 = _mh_len(_mhs0)
+        if _mhn0 > 512 or b'\0' in _mhs0: raise _mh_Bad
+        return _mhP_15(15, timestamp, sequence, incarnation, _mhn0) + _mhs0
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'not_stored', _mhD_15, (timestamp, sequence, incarnation, reason,))
+        raise
+def _mhdec_15(_mhb):
+    try:
+        _mht = _mhU_15(_mhb)
+        _mho = 34
+        _mhn = _mht[4]
+        if _mhn > 512: raise _mh_Bad(f"argument 'reason' has {_mhn} bytes, more than its maximum 512")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'reason' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv0: raise _mh_Bad("string argument 'reason' contains a NUL byte")
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_15(_mht[1], _mht[2], _mht[3], _mhv0)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'not_stored', _mhb, _mhx) from None
+
 class messages:
     """The record classes of the messages, by name."""
     attach = _mhR_1
@@ -656,8 +697,9 @@ class messages:
     stored = _mhR_12
     durable_deliver = _mhR_13
     durable_ack = _mhR_14
+    not_stored = _mhR_15
 
-_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14,)
+_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14, _mhdec_15,)
 
 def decode(data, handles=()):
     """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
@@ -673,7 +715,7 @@ def decode(data, handles=()):
         raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)
     return _mhf(data)
 
-_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8, 'durable_attach': _mhenc_9, 'welcome': _mhenc_10, 'publish_durable': _mhenc_11, 'stored': _mhenc_12, 'durable_deliver': _mhenc_13, 'durable_ack': _mhenc_14}
+_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8, 'durable_attach': _mhenc_9, 'welcome': _mhenc_10, 'publish_durable': _mhenc_11, 'stored': _mhenc_12, 'durable_deliver': _mhenc_13, 'durable_ack': _mhenc_14, 'not_stored': _mhenc_15}
 
 def encode(name, **args):
     """Encode message ``name`` (for an rpc: NAME_call / NAME_response) from keyword arguments."""
@@ -850,6 +892,17 @@ class _mhTx:
             _mhd = b''.join((_mhP_13(13, prev, _mhn0), _mh_pack_array('Q', entries), _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in heads]), _mh_U64.pack(_mhn2), text))
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'durable_deliver', _mhD_13, (prev, entries, heads, text,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def not_stored(self, timestamp, sequence, incarnation, reason, *, timeout=None):
+        """Send not_stored(uint64 timestamp, uint64 sequence, uint64 incarnation, String reason[512])."""
+        try:
+            _mhs0 = reason.encode()
+            _mhn0 = _mh_len(_mhs0)
+            if _mhn0 > 512 or b'\0' in _mhs0: raise _mh_Bad
+            _mhd = _mhP_15(15, timestamp, sequence, incarnation, _mhn0) + _mhs0
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'not_stored', _mhD_15, (timestamp, sequence, incarnation, reason,))
             raise
         self._mh_send(_mhd, timeout)
 

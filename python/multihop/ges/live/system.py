@@ -46,6 +46,20 @@ def signature(g: ConnectivityGraph) -> tuple[Any, ...]:
     return (g.edges(), g.rows(), sorted(g.name(u) for u in g.own), sorted(g.unit_partitioned()), sorted(g.system_partitioned()))
 
 
+def _storage_dir(storage_dir: str | os.PathLike[str] | None, durable: bool) -> Path | None:
+    """``LiveSystem.up``'s ``storage_dir``, checked: an existing directory, and only with ``durable``."""
+    if storage_dir is None:
+        return None
+    if not isinstance(storage_dir, (str, os.PathLike)):
+        raise TypeError(f"storage_dir must be a path, got {type(storage_dir).__name__}")
+    if not durable:
+        raise ValueError("storage_dir is for a system with stable storage (durable=True)")
+    path = Path(storage_dir).resolve()
+    if not path.is_dir():
+        raise ValueError(f"storage_dir {path} is not an existing directory")
+    return path
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -85,6 +99,7 @@ class LiveSystem:
         timeout: float = 60.0,
         seed: int = 0,
         durable: bool = False,
+        storage_dir: str | os.PathLike[str] | None = None,
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
 
@@ -99,9 +114,12 @@ class LiveSystem:
         storage broker, with an SQLite file ``ges-<address>.db`` in the runtime's directory
         (a file that is corrupt or not this broker's stops the broker: GesStateError naming it);
         clients are durable, and :meth:`crash` / :meth:`restart` kill and restart brokers.
+        ``storage_dir`` (durable only) puts the storage files in that directory instead (it must
+        exist; the runtime's directory goes away with the runtime, a directory of your own does not).
         """
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
+        store_dir = _storage_dir(storage_dir, durable)
         if not topology.brokers:
             raise TopologyError("the topology has no brokers")
         owned = None
@@ -113,7 +131,7 @@ class LiveSystem:
             want = sorted({b.core for b in topology.brokers.values() if b.core is not None})
             rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached)
         try:
-            return cls._start(rt, owned, topology, detached, timeout, seed, durable)
+            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir)
         except BaseException:
             if owned is not None:
                 owned.stop()
@@ -121,7 +139,15 @@ class LiveSystem:
 
     @classmethod
     def _start(
-        cls, rt: mh.Runtime, owned: mh.Runtime | None, topology: Topology, detached: bool, timeout: float, seed: int, durable: bool = False
+        cls,
+        rt: mh.Runtime,
+        owned: mh.Runtime | None,
+        topology: Topology,
+        detached: bool,
+        timeout: float,
+        seed: int,
+        durable: bool = False,
+        storage_dir: Path | None = None,
     ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
@@ -136,7 +162,7 @@ class LiveSystem:
             "brokers": brokers,
             "runtime_started": owned is not None,
             "detached": detached,
-            "storage_dir": str(rt.dir) if durable else None,
+            "storage_dir": str(storage_dir or rt.dir) if durable else None,
         }
         path = rt.dir / CONFIG
         path.write_text(json.dumps(config, indent=2))
