@@ -3,6 +3,8 @@ shoot-down, and the ``multihop groups`` command."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ from conftest import unique_name
 
 import multihop as mh
 from multihop.groups import GroupError, ModelError, flat, load_model, simulate
-from multihop.groups.calibrate import STORED_NAME, calibrate, stored_model
+from multihop.groups.calibrate import STORED_NAME, calibrate, model_dir, stored_model, stored_path
 from multihop.groups.live import measure_shootdown
 from multihop.groups.simulate import Workload
 
@@ -31,6 +33,14 @@ def children() -> set[int]:
         except psutil.NoSuchProcess:
             pass
     return out
+
+
+@pytest.fixture(autouse=True)
+def models(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Stored models go to a directory of the test's own (MULTIHOP_MODEL_DIR), not the user's."""
+    where = tmp_path_factory.mktemp("models")
+    monkeypatch.setenv("MULTIHOP_MODEL_DIR", str(where))
+    return where
 
 
 @pytest.fixture
@@ -52,7 +62,7 @@ def test_calibrating_two_cores_stores_a_model_that_predicts_the_measured_shootdo
     assert model.cores == (0, 1) and model.cpu_of == {0: rt.cpu_of(0), 1: rt.cpu_of(1)}
     for a, b in ((0, 1), (1, 0)):
         assert model.cost("send", a, b) > 0 and model.cost("recv", a, b) > 0 and model.cost("latency", a, b) >= 0
-    assert (rt.dir / STORED_NAME).is_file() and stored_model(rt) == model
+    assert stored_path(rt.name).is_file() and stored_model(rt) == model
     again = calibrate(rt, rounds=50, bursts=3, burst=16, out=tmp_path / "here.toml")
     assert load_model(tmp_path / "here.toml") == again
     # the measured shoot-down and the prediction exist and are positive (how close they are is the
@@ -104,7 +114,48 @@ def test_bad_calibration_requests_are_refused_and_the_runtime_keeps_running(rt: 
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "multihop.cli", *args], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+
+
+def test_a_calibrated_model_outlives_the_runtime_and_the_command_says_where(models: Path) -> None:
+    """``multihop down`` removes the runtime's directory: the model is kept per machine, where the command
+    printed it is, and the runtime of that name reads it again when it is started again."""
+    name = unique_name("calk")
+    up = cli("up", name, "--cores", "0-1")
+    assert up.returncode == 0, up.stderr
+    try:
+        out = cli("groups", "calibrate", name, "--rounds", "20")
+        assert out.returncode == 0, out.stderr
+    finally:
+        down = cli("down", name)
+    assert down.returncode == 0, down.stderr
+    where = re.search(r"written to (\S+)", out.stdout)
+    assert where is not None, out.stdout
+    path = Path(where.group(1))
+    assert path.is_file() and path.is_relative_to(models), (path, models)
+    assert path == stored_path(name) and model_dir() == models
+    assert "kept after" in out.stdout and "MULTIHOP_MODEL_DIR" in out.stdout
+    rt = mh.Runtime.start(name, cores=[0, 1])
+    try:
+        assert stored_model(rt) == load_model(path)
+    finally:
+        rt.stop()
+
+
+def test_a_model_in_the_runtime_directory_is_still_read(rt: mh.Runtime, tmp_path: Path) -> None:
+    """Where calibrations went before (the runtime's directory): read when no kept model exists."""
+    model = load_model("2x8").restrict([0, 1])
+    model.save(rt.dir / STORED_NAME)
+    assert not stored_path(rt.name).exists() and stored_model(rt) == model
+
+
+def test_the_model_directory_follows_xdg_data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MULTIHOP_MODEL_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert model_dir() == tmp_path / "data" / "multihop" / "models"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert model_dir() == tmp_path / "home" / ".local" / "share" / "multihop" / "models"
 
 
 def test_the_groups_command() -> None:

@@ -12,7 +12,16 @@ from test_groups_calibrate import children
 import multihop as mh
 from multihop.groups import GroupError, flat, load_model, simulate
 from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path, cpu_ns, measure_group_path, reference_members
+from multihop.groups.calibrate import stored_path
 from multihop.groups.gsd import ensure_service
+
+
+@pytest.fixture(autouse=True)
+def models(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Stored models go to a directory of the test's own (MULTIHOP_MODEL_DIR), not the user's."""
+    where = tmp_path_factory.mktemp("models")
+    monkeypatch.setenv("MULTIHOP_MODEL_DIR", str(where))
+    return where
 
 
 def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: mh.Runtime, tmp_path: Path) -> None:
@@ -28,7 +37,7 @@ def test_the_group_path_calibration_measures_every_part_and_stores_a_model(rt: m
     assert costs.send > 0 and costs.handle > 0 and costs.ack >= 0 and costs.root_work >= 0 and costs.round_trip > 0
     assert model.cost("send", 0, 1) == costs.send and model.cost("recv", 0, 1) == costs.handle and model.cost("recv", 1, 0) == costs.ack
     assert workload.acks == "direct" and workload.root_work == costs.root_work
-    assert load_model(rt.dir / PATH_STORED_NAME) == model
+    assert load_model(stored_path(rt.name, PATH_STORED_NAME)) == model
     assert costs.handover > 0 and model.poll > 0
     # one member core: the reference rounds had 1, 2 and 3 member processes on it; the table has what 2 and 3 cost more
     assert reference_members(rt, 0, 1) == [[1], [1, 1], [1, 1, 1]]

@@ -27,9 +27,14 @@ median of the measured pairs of the same kind: same CPU, same socket, or
 other socket.  The model's topology is the runtime's; ``cpu_of`` is where
 its monitors are pinned.
 
-The model is stored as TOML: by default in the runtime's directory (it lives
-as long as the runtime; :func:`stored_model` reads it back), or at a path the
-user gives (kept, and loadable with :func:`~multihop.groups.model.load_model`).
+The model is stored as TOML: by default per machine, where it outlives the
+runtime (``multihop down`` removes the runtime's directory): at
+:func:`stored_path` ``(name)``, ``<model dir>/<host>/<runtime name>/groups-model.toml``,
+the model directory being ``$MULTIHOP_MODEL_DIR``, else
+``$XDG_DATA_HOME/multihop/models``, else ``~/.local/share/multihop/models``
+(:func:`model_dir`).  :func:`stored_model` reads it back when a runtime of that
+name runs again (and, as before, a model left in the runtime's directory).  Or
+at a path the user gives (loadable with :func:`~multihop.groups.model.load_model`).
 """
 
 from __future__ import annotations
@@ -49,23 +54,59 @@ from multihop.bench.peers import spawned
 from multihop.groups.agent import run_agent, service_name
 from multihop.groups.errors import ModelError
 from multihop.groups.model import MachineModel, load_model
+from multihop.paths import check_name
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Event
 
-__all__ = ["calibrate", "stored_model", "STORED_NAME", "Measured"]
+__all__ = ["calibrate", "stored_model", "stored_path", "kept_path", "model_dir", "MODEL_DIR_ENV", "STORED_NAME", "Measured"]
 
 STORED_NAME = "groups-model.toml"
-"""The file name of a runtime's stored calibration, in its directory."""
+"""The file name of a runtime's stored calibration (in its directory under :func:`model_dir`)."""
+
+MODEL_DIR_ENV = "MULTIHOP_MODEL_DIR"
+"""The environment variable that names the directory of stored models (tests set it)."""
 
 Measured = dict[tuple[int, int], tuple[float, float, float]]
 """(a, b) -> (send ns, recv ns, round trip ns) as the agents measured them."""
 
 
-def stored_model(rt: mh.Runtime) -> MachineModel | None:
-    """The calibration stored in ``rt``'s directory, or None if it has none."""
-    path = rt.dir / STORED_NAME
-    return load_model(path) if path.is_file() else None
+def model_dir() -> Path:
+    """Where this machine's calibrated models are kept: ``$MULTIHOP_MODEL_DIR``, else
+    ``$XDG_DATA_HOME/multihop/models``, else ``~/.local/share/multihop/models`` (not created here)."""
+    override = os.environ.get(MODEL_DIR_ENV)
+    if override:
+        return Path(override)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
+        return Path(xdg) / "multihop" / "models"
+    return Path.home() / ".local" / "share" / "multihop" / "models"
+
+
+def stored_path(name: str, file: str = STORED_NAME) -> Path:
+    """The kept model ``file`` of the runtime named ``name`` on this host (see :func:`model_dir`).
+
+    Raises:
+        ValueError: ``name`` is not a valid runtime name.
+    """
+    return model_dir() / _host() / check_name(name) / file
+
+
+def _host() -> str:
+    """This machine's name as a path component (a home directory may be shared between machines)."""
+    host = socket.gethostname().replace("/", "_") or "localhost"
+    return "_" + host if host.startswith(".") else host
+
+
+def stored_model(rt: mh.Runtime, file: str = STORED_NAME) -> MachineModel | None:
+    """The calibration kept for ``rt`` (:func:`stored_path`; else one left in ``rt``'s directory, where
+    calibrations went before), or None if it has none that covers the runtime's cores."""
+    for path in (stored_path(rt.name, file), rt.dir / file):
+        if path.is_file():
+            model = load_model(path)
+            if set(rt.cores) <= set(model.cores):  # else a calibration of another runtime of that name
+                return model
+    return None
 
 
 def calibrate(
@@ -93,7 +134,8 @@ def calibrate(
             how many sends, per pair.
         transport: ``"ump"`` (direct rings: what a dispatcher-level tree
             costs) or ``"multihop"`` (through the monitors on the routing path).
-        out: where to store the model (default: the runtime's directory).
+        out: where to store the model (default: :func:`stored_path` of the runtime's name, which
+            outlives the runtime).
         progress: called with a line per pair measured.
 
     Raises:
@@ -115,8 +157,15 @@ def calibrate(
     wanted = [(a, b) for a in chosen for b in chosen if a != b and (pairs == "all" or src in (a, b))]
     measured = measure(rt, chosen, wanted, rounds=rounds, bursts=bursts, burst=burst, transport=transport, progress=progress)
     model = derive(rt, chosen, measured, transport)
-    model.save(Path(out) if out is not None else rt.dir / STORED_NAME)
+    model.save(Path(out) if out is not None else kept_path(rt.name, STORED_NAME))
     return model
+
+
+def kept_path(name: str, file: str) -> Path:
+    """:func:`stored_path` with its directories made (mode 0700)."""
+    path = stored_path(name, file)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def measure(

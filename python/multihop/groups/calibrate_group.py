@@ -80,7 +80,7 @@ from typing import Any
 
 import multihop as mh
 from multihop.bench.peers import spawned
-from multihop.groups.calibrate import calibrate, measure
+from multihop.groups.calibrate import calibrate, kept_path, measure
 from multihop.groups.errors import GroupError
 from multihop.groups.model import MachineModel
 from multihop.groups.probe import PAUSE_US
@@ -377,7 +377,8 @@ def calibrate_group_path(
     """Measure the live group path of ``rt`` from ``root`` (default: its first core).
 
     Returns the model (:func:`group_path_model`, also stored at ``out``,
-    default :data:`PATH_STORED_NAME` in the runtime's directory), the measured
+    default :data:`PATH_STORED_NAME` beside the runtime's kept model, :func:`~multihop.groups.calibrate.stored_path`,
+    which outlives the runtime), the measured
     parts, and the workload that plays a flat unicast shoot-down on it (direct
     acks, the root's own per-round work).
 
@@ -391,7 +392,7 @@ def calibrate_group_path(
     if not others:
         raise GroupError("the group path needs a core besides the root")
     say = progress or (lambda _: None)
-    base = calibrate(rt, pairs="from", source=src, rounds=rounds, bursts=5, burst=32, out=rt.dir / BASE_STORED_NAME)
+    base = calibrate(rt, pairs="from", source=src, rounds=rounds, bursts=5, burst=32, out=kept_path(rt.name, BASE_STORED_NAME))
     say(f"UMP calibration: switch {base.switch:,.0f} ns")
     wake = measure_wake(rt, src, others, rounds=rounds)
     say(f"wake-up of a parked receiver: {wake:,.0f} ns")
@@ -405,5 +406,5 @@ def calibrate_group_path(
     costs = dataclasses.replace(costs, wake=wake, handover=handover)
     say(f"group path {src} -> {member}: {costs}")
     model = group_path_model(base, src, costs)
-    model.save(Path(out) if out is not None else rt.dir / PATH_STORED_NAME)
+    model.save(Path(out) if out is not None else kept_path(rt.name, PATH_STORED_NAME))
     return model, costs, Workload("direct", root_work=costs.root_work)

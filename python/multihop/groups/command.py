@@ -12,8 +12,11 @@ calls :func:`run`::
 ``--model`` takes a shipped name or a TOML file (a calibration's output).
 ``simulate`` prints the simulated shoot-down of flat, radix 2/4/8, numa and
 the machine-aware tree, with each one's ratio to flat.  ``calibrate``
-measures a running runtime (``multihop up NAME``) and stores its model in the
-runtime's directory, or in ``--out``; with ``--group-path`` it calibrates the
+measures a running runtime (``multihop up NAME``) and stores its model per
+machine, where it outlives the runtime (``multihop down`` removes the
+runtime's directory): ``<model dir>/<host>/NAME/groups-model.toml``, the model
+directory being ``$MULTIHOP_MODEL_DIR``, else ``$XDG_DATA_HOME/multihop/models``,
+else ``~/.local/share/multihop/models``; or in ``--out``. It prints where.  With ``--group-path`` it calibrates the
 live group path from ``--root`` (the runtime's processes: monitors, wake-ups,
 the endpoints' costs and crowding; docs/groups.md §10) and prints the flat
 unicast shoot-down that model predicts.
@@ -66,7 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cal.add_argument(
         "--pairs", choices=("all", "from"), default="all", help="every ordered pair, or only those to and from the first core (default: all)"
     )
-    cal.add_argument("--out", default=None, help="model file to write (default: groups-model.toml in the runtime's directory)")
+    cal.add_argument(
+        "--out",
+        default=None,
+        help="model file to write (default: <model dir>/<host>/NAME/groups-model.toml, kept after `multihop down`; the model dir is "
+        "$MULTIHOP_MODEL_DIR, else $XDG_DATA_HOME/multihop/models, else ~/.local/share/multihop/models)",
+    )
     cal.add_argument("--rounds", type=int, default=300, help="round trips per pair (default 300)")
     cal.add_argument(
         "--transport",
@@ -128,7 +136,7 @@ def run(a: argparse.Namespace) -> int:
 
 def _calibrate(a: argparse.Namespace) -> int:
     import multihop as mh
-    from multihop.groups.calibrate import STORED_NAME, calibrate
+    from multihop.groups.calibrate import STORED_NAME, calibrate, stored_path
 
     rt = mh.Runtime.attach(a.name)
     if a.group_path:
@@ -137,19 +145,30 @@ def _calibrate(a: argparse.Namespace) -> int:
     model = calibrate(
         rt, cores, pairs=a.pairs, rounds=a.rounds, transport=a.transport, out=a.out, progress=lambda line: print(f"  {line}", file=sys.stderr)
     )
-    where = a.out if a.out is not None else rt.dir / STORED_NAME
+    where = a.out if a.out is not None else stored_path(rt.name, STORED_NAME)
     print(f"model of {len(model.cores)} cores written to {where} (switch {model.switch:,.0f} ns)")
+    if a.out is None:
+        print(_KEPT)
     return 0
 
 
+_KEPT = (
+    "  kept after `multihop down`: the group service of a runtime of this name reads it when it starts "
+    "(the model directory is $MULTIHOP_MODEL_DIR, else $XDG_DATA_HOME/multihop/models, else ~/.local/share/multihop/models)"
+)
+
+
 def _calibrate_group_path(rt: mh.Runtime, a: argparse.Namespace) -> int:
+    from multihop.groups.calibrate import stored_path
     from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path
 
     model, costs, workload = calibrate_group_path(rt, a.root, rounds=a.rounds, out=a.out, progress=lambda line: print(f"  {line}", file=sys.stderr))
     root = rt.cores[0] if a.root is None else a.root
     tree = build_tree("flat", root, list(rt.cores), model=model)
     predicted = simulate(model, tree, workload).shootdown
-    where = a.out if a.out is not None else rt.dir / PATH_STORED_NAME
+    where = a.out if a.out is not None else stored_path(rt.name, PATH_STORED_NAME)
     print(f"group path model of {len(model.cores)} cores from core {root} written to {where}")
+    if a.out is None:
+        print(_KEPT.replace("the group service of a runtime of this name reads it when it starts", "load it with --model FILE"))
     print(f"predicted flat unicast shoot-down to {len(rt.cores) - 1} members: {predicted / 1000:,.1f} us (simulation of the calibrated model)")
     return 0
