@@ -80,7 +80,7 @@ def _ev(seq: int, payload: bytes = b"x" * 1000) -> object:
 
 
 def test_a_commit_on_a_full_disk_names_the_cause_keeps_its_batch_and_goes_through_once_space_is_back() -> None:
-    with tiny_fs(512) as fs:
+    with tiny_fs(2048) as fs:
         st = SqliteStorage(fs / "s.db", "1.1.1")
         try:
             st.put(1, _ev(1), 1)  # type: ignore[arg-type]

@@ -8,8 +8,9 @@
   links, connections and routing cache; with stable storage, per storage broker the stored
   events, bytes, the oldest unacknowledged event and for whom, and per client its
   incarnation and replay progress;
-* ``multihop ges crash NAME ADDRESS`` / ``multihop ges restart NAME ADDRESS``: SIGKILL a broker of
-  a durable system / start it again on its storage file;
+* ``multihop ges crash NAME ADDRESS`` / ``multihop ges restart NAME ADDRESS [--accept-empty-store]``: SIGKILL
+  a broker of a durable system / start it again on its storage file (a storage file that lost what it
+  held is refused unless the loss is accepted);
 * ``multihop ges graph [TOPOLOGY] --at ADDRESS -o graph.png [--name NAME]``: draw a broker's
   connectivity graph and unit tree (simulated from the file, or from the live system NAME);
 * ``multihop ges down NAME``: stop the brokers (and the runtime, if ``up`` started it).
@@ -43,13 +44,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --durable: keep the storage files in DIR, an existing directory (default: the runtime's directory, removed with the runtime)",
     )
+    accept_help = (
+        "start a storage broker even though its storage file lost what its marker says it held (missing, empty, another "
+        "store's or an older copy): the loss of its events and clients is accepted (default: refuse, naming the file)"
+    )
+    up.add_argument("--accept-empty-store", action="store_true", help=accept_help)
     for what, helptext in (
         ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
         ("restart", "start a crashed broker of a durable system again on its storage file"),
     ):
         cr = sub.add_parser(what, help=helptext)
-        cr.add_argument("name")
-        cr.add_argument("address")
+        cr.add_argument("name", help="the runtime the GES system runs on")
+        cr.add_argument("address", help="the broker's address, e.g. 1.1.1")
+        if what == "restart":
+            cr.add_argument("--accept-empty-store", action="store_true", help=accept_help)
     st = sub.add_parser("status", help="each broker's gatekeeper levels, connections and routing cache")
     st.add_argument("name")
     st.add_argument("--at", default=None, metavar="ADDRESS", help="only this broker")
@@ -152,7 +160,16 @@ def run(a: argparse.Namespace) -> int:
     if a.ges_cmd == "up":
         topo = Topology.load(a.topology)
         cores = parse_cores(a.cores) if a.cores else None
-        system = LiveSystem.up(topo, a.name, cores=cores, detached=True, timeout=a.timeout, durable=a.durable, storage_dir=a.storage_dir)
+        system = LiveSystem.up(
+            topo,
+            a.name,
+            cores=cores,
+            detached=True,
+            timeout=a.timeout,
+            durable=a.durable,
+            storage_dir=a.storage_dir,
+            accept_empty_store=a.accept_empty_store,
+        )
         print(
             f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
             + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else "")
@@ -164,8 +181,8 @@ def run(a: argparse.Namespace) -> int:
             system.crash(a.address)
             print(f"broker {Address(a.address)} killed (restart it with multihop ges restart {a.name} {Address(a.address)})")
         else:
-            system.restart(a.address)
-            print(f"broker {Address(a.address)} restarted on its storage file")
+            system.restart(a.address, accept_empty_store=a.accept_empty_store)
+            print(f"broker {Address(a.address)} restarted on its storage file" + (" (a lost store accepted)" if a.accept_empty_store else ""))
         return 0
     if a.ges_cmd == "status":
         system = LiveSystem.attach(a.name)

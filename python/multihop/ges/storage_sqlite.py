@@ -16,6 +16,20 @@ the broker's address.  Opening a file that is not SQLite, is another program's
 database, has another schema version, belongs to another broker, or fails
 ``PRAGMA quick_check`` raises :class:`~multihop.ges.errors.StorageError` naming
 the file; nothing is written to it.
+
+**A store that lost its file.**  A missing or empty file looks like a new store,
+and a storage broker that started on it would silently drop every event and
+client it held.  So the ``meta`` table also holds the store's identity (a random
+``store_id``, made with the file) and its generation (one more at every open),
+and once the store first holds data a **marker** beside it
+(``ges-<address>.marker``, JSON: owner, store id, generation, since when) says
+so; it is written (synced, renamed into place) before the first commit that
+writes data, and again at every open.  Opening then refuses, naming the file and
+the marker: a missing or empty file where the marker says data was; a file of
+another store (another ``store_id``); an older copy of the store (a generation
+below the marker's).  ``accept_empty=True`` (``--accept-empty-store``) is the
+explicit "the loss is accepted": the store starts as it finds the file (empty if
+missing) and the marker is made anew.
 """
 
 from __future__ import annotations
@@ -23,6 +37,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 from multihop.ges.errors import StorageError, StoreWriteError
@@ -30,9 +47,10 @@ from multihop.ges.event import EventData, EventId
 from multihop.ges.profile import Chain, chain_text, parse_chain
 from multihop.ges.storage import StoredClient, StoredState
 
-__all__ = ["SqliteStorage", "MAGIC", "SCHEMA_VERSION"]
+__all__ = ["SqliteStorage", "MAGIC", "MARKER_MAGIC", "SCHEMA_VERSION", "marker_path"]
 
 MAGIC = "multihop-ges-storage"
+MARKER_MAGIC = "multihop-ges-storage-marker"
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -49,6 +67,17 @@ CREATE TABLE streams (publisher TEXT NOT NULL, inc INTEGER NOT NULL, ts INTEGER 
 """
 
 
+def marker_path(location: str | os.PathLike[str]) -> str:
+    """The marker beside a store file: ``ges-1.1.1.db`` -> ``ges-1.1.1.marker`` (not ``ges-1.1.1.db*``, which a
+    removal of the file and its WAL would take along)."""
+    p = Path(location)
+    return str(p.with_name(p.stem + ".marker" if p.suffix else p.name + ".marker"))
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
 def _bits_blob(bits: int) -> bytes:
     return bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
 
@@ -57,27 +86,59 @@ class SqliteStorage:
     """A :class:`~multihop.ges.storage.Storage` in one SQLite file (see the module docstring).
 
     ``owner`` is the storage broker's address: a file made for another broker is refused.
+    ``accept_empty``: start even though the marker says the store held data the file no longer
+    has (missing, empty, another store's or an older copy); :attr:`accepted_loss` says what was lost.
     """
 
-    def __init__(self, path: str | os.PathLike[str], owner: str, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | os.PathLike[str], owner: str, synchronous: str = "FULL", *, accept_empty: bool = False) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
         self.location = os.fspath(path)
         self.owner = owner
         self.synchronous = synchronous
+        #: the marker beside the file (see the module docstring)
+        self.marker = marker_path(self.location)
+        #: the store's identity (made when the file is made) and its generation (one more at every open)
+        self.store_id = ""
+        self.generation = 0
+        #: with ``accept_empty``: what the marker said about the store that was lost (None: nothing was lost)
+        self.accepted_loss: str | None = None
         existed = os.path.exists(self.location) and os.path.getsize(self.location) > 0
+        marker = self._read_marker()
+        if marker is not None and not existed:
+            what = "missing" if not os.path.exists(self.location) else "empty (0 bytes)"
+            lost = f"store {marker['store_id']}, generation {marker['generation']}, holding data since {_when(marker['since'])}"
+            if not accept_empty:
+                raise StorageError(
+                    f"GES storage file {self.location} is {what}, but this storage broker stored data in it before "
+                    f"(the marker {self.marker}: {lost}): starting on an empty store would lose every event and client it held. "
+                    "Restore the file, or accept the loss explicitly: multihop ges restart NAME ADDRESS --accept-empty-store "
+                    "(LiveSystem.restart(..., accept_empty_store=True))"
+                )
+            self.accepted_loss = f"{what} file, {lost}"
+            os.unlink(self.marker)  # the loss is accepted: the new store writes its own marker once it holds data
+            marker = None
         try:
             self.db = sqlite3.connect(self.location, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
             raise StorageError(f"GES storage file {self.location}: cannot open: {e}") from None
         try:
             self._check_or_create(existed)
+            if existed:
+                self._check_identity(marker, accept_empty)
+        except sqlite3.OperationalError as e:  # (a full disk, a lock, an I/O error: not the file's fault)
+            self.db.close()
+            raise StorageError(f"GES storage file {self.location}: cannot open it: {e}") from None
         except sqlite3.DatabaseError as e:
             self.db.close()
             raise StorageError(f"GES storage file {self.location} is corrupt or not an SQLite database: {e}") from None
         except StorageError:
             self.db.close()
             raise
+        #: the marker is written before the first commit that writes data (if the file holds none yet)
+        self._marker_due = not os.path.exists(self.marker)
+        if self._marker_due and existed and self._holds_data():
+            self._write_marker()
         self._puts: dict[int, list[Any]] = {}  # entry -> row, inserted at commit
         self._bits: dict[int, int] = {}
         self._other: list[tuple[str, tuple[str | int, ...]]] = []  # (statement, its parameters)
@@ -100,17 +161,102 @@ class SqliteStorage:
             ok = db.execute("PRAGMA quick_check").fetchone()[0]
             if ok != "ok":
                 raise StorageError(f"GES storage file {self.location} fails its integrity check: {ok}")
+            self.store_id = meta.get("store_id", "")
+            self.generation = int(meta.get("generation", "0"))
         mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode.lower() != "wal":
             raise StorageError(f"GES storage file {self.location}: cannot switch to WAL mode (got {mode})")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         if not existed:
+            self.store_id, self.generation = uuid.uuid4().hex, 1
             db.execute("BEGIN")
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
                     db.execute(stmt)
-            db.executemany("INSERT INTO meta VALUES (?, ?)", [("magic", MAGIC), ("schema", str(SCHEMA_VERSION)), ("owner", self.owner)])
+            db.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("magic", MAGIC), ("schema", str(SCHEMA_VERSION)), ("owner", self.owner), ("store_id", self.store_id), ("generation", "1")],
+            )
             db.execute("COMMIT")
+
+    def _check_identity(self, marker: dict[str, Any] | None, accept_empty: bool) -> None:
+        """The file must be the store the marker names, at its generation (or the one after it: a start that died
+        between raising the file's generation and the marker's); then the generation goes one up."""
+        if not self.store_id:  # a file of an older build: it gets an identity now
+            self.store_id = uuid.uuid4().hex
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('store_id', ?)", (self.store_id,))
+        if marker is not None:
+            problem = ""
+            if marker["store_id"] != self.store_id:
+                problem = f"is store {self.store_id}, not store {marker['store_id']} that this storage broker held data in (another store's file?)"
+            elif self.generation < marker["generation"]:
+                problem = (
+                    f"is generation {self.generation} of store {self.store_id}, but the store was opened at generation {marker['generation']} "
+                    "since (an older copy of the file?)"
+                )
+            if problem:
+                if not accept_empty:
+                    raise StorageError(
+                        f"GES storage file {self.location} {problem} (the marker {self.marker}, holding data since {_when(marker['since'])}): "
+                        "what the store held since would be lost. Restore the right file, or accept the loss explicitly: "
+                        "multihop ges restart NAME ADDRESS --accept-empty-store (LiveSystem.restart(..., accept_empty_store=True))"
+                    )
+                self.accepted_loss = f"the file {problem}"
+                self.generation = max(self.generation, marker["generation"])
+        self.generation += 1
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(self.generation),))
+        if marker is not None:
+            self._write_marker(marker["since"] if not self.accepted_loss else None)
+
+    def _holds_data(self) -> bool:
+        return any(self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("events", "clients", "progress", "streams"))
+
+    def _read_marker(self) -> dict[str, Any] | None:
+        """The marker's contents (None if there is none); StorageError if it is not a marker of this store's owner."""
+        try:
+            text = Path(self.marker).read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StorageError(f"GES storage marker {self.marker} (beside {self.location}): cannot read it: {e}") from None
+        try:
+            m = json.loads(text)
+            ok = m.get("magic") == MARKER_MAGIC and isinstance(m.get("store_id"), str) and isinstance(m.get("generation"), int)
+            ok = ok and isinstance(m.get("since"), (int, float))
+        except (ValueError, AttributeError):
+            ok = False
+        if not ok:
+            raise StorageError(
+                f"GES storage marker {self.marker} (beside {self.location}) is not a marker of this build: remove it only if the store never held data"
+            )
+        if m.get("owner") != self.owner:
+            raise StorageError(f"GES storage marker {self.marker} belongs to broker {m.get('owner')}, not {self.owner}")
+        return dict(m)
+
+    def _write_marker(self, since: float | None = None) -> None:
+        """Write the marker (atomically: a new file renamed over the old, synced with its directory)."""
+        body = {
+            "magic": MARKER_MAGIC,
+            "owner": self.owner,
+            "file": os.path.abspath(self.location),
+            "store_id": self.store_id,
+            "generation": self.generation,
+            "since": since if since is not None else time.time(),
+        }
+        tmp = self.marker + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(body, indent=1).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.marker)
+        dfd = os.open(os.path.dirname(os.path.abspath(self.marker)), os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self._marker_due = False
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -129,11 +275,11 @@ class SqliteStorage:
             st.streams[(pub, inc)] = (ts, seq)
         return st
 
-    def stats(self) -> dict[str, int]:
-        """Committed events and their bytes, and the file's size (database and WAL)."""
+    def stats(self) -> dict[str, Any]:
+        """Committed events and their bytes, the file's size (database and WAL), the store's identity and marker."""
         n, size = self.db.execute("SELECT count(*), coalesce(sum(length(payload) + length(vals) + length(signature)), 0) FROM events").fetchone()
         disk = sum(os.path.getsize(p) for p in (self.location, self.location + "-wal") if os.path.exists(p))
-        return {"events": n, "bytes": size, "file_bytes": disk}
+        return {"events": n, "bytes": size, "file_bytes": disk, "store_id": self.store_id, "generation": self.generation, "marker": self.marker}
 
     # ---- writing (batched) --------------------------------------------------------------------
 
@@ -185,6 +331,11 @@ class SqliteStorage:
         """
         if not (self._puts or self._bits or self._other):
             return
+        if self._marker_due:  # the store is about to hold data for the first time: the marker says so first
+            try:
+                self._write_marker()
+            except OSError as e:
+                raise StoreWriteError(f"GES storage file {self.location}: cannot write its marker {self.marker}: {e} (the batch is kept)") from e
         db = self.db
         try:
             db.execute("BEGIN")

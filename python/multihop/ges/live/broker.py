@@ -78,6 +78,7 @@ class LiveBroker:
         core: int,
         storage_dir: str | None = None,
         restart: bool = False,
+        accept_empty_store: bool = False,
     ) -> None:
         self.runtime = runtime
         self.system = system
@@ -93,7 +94,13 @@ class LiveBroker:
             sb = storage_brokers_of(topology)
             if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
                 sync = os.environ.get("MULTIHOP_GES_SYNCHRONOUS", "FULL")  # docs/ges.md: why FULL
-                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync)
+                self.storage = SqliteStorage(Path(storage_dir) / f"ges-{address}.db", str(address), sync, accept_empty=accept_empty_store)
+                if self.storage.accepted_loss:
+                    print(
+                        f"broker {address}: started on a store that lost its data, as told (--accept-empty-store): {self.storage.accepted_loss}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
         else:
             self.core = BrokerCore(address, thresholds=topology.thresholds)
@@ -568,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="the system's ges.json")
     ap.add_argument("--address", required=True)
     ap.add_argument("--restart", action="store_true", help="durable systems: the broker restarts on its storage file")
+    ap.add_argument(
+        "--accept-empty-store",
+        action="store_true",
+        help="durable systems: start even though the storage file lost what it held (missing, empty, another store's or an older copy)",
+    )
     a = ap.parse_args(argv)
     cfg = json.loads(Path(a.config).read_text())
     topo = Topology.loads(cfg["topology"], a.config)
@@ -576,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     rt = mh.Runtime.attach(a.runtime)
     try:
         try:
-            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart)
+            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart, a.accept_empty_store)
         except StorageError as e:
             print(f"broker {addr}: {e}", file=sys.stderr, flush=True)
             return 2

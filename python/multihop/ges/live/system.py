@@ -100,6 +100,7 @@ class LiveSystem:
         seed: int = 0,
         durable: bool = False,
         storage_dir: str | os.PathLike[str] | None = None,
+        accept_empty_store: bool = False,
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
 
@@ -116,10 +117,16 @@ class LiveSystem:
         clients are durable, and :meth:`crash` / :meth:`restart` kill and restart brokers.
         ``storage_dir`` (durable only) puts the storage files in that directory instead (it must
         exist; the runtime's directory goes away with the runtime, a directory of your own does not).
+        A storage file that lost what its marker says it held stops its broker (GesStateError naming
+        it) unless ``accept_empty_store`` (see :meth:`restart`).
         """
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
         store_dir = _storage_dir(storage_dir, durable)
+        if not isinstance(accept_empty_store, bool):
+            raise TypeError(f"accept_empty_store must be a bool, got {type(accept_empty_store).__name__}")
+        if accept_empty_store and not durable:
+            raise ValueError("accept_empty_store is for a system with stable storage (durable=True)")
         if not topology.brokers:
             raise TopologyError("the topology has no brokers")
         owned = None
@@ -131,7 +138,7 @@ class LiveSystem:
             want = sorted({b.core for b in topology.brokers.values() if b.core is not None})
             rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached)
         try:
-            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir)
+            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store)
         except BaseException:
             if owned is not None:
                 owned.stop()
@@ -148,6 +155,7 @@ class LiveSystem:
         seed: int,
         durable: bool = False,
         storage_dir: Path | None = None,
+        accept_empty_store: bool = False,
     ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
@@ -170,7 +178,7 @@ class LiveSystem:
         system = cls(rt, config, owned if not detached else None, procs)
         try:
             for addr in brokers:
-                system._spawn(addr)
+                system._spawn(addr, accept_empty_store=accept_empty_store)
             system._save()
             system.shadow = Simulator(topology, seed=seed, durable=durable)
             system.shadow.run_until_quiet()
@@ -180,7 +188,7 @@ class LiveSystem:
             raise
         return system
 
-    def _spawn(self, addr: str, restart: bool = False) -> None:
+    def _spawn(self, addr: str, restart: bool = False, accept_empty_store: bool = False) -> None:
         info = self.config["brokers"][addr]
         cmd = [
             sys.executable,
@@ -195,6 +203,8 @@ class LiveSystem:
         ]
         if restart:
             cmd.append("--restart")
+        if accept_empty_store:
+            cmd.append("--accept-empty-store")
         detached = bool(self.config["detached"])  # a session of its own, else the starter's session in a group of its own
         with open(info["log"], "ab") as log:
             p = subprocess.Popen(
@@ -472,14 +482,20 @@ class LiveSystem:
         self.shadow = None
         self._save()
 
-    def restart(self, address: AddressLike, timeout: float = 30.0) -> None:
-        """Durable systems: start a crashed broker again (on its storage file); returns once it answers."""
+    def restart(self, address: AddressLike, timeout: float = 30.0, *, accept_empty_store: bool = False) -> None:
+        """Durable systems: start a crashed broker again (on its storage file); returns once it answers.
+
+        A storage broker whose file is missing, empty, another store's or an older copy while its
+        marker says it held data refuses to start (GesStateError naming the file, with its log);
+        ``accept_empty_store=True`` is the explicit "the loss is accepted" (its clients' state is gone)."""
+        if not isinstance(accept_empty_store, bool):
+            raise TypeError(f"accept_empty_store must be a bool, got {type(accept_empty_store).__name__}")
         a = str(Address(address, self.topology.levels))
         if a not in self.config["brokers"]:
             raise GesStateError(f"no broker {a} in GES system {self.name!r}")
         if self.config["brokers"][a].get("pid") and _alive(self.config["brokers"][a]["pid"]):
             raise GesStateError(f"broker {a} is running")
-        self._spawn(a, restart=True)
+        self._spawn(a, restart=True, accept_empty_store=accept_empty_store)
         self._save()
         deadline = time.monotonic() + timeout
         while True:  # bounded by the deadline: the broker exports its service once it runs
