@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 from conftest import unique_name
 
@@ -39,3 +41,67 @@ def test_bad_arguments_are_one_line_errors() -> None:
     assert r.returncode == 1 and "RoutingError" in r.stderr
     r = run("up", unique_name(), "--routing", "hypercube")
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (exited, not reaped yet by whoever adopted it) does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _start_group_service(name: str) -> int:
+    """Start runtime ``name``'s group service from a process of its own that then exits (as a user's script
+    does), with a member that stays joined; the service's pid."""
+    script = (
+        "import multihop as mh\n"
+        f"rt = mh.Runtime.attach({name!r})\n"
+        "rt.group('g')\n"
+        "with rt.dispatcher(1) as d:\n"
+        "    g = d.join('g')\n"
+        "    g.send(g.broadcast, b'x')\n"
+        "    g.recv(timeout=10)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    from multihop.paths import runtime_dir
+
+    pid = int((runtime_dir(name) / "gsd.pid").read_text())
+    assert _running(pid)
+    return pid
+
+
+def test_down_returns_once_the_group_service_is_gone() -> None:
+    name = unique_name("cligsd")
+    up = run("up", name, "--cores", "0-1")
+    assert up.returncode == 0, up.stderr
+    pid = 0
+    try:
+        pid = _start_group_service(name)
+    finally:
+        down = run("down", name)
+    assert down.returncode == 0, down.stderr
+    assert not _running(pid), "the group service still runs after `multihop down` returned"
+    assert f"group service (pid {pid}) stopped" in down.stdout
+
+
+def test_down_stops_a_group_service_that_cannot_exit_by_itself() -> None:
+    """A stopped (SIGSTOP) group service cannot notice its monitors go: `down` stops it and waits, bounded."""
+    name = unique_name("cligsd")
+    up = run("up", name, "--cores", "0-1")
+    assert up.returncode == 0, up.stderr
+    pid = 0
+    try:
+        pid = _start_group_service(name)
+        os.kill(pid, signal.SIGSTOP)
+    finally:
+        t0 = time.monotonic()
+        down = run("down", name)
+        took = time.monotonic() - t0
+        if pid and _running(pid):
+            os.kill(pid, signal.SIGKILL)  # clean up what the old `down` left
+    assert down.returncode == 0, down.stderr
+    assert not _running(pid), "a stopped group service outlived `multihop down`"
+    assert took < 30, f"down took {took:.1f} s"  # generous: proves it does not hang

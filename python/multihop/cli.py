@@ -24,9 +24,13 @@ def _cmd_up(a: argparse.Namespace) -> int:
 
 
 def _cmd_down(a: argparse.Namespace) -> int:
+    from multihop.groups.gsd import stop_service
+
     rt = mh.Runtime.attach(a.name)
+    gsd = stop_service(rt.dir, rt.name)  # first, and waited for: it would otherwise outlive the monitors a while
     rt.stop()
-    print(f"runtime {a.name!r} stopped")
+    also = f"; its group service (pid {gsd}) stopped first" if gsd is not None else ""
+    print(f"runtime {a.name!r} stopped{also}")
     return 0
 
 

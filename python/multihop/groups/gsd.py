@@ -19,7 +19,9 @@ member has installed ``v + 1`` by then).
 
 A member whose channel closes is dead: the service asks its monitor for
 the marks of what it wrote (``marks``) and feeds :class:`Died` to the machine.
-The process exits when its monitor goes away (the runtime stopped).
+The process exits when its monitor goes away (the runtime stopped), or at
+SIGTERM: :func:`stop_service` (``multihop down``) stops it that way before the
+monitors, and waits until it has exited.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ import fcntl
 import json
 import os
 import queue
+import select
+import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import multihop as mh
@@ -60,7 +65,7 @@ from multihop.groups.view import Endpoint, View
 from multihop.paths import monitor_socket
 from multihop.rts import path as route_path
 
-__all__ = ["SERVICE", "DEFAULT_WINDOW", "ensure_service", "view_entries", "main"]
+__all__ = ["SERVICE", "DEFAULT_WINDOW", "ensure_service", "stop_service", "view_entries", "main"]
 
 SERVICE = "mh-groups"
 DEFAULT_WINDOW = 16
@@ -359,14 +364,14 @@ class _Daemon:
         return tuple(out)
 
 
-def serve(rt: mh.Runtime, ready: Any = None) -> None:
-    """Run the service on ``rt`` until its first monitor goes away."""
+def serve(rt: mh.Runtime, ready: Any = None, stop: threading.Event | None = None) -> None:
+    """Run the service on ``rt`` until its first monitor goes away (or ``stop`` is set)."""
     daemon = _Daemon(rt)
     core = rt.cores[0]
+    stop = stop if stop is not None else threading.Event()
     with rt.dispatcher(core) as d:
         svc = d.export(SERVICE, backlog=256)
         fresh: queue.Queue[Any] = queue.Queue()
-        stop = threading.Event()
 
         def acceptor() -> None:
             while not stop.is_set():
@@ -383,7 +388,7 @@ def serve(rt: mh.Runtime, ready: Any = None) -> None:
         chans: list[Any] = []
         next_look = 0.0
         try:
-            while d.attached:
+            while d.attached and not stop.is_set():
                 while not fresh.empty():
                     chans.append(fresh.get())
                 for ch in d.poll(0.05) if chans else []:
@@ -470,6 +475,59 @@ def ensure_service(rt: mh.Runtime, timeout: float = 30.0) -> int:
         os.close(fd)
 
 
+def stop_service(directory: Path, name: str, timeout: float = 3.0) -> int | None:
+    """Stop the group service of the runtime ``name`` in ``directory``, if one runs, and return once it has
+    exited (its pid), or None if none ran.
+
+    SIGTERM (and SIGCONT, for a stopped one) ends its loop within ~50 ms; after ``timeout`` seconds it is
+    killed, and waited for as long again. The process is held by a pidfd and checked to be this runtime's
+    service before any signal, so a pid reused by another process is never signalled.
+
+    Raises:
+        MonitorError: it is still running after that (it cannot be killed: not ours).
+    """
+    pid = _live_pid(directory / PIDFILE)
+    if pid is None:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        if not _is_service(pid, name) or _exited(fd, 0.0):
+            return None
+        signal.pidfd_send_signal(fd, signal.SIGTERM)
+        signal.pidfd_send_signal(fd, signal.SIGCONT)
+        if _exited(fd, timeout):
+            return pid
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        if _exited(fd, timeout):
+            return pid
+        raise mh.MonitorError(f"the group service of runtime {name!r} (pid {pid}) is still running after SIGKILL and {2 * timeout:g} s")
+    except ProcessLookupError:
+        return pid  # it exited between the look and the signal
+    finally:
+        os.close(fd)
+
+
+def _exited(pidfd: int, timeout: float) -> bool:
+    """Whether the process of ``pidfd`` exits within ``timeout`` s (a pidfd is readable once it has: a zombie
+    left to whoever adopted it to reap has exited)."""
+    p = select.poll()
+    p.register(pidfd, select.POLLIN)
+    return bool(p.poll(max(0, int(timeout * 1000))))
+
+
+def _is_service(pid: int, name: str) -> bool:
+    """Whether process ``pid`` is the group service of runtime ``name`` (by its command line)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"multihop.groups.gsd" in argv and name.encode() in argv
+
+
 def _live_pid(pidfile: Any) -> int | None:
     try:
         pid = int(pidfile.read_text())
@@ -507,8 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text(str(os.getpid()))
         tmp.rename(rt.dir / PIDFILE)
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # multihop down: leave the loop, detach, exit
     try:
-        serve(rt, ready)
+        serve(rt, ready, stop)
     except Exception:
         traceback.print_exc()
         return 1
