@@ -350,3 +350,48 @@ def test_clients_survive_the_whole_domain_restarting() -> None:
         assert snk.stats()["peers"] == 1
         src.close()
         snk.close()
+
+
+def test_a_source_every_peer_refuses_is_refused_at_construction() -> None:
+    """Issue 26 §4: a QoS forged past the client's own check was taken, and each send returned a sequence number
+    while every peer dropped the news; the source is refused when made, as a sink's JoinRefused is."""
+    with domain(2) as (rt, system):
+        qos = dispatch.SourceQoS(min_per_unit=2, max_per_unit=3)
+        object.__setattr__(qos, "min_per_unit", 9)  # forged past SourceQoS's own check
+        with pytest.raises(dispatch.SourceRefused, match="min_per_unit 9 is above max_per_unit 3") as e:
+            dispatch.source(rt.name, qos=qos)
+        assert isinstance(e.value, dispatch.JoinRefused)
+        assert all(s["sources"] == {} for s in system.status().values())
+        with dispatch.source(rt.name, qos=dispatch.SourceQoS(min_per_unit=2, max_per_unit=3)) as ok:
+            assert ok.send(["n"], b"x") == 0
+
+
+def test_a_failure_inside_the_peer_loop_is_counted_and_logged_and_the_peer_serves_on(rt: mh.Runtime, caplog: Any) -> None:
+    """A peer's loop survives a failure while it handles what came in (here its ``on_event`` hook raising, as a
+    bug would): counted in the status' driver part, logged with its traceback; the news still flow.  It used to
+    end the loop, and the peer with everything it held."""
+    from multihop.dispatch.admin import peer_status
+    from multihop.dispatch.driver import PeerDriver
+
+    raised: list[str] = []
+
+    def hook(name: str, fields: dict[str, Any]) -> None:
+        if name == "sink_added":
+            raised.append(name)
+            raise RuntimeError("a bug in the event hook")
+
+    driver = PeerDriver(rt.name, "main", 0, FAST, on_event=hook)
+    t = threading.Thread(target=driver.run, daemon=True)
+    t.start()
+    try:
+        with dispatch.sink(rt.name, ["n"]) as snk, dispatch.source(rt.name) as src:
+            src.send(["n"], b"after the failure")
+            assert snk.next(timeout=10).payload == b"after the failure"
+        assert raised == ["sink_added"] and t.is_alive()
+        st = peer_status(rt, "main", driver.me)
+        assert st["driver"]["event_errors"] == 1
+        assert "a bug in the event hook" in caplog.text
+    finally:
+        driver.stop()
+        t.join(10)
+    assert not t.is_alive()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from multihop.dispatch import checkers
 from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import new_id
+from multihop.dispatch.ids import new_id, new_identity
 from multihop.dispatch.qos import SinkQoS, SourceQoS
 from multihop.dispatch.sim import Sim
 from multihop.dispatch.wire import M
@@ -332,34 +332,39 @@ def test_updates_about_unknown_sinks_ask_a_peer_for_them() -> None:
 def test_forged_and_bad_messages_are_refused_and_the_peer_runs_on() -> None:
     sim = _sim(1, topics=("sport", "tech"))
     p = next(iter(sim.peers.values()))
-    rogue, dom = new_id(), sim.domain
+    dom = sim.domain
+    stranger, stranger_secret = new_identity()
+    rogue, secret = new_identity()
 
-    def send(rec: object) -> list:
-        p.handle_message(rogue, rec, sim.now_ns)  # type: ignore[arg-type]
+    def send(rec: object, src: object = rogue) -> list:
+        p.handle_message(src, rec, sim.now_ns)  # type: ignore[arg-type]
         out = []
         while (o := p.poll_transmit()) is not None:
             out.append(o[1])
         return out
 
-    assert send(M.messages.client_hello(M.client_kind.CLIENT_SOURCE, rogue, new_id()))[0].name == "refused"
-    assert send(M.messages.client_hello(M.client_kind.CLIENT_SOURCE, rogue, dom))[0].name == "welcome"
+    [r] = send(M.messages.client_hello(M.client_kind.CLIENT_SOURCE, stranger, new_id(), stranger_secret), stranger)
+    assert r.name == "refused" and "not" in r.reason and p.poll_close() == stranger  # another domain's hello: cut off
+    assert send(M.messages.client_hello(M.client_kind.CLIENT_SOURCE, rogue, dom, secret))[0].name == "welcome"
     [r] = send(M.messages.news(rogue, 0, 1, sim.now_ns, dom, "sport", b""))
     assert "did not register" in r.reason
     [r] = send(M.messages.source_info(rogue, 1, S, 5, 2, True, sim.now_ns, 0))
     assert "min_per_unit 5 is above max_per_unit 2" in r.reason
-    send(M.messages.source_info(rogue, 1, S, 0, 0, True, sim.now_ns, 0))
+    [r] = send(M.messages.source_info(rogue, 1, S, 0, 0, True, sim.now_ns, 0))
+    assert r.name == "source_info" and r.source == rogue  # registered: the peer answers with its description
     [r] = send(M.messages.news(rogue, 0, 1, sim.now_ns, dom, "golf", b""))
     assert "unknown topic(s) ['golf']" in r.reason
     [r] = send(M.messages.news(rogue, 1, 1, sim.now_ns, dom, "bad topic!", b""))
     assert "is not a topic name" in r.reason
-    sink = new_id()
-    p.handle_message(sink, M.messages.client_hello(M.client_kind.CLIENT_SINK, sink, dom), sim.now_ns)
+    sink, sink_secret = new_identity()
+    p.handle_message(sink, M.messages.client_hello(M.client_kind.CLIENT_SINK, sink, dom, sink_secret), sim.now_ns)
     p.poll_transmit()
     for topics, excl, why in [("golf", "", "unknown topic"), ("sport", "tech", "not among the sink's topics"), ("", "", "at least one topic")]:
         p.handle_message(sink, M.messages.sink_info(sink, 0xFFFFFFFF, 0, 10, 20, True, False, 10, 0, topics, excl), sim.now_ns)
         r = p.poll_transmit()[1]
         assert r.name == "refused" and why in r.reason, (why, r.reason)
     assert p.counters["refused"] >= 6 and not p.sinks
+    assert p.poll_close() is None  # values out of place are refused; nothing here broke the protocol
     # and it still serves a well-behaved pair
     src = sim.add_source()
     snk = sim.add_sink(["sport"])

@@ -9,8 +9,9 @@
         src.send(["sport"], b"goal")
         snk.next(timeout=1.0).payload                            # b'goal'
 
-The parts, one per module: :mod:`.ids` (128-bit ids), :mod:`.qos` (the QoS
-and their checks), :mod:`.topics` (names and the topic table), :mod:`.queues`
+The parts, one per module: :mod:`.ids` (128-bit ids and the secrets that
+prove them), :mod:`.qos` (the QoS and their checks), :mod:`.validate` (what
+a node accepts from the wire), :mod:`.topics` (names and the topic table), :mod:`.queues`
 (per-priority sink queues), :mod:`.rates` (rate units), :mod:`.partition`
 (partitions and load sharing), :mod:`.membership` (heartbeats); the peer as
 a sans-IO machine, :mod:`.peer` with :mod:`.clients`, :mod:`.serving` and
@@ -35,6 +36,7 @@ from multihop.dispatch.errors import (
     NoPeers,
     PayloadTooLarge,
     QosError,
+    SourceRefused,
     TopicError,
     UnknownTopic,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "SinkQoS",
     "Source",
     "SourceQoS",
+    "SourceRefused",
     "System",
     "TopicError",
     "UnknownTopic",

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 import multihop as mh
-from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id
+from multihop.dispatch.errors import DispatchError
+from multihop.dispatch.ids import Nid, domain_id, hex_id, new_identity
 from multihop.dispatch.naming import check_system, listed_peers, peer_service
 from multihop.dispatch.wire import M, DecodeError, decode, encode
 
@@ -23,7 +24,8 @@ def _session(rt: mh.Runtime, system: str, peer: Nid, core: int | None, timeout: 
     d = rt.dispatcher(rt.cores[0] if core is None else core)
     try:
         ch = d.bind(peer_service(system, peer), timeout=timeout)
-        ch.send(encode(M.messages.client_hello(M.client_kind.CLIENT_ADMIN, new_id("admin"), domain_id(rt.name, system))), timeout)
+        me, secret = new_identity("admin")
+        ch.send(encode(M.messages.client_hello(M.client_kind.CLIENT_ADMIN, me, domain_id(rt.name, system), secret)), timeout)
     except BaseException:
         d.detach()
         raise
@@ -33,7 +35,8 @@ def _session(rt: mh.Runtime, system: str, peer: Nid, core: int | None, timeout: 
 def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, core: int | None = None) -> dict[str, Any]:
     """The status of one peer (its ``status_reply``, as a dict).
 
-    Raises BindError (the peer is gone), Timeout (it did not answer).
+    Raises BindError (the peer is gone, or refused us), Timeout (it did not answer),
+    DispatchError (its answer is not a JSON object).
     """
     d, ch = _session(rt, system, peer, core, timeout)
     try:
@@ -48,7 +51,13 @@ def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, co
             except DecodeError:
                 continue
             if isinstance(rec, M.messages.status_reply):
-                return dict(json.loads(rec.json))
+                try:
+                    st = json.loads(rec.json)
+                except ValueError as e:
+                    raise DispatchError(f"peer {hex_id(peer)} answered a status that is not JSON: {e}") from None
+                if not isinstance(st, dict):
+                    raise DispatchError(f"peer {hex_id(peer)} answered a status that is not a JSON object")
+                return st
             if isinstance(rec, M.messages.refused):
                 raise mh.BindError(f"peer {hex_id(peer)} refused: {rec.reason}")
     finally:

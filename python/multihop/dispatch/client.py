@@ -6,10 +6,19 @@ sans-IO machine (:mod:`.source_machine`, :mod:`.sink_machine`) that this
 module feeds.  Clients have no thread of their own: a source reads what the
 peers sent (acks, alarms, new members) on each ``send``; a sink reads on each
 ``next``.  Both are context managers; ``close()`` tells the peers it leaves.
+
+Each client draws its identity (:func:`~.ids.new_identity`): its hellos show
+the secret whose MD5 is its id, so no other process can speak under it.  A
+source is made only once every peer registered it (a QoS they refuse raises
+:class:`~.errors.SourceRefused` naming their reason), as a sink is made only
+once a peer gave it its partition (:class:`~.errors.JoinRefused`).  A message
+from a peer whose handling fails is counted (``stats()["frame_errors"]``) and
+logged, never raised into ``send`` or ``next``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from types import TracebackType
@@ -18,8 +27,8 @@ from typing import Any, Generic, Protocol, Sequence, TypeVar
 import multihop as mh
 from multihop.dispatch.channels import ChannelTable, drain
 from multihop.dispatch.clock import Clock, MonotonicClock
-from multihop.dispatch.errors import JoinRefused, NoPeers, UnknownTopic
-from multihop.dispatch.ids import Nid, domain_id, hex_id, new_id, short
+from multihop.dispatch.errors import JoinRefused, NoPeers, SourceRefused, UnknownTopic
+from multihop.dispatch.ids import Nid, domain_id, hex_id, new_identity, short
 from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, listed_peers, peer_service
 from multihop.dispatch.news import News
 from multihop.dispatch.qos import SinkQoS, SourceQoS
@@ -29,6 +38,8 @@ from multihop.dispatch.topics import check_topics
 from multihop.dispatch.wire import DecodeError, Record, decode
 
 __all__ = ["Source", "Sink", "source", "sink"]
+
+log = logging.getLogger("multihop.dispatch.client")
 
 
 class ClientMachine(Protocol):
@@ -78,6 +89,7 @@ class _Client(Generic[MachineT]):
         self.table = ChannelTable()
         self.domain = domain_id(runtime, system)
         self.closed = False
+        self.frame_errors = 0  # messages from peers whose handling raised (a bug: counted and logged)
         self._last_scan = time.monotonic()
 
     def _connect_all(self) -> None:
@@ -139,6 +151,10 @@ class _Client(Generic[MachineT]):
                     m.handle_message(node, decode(data), now)
                 except DecodeError:
                     continue
+                except Exception:
+                    self.frame_errors += 1
+                    if self.frame_errors <= 20:
+                        log.exception("dispatch client: a message from peer %s failed; dropped", short(node))
         self._write()
 
     def _write(self) -> None:
@@ -192,15 +208,20 @@ class Source(_Client[SourceMachine]):
         if not isinstance(qos, SourceQoS):
             raise TypeError(f"qos must be a dispatch.SourceQoS, got {type(qos).__name__}")
         super().__init__(runtime, system, core, transport, clock)
-        self.id = new_id("source")
-        self.machine = SourceMachine(self.id, self.domain, qos, self.clock.now_ns())
+        self.id, secret = new_identity("source")
+        self.machine = SourceMachine(self.id, self.domain, qos, self.clock.now_ns(), secret)
         self._connect_all()
         deadline = time.monotonic() + timeout
-        while not self.machine.epoch and time.monotonic() < deadline:  # the first welcome: declared topics, members
+        m = self.machine
+        # every peer's answer to the registration (and a welcome: declared topics, members)
+        while not (m.epoch and m.answered()) and m.refused is None and time.monotonic() < deadline:
             self._step(0.02)
-        if not self.machine.epoch:
-            self._close([])
-            raise mh.Timeout(f"no dispatch peer of system {system!r} welcomed the source within {timeout} s")
+        if m.refused is not None:
+            self._close(m.leave_messages())
+            raise SourceRefused(f"source refused by {m.refused}")
+        if not m.epoch or not m.registered:
+            self._close(m.leave_messages())
+            raise mh.Timeout(f"no dispatch peer of system {system!r} registered the source within {timeout} s")
 
     @property
     def qos(self) -> SourceQoS:
@@ -264,9 +285,10 @@ class Source(_Client[SourceMachine]):
             self._step(min(left, 0.05))
 
     def stats(self) -> dict[str, Any]:
-        """sent, handed (channel writes), dropped (best effort), unacked, alarms and below_min_units, peers, refusals."""
+        """sent, handed (channel writes), dropped (best effort), unacked, alarms and below_min_units, peers, refusals,
+        bad_frames (messages from peers that made no sense) and frame_errors (whose handling failed)."""
         self._step(0.0)
-        return self.machine.stats()
+        return dict(self.machine.stats(), frame_errors=self.frame_errors)
 
     def close(self) -> None:
         """Tell the peers this source leaves, and release its channels."""
@@ -306,8 +328,8 @@ class Sink(_Client[SinkMachine]):
         names = check_topics(topics)
         qos.exclusive_topics(names)  # checked before anything starts
         super().__init__(runtime, system, core, transport, clock)
-        self.id = new_id("sink")
-        self.machine = SinkMachine(self.id, self.domain, names, qos, history, self.clock.now_ns())
+        self.id, secret = new_identity("sink")
+        self.machine = SinkMachine(self.id, self.domain, names, qos, history, self.clock.now_ns(), secret=secret)
         self._connect_all()
         deadline = time.monotonic() + timeout
         m = self.machine
@@ -386,8 +408,9 @@ class Sink(_Client[SinkMachine]):
             self._step(max(0.0, left))
 
     def stats(self) -> dict[str, Any]:
-        """received, delivered, duplicates (suppressed), late, expired, overflowed, waiting, partition, peers, by_peer."""
-        return self.machine.stats()
+        """received, delivered, duplicates (suppressed), late, expired, overflowed, waiting, partition, peers, by_peer,
+        bad_frames (messages from peers that made no sense) and frame_errors (whose handling failed)."""
+        return dict(self.machine.stats(), frame_errors=self.frame_errors)
 
     def close(self) -> None:
         """Tell the peers this sink leaves (they drop its queue), and release its channels."""
@@ -407,9 +430,11 @@ class Sink(_Client[SinkMachine]):
 def source(runtime_name: str, qos: SourceQoS | None = None, **kwargs: Any) -> Source:
     """Register a news source with the dispatch peers of runtime ``runtime_name``.
 
-    Keyword arguments: ``system`` (default ``"main"``), ``core``, ``transport``
-    (``"ump"`` or ``"multihop"``), ``clock``, ``timeout``.  Raises
-    RuntimeNotFound, NoPeers, QosError (from ``SourceQoS``), Timeout.
+    Returns once every peer registered it.  Keyword arguments: ``system``
+    (default ``"main"``), ``core``, ``transport`` (``"ump"`` or
+    ``"multihop"``), ``clock``, ``timeout``.  Raises RuntimeNotFound, NoPeers,
+    QosError (from ``SourceQoS``), SourceRefused (a peer refused it, with the
+    peer's reason), Timeout.
     """
     return Source(runtime_name, qos if qos is not None else SourceQoS(), **kwargs)
 

@@ -100,34 +100,44 @@ _mhE_overflow_policy = tuple(overflow_policy)
 _mhTYPES = {'nid': _mhT_nid, 'news_id': _mhT_news_id, 'queue_update': _mhT_queue_update, 'member': _mhT_member, 'client_kind': _mhT_client_kind, 'notice_kind': _mhT_notice_kind, 'overflow_policy': _mhT_overflow_policy}
 
 class _mhR_1(_mh_Record):
-    """message client_hello(client_kind kind, nid client, nid domain)"""
-    __slots__ = ('kind', 'client', 'domain', )
+    """message client_hello(client_kind kind, nid client, nid domain, uint8 proof[nproof, 256])"""
+    __slots__ = ('kind', 'client', 'domain', 'proof', )
     name = 'client_hello'
     number = 1
-    _fields = ('kind', 'client', 'domain', )
-    def __init__(self, kind, client, domain):
+    _fields = ('kind', 'client', 'domain', 'proof', )
+    def __init__(self, kind, client, domain, proof):
         self.kind = kind
         self.client = client
         self.domain = domain
+        self.proof = proof
 _mhR_1.__name__ = _mhR_1.__qualname__ = 'client_hello'
-_mhD_1 = (('kind', ('enum', 'client_kind', 4)), ('client', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('domain', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))))
-_mhS_1 = _mh_Struct('<HIQQQQ')
+_mhD_1 = (('kind', ('enum', 'client_kind', 4)), ('client', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('domain', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('proof', ('dyn', ('int', 'uint8', 0, 255), 256, True)))
+_mhS_1 = _mh_Struct('<HIQQQQQ')
 _mhP_1 = _mhS_1.pack
 _mhU_1 = _mhS_1.unpack_from
-def _mhenc_1(kind, client, domain):
+def _mhenc_1(kind, client, domain, proof):
     try:
         if not 0 <= kind < 4: raise _mh_Bad
         (_mh21, _mh22,) = client
         (_mh23, _mh24,) = domain
-        return _mhP_1(1, kind, _mh21, _mh22, _mh23, _mh24)
+        _mhn0 = _mh_len(proof)
+        if _mhn0 > 256: raise _mh_Bad
+        return _mhP_1(1, kind, _mh21, _mh22, _mh23, _mh24, _mhn0) + proof
     except _mh_ENCODE_ERRORS:
-        _mh_explain(_mh_IFACE, 'client_hello', _mhD_1, (kind, client, domain,))
+        _mh_explain(_mh_IFACE, 'client_hello', _mhD_1, (kind, client, domain, proof,))
         raise
 def _mhdec_1(_mhb):
     try:
-        if len(_mhb) != 38: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 38')
         _mht = _mhU_1(_mhb)
-        return _mhR_1(_mhE_client_kind[_mht[1]], _mhT_nid(_mht[2], _mht[3]), _mhT_nid(_mht[4], _mht[5]))
+        _mho = 46
+        _mhn = _mht[6]
+        if _mhn > 256: raise _mh_Bad(f"argument 'proof' has {_mhn} elements, more than its maximum 256")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'proof' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_1(_mhE_client_kind[_mht[1]], _mhT_nid(_mht[2], _mht[3]), _mhT_nid(_mht[4], _mht[5]), _mhv0)
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'client_hello', _mhb, _mhx) from None
 
@@ -645,33 +655,43 @@ def _mhdec_13(_mhb):
         raise _mh_decode_error(INTERFACE, 'sink_notice', _mhb, _mhx) from None
 
 class _mhR_14(_mh_Record):
-    """message peer_hello(nid peer, nid domain, bool active)"""
-    __slots__ = ('peer', 'domain', 'active', )
+    """message peer_hello(nid peer, nid domain, bool active, uint8 proof[nproof, 256])"""
+    __slots__ = ('peer', 'domain', 'active', 'proof', )
     name = 'peer_hello'
     number = 14
-    _fields = ('peer', 'domain', 'active', )
-    def __init__(self, peer, domain, active):
+    _fields = ('peer', 'domain', 'active', 'proof', )
+    def __init__(self, peer, domain, active, proof):
         self.peer = peer
         self.domain = domain
         self.active = active
+        self.proof = proof
 _mhR_14.__name__ = _mhR_14.__qualname__ = 'peer_hello'
-_mhD_14 = (('peer', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('domain', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('active', ('bool',)))
-_mhS_14 = _mh_Struct('<HQQQQ?')
+_mhD_14 = (('peer', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('domain', ('struct', 'nid', (('hi', ('int', 'uint64', 0, 18446744073709551615)), ('lo', ('int', 'uint64', 0, 18446744073709551615))))), ('active', ('bool',)), ('proof', ('dyn', ('int', 'uint8', 0, 255), 256, True)))
+_mhS_14 = _mh_Struct('<HQQQQ?Q')
 _mhP_14 = _mhS_14.pack
 _mhU_14 = _mhS_14.unpack_from
-def _mhenc_14(peer, domain, active):
+def _mhenc_14(peer, domain, active, proof):
     try:
         (_mh61, _mh62,) = peer
         (_mh63, _mh64,) = domain
-        return _mhP_14(14, _mh61, _mh62, _mh63, _mh64, active)
+        _mhn0 = _mh_len(proof)
+        if _mhn0 > 256: raise _mh_Bad
+        return _mhP_14(14, _mh61, _mh62, _mh63, _mh64, active, _mhn0) + proof
     except _mh_ENCODE_ERRORS:
-        _mh_explain(_mh_IFACE, 'peer_hello', _mhD_14, (peer, domain, active,))
+        _mh_explain(_mh_IFACE, 'peer_hello', _mhD_14, (peer, domain, active, proof,))
         raise
 def _mhdec_14(_mhb):
     try:
-        if len(_mhb) != 35: raise _mh_Bad(f'message is {len(_mhb)} bytes, expected 35')
         _mht = _mhU_14(_mhb)
-        return _mhR_14(_mhT_nid(_mht[1], _mht[2]), _mhT_nid(_mht[3], _mht[4]), _mht[5])
+        _mho = 43
+        _mhn = _mht[6]
+        if _mhn > 256: raise _mh_Bad(f"argument 'proof' has {_mhn} elements, more than its maximum 256")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'proof' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe]
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_14(_mhT_nid(_mht[1], _mht[2]), _mhT_nid(_mht[3], _mht[4]), _mht[5], _mhv0)
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'peer_hello', _mhb, _mhx) from None
 
@@ -1224,15 +1244,17 @@ class _mhTx:
         _mhmake = getattr(channel, '_fast_sender', None)
         self.status_request = _mh_fast(_mhmake, channel.send, _mhL_26, ('detail',), _mhslow_26)
         self.shutdown = _mh_fast(_mhmake, channel.send, _mhL_28, ('grace_ms',), _mhslow_28)
-    def client_hello(self, kind, client, domain, *, timeout=None):
-        """Send client_hello(client_kind kind, nid client, nid domain)."""
+    def client_hello(self, kind, client, domain, proof, *, timeout=None):
+        """Send client_hello(client_kind kind, nid client, nid domain, uint8 proof[nproof, 256])."""
         try:
             if not 0 <= kind < 4: raise _mh_Bad
             (_mh21, _mh22,) = client
             (_mh23, _mh24,) = domain
-            _mhd = _mhP_1(1, kind, _mh21, _mh22, _mh23, _mh24)
+            _mhn0 = _mh_len(proof)
+            if _mhn0 > 256: raise _mh_Bad
+            _mhd = _mhP_1(1, kind, _mh21, _mh22, _mh23, _mh24, _mhn0) + proof
         except _mh_ENCODE_ERRORS:
-            _mh_explain(_mh_IFACE, 'client_hello', _mhD_1, (kind, client, domain,))
+            _mh_explain(_mh_IFACE, 'client_hello', _mhD_1, (kind, client, domain, proof,))
             raise
         self._mh_send(_mhd, timeout)
     def welcome(self, peer, domain, epoch, window, members, topics, *, timeout=None):
@@ -1381,14 +1403,16 @@ class _mhTx:
             _mh_explain(_mh_IFACE, 'sink_notice', _mhD_13, (sink, kind, total, ids,))
             raise
         self._mh_send(_mhd, timeout)
-    def peer_hello(self, peer, domain, active, *, timeout=None):
-        """Send peer_hello(nid peer, nid domain, bool active)."""
+    def peer_hello(self, peer, domain, active, proof, *, timeout=None):
+        """Send peer_hello(nid peer, nid domain, bool active, uint8 proof[nproof, 256])."""
         try:
             (_mh61, _mh62,) = peer
             (_mh63, _mh64,) = domain
-            _mhd = _mhP_14(14, _mh61, _mh62, _mh63, _mh64, active)
+            _mhn0 = _mh_len(proof)
+            if _mhn0 > 256: raise _mh_Bad
+            _mhd = _mhP_14(14, _mh61, _mh62, _mh63, _mh64, active, _mhn0) + proof
         except _mh_ENCODE_ERRORS:
-            _mh_explain(_mh_IFACE, 'peer_hello', _mhD_14, (peer, domain, active,))
+            _mh_explain(_mh_IFACE, 'peer_hello', _mhD_14, (peer, domain, active, proof,))
             raise
         self._mh_send(_mhd, timeout)
     def heartbeat(self, peer, active, load, epoch, *, timeout=None):

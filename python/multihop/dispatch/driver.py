@@ -12,6 +12,15 @@ when accepted or when queued in the service's backlog).
 A peer exports ``dispatch.<system>.peer.<id>``, lists itself in the peer
 directory (:mod:`.naming`), and leaves gracefully on ``shutdown`` or SIGTERM;
 it stops when its runtime stops or, if it has one, when its owner process dies.
+
+A fresh channel is named only after the machine admitted its hello
+(:meth:`PeerMachine.admit`: the proof of the id, no live channel of that node
+already); a refused one gets the ``refused`` and is closed.  What the machine
+asks to cut (:meth:`PeerMachine.poll_close`) is closed after what was queued
+for it.  Nothing a node sends ends the loop: the machine checks every frame,
+and should handling one still raise (a bug), the loop counts it
+(``frame_errors``, ``encode_errors``, ``timer_errors``, ``loop_errors`` in the
+status' ``driver`` part), logs it with its traceback, and serves on.
 """
 
 from __future__ import annotations
@@ -27,10 +36,10 @@ import multihop as mh
 from multihop.dispatch.channels import ChannelTable
 from multihop.dispatch.clock import Clock, MonotonicClock
 from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import Nid, domain_id, new_id, short
+from multihop.dispatch.ids import Nid, domain_id, identity_of, new_identity, short
 from multihop.dispatch.naming import check_system, listed_peers, peer_service, register_peer, unregister_peer
 from multihop.dispatch.peer import PeerMachine
-from multihop.dispatch.wire import DecodeError, decode
+from multihop.dispatch.wire import DecodeError, decode, encode
 
 __all__ = ["PeerDriver", "HELLOS"]
 
@@ -40,6 +49,7 @@ HELLOS = {"client_hello": "client", "peer_hello": "peer"}
 """The messages that name the node of a fresh channel, and their node field."""
 
 _MAX_WAIT = 0.05  # seconds: how long the loop parks at most (new channels are noticed within this)
+_LOGGED_ERRORS = 20  # failures logged with their traceback one by one; beyond, every 1000th (all are counted)
 
 
 class PeerDriver:
@@ -52,7 +62,7 @@ class PeerDriver:
         core: int,
         config: PeerConfig,
         *,
-        me: Nid | None = None,
+        secret: bytes | None = None,
         transport: str = "ump",
         owner_pid: int | None = None,
         clock: Clock | None = None,
@@ -61,7 +71,10 @@ class PeerDriver:
         self.system = check_system(system)
         self.rt = mh.Runtime.attach(runtime)
         self.clock = clock or MonotonicClock()
-        self.me = me or new_id("peer")
+        if secret is None:
+            self.me, self.secret = new_identity("peer")
+        else:
+            self.me, self.secret = identity_of(secret), bytes(secret)
         self.transport = transport
         self.owner_pid = owner_pid
         self.on_event = on_event
@@ -69,11 +82,20 @@ class PeerDriver:
         self.svc = self.d.export(peer_service(system, self.me))
         others = [p for p in listed_peers(self.rt, system) if p != self.me]
         register_peer(self.rt, system, self.me, {"pid": os.getpid(), "core": core, "started": time.time()})
-        self.machine = PeerMachine(self.me, domain_id(runtime, system), config, self.clock.now_ns(), others)
+        self.machine = PeerMachine(self.me, domain_id(runtime, system), config, self.clock.now_ns(), others, secret=self.secret)
         self.table = ChannelTable()
         self.accepted: queue.SimpleQueue[mh.Channel] = queue.SimpleQueue()
         self.stop_requested = threading.Event()
-        self.counters = {"malformed": 0, "loops": 0}
+        self.counters = {
+            "malformed": 0,
+            "loops": 0,
+            "hellos_refused": 0,
+            "frame_errors": 0,
+            "encode_errors": 0,
+            "timer_errors": 0,
+            "event_errors": 0,
+            "loop_errors": 0,
+        }
         self.machine.status_hook = self._driver_status
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"dispatch-accept-{short(self.me)}", daemon=True)
 
@@ -97,31 +119,48 @@ class PeerDriver:
         try:
             self._outputs()
             while not (m.stopped and not self.table.backlog):
-                if self.stop_requested.is_set() and not m.leaving:
-                    m.leave()
+                try:
+                    if self.stop_requested.is_set() and not m.leaving:
+                        m.leave()
+                        self._outputs()
+                    now = self.clock.now_ns()
+                    if time.monotonic() >= next_check:
+                        next_check = time.monotonic() + 0.25
+                        if not self._alive():
+                            log.info("peer %s: runtime or owner gone, stopping", short(self.me))
+                            return
+                    due = m.poll_timeout()
+                    wait = _MAX_WAIT if due is None else min(_MAX_WAIT, max(0.0, (due - now) / 1e9))
+                    if self.table.backlog:
+                        wait = min(wait, 0.001)
+                    ready = self.d.poll(timeout=wait)
+                    self._adopt_accepted()
+                    for ch in ready:
+                        self._read(ch)
+                    now = self.clock.now_ns()
+                    due = m.poll_timeout()
+                    if due is not None and now >= due:
+                        try:
+                            m.handle_timeout(now)
+                        except Exception:
+                            self._failed("timer_errors", "a timer")
                     self._outputs()
-                now = self.clock.now_ns()
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 0.25
+                    self.counters["loops"] += 1
+                except Exception:  # a bug: counted and logged; the peer serves on
+                    self._failed("loop_errors", "a round of the loop")
                     if not self._alive():
                         log.info("peer %s: runtime or owner gone, stopping", short(self.me))
                         return
-                due = m.poll_timeout()
-                wait = _MAX_WAIT if due is None else min(_MAX_WAIT, max(0.0, (due - now) / 1e9))
-                if self.table.backlog:
-                    wait = min(wait, 0.001)
-                ready = self.d.poll(timeout=wait)
-                self._adopt_accepted()
-                for ch in ready:
-                    self._read(ch)
-                now = self.clock.now_ns()
-                due = m.poll_timeout()
-                if due is not None and now >= due:
-                    m.handle_timeout(now)
-                self._outputs()
-                self.counters["loops"] += 1
+                    time.sleep(0.001)  # not a hot spin should it repeat
         finally:
             self.close()
+
+    def _failed(self, counter: str, what: str) -> None:
+        """Count and log (with its traceback: it is a bug) a failure the loop survives."""
+        self.counters[counter] += 1
+        n = self.counters[counter]
+        if n <= _LOGGED_ERRORS or n % 1000 == 0:
+            log.exception("peer %s: %s failed (%s #%d); serving on", short(self.me), what, counter, n)
 
     def _alive(self) -> bool:
         if not self.d.attached:
@@ -169,9 +208,24 @@ class PeerDriver:
                     self.counters["malformed"] += 1  # a channel must start with a hello: refuse it
                     self.table.forget(ch)
                     return
-                node = getattr(rec, field)
+                claimed: Nid = getattr(rec, field)
+                for old in list(self.table.by_node.get(claimed, ())):
+                    self._read(old)  # a closed channel of that node is seen closed before its id is judged taken
+                refusal = m.admit(rec)
+                if refusal is not None:
+                    self.counters["hellos_refused"] += 1
+                    try:
+                        ch.try_send(encode(refusal))
+                    except (mh.TxBusy, mh.ChannelClosed):
+                        pass
+                    self.table.forget(ch)
+                    return
+                node = claimed
                 self.table.name(ch, node)
-            m.handle_message(node, rec, now)
+            try:
+                m.handle_message(node, rec, now)
+            except Exception:
+                self._failed("frame_errors", f"handling {rec.name} from {short(node)}")
 
     def _outputs(self) -> None:
         m = self.machine
@@ -184,13 +238,27 @@ class PeerDriver:
                 continue
             self.table.name(ch, peer)
             m.handle_connected(peer, self.clock.now_ns())
-        while (out := m.poll_transmit()) is not None:
-            self.table.queue(out[0], out[1])
-        self.table.flush()
+        for _ in range(64):  # a cut may queue more (a sink removed: sink_left to the peers); bounded
+            while (out := m.poll_transmit()) is not None:
+                try:
+                    self.table.queue(out[0], out[1])
+                except Exception:
+                    self._failed("encode_errors", f"encoding {out[1].name} for {short(out[0])}")
+            self.table.flush()
+            cut = m.poll_close()
+            if cut is None:
+                break
+            now = self.clock.now_ns()
+            for ch in list(self.table.by_node.get(cut, ())):
+                self.table.forget(ch)
+            m.handle_closed(cut, now)
         while (ev := m.poll_event()) is not None:
             log.info("peer %s: %s %s", short(self.me), ev[0], ev[1])
             if self.on_event is not None:
-                self.on_event(*ev)
+                try:
+                    self.on_event(*ev)
+                except Exception:
+                    self._failed("event_errors", f"the on_event hook for {ev[0]}")
 
     def stop(self) -> None:
         """Ask the loop to leave gracefully (safe from a signal handler or another thread)."""

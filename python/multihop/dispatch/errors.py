@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from multihop.errors import MultihopError
 
-__all__ = ["DispatchError", "QosError", "TopicError", "UnknownTopic", "JoinRefused", "NoPeers", "PayloadTooLarge"]
+__all__ = ["DispatchError", "QosError", "TopicError", "UnknownTopic", "JoinRefused", "SourceRefused", "NoPeers", "PayloadTooLarge"]
 
 
 class DispatchError(MultihopError):
@@ -30,6 +30,14 @@ class UnknownTopic(TopicError):
 
 class JoinRefused(DispatchError, ConnectionError):
     """A peer refused a source or sink (the message holds the peer's reason)."""
+
+
+class SourceRefused(JoinRefused):
+    """The peers refused to register a source (the message holds the peer's reason, e.g. a QoS they do not accept).
+
+    Raised when the source is made, as :class:`JoinRefused` is for a sink: a source the
+    peers refuse would have every news dropped.
+    """
 
 
 class NoPeers(DispatchError, ConnectionError):

@@ -1,11 +1,16 @@
-"""128-bit node ids and news ids.
+"""128-bit node ids and news ids, and the secrets that prove them.
 
 Every node (peer, source, sink, relay) has a 128-bit id made, as RE.VE.N.GE.
 does, by hashing random node-dependent data with MD5 (host, pid, clock,
-16 bytes from the OS, a counter).  On the wire an id is the Flounder struct
-``nid {hi, lo}``; in the machines it is that same namedtuple (hashable, so a
-dict key).  A domain's id is the MD5 of its runtime and system names, so every
-process computes the same one.  A news is named by ``(source id, seq)``.
+16 bytes from the OS, a counter).  That data is the node's *secret*: the node
+keeps it and shows it in its hello (``proof``), and whoever it talks to checks
+that its MD5 is the id claimed (:func:`proves`).  Nobody else can show it, so
+no other process can speak under a node's id, whether the node is connected,
+gone, or was never seen by that peer (:func:`new_identity`).  On the wire an id
+is the Flounder struct ``nid {hi, lo}``; in the machines it is that same
+namedtuple (hashable, so a dict key).  A domain's id is the MD5 of its runtime
+and system names, so every process computes the same one.  A news is named by
+``(source id, seq)``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,21 @@ import time
 
 from multihop.dispatch.dispatch_if import nid
 
-__all__ = ["Nid", "NewsKey", "ZERO", "new_id", "domain_id", "from_bytes", "hex_id", "parse_hex", "short"]
+__all__ = [
+    "Nid",
+    "NewsKey",
+    "ZERO",
+    "MAX_SECRET",
+    "new_id",
+    "new_identity",
+    "identity_of",
+    "proves",
+    "domain_id",
+    "from_bytes",
+    "hex_id",
+    "parse_hex",
+    "short",
+]
 
 Nid = nid
 """A node id: the generated ``nid(hi, lo)`` namedtuple."""
@@ -29,6 +48,9 @@ NewsKey = tuple[nid, int]
 ZERO = nid(0, 0)
 """The null id (never drawn: :func:`new_id` redraws it)."""
 
+MAX_SECRET = 256
+"""The longest secret (bytes) a hello may show (the Flounder bound of ``proof``)."""
+
 _counter = itertools.count()
 
 
@@ -37,13 +59,31 @@ def from_bytes(digest: bytes) -> nid:
     return nid(int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big"))
 
 
-def new_id(kind: str = "node") -> nid:
-    """A fresh id: MD5 of random node-dependent data (never :data:`ZERO`)."""
+def new_identity(kind: str = "node") -> tuple[nid, bytes]:
+    """A fresh ``(id, secret)``: the secret is random node-dependent data, the id its MD5 (never :data:`ZERO`)."""
     while True:
-        data = f"{kind}|{socket.gethostname()}|{os.getpid()}|{time.time_ns()}|{next(_counter)}|".encode() + os.urandom(16)
+        host = socket.gethostname()[:64]
+        data = f"{kind[:32]}|{host}|{os.getpid()}|{time.time_ns()}|{next(_counter)}|".encode() + os.urandom(16)
         n = from_bytes(hashlib.md5(data).digest())
         if n != ZERO:
-            return n
+            return n, data
+
+
+def new_id(kind: str = "node") -> nid:
+    """A fresh id (its secret dropped: for nodes that never need to prove it, as in tests)."""
+    return new_identity(kind)[0]
+
+
+def identity_of(secret: bytes) -> nid:
+    """The id a secret proves (its MD5); ValueError for a secret that is empty or longer than :data:`MAX_SECRET`."""
+    if not 0 < len(secret) <= MAX_SECRET:
+        raise ValueError(f"a node secret is 1..{MAX_SECRET} bytes, got {len(secret)}")
+    return from_bytes(hashlib.md5(bytes(secret)).digest())
+
+
+def proves(node: nid, secret: bytes) -> bool:
+    """Whether ``secret`` is the data whose MD5 is ``node`` (a hello's proof of the id it claims)."""
+    return 0 < len(secret) <= MAX_SECRET and node != ZERO and identity_of(secret) == node
 
 
 def domain_id(runtime: str, system: str) -> nid:

@@ -3,6 +3,9 @@
 A :class:`PeerMachine` never touches a channel or a clock.  Its driver (the
 live one in :mod:`.driver`, or the simulator in :mod:`.sim`) feeds it
 
+* ``admit(record)``: whether a fresh channel whose first message is this
+  hello may be named after the node it claims (a ``refused`` to write on that
+  channel before closing it, or None),
 * ``handle_message(src, record, now_ns)``: a decoded message from node ``src``
   (the first message of a channel names the node: ``client_hello`` /
   ``peer_hello``),
@@ -13,8 +16,16 @@ live one in :mod:`.driver`, or the simulator in :mod:`.sim`) feeds it
 * ``handle_timeout(now_ns)``: whenever :meth:`poll_timeout` has passed,
 
 and drains :meth:`poll_transmit` (``(dst, record)`` to send, in order),
-:meth:`poll_connect` (peers to bind to) and :meth:`poll_event` (what happened,
-for logs and tests).  The parts: :mod:`.clients` (sources, sinks, relays),
+:meth:`poll_connect` (peers to bind to), :meth:`poll_close` (nodes whose
+channels to cut, after what was queued for them, then ``handle_closed``) and
+:meth:`poll_event` (what happened, for logs and tests).
+
+Nothing a node sends can make the machine raise or queue a message that
+cannot be encoded: each message is taken only from the kinds of node that
+send it (:data:`~.validate.MAY_SEND`) and each field is checked
+(:mod:`.validate`); a bad frame is counted (``bad_frames``, ``bad_<message>``
+in the status), refused to a client with the reason, and a client that breaks
+the protocol (another node's id, a message of another kind of node) is cut off.  The parts: :mod:`.clients` (sources, sinks, relays),
 :mod:`.serving` (queues and deliveries), :mod:`.replication` (lazy updates,
 snapshots, requests for data); this module routes messages, keeps the
 members, runs the timers, leaves and answers the administrator.
@@ -32,10 +43,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from multihop.dispatch.clients import MAX_SKEW_NS, Clients
+from multihop.dispatch.clients import Clients
 from multihop.dispatch.config import PeerConfig
 from multihop.dispatch.ids import Nid, hex_id, short
 from multihop.dispatch.partition import owner_map
+from multihop.dispatch.validate import MAX_MEMBERS, MAX_SKEW_NS, MAY_SEND, hello_error, reason
 from multihop.dispatch.wire import Handler, M, Record, route
 
 __all__ = ["PeerMachine", "MAX_SKEW_NS"]
@@ -46,9 +58,9 @@ _PRUNE_NS = 250_000_000
 class PeerMachine(Clients):
     """One dispatch peer (see the module docstring)."""
 
-    def __init__(self, me: Nid, domain: Nid, config: PeerConfig, now_ns: int, peers: Iterable[Nid] = ()) -> None:
+    def __init__(self, me: Nid, domain: Nid, config: PeerConfig, now_ns: int, peers: Iterable[Nid] = (), secret: bytes = b"") -> None:
         existing = sorted(set(peers) - {me})
-        super().__init__(me, domain, config, now_ns, active=not existing)
+        super().__init__(me, domain, config, now_ns, active=not existing, secret=secret)
         self.init_replication()
         self.join_candidates = list(existing)
         self.join_target: Nid | None = None
@@ -90,16 +102,56 @@ class PeerMachine(Clients):
 
     # ---- inputs ----------------------------------------------------------
 
+    def admit(self, rec: Record) -> M.messages.refused | None:
+        """Whether a fresh channel whose first message is the hello ``rec`` may be named after the node it claims.
+
+        None: the driver names the channel and feeds ``rec`` to :meth:`handle_message`.
+        Otherwise the ``refused`` to write on that channel before closing it (counted):
+        a hello for another domain, one whose proof is not the secret of the id it
+        claims, one naming a node that already has a live channel to us (a source's
+        id is bound to the channel that registered it: a second one is an impostor or a
+        stale duplicate, not a second voice of the same node; two peers binding to each
+        other at once are the one exception), or a peer beyond the domain's 64.
+        """
+        if isinstance(rec, M.messages.client_hello):
+            node, domain, proof = rec.client, rec.domain, rec.proof
+        elif isinstance(rec, M.messages.peer_hello):
+            node, domain, proof = rec.peer, rec.domain, rec.proof
+        else:
+            return None
+        why = hello_error(node, domain, bytes(proof), self.domain, self.me)
+        kind = self.links.get(node)
+        if why is None and kind is not None and (rec.name == "client_hello" or kind != "peer"):
+            why = f"id {hex_id(node)} already has a channel to this peer (a node speaks on one channel)"
+        if why is None and rec.name == "peer_hello" and node not in self.members.others and len(self.members.others) + 1 >= MAX_MEMBERS:
+            why = f"the domain has its {MAX_MEMBERS} peers"
+        if why is None:
+            return None
+        self._timeout_valid = False
+        self.counters["bad_frames"] += 1
+        self.counters[f"bad_{rec.name}"] += 1
+        self.counters["refused"] += 1
+        self.event("bad_frame", src=short(node), kind=None, message=rec.name, why=why, total=self.counters["bad_frames"])
+        return M.messages.refused(self.me, node, reason(f"{rec.name} refused: {why}"))
+
     def handle_message(self, src: Nid, rec: Record, now_ns: int) -> None:
-        """Feed one message from node ``src``."""
+        """Feed one message from node ``src`` (taken only if nodes of its kind send it; see :data:`~.validate.MAY_SEND`)."""
         self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
-        handler = self._handlers.get(rec.name)
-        if handler is None:
-            self.counters["unexpected"] += 1
-            self.event("unexpected", src=short(src), message=rec.name)
+        if src in self.closing:
+            self.counters["dropped_after_cut"] += 1
             return
-        if self.links.get(src) == "peer" and src not in self.gone:
+        kind = self.links.get(src)
+        handler = self._handlers.get(rec.name)
+        if kind is None:
+            if rec.name not in ("client_hello", "peer_hello"):
+                self.bad_frame(src, rec.name, "the first message on a channel is a hello", close=True)
+                return
+        elif handler is None or rec.name not in MAY_SEND[kind]:
+            self.bad_frame(src, rec.name, f"a {kind} does not send {rec.name}", close=kind != "peer")
+            return
+        assert handler is not None  # both hellos have handlers
+        if kind == "peer" and src not in self.gone:
             self.members.heard(src, self.now_ns)
         handler(src, rec)
         self.pump_dirty()
@@ -129,6 +181,7 @@ class PeerMachine(Clients):
         self._timeout_valid = False
         self.now_ns = max(self.now_ns, now_ns)
         kind = self.links.pop(node, None)
+        self.closing.discard(node)
         self.hello_sent.discard(node)
         if kind == "peer":
             self.declare_dead(node, "its channel closed")
@@ -163,6 +216,7 @@ class PeerMachine(Clients):
             self.next_prune = now + _PRUNE_NS
             self.expire_copies()
             self.store.prune(now)
+            self.forget_foreign_sources()
         if self.leave_deadline is not None and (now >= self.leave_deadline or not self.inflight_total()):
             self.finish_leaving()
         self.dirty.update(sid for sid, s in self.sinks.items() if self.serves(s))
@@ -177,6 +231,10 @@ class PeerMachine(Clients):
     def poll_connect(self) -> Nid | None:
         """The next peer to bind to, or None."""
         return self._connects.popleft() if self._connects else None
+
+    def poll_close(self) -> Nid | None:
+        """The next node whose channels to cut (after sending what is queued for it; then call :meth:`handle_closed`), or None."""
+        return self._closes.popleft() if self._closes else None
 
     def poll_event(self) -> tuple[str, dict[str, Any]] | None:
         """The next event (name, fields), or None."""
@@ -216,12 +274,19 @@ class PeerMachine(Clients):
         """Send our ``peer_hello`` on a peer channel (once)."""
         if node not in self.hello_sent:
             self.hello_sent.add(node)
-            self.send(node, M.messages.peer_hello(self.me, self.domain, self.active))
+            self.send(node, M.messages.peer_hello(self.me, self.domain, self.active, self.secret))
 
     def on_peer_hello(self, src: Nid, rec: M.messages.peer_hello) -> None:
-        """A peer opened a channel to us (or answered ours)."""
-        if rec.domain != self.domain or rec.peer != src:
-            self.refuse(src, rec.peer, "peer of another domain (or not the node it claims)")
+        """A peer opened a channel to us (or answered ours): the domain, its id's proof, and room for it are checked."""
+        why = hello_error(rec.peer, rec.domain, bytes(rec.proof), self.domain, self.me)
+        if why is None and rec.peer != src:
+            why = "the hello names another node than its channel's"
+        if why is None and src not in self.members.others and len(self.members.others) + 1 >= MAX_MEMBERS:
+            why = f"the domain has its {MAX_MEMBERS} peers"
+        if why is not None:
+            if self.links.get(src) == "peer":
+                self.declare_dead(src, f"its hello was refused: {why}")
+            self.bad_frame(src, rec.name, why, about=rec.peer, close=True)
             return
         self.links[src] = "peer"
         self.say_hello(src)
@@ -230,8 +295,8 @@ class PeerMachine(Clients):
 
     def on_heartbeat(self, src: Nid, rec: M.messages.heartbeat) -> None:
         """A peer is alive (and active or not)."""
-        if self.links.get(src) != "peer" or rec.peer != src:
-            self.counters["unexpected"] += 1
+        if rec.peer != src:
+            self.bad_frame(src, rec.name, "a heartbeat names another peer than its channel's")
             return
         if src in self.gone:
             return
@@ -241,6 +306,7 @@ class PeerMachine(Clients):
     def on_peer_leave(self, src: Nid, rec: M.messages.peer_leave) -> None:
         """A peer leaves gracefully: its partitions go to the others now."""
         if rec.peer != src:
+            self.bad_frame(src, rec.name, "a peer_leave names another peer than its channel's")
             return
         self.gone.add(src)
         if self.members.remove(src):

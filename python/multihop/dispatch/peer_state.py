@@ -13,7 +13,7 @@ from collections import Counter, deque
 from typing import Any, Callable
 
 from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import Nid
+from multihop.dispatch.ids import Nid, short
 from multihop.dispatch.membership import Membership
 from multihop.dispatch.news import StoredNews
 from multihop.dispatch.partition import owner_map
@@ -21,16 +21,21 @@ from multihop.dispatch.sinks import SinkState
 from multihop.dispatch.sources import SourceState
 from multihop.dispatch.store import NewsStore
 from multihop.dispatch.topics import TopicTable
-from multihop.dispatch.wire import Record
+from multihop.dispatch.validate import reason
+from multihop.dispatch.wire import M, Record
 
-__all__ = ["PeerState"]
+__all__ = ["PeerState", "LOGGED_BAD_FRAMES"]
+
+LOGGED_BAD_FRAMES = 100
+"""Bad frames told as events (and so logged) one by one; beyond, every 1000th (all are counted)."""
 
 
 class PeerState:
     """Fields of a peer machine and the helpers that emit its outputs."""
 
-    def __init__(self, me: Nid, domain: Nid, config: PeerConfig, now_ns: int, active: bool) -> None:
+    def __init__(self, me: Nid, domain: Nid, config: PeerConfig, now_ns: int, active: bool, secret: bytes = b"") -> None:
         self.me = me
+        self.secret = secret  # shown in our peer_hello: the data whose MD5 is ``me``
         self.domain = domain
         self.cfg = config
         self.now_ns = now_ns
@@ -47,8 +52,10 @@ class PeerState:
         self.leaving = False
         self.stopped = False
         self.status_hook: Callable[[], dict[str, Any]] | None = None  # the driver's counters for status replies (None in the simulator)
+        self.closing: set[Nid] = set()  # nodes whose channels we cut (their frames are dropped until the close comes)
         self._out: deque[tuple[Nid, Record]] = deque()
         self._connects: deque[Nid] = deque()
+        self._closes: deque[Nid] = deque()
         self._events: deque[tuple[str, dict[str, Any]]] = deque()
 
     # ---- outputs ---------------------------------------------------------
@@ -77,6 +84,37 @@ class PeerState:
     def connect(self, node: Nid) -> None:
         """Ask the driver to open a channel to ``node``."""
         self._connects.append(node)
+
+    def close_link(self, node: Nid) -> None:
+        """Ask the driver to close every channel of ``node`` (after what is queued for it); its frames are dropped meanwhile."""
+        if node not in self.closing:
+            self.closing.add(node)
+            self._closes.append(node)
+            self.counters["channels_cut"] += 1
+
+    def refuse(self, src: Nid, client: Nid, text: str) -> None:
+        """Tell a client why we refused what it sent (``text`` cut to fit a ``refused``)."""
+        self.counters["refused"] += 1
+        self.send(src, M.messages.refused(self.me, client, reason(text)))
+
+    def bad_frame(self, src: Nid, name: str, why: str, *, about: Nid | None = None, close: bool = False) -> None:
+        """A frame from ``src`` that we refuse: counted (``bad_frames`` and ``bad_<message>``), told, maybe cut off.
+
+        A client is answered with ``refused`` naming the message and ``why``; with ``close``
+        its channel is cut too (a frame that breaks the protocol rather than a value out of
+        range).  A peer's frame is counted and dropped: peers are replicas, not clients, and
+        cutting one off would declare it dead (``close`` still cuts a node whose peer hello failed).
+        """
+        self.counters["bad_frames"] += 1
+        self.counters[f"bad_{name}"] += 1
+        kind = self.links.get(src)
+        n = self.counters["bad_frames"]
+        if n <= LOGGED_BAD_FRAMES or n % 1000 == 0:
+            self.event("bad_frame", src=short(src), kind=kind, message=name, why=why, total=n)
+        if kind != "peer":
+            self.refuse(src, about if about is not None else src, f"{name} refused: {why}")
+        if close:
+            self.close_link(src)
 
     # ---- provided by the mixins (serving, replication) ---------------------
 

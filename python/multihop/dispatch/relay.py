@@ -15,6 +15,10 @@ to every other relay (point to point, as the paper's worst case).
 * News injected here come back to the relay's own sink only if they match its
   topics; their origin is not local, so they are never sent on again (no loops
   in a full mesh of relays).
+* A news from another relay that makes no sense (the null source, a sequence
+  number above :data:`~.validate.MAX_SEQ`, a malformed topic list) is dropped
+  and counted (``bad``); the local peers check the rest (a relay's news never
+  speaks for a local source, never carries the local domain as origin).
 
 :class:`RelayMachine` is that rule, sans-IO; :mod:`.relay_driver` runs it over
 the live channels (three threads: local to relays, relays to local, accept);
@@ -36,11 +40,13 @@ from types import TracebackType
 from typing import Sequence
 
 import multihop as mh
-from multihop.dispatch.errors import DispatchError
-from multihop.dispatch.ids import Nid, NewsKey, hex_id, new_id
+from multihop.dispatch.errors import DispatchError, TopicError
+from multihop.dispatch.ids import ZERO, Nid, NewsKey, hex_id, new_identity
 from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, peer_dir
 from multihop.dispatch.news import News
-from multihop.dispatch.topics import check_topics, encode_topics
+from multihop.dispatch.peer_process import SECRET_ENV
+from multihop.dispatch.topics import check_topics, decode_topics, encode_topics
+from multihop.dispatch.validate import seq_error
 from multihop.dispatch.wire import M
 
 __all__ = ["RelayMachine", "Relay", "relay", "RELAY_SYSTEM"]
@@ -58,7 +64,7 @@ class RelayMachine:
         self.me = me
         self.local = local
         self.seen: OrderedDict[NewsKey, None] = OrderedDict()
-        self.counters = {"out": 0, "in": 0, "dropped_own": 0, "dropped_seen": 0, "not_local": 0}
+        self.counters = {"out": 0, "in": 0, "dropped_own": 0, "dropped_seen": 0, "not_local": 0, "bad": 0}
 
     def outgoing(self, n: News) -> M.messages.news | None:
         """The ``news`` to send to the other relays for a news the local sink got, or None (not local)."""
@@ -69,7 +75,15 @@ class RelayMachine:
         return M.messages.news(n.source, n.seq, n.priority, n.entry_ns, n.origin, encode_topics(n.topics), n.payload)
 
     def incoming(self, rec: M.messages.news) -> M.messages.news | None:
-        """The ``news`` to inject locally for one from another relay, or None (ours, or injected already)."""
+        """The ``news`` to inject locally for one from another relay, or None (ours, injected already, or bad)."""
+        if rec.source == ZERO or seq_error(rec.seq) is not None:
+            self.counters["bad"] += 1
+            return None
+        try:
+            decode_topics(rec.topics)
+        except TopicError:
+            self.counters["bad"] += 1
+            return None
         if rec.origin == self.local:
             self.counters["dropped_own"] += 1
             return None
@@ -135,7 +149,7 @@ def relay(
     names = check_topics(topics)
     rt = mh.Runtime.attach(local_runtime)
     mh.Runtime.attach(relay_runtime)
-    me = new_id("relay")
+    me, secret = new_identity("relay")
     logdir = peer_dir(rt, check_system(system), "log")
     logdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_path = logdir / f"relay-{hex_id(me)}.log"
@@ -158,8 +172,9 @@ def relay(
         "--topics",
         *names,
     ]
+    env = dict(os.environ, **{SECRET_ENV: secret.hex()})  # the relay's proof of its id: not on its command line
     with open(log_path, "ab") as logf:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, process_group=0)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, env=env, process_group=0)
     r = Relay(me, proc, log_path)
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()

@@ -24,7 +24,9 @@ from multihop.dispatch.news import StoredNews
 from multihop.dispatch.serving import Serving
 from multihop.dispatch.sources import SourceState
 from multihop.dispatch.errors import TopicError
+from multihop.dispatch.ids import hex_id
 from multihop.dispatch.topics import decode_topics
+from multihop.dispatch.validate import seq_error
 from multihop.dispatch.wire import M, Record
 
 __all__ = ["Replication", "MAX_GAP"]
@@ -112,6 +114,9 @@ class Replication(Serving):
 
     def on_request_data(self, src: Nid, rec: M.messages.request_data) -> None:
         """Describe a source or sink to the peer that asked."""
+        if rec.peer != src:
+            self.bad_frame(src, rec.name, "a request_data names another peer than its channel's")
+            return
         node = rec.node
         st = self.sources.get(node)
         if st is not None and st.info is not None:
@@ -169,7 +174,10 @@ class Replication(Serving):
         ]
 
     def on_news_request(self, src: Nid, rec: M.messages.news_request) -> None:
-        """Send the asking peer the news of the range that we hold."""
+        """Send the asking peer the news of the range that we hold (at most :data:`MAX_GAP` of them)."""
+        if rec.peer != src or rec.first > rec.last:
+            self.bad_frame(src, rec.name, f"a news_request from {hex_id(rec.peer)} for {rec.first}..{rec.last}")
+            return
         first, last = rec.first, min(rec.last, rec.first + MAX_GAP - 1)
         for seq in range(first, last + 1):
             n = self.store.get((rec.source, seq))
@@ -178,9 +186,24 @@ class Replication(Serving):
                     self.send(src, m)
 
     def on_stored_news(self, src: Nid, rec: M.messages.stored_news) -> None:
-        """A news from another peer (snapshot or recovery), with the sinks it is pending for there."""
+        """A news from another peer (snapshot or recovery), with the sinks it is pending for there.
+
+        Checked as a source's news is: its number, its topics, and, for a source
+        registered here, the priority it registered.
+        """
         key = (rec.source, rec.seq)
         st = self.sources.get(rec.source)
+        why = seq_error(rec.seq)
+        if why is None and st is not None and st.info is not None and rec.priority != st.info.priority:
+            why = f"priority {rec.priority} is not the priority {st.info.priority} its source registered"
+        if why is None:
+            try:
+                decode_topics(rec.topics)
+            except TopicError as e:
+                why = str(e)
+        if why is not None:
+            self.bad_frame(src, rec.name, f"stored news {rec.seq} of {hex_id(rec.source)}: {why}")
+            return
         if st is not None and rec.seq in st.missing:
             st.missing.discard(rec.seq)
             if not st.missing:
@@ -195,11 +218,7 @@ class Replication(Serving):
             else:
                 self.counters["duplicates"] += 1
             return
-        try:
-            topics = decode_topics(rec.topics)
-        except TopicError:
-            self.counters["malformed"] += 1
-            return
+        topics = decode_topics(rec.topics)
         n = StoredNews(key, rec.priority, rec.entry_ns, rec.release_ns, rec.origin, topics, rec.topics, bytes(rec.payload))
         self._last_stored = key
         self.accept(n, pending=list(rec.pending))
@@ -223,6 +242,9 @@ class Replication(Serving):
 
     def on_snapshot_request(self, src: Nid, rec: M.messages.snapshot_request) -> None:
         """Send a joining peer our whole state."""
+        if rec.peer != src:
+            self.bad_frame(src, rec.name, "a snapshot_request names another peer than its channel's")
+            return
         sources = [st for st in self.sources.values() if st.info is not None and not st.foreign]
         for st in sources:
             self.send(src, st.describe())

@@ -93,8 +93,11 @@ class Serving(PeerState):
 
     def on_sink_ack(self, src: Nid, rec: M.messages.sink_ack) -> None:
         """A sink acknowledged news we delivered: free its window; for a reliable sink, tell the other peers."""
+        if src != rec.sink:
+            self.bad_frame(src, rec.name, "a sink acknowledges only its own news", close=True)
+            return
         sink = self.sinks.get(rec.sink)
-        if sink is None or src != rec.sink:
+        if sink is None:
             self.counters["unexpected"] += 1
             return
         for nid_ in rec.ids:

@@ -26,7 +26,7 @@ from typing import Any, Sequence, Union
 
 from multihop.dispatch.clock import VirtualClock, seconds_to_ns
 from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import Nid, domain_id, new_id
+from multihop.dispatch.ids import Nid, domain_id, new_identity
 from multihop.dispatch.news import News
 from multihop.dispatch.peer import PeerMachine
 from multihop.dispatch.qos import SinkQoS, SourceQoS
@@ -150,9 +150,9 @@ class Sim:
 
     def add_peer(self, config: PeerConfig | None = None) -> PeerMachine:
         """Start a peer that joins the live peers (the first one is active at once)."""
-        me = new_id("peer")
+        me, secret = new_identity("peer")
         existing = [p for p in self.peers if p not in self.dead]
-        m = PeerMachine(me, self.domain, config or self.config, self.now_ns, existing)
+        m = PeerMachine(me, self.domain, config or self.config, self.now_ns, existing, secret=secret)
         self.nodes[me] = self.peers[me] = m
         self._after(me)
         return m
@@ -164,7 +164,8 @@ class Sim:
 
     def add_source(self, qos: SourceQoS | None = None) -> SimSource:
         """A source that binds to every live peer."""
-        m = SourceMachine(new_id("source"), self.domain, qos or SourceQoS(), self.now_ns)
+        me, secret = new_identity("source")
+        m = SourceMachine(me, self.domain, qos or SourceQoS(), self.now_ns, secret)
         self.nodes[m.me] = m
         s = self.sources[m.me] = SimSource(self, m)
         self._client_start(m)
@@ -172,7 +173,8 @@ class Sim:
 
     def add_sink(self, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False, reading: bool = True) -> SimSink:
         """A sink that binds to every live peer and joins."""
-        m = SinkMachine(new_id("sink"), self.domain, topics, qos or SinkQoS(), history, self.now_ns)
+        me, secret = new_identity("sink")
+        m = SinkMachine(me, self.domain, topics, qos or SinkQoS(), history, self.now_ns, secret=secret)
         self.nodes[m.me] = m
         s = self.sinks[m.me] = SimSink(self, m, reading)
         self._client_start(m)
@@ -238,6 +240,11 @@ class Sim:
         if isinstance(m, PeerMachine):
             while (ev := m.poll_event()) is not None:
                 self.events.append((self.now_ns, node, ev[0], ev[1]))
+            while (peer := m.poll_close()) is not None:  # the peer cuts a node off: both ends see the channel close
+                self.links.discard((min(node, peer), max(node, peer)))
+                at = max(self.now_ns + self.close_delay_ns, self._last_arrival.get((node, peer), 0))
+                self._schedule(at, "closed", peer, node, None)
+                self._schedule(self.now_ns, "closed", node, peer, None)
         else:
             while (peer := m.poll_close()) is not None:
                 self.links.discard((min(node, peer), max(node, peer)))

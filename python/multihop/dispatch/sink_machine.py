@@ -14,6 +14,11 @@ and not handed out again: exactly once.  A news older than
 ``max_delivery_time`` when it arrives is dropped here too and counted with
 the peers' expiry notices, so none later than the bound ever reaches the
 application.
+
+What a peer sends that makes no sense (a malformed topic list, an entry time
+in the future, a notice or registration for another sink) is counted
+(``bad_frames``) and dropped; the ids kept for notices are bounded
+(:data:`MAX_NOTICE_KEPT` per kind, the rest counted).
 """
 
 from __future__ import annotations
@@ -21,14 +26,19 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any, Sequence
 
+from multihop.dispatch.errors import TopicError
 from multihop.dispatch.ids import Nid, NewsKey, short
 from multihop.dispatch.news import News
 from multihop.dispatch.partition import NO_PARTITION
 from multihop.dispatch.qos import OVERFLOW_POLICIES, SinkQoS
 from multihop.dispatch.topics import decode_topics, encode_topics
+from multihop.dispatch.validate import MAX_SKEW_NS
 from multihop.dispatch.wire import M, Record
 
-__all__ = ["SinkMachine", "DEDUPE_HORIZON_NS"]
+__all__ = ["SinkMachine", "DEDUPE_HORIZON_NS", "MAX_NOTICE_KEPT"]
+
+MAX_NOTICE_KEPT = 65_536
+"""Ids of expired or overflowed news a sink keeps per kind (beyond, they are only counted)."""
 
 DEDUPE_HORIZON_NS = 600 * 1_000_000_000
 """How long a sink remembers a news id (by entry time) to suppress its duplicates."""
@@ -43,9 +53,18 @@ class SinkMachine:
     """One sink (see the module docstring)."""
 
     def __init__(
-        self, me: Nid, domain: Nid, topics: Sequence[str], qos: SinkQoS, history: bool, now_ns: int, dedupe_horizon_ns: int = DEDUPE_HORIZON_NS
+        self,
+        me: Nid,
+        domain: Nid,
+        topics: Sequence[str],
+        qos: SinkQoS,
+        history: bool,
+        now_ns: int,
+        dedupe_horizon_ns: int = DEDUPE_HORIZON_NS,
+        secret: bytes = b"",
     ) -> None:
         self.me = me
+        self.secret = secret  # shown in each hello: the data whose MD5 is ``me``
         self.domain = domain
         self.topics = tuple(topics)
         self.qos = qos
@@ -70,7 +89,8 @@ class SinkMachine:
         self.notice_ids: dict[int, set[NewsKey]] = {_EXPIRED: set(), _OVERFLOW: set()}
         self.notice_extra: dict[tuple[Nid, int], int] = {}  # (peer, kind) -> told in totals beyond the ids it sent
         self.notice_count: dict[tuple[Nid, int], int] = {}
-        self.counters: dict[str, int] = {"received": 0, "delivered": 0, "duplicates": 0, "late": 0}
+        self.notice_beyond: dict[int, int] = {_EXPIRED: 0, _OVERFLOW: 0}  # ids not kept (over MAX_NOTICE_KEPT)
+        self.counters: dict[str, int] = {"received": 0, "delivered": 0, "duplicates": 0, "late": 0, "bad_frames": 0}
         self.by_peer: dict[Nid, int] = {}
         self._out: deque[tuple[Nid, Record]] = deque()
         self._connects: deque[Nid] = deque()
@@ -99,7 +119,7 @@ class SinkMachine:
         """A channel to ``peer`` is up: say hello (and attach, if we have our partition)."""
         self.linked.add(peer)
         self.members.setdefault(peer, False)
-        self._out.append((peer, M.messages.client_hello(M.client_kind.CLIENT_SINK, self.me, self.domain)))
+        self._out.append((peer, M.messages.client_hello(M.client_kind.CLIENT_SINK, self.me, self.domain, self.secret)))
         if self.info is not None:
             self._out.append((peer, self.info))
 
@@ -118,16 +138,27 @@ class SinkMachine:
             self.try_join()
 
     def handle_message(self, src: Nid, rec: Record, now_ns: int) -> None:
-        """A message from peer ``src``."""
+        """A message from peer ``src`` (one that makes no sense is counted in ``bad_frames`` and dropped)."""
         if isinstance(rec, M.messages.deliver):
             self.on_deliver(src, rec, now_ns)
         elif isinstance(rec, M.messages.sink_notice):
+            if rec.sink != self.me:
+                self.counters["bad_frames"] += 1
+                return
             self.on_notice(src, rec)
         elif isinstance(rec, (M.messages.welcome, M.messages.members)):
             welcome = isinstance(rec, M.messages.welcome)
             if isinstance(rec, M.messages.welcome):
+                try:
+                    declared = frozenset(decode_topics(rec.topics)) if rec.topics else None
+                except TopicError:
+                    self.counters["bad_frames"] += 1
+                    return
+                if rec.domain != self.domain:
+                    self.counters["bad_frames"] += 1
+                    return
                 self.welcomed.add(src)
-                self.declared = frozenset(decode_topics(rec.topics)) if rec.topics else None
+                self.declared = declared
             if rec.epoch >= self.epoch or welcome:
                 self.epoch = max(self.epoch, rec.epoch)
                 self.update_members([(m.id, m.active) for m in rec.members])
@@ -143,6 +174,8 @@ class SinkMachine:
                 self.refused = f"peer {short(src)}: {rec.reason}"
         elif isinstance(rec, M.messages.peer_leave):
             self.members.pop(src, None)
+        elif not isinstance(rec, M.messages.sink_info):  # another sink's registration: not ours, harmless
+            self.counters["bad_frames"] += 1
 
     def update_members(self, listing: Sequence[tuple[Nid, bool]]) -> None:
         """Bind to every peer the list names that we have no channel with."""
@@ -168,7 +201,15 @@ class SinkMachine:
                 return
 
     def on_deliver(self, src: Nid, rec: M.messages.deliver, now_ns: int) -> None:
-        """A news from the peer serving us: hand it out once, unless it is late."""
+        """A news from the peer serving us: hand it out once, unless it is late (or makes no sense: counted, dropped)."""
+        try:
+            topics = decode_topics(rec.topics)
+        except TopicError:
+            self.counters["bad_frames"] += 1
+            return
+        if rec.entry_ns > now_ns + MAX_SKEW_NS:  # stamped in the future: its age, and the dedupe horizon, would be wrong
+            self.counters["bad_frames"] += 1
+            return
         key = (rec.source, rec.seq)
         self.counters["received"] += 1
         if key in self.seen:
@@ -178,23 +219,32 @@ class SinkMachine:
         self.seen[key] = rec.entry_ns
         if self.qos.max_delivery_time is not None and now_ns - rec.entry_ns > self.qos.max_delivery_ns:
             self.counters["late"] += 1
-            self.notice_ids[_EXPIRED].add(key)
+            self.note_expired(key)
             self.ack(src, key, now_ns)
             return
         self.by_peer[src] = self.by_peer.get(src, 0) + 1
-        self.ready.append(
-            News(rec.source, rec.seq, rec.priority, decode_topics(rec.topics), rec.entry_ns, rec.origin, bytes(rec.payload), now_ns, src)
-        )
+        self.ready.append(News(rec.source, rec.seq, rec.priority, topics, rec.entry_ns, rec.origin, bytes(rec.payload), now_ns, src))
 
     def on_notice(self, src: Nid, rec: M.messages.sink_notice) -> None:
         """Expired or overflowed news, told by a peer."""
         kind = int(rec.kind)
         ids = self.notice_ids[kind]
         for i in rec.ids:
-            ids.add((i.source, i.seq))
+            if len(ids) < MAX_NOTICE_KEPT:
+                ids.add((i.source, i.seq))
+            elif (i.source, i.seq) not in ids:
+                self.notice_beyond[kind] += 1
         k = (src, kind)
         self.notice_count[k] = self.notice_count.get(k, 0) + len(rec.ids)
         self.notice_extra[k] = max(0, rec.total - self.notice_count[k])
+
+    def note_expired(self, key: NewsKey) -> None:
+        """Remember a news we dropped as late (counted beyond :data:`MAX_NOTICE_KEPT`)."""
+        ids = self.notice_ids[_EXPIRED]
+        if len(ids) < MAX_NOTICE_KEPT:
+            ids.add(key)
+        elif key not in ids:
+            self.notice_beyond[_EXPIRED] += 1
 
     def ack(self, peer: Nid, key: NewsKey, now_ns: int = 0) -> None:
         """Acknowledge news ``key`` to ``peer`` (sent in batches of 64, or once the oldest waited ``ACK_DELAY_NS``)."""
@@ -237,7 +287,7 @@ class SinkMachine:
             n = self.ready.popleft()
             if self.qos.max_delivery_time is not None and now_ns - n.entry_ns > self.qos.max_delivery_ns:
                 self.counters["late"] += 1  # went stale while the application was not reading
-                self.notice_ids[_EXPIRED].add(n.id)
+                self.note_expired(n.id)
                 self.ack(n.peer, n.id, now_ns)
                 continue
             self.ack(n.peer, n.id, now_ns)
@@ -292,8 +342,8 @@ class SinkMachine:
         extra_ovf = sum(v for (p, k), v in self.notice_extra.items() if k == _OVERFLOW)
         return dict(
             self.counters,
-            expired=len(self.notice_ids[_EXPIRED]) + extra_exp,
-            overflowed=len(self.notice_ids[_OVERFLOW]) + extra_ovf,
+            expired=len(self.notice_ids[_EXPIRED]) + extra_exp + self.notice_beyond[_EXPIRED],
+            overflowed=len(self.notice_ids[_OVERFLOW]) + extra_ovf + self.notice_beyond[_OVERFLOW],
             waiting=len(self.ready),
             partition=self.partition,
             peers=len(self.linked),

@@ -8,7 +8,9 @@ peer asks another peer for them (a request for data) and parks the news
 that follow the gap until it is filled (or given up), so each source's news
 still reach a sink in sequence order.  A *foreign* source is
 one of another domain whose news a relay brings: it has no schedule here
-(its own domain enforced its rates) and its news are deduplicated by id.
+(its own domain enforced its rates), its news are deduplicated by id, and its
+first news here fixes its origin and priority (a later news claiming others is
+refused); it is forgotten once no news came from it for ``history``.
 """
 
 from __future__ import annotations
@@ -16,25 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from multihop.dispatch.ids import Nid
-from multihop.dispatch.qos import MAX_PRIORITY
 from multihop.dispatch.rates import RateMonitor, RateSchedule
 from multihop.dispatch.wire import M
 
 if TYPE_CHECKING:
     from multihop.dispatch.news import StoredNews
 
-__all__ = ["SourceState", "source_error"]
-
-
-def source_error(rec: M.messages.source_info) -> str | None:
-    """Why a ``source_info`` is unacceptable, or None (a peer checks what a client might have forged)."""
-    if rec.priority > MAX_PRIORITY:
-        return f"priority {rec.priority} is above {MAX_PRIORITY}"
-    if rec.unit_ns < 1000:
-        return f"unit of {rec.unit_ns} ns is below 1 microsecond"
-    if rec.max_per_unit and rec.min_per_unit > rec.max_per_unit:
-        return f"min_per_unit {rec.min_per_unit} is above max_per_unit {rec.max_per_unit}"
-    return None
+__all__ = ["SourceState"]
 
 
 class SourceState:
@@ -56,6 +46,9 @@ class SourceState:
         "duplicates",
         "rejected",
         "connected",
+        "origin",
+        "priority",
+        "last_ns",
     )
 
     def __init__(self, info: M.messages.source_info | None, source: Nid, grace_ns: int, foreign: bool = False) -> None:
@@ -77,6 +70,9 @@ class SourceState:
         self.duplicates = 0
         self.rejected = 0
         self.connected = False
+        self.origin: Nid | None = None  # a foreign source's origin and priority, fixed by its first news here
+        self.priority: int | None = None
+        self.last_ns = 0  # when a foreign source's last news came
 
     @property
     def reliable(self) -> bool:
@@ -99,6 +95,8 @@ class SourceState:
             "missing": len(self.missing),
             "foreign": self.foreign,
         }
+        if self.priority is not None:
+            out["priority"] = self.priority
         if self.info is not None:
             out.update(
                 priority=self.info.priority,

@@ -29,8 +29,9 @@ import multihop as mh
 from multihop.dispatch.admin import peer_status, shutdown_peer
 from multihop.dispatch.config import PeerConfig
 from multihop.dispatch.errors import DispatchError
-from multihop.dispatch.ids import Nid, hex_id, new_id
+from multihop.dispatch.ids import Nid, hex_id, new_identity
 from multihop.dispatch.naming import DEFAULT_SYSTEM, check_system, listed_peers, peer_dir
+from multihop.dispatch.peer_process import SECRET_ENV
 
 __all__ = ["System", "PeerProcess", "start"]
 
@@ -92,7 +93,7 @@ class System:
         if core is None:
             core = self.cores[self._next_core % len(self.cores)]
             self._next_core += 1
-        me = new_id("peer")
+        me, secret = new_identity("peer")
         logdir = peer_dir(self.runtime, self.system, "log")
         logdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         log = logdir / f"{hex_id(me)}.log"
@@ -116,8 +117,9 @@ class System:
         if not self.detached:
             cmd += ["--owner-pid", str(os.getpid())]
         session: dict[str, Any] = {"start_new_session": True} if self.detached else {"process_group": 0}
+        env = dict(os.environ, **{SECRET_ENV: secret.hex()})  # the peer's proof of its id: not on its command line
         with open(log, "ab") as logf:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, **session)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, close_fds=True, env=env, **session)
         peer = PeerProcess(me, core, proc, log)
         self.peers.append(peer)
         try:
