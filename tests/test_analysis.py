@@ -416,14 +416,14 @@ def _rewrite_version(path: Path, version: str) -> None:
     pq.write_table(t.replace_schema_metadata(meta), path)
 
 
-@pytest.mark.parametrize(("version", "what"), [("1", "older"), ("3", "newer"), ("x", "unknown")])
+@pytest.mark.parametrize(("version", "what"), [("2", "older"), ("4", "newer"), ("x", "unknown")])
 def test_other_schema_versions(tmp_path: Path, version: str, what: str) -> None:
     run_dir = _tiny(tmp_path, "v")
     _rewrite_version(run_dir / "messages.parquet", version)
     with pytest.raises(
         TraceError,
         match=rf"messages\.parquet: trace schema version {version} \({what}\); "
-        r"this multihop reads version 2",
+        r"this multihop reads version 3",
     ):
         run([str(tmp_path)], tmp_path / "rep")
 
@@ -437,7 +437,7 @@ def test_a_version_1_trace_as_written_then(tmp_path: Path) -> None:
     )
     f = tmp_path / "cases.parquet"
     pq.write_table(old.empty_table(), f)
-    with pytest.raises(TraceError, match=r"version 1 \(older\); this multihop reads version 2: re-run the benchmark"):
+    with pytest.raises(TraceError, match=r"version 1 \(older\); this multihop reads version 3: re-run the benchmark"):
         check_file(f)
 
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multihop.bench.trace import (
     KINDS,
+    LOAD_COLUMNS,
     META_SCHEMA_VERSION,
     META_TABLE,
     PARAM_COLUMNS,
@@ -39,14 +40,14 @@ def _meta(path: Path) -> dict[str, str]:
 
 
 def test_schema_is_versioned_and_documented() -> None:
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     text = describe_schema()
     doc = trace_mod.__doc__ or ""
-    assert '``"channels"``' in doc and "(version 2)" in doc
+    assert '``"channels"``' in doc and "(version 3)" in doc
     for table in TABLES:
         schema = table_schema(table)
         assert schema.metadata == {
-            META_SCHEMA_VERSION.encode(): b"2",
+            META_SCHEMA_VERSION.encode(): b"3",
             META_TABLE.encode(): table.encode(),
         }
         assert f"## {table}" in text
@@ -62,14 +63,16 @@ def test_schema_document_next_to_the_code_is_describe_schema() -> None:
     out = subprocess.run([sys.executable, "-m", "multihop.bench.trace"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout == describe_schema()
     text = describe_schema()
-    assert "## Rules" in text and "strictly between cases" in text and "2: `cases` lost" in text
+    assert (
+        "## Rules" in text and "strictly between cases" in text and "2: `cases` lost" in text and "3: `messages` and `cases` gained `repeat`" in text
+    )
 
 
 def test_schema_columns_and_types() -> None:
     messages = table_schema("messages")
     assert messages.names == [
         "run_id", "suite", "case", "params", "transport", "routing", "size", "hops", "window",
-        "src_core", "dst_core", "fanout", "kind", "send_ns", "recv_ns", "seq",
+        "src_core", "dst_core", "fanout", "kind", "repeat", "send_ns", "recv_ns", "seq",
     ]  # fmt: skip
     assert messages.field("size").type == pa.int64()
     assert messages.field("hops").type == pa.int32()
@@ -79,6 +82,11 @@ def test_schema_columns_and_types() -> None:
         assert name in cases.names
     assert "throughput_msgs" not in cases.names  # derived: the analysis computes it
     assert cases.field("rss_bytes").nullable and cases.field("cpu_s").nullable
+    assert cases.names[cases.names.index("kind") + 1] == "repeat" and not cases.field("repeat").nullable
+    assert cases.names[-len(LOAD_COLUMNS) :] == list(LOAD_COLUMNS) == [
+        "load1", "busy_cpu", "own_cpu", "foreign_cpu", "monitor_forwarded", "monitor_parks", "monitor_weight",
+    ]  # fmt: skip
+    assert all(cases.field(c).nullable for c in LOAD_COLUMNS)
     assert table_schema("machine").names == [
         "run_id", "cpu_model", "cores", "sockets", "kernel", "kernel_version", "python", "multihop",
         "numpy", "pyarrow", "pyspark", "started_at",
@@ -128,7 +136,7 @@ def test_writer_round_trip(tmp_path: Path) -> None:
         "messages.parquet",
     ]
     for table in TABLES:
-        assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "2"
+        assert _meta(run_dir / f"{table}.parquet")[META_SCHEMA_VERSION] == "3"
         assert _meta(run_dir / f"{table}.parquet")[META_TABLE] == table
         assert pq.read_schema(run_dir / f"{table}.parquet").remove_metadata() == table_schema(table).remove_metadata()
 
@@ -153,8 +161,10 @@ def test_writer_round_trip(tmp_path: Path) -> None:
     assert [r["seq"] for r in m[:10]] == list(range(10))
     assert m[10]["routing"] is None and m[10]["hops"] == -1 and m[10]["kind"] == "oneway"
 
+    assert {r["repeat"] for r in m} == {0}  # one repeat unless told
     c = pq.read_table(run_dir / "cases.parquet").to_pylist()
     assert c[0]["rss_bytes"] == 123 and c[0]["cpu_s"] == 1.5 and c[0]["baseline"] is None
+    assert c[0]["repeat"] == 0 and all(c[0][k] is None for k in LOAD_COLUMNS)  # load not measured: null
     assert c[1]["duration_ns"] == 0 and c[1]["baseline"] == "mh"
 
     mach = pq.read_table(run_dir / "machine.parquet").to_pylist()
@@ -231,8 +241,22 @@ def test_writer_rejects_bad_input(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="case names must be unique"):
         w.add_case("c", {"size": 1}, messages=1, duration_ns=1, kind="oneway")
     w.add_case("c", {"size": 1}, messages=3, duration_ns=10)
-    with pytest.raises(TraceError, match="already has a cases row"):
+    with pytest.raises(TraceError, match="already has a cases row for repeat 0"):
         w.add_case("c", {"size": 1}, messages=3, duration_ns=10)
+    w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=1)  # another repeat: another row
+    for bad in (-1, 1.5, True, 2**31):
+        with pytest.raises(TraceError, match="repeat must be a non-negative integer"):
+            w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=bad)  # type: ignore[arg-type]
+    with pytest.raises(TraceError, match="repeat must be a non-negative integer"):
+        w.add_messages("c", {"size": 1}, a, a, repeat=-2)
+    with pytest.raises(TraceError, match="unknown load fields: gpu"):
+        w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=2, load={"gpu": 1.0})
+    with pytest.raises(TraceError, match="'foreign_cpu' must be a finite number >= 0"):
+        w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=2, load={"foreign_cpu": float("nan")})
+    with pytest.raises(TraceError, match="'monitor_parks' must be a non-negative integer"):
+        w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=2, load={"monitor_parks": 1.5})
+    with pytest.raises(TraceError, match="'monitor_weight' must be a string"):
+        w.add_case("c", {"size": 1}, messages=3, duration_ns=10, repeat=2, load={"monitor_weight": 19})
     with pytest.raises(TraceError, match="messages must be a non-negative integer"):
         w.add_case("d", {}, messages=-1, duration_ns=10)
     w.close()
@@ -284,3 +308,91 @@ def test_pyarrow_comes_with_the_bench_and_analysis_extras() -> None:
     extras = meta["optional-dependencies"]
     assert any(d.startswith("pyarrow") for d in extras["bench"]) and any(d.startswith("pyarrow") for d in extras["analysis"])
     assert {d.split(">")[0] for d in extras["analysis"]} == {"pyarrow", "pyspark", "matplotlib"}
+
+
+def test_repeats_and_load_round_trip(tmp_path: Path) -> None:
+    """A case measured three times: three cases rows and messages tagged by repeat, each with its load."""
+    send = np.arange(4, dtype=np.int64) * 1000
+    with TraceWriter(tmp_path, run_id="rep") as w:
+        for r in range(3):
+            w.add_messages("c", {"size": 8}, send, send + 100 * (r + 1), repeat=r)
+            load = {"load1": 1.5 + r, "busy_cpu": 1.2, "own_cpu": 0.9, "foreign_cpu": 0.3 * r, "monitor_forwarded": 8 * r,
+                    "monitor_parks": r, "monitor_weight": "light" if r else "fair"}  # fmt: skip
+            w.add_case("c", {"size": 8}, messages=4, duration_ns=4000, repeat=r, load=load)
+    m = pq.read_table(tmp_path / "rep" / "messages.parquet").to_pylist()
+    assert [(x["repeat"], x["seq"], x["recv_ns"] - x["send_ns"]) for x in m] == [(r, i, 100 * (r + 1)) for r in range(3) for i in range(4)]
+    c = pq.read_table(tmp_path / "rep" / "cases.parquet").to_pylist()
+    assert [x["repeat"] for x in c] == [0, 1, 2]
+    assert [(x["foreign_cpu"], x["monitor_parks"], x["monitor_weight"], x["load1"]) for x in c] == [
+        (0.0, 0, "fair", 1.5), (0.3, 1, "light", 2.5), (0.6, 2, "light", 3.5),
+    ]  # fmt: skip
+
+
+def _burn(seconds: float) -> None:
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_load_probe_tells_own_cpu_from_foreign_cpu() -> None:
+    """A process of ours that burns CPU and exits inside the window counts as own; one started elsewhere as foreign.
+
+    Only relations that hold whatever else runs on the machine are asserted: the
+    work of our own child shows in own_cpu (it was reaped inside the window, so
+    it is found through os.times), the stranger's CPU is not in own_cpu, and
+    busy = own + foreign whenever busy exceeds own.
+    """
+    import multiprocessing as mp
+    import time
+
+    from multihop.bench.load import sampling
+
+    ctx = mp.get_context("spawn")
+    with sampling() as mine:
+        child = ctx.Process(target=_burn, args=(0.4,))
+        child.start()
+        child.join()
+    s = mine.sample
+    assert s is not None and child.exitcode == 0
+    assert s.own_cpu * s.wall_s >= 0.35  # the child's 0.4 s of CPU, found after it was reaped
+    stranger = subprocess.Popen(  # not our descendant once it detached: a double fork, as a daemon does
+        [sys.executable, "-c", "import os, time\nif os.fork(): os._exit(0)\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"]
+    )
+    stranger.wait()  # the parent is gone (reaped here before the window); its child burns on, reparented
+    with sampling() as theirs:
+        time.sleep(0.5)
+    t = theirs.sample
+    assert t is not None
+    assert t.own_cpu * t.wall_s < 0.15  # our sleeping process; the stranger's work is not ours
+    assert t.busy_cpu * t.wall_s >= 0.3  # ... but the machine was busy with it
+    assert t.foreign_cpu == pytest.approx(max(t.busy_cpu - t.own_cpu, 0.0))
+    assert set(t.columns()) == set(LOAD_COLUMNS) and t.columns()["monitor_weight"] is None  # no runtime given
+
+
+def test_monitor_state_of_a_runtime() -> None:
+    """With a runtime, the probe reads its monitors: frames forwarded, parks and the scheduling weight."""
+    import multihop as mh
+    from multihop.bench.load import sampling
+
+    from conftest import unique_name
+
+    with mh.Runtime.start(unique_name("load"), cores=[0, 1]) as rt:
+        with rt.dispatcher(1) as d1, rt.dispatcher(0) as d0:
+            svc = d1.export("probe")
+            ch = d0.bind("probe", transport="multihop", timeout=30)
+            peer = svc.accept(timeout=30)
+            with sampling(rt) as s:
+                for _ in range(50):
+                    ch.send(b"x" * 64, timeout=10)
+                    peer.send(peer.recv(timeout=10), timeout=10)
+                    ch.recv(timeout=10)
+            ch.close()
+            peer.close()
+    got = s.sample
+    assert got is not None
+    assert got.monitor_forwarded is not None and got.monitor_forwarded >= 2 * 50 * 2  # 2 monitors each way
+    assert got.monitor_parks is not None and 0 <= got.monitor_parks
+    assert got.monitor_weight in ("light", "fair", "mixed")
+    assert set(rt.monitor_pids.values())  # the monitors count as own (the runtime was started here)
