@@ -217,6 +217,8 @@ class PeerMachine(Clients):
             self.expire_copies()
             self.store.prune(now)
             self.forget_foreign_sources()
+            for node in [n for n, t in self.asked.items() if now - t >= 10_000_000_000]:
+                del self.asked[node]  # asked long ago and never answered: may be asked again, and the table stays bounded
         if self.leave_deadline is not None and (now >= self.leave_deadline or not self.inflight_total()):
             self.finish_leaving()
         self.dirty.update(sid for sid, s in self.sinks.items() if self.serves(s))

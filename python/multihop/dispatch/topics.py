@@ -54,11 +54,17 @@ def check_topics(topics: Any, what: str = "topics") -> tuple[str, ...]:
     seen: set[str] = set()
     for t in items:
         if not isinstance(t, str) or not _NAME.fullmatch(t):
-            raise TopicError(f"{what}: {t!r} is not a topic name (1-{MAX_TOPIC_LEN} characters from A-Z a-z 0-9 _ . : / + -)")
+            raise TopicError(f"{what}: {_shown(t)} is not a topic name (1-{MAX_TOPIC_LEN} characters from A-Z a-z 0-9 _ . : / + -)")
         if t in seen:
             raise TopicError(f"{what}: topic {t!r} is listed twice")
         seen.add(t)
     return tuple(items)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (an error names a bad topic, not all 4,096 bytes of it)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}... ({len(value) if isinstance(value, str) else '?'} characters)"
 
 
 def check_declared(topics: Iterable[str], declared: frozenset[str] | None, what: str = "topics") -> None:
