@@ -1,10 +1,11 @@
-"""Every ```python block of README.md runs as a new user would run it (issue 17 §7).
+"""Every ```python block of README.md and docs/*.md runs alone, as written (issue 17 §7, issue 26 §5).
 
-Each block runs in a fresh ``python -c`` in an empty directory of its own (a new user's script does not run
-from this repository's root, so a block may not lean on relative paths into it), with the import lines of
-the blocks before it put first (a reader who copies a later block has made those imports), and
-against a private ``MULTIHOP_RUNTIME_ROOT``. A block that fails names itself: its number, its
-line in README.md, its first line, and what it printed.
+A reader copies one block into a file and runs it: so each block runs by itself, exactly as the page has
+it (nothing of the blocks before it is added: no imports, no names), in a fresh ``python -c`` in an empty
+directory of its own (a new user's script does not run from this repository's root, so a block may not lean
+on relative paths into it), against a private ``MULTIHOP_RUNTIME_ROOT``. A block that fails names itself:
+its page, its number, its line, its first line, and what it printed. Blocks that are not meant to run are
+fenced as something other than ``python`` (``text``, ``pycon``).
 """
 
 from __future__ import annotations
@@ -18,46 +19,55 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_IMPORT = re.compile(r"^(import \S.*|from \S+ import .*)$")
 
 
 def blocks(text: str) -> list[tuple[int, str]]:
-    """(line number in README.md, code) of every ```python block, in order."""
+    """(line number of its first line of code, code) of every ```python block of a page, in order."""
     return [(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in _FENCE.finditer(text)]
 
 
-def imports(code: str) -> list[str]:
-    """The top-level import lines of a block."""
-    return [ln for ln in code.splitlines() if _IMPORT.match(ln)]
+def every_block() -> list[tuple[str, int, int, str]]:
+    """(page, block number from 1, line, code) of every ```python block of the pages."""
+    out = []
+    for page in PAGES:
+        for k, (line, code) in enumerate(blocks(page.read_text()), 1):
+            out.append((str(page.relative_to(ROOT)), k, line, code))
+    return out
 
 
-def script(all_blocks: list[tuple[int, str]], k: int) -> str:
-    """Block `k` as a reader runs it: the imports of the blocks before it, then the block."""
-    before = [ln for _, code in all_blocks[:k] for ln in imports(code)]
-    return "\n".join(dict.fromkeys(before)) + "\n" + all_blocks[k][1]
-
-
-def test_the_readme_has_python_blocks_and_the_extraction_finds_them() -> None:
+def test_the_extraction_finds_every_block_and_adds_nothing() -> None:
     sample = "x\n```python\nimport a\nprint(1)\n```\n\n```sh\nls\n```\n```python\nfrom b import c\nc()\n```\n"
     got = blocks(sample)
     assert [line for line, _ in got] == [3, 11]  # the first line of each block's code
-    assert script(got, 1) == "import a\nfrom b import c\nc()\n"
-    assert len(blocks(README.read_text())) >= 2
+    assert [code for _, code in got] == ["import a\nprint(1)\n", "from b import c\nc()\n"]  # as written, alone
+    assert len(blocks((ROOT / "README.md").read_text())) >= 2
 
 
-@pytest.mark.parametrize("k", range(len(blocks(README.read_text()))))
-def test_readme_block_runs(k: int) -> None:
-    all_blocks = blocks(README.read_text())
-    line, code = all_blocks[k]
-    first = next((ln for ln in code.splitlines() if ln.strip()), "")
+def test_a_block_that_leans_on_an_earlier_one_fails_here() -> None:
+    """The README's second block once used ``mh`` imported by the first only: run alone, it must fail."""
+    r = run_block("ch = mh.Runtime\n")
+    assert r.returncode != 0 and "NameError: name 'mh' is not defined" in r.stderr
+
+
+def run_block(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` alone as a reader would: a fresh interpreter, an empty directory, a private runtime root;
+    checks that it leaves no runtime behind."""
     with tempfile.TemporaryDirectory(prefix="mh-readme-") as root, tempfile.TemporaryDirectory(prefix="mh-readme-cwd-") as cwd:
         env = {**os.environ, "MULTIHOP_RUNTIME_ROOT": root}
-        try:
-            r = subprocess.run([sys.executable, "-c", script(all_blocks, k)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired as e:
-            pytest.fail(f"README.md block {k + 1} (line {line}, {first!r}) did not finish in 120 s:\n{e.stderr or ''}")
+        r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         left = os.listdir(root)
-    assert r.returncode == 0, f"README.md block {k + 1} (line {line}, {first!r}) failed:\n{r.stderr[-4000:]}"
-    assert not left, f"README.md block {k + 1} (line {line}) left runtimes behind: {left}"
+    assert not left or r.returncode != 0, f"the block left runtimes behind: {left}"
+    return r
+
+
+@pytest.mark.parametrize(("page", "k", "line", "code"), every_block(), ids=[f"{p}#{k}" for p, k, _, _ in every_block()])
+def test_block_runs_alone(page: str, k: int, line: int, code: str) -> None:
+    first = next((ln for ln in code.splitlines() if ln.strip()), "")
+    try:
+        r = run_block(code)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{page} block {k} (line {line}, {first!r}) did not finish in 120 s:\n{e.stderr or ''}")
+    assert r.returncode == 0, f"{page} block {k} (line {line}, {first!r}) failed run alone:\n{r.stderr[-4000:]}"
