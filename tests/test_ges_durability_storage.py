@@ -36,7 +36,7 @@ def test_store_contract_roundtrip(tmp_path: Path, kind: str) -> None:
     chain = make_chain([("sport", "football"), ("team", "*")])
     for i in range(5):
         st.put(i + 1, _ev("p", i), 0b101)
-    st.put_client("alice", 2, {1: chain}, 77, 3)
+    st.put_client("alice", 2, {1: chain}, 77, 3, "c0ffee")
     st.put_progress("alice", "p", EventId("p", 1000, 1, 2))
     st.put_stream("p", 2, (1000, 4))
     st.commit()
@@ -54,7 +54,7 @@ def test_store_contract_roundtrip(tmp_path: Path, kind: str) -> None:
     assert got.entries[2] == (_ev("p", 1), 0b100)
     assert got.entries[5][0].payload == b"x" * 100
     c = got.clients["alice"]
-    assert (c.slot, c.subs, c.broker, c.incarnation) == (2, {1: chain}, 77, 3)
+    assert (c.slot, c.subs, c.broker, c.incarnation, c.credential) == (2, {1: chain}, 77, 3, "c0ffee")
     assert c.progress == {"p": EventId("p", 1000, 1, 2)}
     assert got.streams == {("p", 2): (1000, 4)}
 

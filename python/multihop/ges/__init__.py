@@ -30,7 +30,7 @@ from multihop.ges.address import BLOCK_LIMIT, Address, gateway_level
 from multihop.ges.costs import CostMatrix
 from multihop.ges.delivery import DeliveryReport, History, check_delivery
 from multihop.ges.event import Event, EventId
-from multihop.ges.errors import AddressError, GesError, GesStateError, ResumeRefused, StorageError, TopologyError
+from multihop.ges.errors import AddressError, ClientIdInUse, GesError, GesStateError, ResumeRefused, StorageError, StoreWriteError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.client import LiveClient, connect
 from multihop.ges.scenarios import random_topology
@@ -43,6 +43,7 @@ __all__ = [
     "BLOCK_LIMIT",
     "Address",
     "AddressError",
+    "ClientIdInUse",
     "ConnectivityGraph",
     "CostMatrix",
     "DeliveryReport",
@@ -61,6 +62,7 @@ __all__ = [
     "SqliteStorage",
     "Storage",
     "StorageError",
+    "StoreWriteError",
     "Simulator",
     "Topology",
     "TopologyError",

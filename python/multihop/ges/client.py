@@ -13,12 +13,16 @@ from collections import deque
 from typing import Any, Iterable, Mapping
 
 from multihop.ges.durability import order_key
-from multihop.ges.errors import GesStateError
+from multihop.ges.errors import ClientIdInUse, GesStateError, ResumeRefused, StorageError
 from multihop.ges.event import SEQUENCE_MAX, Event, EventData, EventId, make_event
 from multihop.ges.messages import (
+    REFUSED_IN_USE,
+    REFUSED_OTHER,
+    REFUSED_UNAVAILABLE,
     ActiveQuery,
     ActiveReply,
     Attach,
+    AttachRefused,
     Deliver,
     DurableAck,
     DurableAttach,
@@ -34,7 +38,7 @@ from multihop.ges.messages import (
 )
 from multihop.ges.profile import Chain, make_chain
 
-__all__ = ["ClientCore", "DurableState", "check_client_id", "QUEUE_MAX"]
+__all__ = ["ClientCore", "DurableState", "check_client_id", "check_credential", "QUEUE_MAX"]
 
 #: events a durable client keeps while they are not yet in stable storage (published while
 #: disconnected, or not yet confirmed); publishing more raises GesStateError
@@ -42,10 +46,12 @@ QUEUE_MAX = 10_000
 
 
 class DurableState:
-    """What a durable client keeps across its incarnations (its "disk"): home store, last event per publisher,
-    the events not yet stored, its subscriptions, the broker it was last attached to."""
+    """What a durable client keeps across its incarnations (its "disk"): its credential, home store, last event
+    per publisher, the events not yet stored, its subscriptions, the broker it was last attached to."""
 
-    def __init__(self) -> None:
+    def __init__(self, credential: str = "") -> None:
+        #: the secret that proves this client is the owner of its id (registered by its first connection)
+        self.credential = credential
         self.home = -1
         self.previous = -1
         self.last: dict[str, EventId] = {}
@@ -53,6 +59,27 @@ class DurableState:
         self.last_published: EventId | None = None
         self.subs: dict[int, Any] = {}
         self.next_sub = 1
+
+    def mark(self) -> tuple[Any, ...]:
+        """What an attach may change before it is answered (positions, credential, previous broker): for :meth:`undo`."""
+        return (dict(self.last), self.credential, self.previous)
+
+    def undo(self, mark: tuple[Any, ...]) -> None:
+        """Put back what :meth:`mark` saw (an attach was refused: the client's state stays as it was)."""
+        self.last, self.credential, self.previous = dict(mark[0]), mark[1], mark[2]
+
+
+def check_credential(credential: Any) -> str:
+    """A durable client's credential, checked: a string of 16 to 128 printable ASCII characters without spaces
+    (what a client's first connection made: ``LiveClient.credential``)."""
+    if not isinstance(credential, str):
+        raise TypeError(f"credential must be a str (the client's LiveClient.credential), got {type(credential).__name__}")
+    if not 16 <= len(credential) <= 128 or not all("!" <= ch <= "~" for ch in credential):
+        raise ValueError(
+            f"credential must be 16 to 128 printable ASCII characters without spaces (the client's LiveClient.credential), "
+            f"got {len(credential)} characters"
+        )
+    return credential
 
 
 def check_client_id(client_id: Any) -> str:
@@ -85,6 +112,8 @@ class ClientCore:
         #: durable: the broker accepted the attach (Welcome) / refused it (the reason)
         self.welcomed = False
         self.refused: str | None = None
+        #: why, as a ``REFUSED_*`` code of :mod:`multihop.ges.messages`
+        self.refused_kind = REFUSED_OTHER
         #: durable: events waiting in storage when this incarnation started, and how many of them arrived
         self.replay = 0
         self.replayed = 0
@@ -96,7 +125,7 @@ class ClientCore:
             self.subs = durable.subs
             self._next_sub = durable.next_sub
             last = tuple(durable.last.values())
-            self.outbox = [DurableAttach(self.client, self.incarnation, durable.home, durable.previous, last, resume)]
+            self.outbox = [DurableAttach(self.client, self.incarnation, durable.home, durable.previous, last, resume, durable.credential)]
             durable.previous = broker
             # events not yet stored go out again, before anything new (their ids are of their incarnation)
             self.outbox.extend(Publish(ev, prev) for ev, prev in durable.queue.values())
@@ -188,6 +217,20 @@ class ClientCore:
             if msg.what == "DurableAttach":
                 self.refused = msg.reason
                 self.connected = False
+        elif t is AttachRefused:
+            self.refusals.append(("DurableAttach", msg.reason))
+            self.refused, self.refused_kind = msg.reason, msg.kind
+            self.connected = False
+
+    def refusal(self, where: str) -> Exception:
+        """The error a refused durable attach raises: ClientIdInUse (the id is taken), StorageError (the home store
+        cannot write now) or ResumeRefused (anything else), naming the client, ``where`` it attached, and why."""
+        text = f"client {self.client!r} at broker {where}: {self.refused}"
+        if self.refused_kind == REFUSED_IN_USE:
+            return ClientIdInUse(text)
+        if self.refused_kind == REFUSED_UNAVAILABLE:
+            return StorageError(text)
+        return ResumeRefused(text)
 
     def _durable_deliver(self, msg: DurableDeliver) -> None:
         """Entries from the home store: accept the ones that continue the chain, ask again after a gap."""

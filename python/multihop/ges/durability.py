@@ -24,6 +24,15 @@ checks it (an unknown client id, or a position the store never gave that
 client, is refused), clears what the client has, and sends the rest, then the
 live entries, from the same queue: no gap, no duplicate.
 
+**Who a client is.**  A durable id belongs to whoever holds its credential: a
+client's first connection brings a random token (256 bits) that its home keeps
+only as a hash (:func:`credential_hash`); a resume must present it (compared in
+constant time), and one with none or another is refused, the client's state left
+as it is.  A plain connect of an id the home holds state for is refused as in use
+(``REFUSED_IN_USE``), never a reset.  The attaching broker changes nothing for the
+id until the home accepted the attach: the connection the id had there stays, and
+the new one's requests wait (they are dropped if it is refused).
+
 **Publishing.**  A client's broker passes each event to the client's home
 storage broker (the store of the cluster it first attached in), which stores it (bit 0 plus its homed clients' bits), answers
 "stored" (the client's local queue releases the event then) and routes it
@@ -40,13 +49,20 @@ before sending what the batch allows).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from multihop.ges.address import Address, contains, unit_id
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import (
+    REFUSED_IN_USE,
+    REFUSED_OTHER,
+    REFUSED_RESUME,
+    REFUSED_UNAVAILABLE,
     ActiveReply,
+    AttachRefused,
     ProfileResync,
     DurableAttach,
     DurableDeliver,
@@ -74,7 +90,19 @@ from multihop.ges.storage import Storage, StoredClient, event_size
 if TYPE_CHECKING:
     from multihop.ges.broker import BrokerCore
 
-__all__ = ["Durability", "StoreRole", "order_key", "storage_brokers_of", "ROUTE_BIT", "WINDOW", "RTO", "RETRY", "RETRY_MAX_TICKS", "VIRTUAL_BASE"]
+__all__ = [
+    "Durability",
+    "StoreRole",
+    "credential_hash",
+    "order_key",
+    "storage_brokers_of",
+    "ROUTE_BIT",
+    "WINDOW",
+    "RTO",
+    "RETRY",
+    "RETRY_MAX_TICKS",
+    "VIRTUAL_BASE",
+]
 
 #: bit 0 of an entry: the gateways' far ends still have to acknowledge it
 ROUTE_BIT = 1
@@ -89,6 +117,10 @@ RTO_TRIES = 20
 #: doubling up to RETRY_MAX_TICKS times this, until it is answered or its client detaches
 RETRY = 0.2
 RETRY_MAX_TICKS = 16
+#: requests a durable client may send before its home accepted its attach (its queue goes out at a resume)
+EARLY_MAX = 12_000
+#: attaches that left before their home answered, remembered (so an accepted one is marked away)
+LEFT_MAX = 4096
 #: the profile peer ids of homed clients (the store subscribes for them): VIRTUAL_BASE - slot
 VIRTUAL_BASE = -(1 << 50)
 #: a durability timer's name (:meth:`Durability.fire`): a session's RTO ``("dur-rto", client, incarnation,
@@ -97,6 +129,12 @@ VIRTUAL_BASE = -(1 << 50)
 DurabilityTimer: TypeAlias = tuple[Literal["dur-rto"], str, int, int] | tuple[Literal["dur-retry"]] | tuple[Literal["dur-commit"]]
 #: a relayed request waiting for its answer: ``("reg", client, incarnation)`` or ``("sub", client, subscription)``
 _RequestKey: TypeAlias = tuple[Literal["reg", "sub"], str, int]
+
+
+def credential_hash(client: str, credential: str) -> str:
+    """What a store keeps of a durable client's credential: SHA-256 over a fixed prefix, the client id and the
+    credential (the credential itself is a 256-bit random token, so no salt or stretching is needed)."""
+    return hashlib.sha256(b"multihop-ges-credential\x00" + client.encode() + b"\x00" + credential.encode()).hexdigest()
 
 
 def order_key(eid: EventId) -> tuple[int, int, int]:
@@ -396,27 +434,52 @@ class StoreRole:
 
     def _save_client(self, name: str) -> None:
         c = self.clients[name]
-        self.storage.put_client(name, c.slot, c.subs, c.broker, c.incarnation)
+        self.storage.put_client(name, c.slot, c.subs, c.broker, c.incarnation, c.credential)
 
     def _pending(self, slot: int) -> list[int]:
         bit = 1 << slot
         return [e for e, v in self.entries.items() if v[1] & bit]
 
     def register(self, src: int, msg: SRegister) -> None:
-        """A durable client (re)connects at broker ``src``."""
+        """A durable client (re)connects at broker ``src``.
+
+        Who may: a known id only with its credential (the hash kept here must match; no or a
+        wrong credential is refused, and the client's state stays as it is), and only by a
+        resume: a plain connect of a known id is refused as in use (``REFUSED_IN_USE``), never a
+        reset.  An unknown id is registered with the credential it brings.
+        """
         name = msg.client
         c = self.clients.get(name)
-        if c is not None and msg.incarnation <= c.incarnation:
-            s = self.sessions.get(name)
-            if msg.incarnation == c.incarnation and c.broker == src and s is not None:
-                # the same request again (its broker retried before the answer came): answer again, change nothing
-                self._send(src, SWelcome(name, msg.incarnation, s.replay))
-            return  # (an older incarnation's request that arrived late: nobody waits for it)
+        if c is not None:
+            why = self._check_credential(name, c, msg.credential)
+            if not why and msg.incarnation <= c.incarnation:
+                s = self.sessions.get(name)
+                if msg.incarnation == c.incarnation and c.broker == src and s is not None:
+                    # the same request again (its broker retried before the answer came): answer again, change nothing
+                    self._send(src, SWelcome(name, msg.incarnation, s.replay))
+                return  # (an older incarnation's request that arrived late: nobody waits for it)
+            if msg.resume and why:
+                self._refuse(src, msg, why, REFUSED_RESUME)
+                return
+            if not msg.resume:
+                s = self.sessions.get(name)
+                state = "connected" if s is not None and s.active else "away"
+                self._refuse(
+                    src,
+                    msg,
+                    f"client id {name!r} is in use: storage broker {self._me()} holds its state ({state}, "
+                    f"{len(self._pending(c.slot))} events pending); its owner resumes it (resume=True, with its credential), "
+                    "a new client takes another id",
+                    REFUSED_IN_USE,
+                )
+                return
+        if self.write_error is not None:
+            self._refuse(src, msg, f"storage broker {self._me()} cannot write its store now: {self.write_error}", REFUSED_UNAVAILABLE)
+            return
         if msg.resume:
             reason = self._check_resume(name, c, msg.last)
             if reason:
-                self.counters["refused"] += 1
-                self._send(src, SRefuse(name, msg.incarnation, reason))
+                self._refuse(src, msg, reason, REFUSED_RESUME)
                 return
             assert c is not None
             last = {i.publisher: i for i in msg.last}
@@ -431,22 +494,35 @@ class StoreRole:
                     c.progress[pub] = i
                     self.storage.put_progress(name, pub, i)
         else:
-            if c is not None:  # a fresh start of a known id: what it had is dropped
-                for e in self._pending(c.slot):
-                    self._clear(e, 1 << c.slot)
-                for sub in list(c.subs):
-                    self.core.ppp.unsubscribe(VIRTUAL_BASE - c.slot, sub)
-                c.subs.clear()
-                c.progress.clear()
-            else:
-                c = StoredClient(self._slot_for(name))
-                self.clients[name] = c
-                self.by_slot[c.slot] = name
+            if not msg.credential:
+                self._refuse(src, msg, f"client {name!r} brings no credential: a durable client needs one", REFUSED_OTHER)
+                return
+            c = StoredClient(self._slot_for(name), credential=credential_hash(name, msg.credential))
+            self.clients[name] = c
+            self.by_slot[c.slot] = name
         c.broker, c.incarnation = src, msg.incarnation
         self._save_client(name)
         s = self._open_session(name, src, msg.incarnation, pump=False)
         self._send(src, SWelcome(name, msg.incarnation, s.replay))
         self._pump(name, s)
+
+    def _me(self) -> Address:
+        return Address.from_code(self.core.code, self.core.levels)
+
+    def _refuse(self, src: int, msg: SRegister, reason: str, kind: int) -> None:
+        self.counters["refused"] += 1
+        self._send(src, SRefuse(msg.client, msg.incarnation, reason, kind))
+
+    def _check_credential(self, name: str, c: StoredClient, presented: str) -> str:
+        """Why ``presented`` does not prove it is client ``name`` ("" if it does); compared in constant time."""
+        if not presented:
+            return (
+                f"client {name!r} presents no credential: storage broker {self._me()} holds state for this id, and only the "
+                "credential its first connection got (LiveClient.credential) resumes it; its state is left as it is"
+            )
+        if not hmac.compare_digest(credential_hash(name, presented), c.credential):
+            return f"client {name!r} presents a credential that is not this id's (storage broker {self._me()}): its state is left as it is"
+        return ""
 
     def _check_resume(self, name: str, c: StoredClient | None, last: tuple[EventId, ...]) -> str:
         me = Address.from_code(self.core.code, self.core.levels)
@@ -625,13 +701,15 @@ class StoreRole:
 
 
 class _Attached:
-    __slots__ = ("client", "incarnation", "home", "welcomed")
+    __slots__ = ("client", "incarnation", "home", "welcomed", "early")
 
     def __init__(self, client: str, incarnation: int, home: int) -> None:
         self.client = client
         self.incarnation = incarnation
         self.home = home
         self.welcomed = False
+        #: what the client asked before its home accepted it: relayed once it is (dropped if it is refused)
+        self.early: list[tuple[Any, ...]] = []
 
 
 class Durability:
@@ -646,7 +724,12 @@ class Durability:
         self.store: StoreRole | None = StoreRole(core, storage) if storage is not None else None
         #: client peer -> attached durable client
         self.attached: dict[int, _Attached] = {}
+        #: client id -> its connection here that its home accepted
         self._by_name: dict[str, int] = {}
+        #: (client, incarnation) -> its connection here waiting for its home's answer
+        self._joining: dict[tuple[str, int], int] = {}
+        #: connections that left before their home answered -> their home (if it accepts them after all, they are away)
+        self._left_joining: dict[tuple[str, int], int] = {}
         #: relayed requests waiting for their answer: key -> [dst, body, tries]
         self.pending: dict[_RequestKey, list[Any]] = {}
         self._retry_timer = False
@@ -795,17 +878,11 @@ class Durability:
                 if peer is not None:
                     self.core.send(peer, ActiveReply(body.sub, body.level))
         elif t is SWelcome or t is SRefuse:
-            self.pending.pop(("reg", body.client, body.incarnation), None)
-            peer = self._by_name.get(body.client)
-            a = self.attached.get(peer) if peer is not None else None
-            if peer is None or a is None or a.incarnation != body.incarnation:
-                return
             if t is SWelcome:
-                a.welcomed = True
-                self.core.send(peer, Welcome(a.home, body.replay))
+                self._welcome(body)
             else:
-                self.core.client_detach(peer)
-                self.core.send(peer, Refused("DurableAttach", body.reason))  # after: detach drops the outbox
+                self._refused(body)
+            self.pending.pop(("reg", body.client, body.incarnation), None)
         elif t is SSubAck:
             self.pending.pop(("sub", body.client, body.sub), None)
         elif t is SStored:
@@ -838,33 +915,90 @@ class Durability:
     # ---- attached clients -----------------------------------------------------------------------
 
     def attach(self, peer: int, msg: DurableAttach) -> None:
-        """A durable client attached here (a first connection or a resume)."""
+        """A durable client attached here (a first connection or a resume).
+
+        Nothing changes for the id until its home accepted the attach (the credential is checked
+        there): a connection of the same id already attached here stays until then, and the new
+        one's requests wait.  Then the new connection replaces the old one.
+        """
         home = msg.home if msg.home >= 0 else self.my_store
-        old = self._by_name.get(msg.client)
-        if old is not None and old != peer:
-            self.core.client_detach(old)
-        self.attached[peer] = _Attached(msg.client, msg.incarnation, home)
-        self._by_name[msg.client] = peer
+        a = _Attached(msg.client, msg.incarnation, home)
+        self.attached[peer] = a
         if home < 0:
-            self.core.send(peer, Refused("DurableAttach", f"broker {self.core.address}'s cluster has no storage broker"))
+            self.core.send(peer, AttachRefused(REFUSED_OTHER, f"broker {self.core.address}'s cluster has no storage broker"))
             return
-        self._request(("reg", msg.client, msg.incarnation), home, SRegister(msg.client, msg.incarnation, msg.resume, msg.last, msg.previous))
+        key = (msg.client, msg.incarnation)
+        if key in self._joining:
+            self.core.send(
+                peer, AttachRefused(REFUSED_IN_USE, f"client {msg.client!r}, incarnation {msg.incarnation}, is being attached here already")
+            )
+            return
+        self._joining[key] = peer
+        self._request(
+            ("reg", msg.client, msg.incarnation), home, SRegister(msg.client, msg.incarnation, msg.resume, msg.last, msg.previous, msg.credential)
+        )
+
+    def _welcome(self, body: SWelcome) -> None:
+        peer = self._joining.pop((body.client, body.incarnation), None)
+        a = self.attached.get(peer) if peer is not None else None
+        if peer is None or a is None:
+            home = self._left_joining.pop((body.client, body.incarnation), None)
+            if home is not None:  # it left before the answer came: it is away
+                self.relay(home, SDetach(body.client, body.incarnation))
+            return
+        old = self._by_name.get(a.client)
+        if old is not None and old != peer:
+            self.core.client_detach(old)  # the same client's previous connection here: replaced
+        self._by_name[a.client] = peer
+        a.welcomed = True
+        self.core.send(peer, Welcome(a.home, body.replay))
+        early, a.early = a.early, []
+        for what, *args in early:
+            getattr(self, what)(peer, *args)
+
+    def _refused(self, body: SRefuse) -> None:
+        peer = self._joining.pop((body.client, body.incarnation), None)
+        self._left_joining.pop((body.client, body.incarnation), None)
+        a = self.attached.get(peer) if peer is not None else None
+        if peer is None or a is None:
+            return
+        self.core.client_detach(peer)
+        self.core.send(peer, AttachRefused(body.kind, body.reason))  # after: detach drops the outbox
+
+    def _early(self, peer: int, a: _Attached, request: tuple[Any, ...]) -> None:
+        """A request of a client its home has not accepted yet: kept until it is (at most ``EARLY_MAX``)."""
+        if len(a.early) >= EARLY_MAX:
+            self.core.send(peer, Refused(str(request[0]), f"more than {EARLY_MAX} requests before the home store accepted the attach"))
+            return
+        a.early.append(request)
 
     def detach(self, peer: int) -> None:
         """The client's channel closed."""
         a = self.attached.pop(peer, None)
         if a is None:
             return
+        if not a.welcomed:  # its home has not accepted it (and may refuse it): it changes nothing of the id here
+            key = (a.client, a.incarnation)
+            if self._joining.get(key) == peer:
+                del self._joining[key]
+                self.pending.pop(("reg", a.client, a.incarnation), None)
+                self._left_joining[key] = a.home  # if the home accepts it after all, it is away
+                if len(self._left_joining) > LEFT_MAX:  # (answers that never come: the oldest are forgotten)
+                    del self._left_joining[next(iter(self._left_joining))]
+            return
         if self._by_name.get(a.client) == peer:
             del self._by_name[a.client]
-        for k in [k for k, v in self.pending.items() if getattr(v[1], "client", None) == a.client]:
-            del self.pending[k]
-        self._pubs.pop(a.client, None)  # the client sends its unstored events again when it resumes
+            for k in [k for k, v in self.pending.items() if k[0] != "reg" and getattr(v[1], "client", None) == a.client]:
+                del self.pending[k]
+            self._pubs.pop(a.client, None)  # the client sends its unstored events again when it resumes
         self.relay(a.home, SDetach(a.client, a.incarnation))
 
     def subscribe(self, peer: int, sub: int, chain: Any) -> None:
         """An attached client's subscription change (``chain`` None: removal) goes to its home store."""
         a = self.attached[peer]
+        if not a.welcomed:
+            self._early(peer, a, ("subscribe", sub, chain))
+            return
         self._request(("sub", a.client, sub), a.home, SSubscribe(a.client, sub, chain))
 
     def publish(self, peer: int, ev: EventData, prev: EventId | None) -> None:
@@ -875,6 +1009,9 @@ class Durability:
         again after a failure) are stored once and leave in its order.
         """
         a = self.attached[peer]
+        if not a.welcomed:
+            self._early(peer, a, ("publish", ev, prev))
+            return
         p = self._pubs.get(a.client)
         if p is None:
             p = self._pubs[a.client] = [{}, False, 1, 1]  # unconfirmed, progress since the last tick, ticks, next wait
@@ -890,11 +1027,17 @@ class Durability:
     def ack(self, peer: int, upto: int, nak: bool) -> None:
         """The client acknowledged (or asked again)."""
         a = self.attached[peer]
+        if not a.welcomed:
+            self._early(peer, a, ("ack", upto, nak))
+            return
         self.relay(a.home, SAck(a.client, a.incarnation, upto, nak))
 
     def active(self, peer: int, sub: int) -> None:
         """Ask the home store for a subscription's active level."""
         a = self.attached[peer]
+        if not a.welcomed:
+            self._early(peer, a, ("active", sub))
+            return
         self.relay(a.home, SActive(a.client, sub, -2))
 
     def fire(self, name: DurabilityTimer) -> None:

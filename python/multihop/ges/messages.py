@@ -199,7 +199,8 @@ class DurableAttach(NamedTuple):
     ``home`` is the storage broker that keeps its subscriptions and events (-1: not known
     yet, the attaching broker's cluster store becomes it); with ``resume`` the client
     presents ``previous`` (the broker of its last incarnation) and ``last``, the last
-    event it received per publisher.
+    event it received per publisher.  ``credential`` is the client's secret: a first
+    connection registers it (its home keeps only a hash), a resume must present it.
     """
 
     client: str
@@ -208,6 +209,20 @@ class DurableAttach(NamedTuple):
     previous: int
     last: tuple[EventId, ...]
     resume: bool
+    credential: str = ""
+
+
+#: why a durable attach was refused (:class:`AttachRefused`, :class:`SRefuse`): something else (no store, ...),
+#: a resume that does not check out (unknown id, no or a wrong credential, a position never given),
+#: an id in use (a plain connect of an id its home holds state for), the store cannot write now
+REFUSED_OTHER, REFUSED_RESUME, REFUSED_IN_USE, REFUSED_UNAVAILABLE = 0, 1, 2, 3
+
+
+class AttachRefused(NamedTuple):
+    """Broker -> client: the durable attach was refused (``kind``: one of the ``REFUSED_*`` codes), and why."""
+
+    kind: int
+    reason: str
 
 
 class Welcome(NamedTuple):
@@ -267,13 +282,14 @@ class Relay(NamedTuple):
 
 
 class SRegister(NamedTuple):
-    """Attaching broker -> home store: a durable client (re)connects."""
+    """Attaching broker -> home store: a durable client (re)connects (with its credential)."""
 
     client: str
     incarnation: int
     resume: bool
     last: tuple[EventId, ...]
     previous: int
+    credential: str = ""
 
 
 class SWelcome(NamedTuple):
@@ -285,11 +301,12 @@ class SWelcome(NamedTuple):
 
 
 class SRefuse(NamedTuple):
-    """Store -> attaching broker: the resume is refused, and why."""
+    """Store -> attaching broker: the attach is refused (``kind``: a ``REFUSED_*`` code), and why."""
 
     client: str
     incarnation: int
     reason: str
+    kind: int = REFUSED_RESUME
 
 
 class SSubscribe(NamedTuple):

@@ -19,6 +19,7 @@ message is in flight and returns how many protocol messages were delivered.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import heapq
 import itertools
@@ -30,11 +31,11 @@ from multihop.ges.address import Address, AddressLike, level_of_difference, unit
 from multihop.ges.broker import BrokerCore
 from multihop.ges.costs import CostMatrix
 from multihop.errors import ChannelClosed, Timeout
-from multihop.ges.errors import GesStateError, ResumeRefused, TopologyError
+from multihop.ges.errors import GesStateError, TopologyError
 from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import Connections
-from multihop.ges.client import ClientCore, DurableState, check_client_id
+from multihop.ges.client import ClientCore, DurableState, check_client_id, check_credential
 from multihop.ges.messages import Attach, DurableAttach, Events
 from multihop.ges.durability import storage_brokers_of
 from multihop.ges.storage import MemoryStorage
@@ -109,6 +110,8 @@ class Simulator:
         #: clients (ids below _CLIENT_BASE) -> their driver
         self._clients: dict[int, SimClient] = {}
         self._incarnations_of: dict[str, int] = {}
+        #: durable clients' credentials come from here (its own stream: the seed gives the same trace as before)
+        self._credentials = random.Random(f"credentials-{seed}")
         #: one-way delay between a client and its broker
         self.client_delay = lo / 2
         #: protocol messages handed to brokers, over the whole run
@@ -457,6 +460,7 @@ class Simulator:
         resume: bool = False,
         *,
         last_received: Mapping[str, EventId] | None = None,
+        credential: str | None = None,
         timeout: float = 5.0,
     ) -> "SimClient":
         """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation).
@@ -465,9 +469,11 @@ class Simulator:
         for it are kept by its home storage broker.  With ``resume=True`` it reconnects
         (to the same or another broker) with the state of its previous incarnation, and
         gets what it missed, then live events.  ``last_received`` replaces the last event
-        per publisher it presents (to test refusals).  A durable attach waits up to
-        ``timeout`` virtual seconds for the answer; a refused resume raises
-        :class:`~multihop.ges.errors.ResumeRefused`.
+        per publisher it presents, ``credential`` the secret it presents (a first
+        connection makes one from the simulator's seed; a resume presents its previous
+        incarnation's).  A durable attach waits up to ``timeout`` virtual seconds for the
+        answer; a refused resume raises :class:`~multihop.ges.errors.ResumeRefused`, a plain
+        connect of an id its home holds state for :class:`~multihop.ges.errors.ClientIdInUse`.
         """
         code = self._code(broker_address)
         cid = check_client_id(client_id)
@@ -477,6 +483,7 @@ class Simulator:
         self._incarnations_of[cid] = inc
         peer = _CLIENT_BASE - len(self._clients)
         state = None
+        mark: tuple[Any, ...] | None = None
         if self.durable:
             prev = self._last_client.get(cid)
             if resume and prev is not None:
@@ -484,8 +491,12 @@ class Simulator:
                     prev.disconnect()
                 state = prev.core.durable
                 assert state is not None, "every client of a durable simulator is made with a DurableState"
+                mark = state.mark()
+                if credential is not None:
+                    state.credential = check_credential(credential)
             else:
-                state = DurableState()
+                token = base64.urlsafe_b64encode(self._credentials.randbytes(32)).rstrip(b"=").decode()
+                state = DurableState(check_credential(credential) if credential is not None else ("" if resume else token))
             if last_received is not None:
                 state.last = dict(last_received)
         c = SimClient(self, peer, code, ClientCore(cid, inc, int(self.now * 1e6), state, resume, code))
@@ -501,7 +512,13 @@ class Simulator:
                 self.step()
             if core.refused is not None:
                 c.closed = True
-                raise ResumeRefused(f"client {cid!r} at broker {Address.from_code(code, self.levels)}: {core.refused}")
+                if prev is not None:
+                    self._last_client[cid] = prev  # refused: the id's state is what it was
+                    if mark is not None and prev.core.durable is not None:
+                        prev.core.durable.undo(mark)
+                else:
+                    del self._last_client[cid]
+                raise core.refusal(str(Address.from_code(code, self.levels)))
         return c
 
     def _client_send(self, client: "SimClient", msg: Any) -> None:

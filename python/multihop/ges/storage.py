@@ -8,8 +8,9 @@ a store must give back after a crash:
 * **entries**: entry number (ascending, never reused) -> event and bit vector; a
   vector that reaches zero is garbage collected (the entry is deleted);
 * **clients**: the durable clients homed at the store: bit slot, subscriptions,
-  and per publisher the last event the client acknowledged (what a resume is
-  checked against);
+  per publisher the last event the client acknowledged (what a resume is
+  checked against), and the hash of the client's credential (what proves a
+  resume comes from the client);
 * **streams**: per publisher stream ``(publisher, incarnation)`` the last event
   stored, so a copy that arrives again after a crash is dropped, not stored twice.
 
@@ -46,6 +47,8 @@ class StoredClient:
     progress: dict[str, EventId] = field(default_factory=dict)  #: publisher -> last event acknowledged
     broker: int = -1  #: the broker it was last attached to (the store resumes sending there after a restart)
     incarnation: int = -1  #: its incarnation there
+    #: the hash of its credential (:func:`multihop.ges.durability.credential_hash`; never the credential itself)
+    credential: str = ""
 
 
 @dataclass
@@ -80,8 +83,8 @@ class Storage(Protocol):
         """Change an entry's bit vector; 0 deletes the entry (garbage collection)."""
         ...
 
-    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int) -> None:
-        """Create or update a durable client (its slot, subscriptions, current broker and incarnation)."""
+    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int, credential: str) -> None:
+        """Create or update a durable client (its slot, subscriptions, current broker and incarnation, the hash of its credential)."""
         ...
 
     def put_progress(self, client: str, publisher: str, event: EventId) -> None:
@@ -109,7 +112,7 @@ class Storage(Protocol):
 _Write: TypeAlias = (
     tuple[Literal["put"], int, EventData, int]
     | tuple[Literal["bits"], int, int]
-    | tuple[Literal["client"], str, int, dict[int, Chain], int, int]
+    | tuple[Literal["client"], str, int, dict[int, Chain], int, int, str]
     | tuple[Literal["progress"], str, str, EventId]
     | tuple[Literal["stream"], str, int, tuple[int, int]]
 )
@@ -140,9 +143,9 @@ class MemoryStorage:
         """Change an entry's bits; 0 deletes it (in the open batch)."""
         self._batch.append(("bits", entry, bits))
 
-    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int) -> None:
+    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int, credential: str) -> None:
         """Create or update a durable client (in the open batch)."""
-        self._batch.append(("client", client, slot, dict(subs), broker, incarnation))
+        self._batch.append(("client", client, slot, dict(subs), broker, incarnation, credential))
 
     def put_progress(self, client: str, publisher: str, event: EventId) -> None:
         """Record a client's last acknowledged event of a publisher (in the open batch)."""
@@ -171,12 +174,12 @@ class MemoryStorage:
                             st.entries[entry] = (st.entries[entry][0], bits)
                     else:
                         st.entries.pop(entry, None)
-                case ("client", client, slot, subs, broker, incarnation):
+                case ("client", client, slot, subs, broker, incarnation, credential):
                     c = st.clients.get(client)
                     if c is None:
-                        st.clients[client] = StoredClient(slot, subs, {}, broker, incarnation)
+                        st.clients[client] = StoredClient(slot, subs, {}, broker, incarnation, credential)
                     else:
-                        c.slot, c.subs, c.broker, c.incarnation = slot, subs, broker, incarnation
+                        c.slot, c.subs, c.broker, c.incarnation, c.credential = slot, subs, broker, incarnation, credential
                 case ("progress", client, publisher, event_id):
                     st.clients[client].progress[publisher] = event_id
                 case ("stream", publisher, incarnation, order):

@@ -51,7 +51,7 @@ __all__ = ["SqliteStorage", "MAGIC", "MARKER_MAGIC", "SCHEMA_VERSION", "marker_p
 
 MAGIC = "multihop-ges-storage"
 MARKER_MAGIC = "multihop-ges-storage-marker"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  #: 2: clients have a credential hash
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,7 +59,7 @@ CREATE TABLE events (entry INTEGER PRIMARY KEY, publisher TEXT NOT NULL, ts INTE
     seq INTEGER NOT NULL, inc INTEGER NOT NULL, signature TEXT NOT NULL, vals TEXT NOT NULL,
     payload BLOB NOT NULL, bits BLOB NOT NULL);
 CREATE TABLE clients (client TEXT PRIMARY KEY, slot INTEGER NOT NULL, subs TEXT NOT NULL,
-    broker INTEGER NOT NULL, inc INTEGER NOT NULL);
+    broker INTEGER NOT NULL, inc INTEGER NOT NULL, credential TEXT NOT NULL);
 CREATE TABLE progress (client TEXT NOT NULL, publisher TEXT NOT NULL, ts INTEGER NOT NULL,
     seq INTEGER NOT NULL, inc INTEGER NOT NULL, PRIMARY KEY (client, publisher));
 CREATE TABLE streams (publisher TEXT NOT NULL, inc INTEGER NOT NULL, ts INTEGER NOT NULL,
@@ -266,8 +266,8 @@ class SqliteStorage:
         db = self.db
         for entry, pub, ts, seq, inc, sig, vals, payload, bits in db.execute("SELECT * FROM events ORDER BY entry"):
             st.entries[entry] = (EventData(EventId(pub, ts, seq, inc), sig, vals, bytes(payload)), int.from_bytes(bits, "little"))
-        for client, slot, subs, broker, inc in db.execute("SELECT client, slot, subs, broker, inc FROM clients"):
-            st.clients[client] = StoredClient(slot, {int(k): parse_chain(v) for k, v in json.loads(subs).items()}, {}, broker, inc)
+        for client, slot, subs, broker, inc, cred in db.execute("SELECT client, slot, subs, broker, inc, credential FROM clients"):
+            st.clients[client] = StoredClient(slot, {int(k): parse_chain(v) for k, v in json.loads(subs).items()}, {}, broker, inc, cred)
         for client, pub, ts, seq, inc in db.execute("SELECT client, publisher, ts, seq, inc FROM progress"):
             if client in st.clients:
                 st.clients[client].progress[pub] = EventId(pub, ts, seq, inc)
@@ -304,10 +304,10 @@ class SqliteStorage:
             return
         self._bits[entry] = bits
 
-    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int) -> None:
-        """Create or update a durable client (in the open batch)."""
+    def put_client(self, client: str, slot: int, subs: dict[int, Chain], broker: int, incarnation: int, credential: str) -> None:
+        """Create or update a durable client (in the open batch); ``credential`` is its hash."""
         text = json.dumps({str(k): chain_text(v) for k, v in subs.items()})
-        self._other.append(("INSERT OR REPLACE INTO clients VALUES (?, ?, ?, ?, ?)", (client, slot, text, broker, incarnation)))
+        self._other.append(("INSERT OR REPLACE INTO clients VALUES (?, ?, ?, ?, ?, ?)", (client, slot, text, broker, incarnation, credential)))
 
     def put_progress(self, client: str, publisher: str, event: EventId) -> None:
         """Record a client's last acknowledged event of a publisher (in the open batch)."""

@@ -14,27 +14,30 @@ In a system with stable storage (``LiveSystem.up(..., durable=True)``) clients a
 durable (:mod:`multihop.ges.durability`): ``client.disconnect()`` leaves without
 losing events, ``ges.connect(..., resume=True)`` reconnects (to the same or another
 broker) with what the previous connection of the same client id in this process
-left (its home storage broker, the last event received per publisher, the
-events not yet stored), and gets what it missed, then live events.
+left (its credential, its home storage broker, the last event received per publisher,
+the events not yet stored), and gets what it missed, then live events.  A new process
+resumes a client with its credential and positions (``credential=``, ``last_received=``:
+:attr:`LiveClient.credential`, :attr:`LiveClient.last_received`).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections import deque
 from typing import Any, Iterable, Mapping
 
 import multihop as mh
 from multihop.ges.address import Address
-from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id
+from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id, check_credential
 from multihop.ges.event import Event, EventId
-from multihop.ges.errors import GesStateError, ResumeRefused, StorageError
+from multihop.ges.errors import GesError, GesStateError, StorageError
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.system import CONFIG
 from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, NotStored, Publish, Stored, Subscribe, Unsubscribe
 
-__all__ = ["LiveClient", "connect"]
+__all__ = ["LiveClient", "connect", "new_credential"]
 
 
 #: durable clients' state across their connections in this process: (runtime, client id) -> state
@@ -52,6 +55,7 @@ def connect(
     dispatcher: Any = None,
     resume: bool = False,
     last_received: Mapping[str, EventId] | None = None,
+    credential: str | None = None,
 ) -> "LiveClient":
     """Attach a client to broker ``broker_address`` of the GES system on runtime ``runtime_name``.
 
@@ -60,9 +64,16 @@ def connect(
     (several clients of one process can then wait together in ``Dispatcher.poll``).
     ``resume`` (durable systems): reconnect with the state the client's previous
     connection in this process left, and get the events it missed; ``last_received``
-    replaces the last event per publisher it presents (to test refusals).
+    replaces the last event per publisher it presents; ``credential`` the secret it
+    presents (:attr:`LiveClient.credential` of its first connection: what a new process
+    needs, with ``last_received``, to resume a client).  A durable id belongs to whoever
+    holds its credential: a first connection makes one (a 256-bit random token; its home
+    keeps only a hash), a resume must present it, and a plain connect of an id its home
+    already holds state for is refused (ClientIdInUse), never a reset.
     Raises RuntimeNotFound, GesStateError (no GES system there, or no such broker),
-    BindError / Timeout if the broker does not answer, ResumeRefused if a resume is refused.
+    BindError / Timeout if the broker does not answer, ResumeRefused if a resume is refused
+    (unknown id, no or a wrong credential, a position never given), ClientIdInUse,
+    StorageError if the home store cannot write now.
     """
     return LiveClient(
         runtime_name,
@@ -74,7 +85,13 @@ def connect(
         dispatcher=dispatcher,
         resume=resume,
         last_received=last_received,
+        credential=credential,
     )
+
+
+def new_credential() -> str:
+    """A new durable client's credential: 256 random bits from the operating system, as 43 URL-safe characters."""
+    return secrets.token_urlsafe(32)
 
 
 class LiveClient:
@@ -92,7 +109,10 @@ class LiveClient:
         dispatcher: Any = None,
         resume: bool = False,
         last_received: Mapping[str, EventId] | None = None,
+        credential: str | None = None,
     ) -> None:
+        if credential is not None:
+            credential = check_credential(credential)
         rt = mh.Runtime.attach(runtime_name)
         path = rt.dir / CONFIG
         if not path.exists():
@@ -108,11 +128,19 @@ class LiveClient:
         if resume and not self.durable:
             raise GesStateError(f"resume=True needs a GES system with stable storage (the one on {runtime_name!r} has none)")
         cid = check_client_id(client_id)
+        if credential is not None and not self.durable:
+            raise GesStateError(f"credential= is for a GES system with stable storage (the one on {runtime_name!r} has none)")
+        #: what to put back if the attach is refused: this process's state of the id stays as it was
+        self._undo: tuple[tuple[str, str], DurableState | None, tuple[Any, ...] | None] | None = None
         if self.durable:
             key = (runtime_name, cid)
-            state = _STATES.get(key) if resume else None
+            before = _STATES.get(key)
+            state = before if resume else None
+            self._undo = (key, before, state.mark() if state is not None else None)
             if state is None:
-                state = DurableState()
+                state = DurableState(credential or ("" if resume else new_credential()))
+            elif credential is not None:
+                state.credential = credential
             if last_received is not None:
                 state.last = dict(last_received)
             _STATES[key] = state
@@ -139,8 +167,10 @@ class LiveClient:
         if self.durable:
             try:
                 self._wait_welcome(timeout)
-            except BaseException:
+            except BaseException as e:
                 self.close()
+                if isinstance(e, GesError):  # refused: this process's state of the id stays as it was
+                    self._restore()
                 raise
 
     def _wait_welcome(self, timeout: float) -> None:
@@ -153,7 +183,18 @@ class LiveClient:
             for data in self.ch.recv_batch(64, timeout=left):
                 self._take(data)
         if core.refused is not None:
-            raise ResumeRefused(f"client {self.client_id!r} at broker {self.broker}: {core.refused}")
+            raise core.refusal(self.broker)
+
+    def _restore(self) -> None:
+        if self._undo is None:
+            return
+        key, before, fields = self._undo
+        if before is None:
+            _STATES.pop(key, None)
+        else:
+            _STATES[key] = before
+            if fields is not None:
+                before.undo(fields)
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -166,6 +207,22 @@ class LiveClient:
     def incarnation(self) -> int:
         """This client's incarnation."""
         return self.core.incarnation
+
+    @property
+    def credential(self) -> str | None:
+        """Durable: this client's credential, the secret that proves it owns its id (None for a plain client).
+
+        Keep it where you keep the client's positions (:attr:`last_received`): a new process resumes
+        the client with ``ges.connect(..., resume=True, credential=..., last_received=...)``.  Whoever
+        has it can take the client's place; its home storage broker keeps only a hash of it."""
+        d = self.core.durable
+        return d.credential if d is not None else None
+
+    @property
+    def last_received(self) -> dict[str, EventId]:
+        """Durable: the last event received per publisher (what a resume presents), a copy."""
+        d = self.core.durable
+        return dict(d.last) if d is not None else {}
 
     @property
     def refusals(self) -> list[tuple[str, str]]:

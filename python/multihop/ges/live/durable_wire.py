@@ -15,6 +15,7 @@ from multihop.ges.event import EventData, EventId, validate_event
 from multihop.ges.live import ges_broker_if as stub
 from multihop.ges.live import ges_client_if as client_stub
 from multihop.ges.messages import (
+    AttachRefused,
     DurableAck,
     DurableAttach,
     DurableDeliver,
@@ -146,11 +147,11 @@ def _one(msg: Relay, body: Any) -> list[bytes]:
     t = type(body)
     inc, a, b, text, items = 0, 0, 0, "", []
     if t is SRegister:
-        inc, a, b, items = body.incarnation, int(body.resume), body.previous, [(0, i) for i in body.last]
+        inc, a, b, items, text = body.incarnation, int(body.resume), body.previous, [(0, i) for i in body.last], body.credential
     elif t is SWelcome:
         inc, a = body.incarnation, body.replay
     elif t is SRefuse:
-        inc, text = body.incarnation, body.reason[:60000]
+        inc, a, text = body.incarnation, body.kind, body.reason[:60000]
     elif t is SSubscribe:
         a, b, text = body.sub, int(body.chain is not None), chain_text(body.chain) if body.chain is not None else ""
     elif t is SSubAck:
@@ -199,11 +200,11 @@ def decode_relay(rec: Any) -> Relay:
     c, inc, a, b = rec.client, rec.incarnation, rec.a, rec.b
     try:
         if t is SRegister:
-            body: Any = SRegister(c, inc, bool(a), tuple(ev.id for _, ev in items), b)
+            body: Any = SRegister(c, inc, bool(a), tuple(ev.id for _, ev in items), b, rec.text)
         elif t is SWelcome:
             body = SWelcome(c, inc, a)
         elif t is SRefuse:
-            body = SRefuse(c, inc, rec.text)
+            body = SRefuse(c, inc, rec.text, a)
         elif t is SSubscribe:
             body = SSubscribe(c, a, parse_chain(rec.text) if b else None)
         elif t is SSubAck:
@@ -259,6 +260,7 @@ def durable_attach(msg: DurableAttach) -> bytes:
         resume=msg.resume,
         last=heads,
         text=text,
+        credential=msg.credential,
     )
 
 
@@ -276,7 +278,7 @@ def decode_attach(rec: Any) -> DurableAttach:
             raise ValueError("bytes left over")
     except (ValueError, UnicodeDecodeError) as e:
         raise ProtocolError(f"ges_client.durable_attach: {e}") from None
-    return DurableAttach(rec.client, rec.incarnation, rec.home, rec.previous, tuple(last), rec.resume)
+    return DurableAttach(rec.client, rec.incarnation, rec.home, rec.previous, tuple(last), rec.resume, rec.credential)
 
 
 def encode_durable_for_client(msg: Any) -> list[bytes] | None:
@@ -286,6 +288,8 @@ def encode_durable_for_client(msg: Any) -> list[bytes] | None:
         return [client_stub.encode("welcome", home=msg.home, replay=msg.replay)]
     if t is Stored:
         return [client_stub.encode("stored", timestamp=i.timestamp, sequence=i.sequence, incarnation=i.incarnation) for i in msg.ids]
+    if t is AttachRefused:
+        return [client_stub.encode("attach_refused", kind=msg.kind, reason=msg.reason.encode()[:512].decode(errors="ignore"))]
     if t is NotStored:
         reason = msg.reason.encode()[:512].decode(errors="ignore")
         return [
@@ -309,6 +313,8 @@ def decode_durable_for_client(rec: Any, decode_deliveries: Any) -> Any:
         return Welcome(rec.home, rec.replay)
     if name == "stored":
         return ("stored", rec.timestamp, rec.sequence, rec.incarnation)
+    if name == "attach_refused":
+        return AttachRefused(rec.kind, rec.reason)
     if name == "not_stored":
         return ("not_stored", rec.timestamp, rec.sequence, rec.incarnation, rec.reason)
     if name == "durable_deliver":

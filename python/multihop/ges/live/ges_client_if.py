@@ -32,7 +32,7 @@ def _mh_fast(make, send, layout, names, slow):
     return fallback if make is None else make(layout, list(names), fallback)
 INTERFACE = _mh_IFACE = 'ges_client'
 DESCRIPTION = 'GES client <-> broker: subscriptions, publications, deliveries'
-MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8, 'durable_attach': 9, 'welcome': 10, 'publish_durable': 11, 'stored': 12, 'durable_deliver': 13, 'durable_ack': 14, 'not_stored': 15}
+MESSAGE_NUMBERS = {'attach': 1, 'subscribe': 2, 'unsubscribe': 3, 'active_call': 4, 'active_response': 5, 'publish': 6, 'deliver': 7, 'refused': 8, 'durable_attach': 9, 'welcome': 10, 'publish_durable': 11, 'stored': 12, 'durable_deliver': 13, 'durable_ack': 14, 'not_stored': 15, 'attach_refused': 16}
 
 delivery_head = _mh_namedtuple('delivery_head', ['timestamp', 'sequence', 'incarnation', 'publisher_len', 'signature_len', 'values_len', 'payload_len'])
 delivery_head.__doc__ = 'struct delivery_head { uint64 timestamp; uint64 sequence; uint64 incarnation; uint16 publisher_len; uint32 signature_len; uint32 values_len; uint32 payload_len; }'
@@ -367,12 +367,12 @@ def _mhdec_8(_mhb):
         raise _mh_decode_error(INTERFACE, 'refused', _mhb, _mhx) from None
 
 class _mhR_9(_mh_Record):
-    """message durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536])"""
-    __slots__ = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', )
+    """message durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536], String credential[128])"""
+    __slots__ = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', 'credential', )
     name = 'durable_attach'
     number = 9
-    _fields = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', )
-    def __init__(self, client, incarnation, home, previous, resume, last, text):
+    _fields = ('client', 'incarnation', 'home', 'previous', 'resume', 'last', 'text', 'credential', )
+    def __init__(self, client, incarnation, home, previous, resume, last, text, credential):
         self.client = client
         self.incarnation = incarnation
         self.home = home
@@ -380,12 +380,13 @@ class _mhR_9(_mh_Record):
         self.resume = resume
         self.last = last
         self.text = text
+        self.credential = credential
 _mhR_9.__name__ = _mhR_9.__qualname__ = 'durable_attach'
-_mhD_9 = (('client', ('str', 128)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('home', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('previous', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('resume', ('bool',)), ('last', ('dyn', ('struct', 'delivery_head', (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('text', ('dyn', ('int', 'uint8', 0, 255), 65536, True)))
+_mhD_9 = (('client', ('str', 128)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('home', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('previous', ('int', 'int64', -9223372036854775808, 9223372036854775807)), ('resume', ('bool',)), ('last', ('dyn', ('struct', 'delivery_head', (('timestamp', ('int', 'uint64', 0, 18446744073709551615)), ('sequence', ('int', 'uint64', 0, 18446744073709551615)), ('incarnation', ('int', 'uint64', 0, 18446744073709551615)), ('publisher_len', ('int', 'uint16', 0, 65535)), ('signature_len', ('int', 'uint32', 0, 4294967295)), ('values_len', ('int', 'uint32', 0, 4294967295)), ('payload_len', ('int', 'uint32', 0, 4294967295)))), 4096, False)), ('text', ('dyn', ('int', 'uint8', 0, 255), 65536, True)), ('credential', ('str', 128)))
 _mhS_9 = _mh_Struct('<HQqq?Q')
 _mhP_9 = _mhS_9.pack
 _mhU_9 = _mhS_9.unpack_from
-def _mhenc_9(client, incarnation, home, previous, resume, last, text):
+def _mhenc_9(client, incarnation, home, previous, resume, last, text, credential):
     try:
         _mhs0 = client.encode()
         _mhn0 = _mh_len(_mhs0)
@@ -394,9 +395,12 @@ def _mhenc_9(client, incarnation, home, previous, resume, last, text):
         if _mhn1 > 4096: raise _mh_Bad
         _mhn2 = _mh_len(text)
         if _mhn2 > 65536: raise _mh_Bad
-        return b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+        _mhs3 = credential.encode()
+        _mhn3 = _mh_len(_mhs3)
+        if _mhn3 > 128 or b'\0' in _mhs3: raise _mh_Bad
+        return b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text, _mh_U64.pack(_mhn3), _mhs3))
     except _mh_ENCODE_ERRORS:
-        _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
+        _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text, credential,))
         raise
 def _mhdec_9(_mhb):
     try:
@@ -423,8 +427,16 @@ def _mhdec_9(_mhb):
         if _mhe > len(_mhb): raise _mh_Bad("argument 'text' runs past the end of the message")
         _mhv2 = _mhb[_mho:_mhe]
         _mho = _mhe
+        _mhn = _mh_U64.unpack_from(_mhb, _mho)[0]
+        _mho += 8
+        if _mhn > 128: raise _mh_Bad(f"argument 'credential' has {_mhn} bytes, more than its maximum 128")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'credential' runs past the end of the message")
+        _mhv3 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv3: raise _mh_Bad("string argument 'credential' contains a NUL byte")
+        _mho = _mhe
         if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
-        return _mhR_9(_mhv0, _mht[1], _mht[2], _mht[3], _mht[4], _mhv1, _mhv2)
+        return _mhR_9(_mhv0, _mht[1], _mht[2], _mht[3], _mht[4], _mhv1, _mhv2, _mhv3)
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'durable_attach', _mhb, _mhx) from None
 
@@ -681,6 +693,45 @@ def _mhdec_15(_mhb):
     except _mh_DECODE_ERRORS as _mhx:
         raise _mh_decode_error(INTERFACE, 'not_stored', _mhb, _mhx) from None
 
+class _mhR_16(_mh_Record):
+    """message attach_refused(uint8 kind, String reason[512])"""
+    __slots__ = ('kind', 'reason', )
+    name = 'attach_refused'
+    number = 16
+    _fields = ('kind', 'reason', )
+    def __init__(self, kind, reason):
+        self.kind = kind
+        self.reason = reason
+_mhR_16.__name__ = _mhR_16.__qualname__ = 'attach_refused'
+_mhD_16 = (('kind', ('int', 'uint8', 0, 255)), ('reason', ('str', 512)))
+_mhS_16 = _mh_Struct('<HBQ')
+_mhP_16 = _mhS_16.pack
+_mhU_16 = _mhS_16.unpack_from
+def _mhenc_16(kind, reason):
+    try:
+        _mhs0 = reason.encode()
+        _mhn0 = _mh_len(_mhs0)
+        if _mhn0 > 512 or b'\0' in _mhs0: raise _mh_Bad
+        return _mhP_16(16, kind, _mhn0) + _mhs0
+    except _mh_ENCODE_ERRORS:
+        _mh_explain(_mh_IFACE, 'attach_refused', _mhD_16, (kind, reason,))
+        raise
+def _mhdec_16(_mhb):
+    try:
+        _mht = _mhU_16(_mhb)
+        _mho = 11
+        _mhn = _mht[2]
+        if _mhn > 512: raise _mh_Bad(f"argument 'reason' has {_mhn} bytes, more than its maximum 512")
+        _mhe = _mho + _mhn
+        if _mhe > len(_mhb): raise _mh_Bad("argument 'reason' runs past the end of the message")
+        _mhv0 = _mhb[_mho:_mhe].decode()
+        if '\0' in _mhv0: raise _mh_Bad("string argument 'reason' contains a NUL byte")
+        _mho = _mhe
+        if _mho != len(_mhb): raise _mh_Bad(f'{len(_mhb) - _mho} bytes after the last argument')
+        return _mhR_16(_mht[1], _mhv0)
+    except _mh_DECODE_ERRORS as _mhx:
+        raise _mh_decode_error(INTERFACE, 'attach_refused', _mhb, _mhx) from None
+
 class messages:
     """The record classes of the messages, by name."""
     attach = _mhR_1
@@ -698,8 +749,9 @@ class messages:
     durable_deliver = _mhR_13
     durable_ack = _mhR_14
     not_stored = _mhR_15
+    attach_refused = _mhR_16
 
-_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14, _mhdec_15,)
+_mhDEC = (None, _mhdec_1, _mhdec_2, _mhdec_3, _mhdec_4, _mhdec_5, _mhdec_6, _mhdec_7, _mhdec_8, _mhdec_9, _mhdec_10, _mhdec_11, _mhdec_12, _mhdec_13, _mhdec_14, _mhdec_15, _mhdec_16,)
 
 def decode(data, handles=()):
     """Decode one received message (and the handles that came with it) into its record; raises DecodeError if it does not decode."""
@@ -715,7 +767,7 @@ def decode(data, handles=()):
         raise _mh_DecodeError(INTERFACE, f'unknown message number {data[0] | (data[1] << 8)}', data)
     return _mhf(data)
 
-_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8, 'durable_attach': _mhenc_9, 'welcome': _mhenc_10, 'publish_durable': _mhenc_11, 'stored': _mhenc_12, 'durable_deliver': _mhenc_13, 'durable_ack': _mhenc_14, 'not_stored': _mhenc_15}
+_mhENC = {'attach': _mhenc_1, 'subscribe': _mhenc_2, 'unsubscribe': _mhenc_3, 'active_call': _mhenc_4, 'active_response': _mhenc_5, 'publish': _mhenc_6, 'deliver': _mhenc_7, 'refused': _mhenc_8, 'durable_attach': _mhenc_9, 'welcome': _mhenc_10, 'publish_durable': _mhenc_11, 'stored': _mhenc_12, 'durable_deliver': _mhenc_13, 'durable_ack': _mhenc_14, 'not_stored': _mhenc_15, 'attach_refused': _mhenc_16}
 
 def encode(name, **args):
     """Encode message ``name`` (for an rpc: NAME_call / NAME_response) from keyword arguments."""
@@ -849,8 +901,8 @@ class _mhTx:
             _mh_explain(_mh_IFACE, 'refused', _mhD_8, (what, reason,))
             raise
         self._mh_send(_mhd, timeout)
-    def durable_attach(self, client, incarnation, home, previous, resume, last, text, *, timeout=None):
-        """Send durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536])."""
+    def durable_attach(self, client, incarnation, home, previous, resume, last, text, credential, *, timeout=None):
+        """Send durable_attach(String client[128], uint64 incarnation, int64 home, int64 previous, bool resume, delivery_head last[n, 4096], uint8 text[len, 65536], String credential[128])."""
         try:
             _mhs0 = client.encode()
             _mhn0 = _mh_len(_mhs0)
@@ -859,9 +911,12 @@ class _mhTx:
             if _mhn1 > 4096: raise _mh_Bad
             _mhn2 = _mh_len(text)
             if _mhn2 > 65536: raise _mh_Bad
-            _mhd = b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text))
+            _mhs3 = credential.encode()
+            _mhn3 = _mh_len(_mhs3)
+            if _mhn3 > 128 or b'\0' in _mhs3: raise _mh_Bad
+            _mhd = b''.join((_mhP_9(9, incarnation, home, previous, resume, _mhn0), _mhs0, _mh_U64.pack(_mhn1), b''.join([_mhS_delivery_head.pack(*_mhe) for _mhe in last]), _mh_U64.pack(_mhn2), text, _mh_U64.pack(_mhn3), _mhs3))
         except _mh_ENCODE_ERRORS:
-            _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text,))
+            _mh_explain(_mh_IFACE, 'durable_attach', _mhD_9, (client, incarnation, home, previous, resume, last, text, credential,))
             raise
         self._mh_send(_mhd, timeout)
     def publish_durable(self, timestamp, sequence, incarnation, has_prev, prev_timestamp, prev_sequence, prev_incarnation, signature, values, payload, *, timeout=None):
@@ -903,6 +958,17 @@ class _mhTx:
             _mhd = _mhP_15(15, timestamp, sequence, incarnation, _mhn0) + _mhs0
         except _mh_ENCODE_ERRORS:
             _mh_explain(_mh_IFACE, 'not_stored', _mhD_15, (timestamp, sequence, incarnation, reason,))
+            raise
+        self._mh_send(_mhd, timeout)
+    def attach_refused(self, kind, reason, *, timeout=None):
+        """Send attach_refused(uint8 kind, String reason[512])."""
+        try:
+            _mhs0 = reason.encode()
+            _mhn0 = _mh_len(_mhs0)
+            if _mhn0 > 512 or b'\0' in _mhs0: raise _mh_Bad
+            _mhd = _mhP_16(16, kind, _mhn0) + _mhs0
+        except _mh_ENCODE_ERRORS:
+            _mh_explain(_mh_IFACE, 'attach_refused', _mhD_16, (kind, reason,))
             raise
         self._mh_send(_mhd, timeout)
 
