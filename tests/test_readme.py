@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import unique_name
+from test_capi import ensure_cdylib
+
+import multihop as mh
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -71,3 +76,44 @@ def test_block_runs_alone(page: str, k: int, line: int, code: str) -> None:
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{page} block {k} (line {line}, {first!r}) did not finish in 120 s:\n{e.stderr or ''}")
     assert r.returncode == 0, f"{page} block {k} (line {line}, {first!r}) failed run alone:\n{r.stderr[-4000:]}"
+
+
+_PROG = r"""
+#include <stdio.h>
+#include "multihop.h"
+
+int main(int argc, char **argv) {
+    mh_dispatcher *d; mh_service *svc; mh_channel *ch, *peer;
+    char buf[64]; size_t n;
+    if (mh_attach(argv[1], 0, &d) != MH_OK || mh_export(d, "header-echo", &svc) != MH_OK
+        || mh_bind(d, "header-echo", "ump", 5000, &ch) != MH_OK || mh_accept(svc, 5000, &peer) != MH_OK
+        || mh_send(ch, "ping", 4, -1) != MH_OK || mh_recv(peer, buf, sizeof buf, &n, 5000) != MH_OK) {
+        fprintf(stderr, "%s\n", mh_last_error());
+        return 1;
+    }
+    printf("%.*s\n", (int)n, buf);
+    mh_close(ch); mh_close(peer); mh_service_free(svc); mh_detach(d);
+    return 0;
+}
+"""
+
+
+def test_the_c_headers_build_lines_work(tmp_path: Path) -> None:
+    """core-rs/include/multihop.h says how to build a C program: its cargo line is the one the C tests use, and
+    its gcc line, run as written from the repository's root, links a program that talks over a live runtime."""
+    header = (ROOT / "core-rs" / "include" / "multihop.h").read_text()
+    comment = header[: header.index("*/")]
+    lines = [ln.lstrip(" *").strip() for ln in comment.splitlines()]
+    cargo = [ln for ln in lines if ln.startswith("cargo build")]
+    gcc = [ln for ln in lines if ln.startswith("gcc ")]
+    assert len(cargo) == 1 and len(gcc) == 1, f"the header's build lines: {cargo + gcc}"
+    assert shlex.split(cargo[0]) == ["cargo", "build", "--release", "-p", "multihop-core", "--target-dir", "target/capi"]
+    ensure_cdylib()  # what that cargo line builds (built once for every C test)
+    prog = tmp_path / "prog.c"
+    prog.write_text(_PROG)
+    argv = [str(prog) if a == "prog.c" else a.replace("$PWD", str(ROOT)) for a in shlex.split(gcc[0])]
+    built = subprocess.run([*argv, "-o", str(tmp_path / "prog")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, f"the header's gcc line failed:\n{gcc[0]}\n{built.stderr[-3000:]}"
+    with mh.Runtime.start(name := unique_name("hdr"), cores=[0, 1]):
+        r = subprocess.run([str(tmp_path / "prog"), name], capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert r.returncode == 0 and r.stdout == "ping\n", r.stderr

@@ -12,7 +12,12 @@
  *     mh_recv(ch, buf, sizeof buf, &n, 1000);
  *     mh_close(ch); mh_detach(d);
  *
- * Build: gcc prog.c -I core-rs/include -L target/release -lmultihop_core -Wl,-rpath,$PWD/target/release
+ * Build, from the repository's root: first the library without the Python feature, into a directory
+ * of its own (target/release holds maturin's build of the same crate with the `python` feature, which
+ * needs libpython: linking against it fails with undefined Py* symbols), then the program:
+ *
+ *     cargo build --release -p multihop-core --target-dir target/capi
+ *     gcc prog.c -I core-rs/include -L target/capi/release -lmultihop_core -Wl,-rpath,$PWD/target/capi/release
  *
  * Conventions
  * - Every int-returning function returns MH_OK (0) or a negative MH_E_* code; mh_last_error() then
