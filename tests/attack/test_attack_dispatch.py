@@ -58,17 +58,21 @@ class Rogue:
         self.domain = domain_id(rt.name, "main")
         self.chans: dict[Nid, mh.Channel] = {p.id: self.d.bind(peer_service("main", p.id), timeout=5) for p in system.live}
         self.got: dict[Nid, list[Record]] = {p: [] for p in self.chans}
-        self.closed: set[Nid] = set()
+        self.closed: set[Nid] = set()  # peers whose channel we read to its end (closed by the peer)
+        self.unwritable: set[Nid] = set()  # peers a write found closed (what they sent may still be read)
 
     def send(self, rec: Record) -> None:
         """Write ``rec`` to every peer (a peer that closed our channel is skipped)."""
-        data = encode(rec)
-        for peer, ch in self.chans.items():
-            if peer not in self.closed:
-                try:
-                    ch.send(data, 5.0)
-                except mh.ChannelClosed:
-                    self.closed.add(peer)
+        for peer in self.chans:
+            self.send_to(peer, rec)
+
+    def send_to(self, peer: Nid, rec: Record) -> None:
+        """Write ``rec`` to ``peer`` unless it closed our channel (it may, as soon as it read our hello)."""
+        if peer not in self.unwritable:
+            try:
+                self.chans[peer].send(encode(rec), 5.0)
+            except mh.ChannelClosed:
+                self.unwritable.add(peer)
 
     def read(self) -> None:
         """Take what the peers answered (and note the channels they closed)."""
@@ -168,7 +172,7 @@ def test_a_source_id_cannot_be_taken_over_while_it_is_connected_or_after_it_left
         for peer in rogue.chans:
             fake.handle_connected(peer, time.monotonic_ns())
         while (out := fake.poll_transmit()) is not None:
-            rogue.chans[out[0]].send(encode(out[1]), 5.0)
+            rogue.send_to(out[0], out[1])
         rogue.send(fake.make_news(["n"], b"forged 5", time.monotonic_ns()))
         assert rogue.wait(lambda: all(rogue.refusals(p) for p in rogue.chans)), rogue.got
         for i in range(5, 10):
@@ -185,7 +189,7 @@ def test_a_source_id_cannot_be_taken_over_while_it_is_connected_or_after_it_left
         for peer in rogue2.chans:
             fake.handle_connected(peer, time.monotonic_ns())
         while (out := fake.poll_transmit()) is not None:
-            rogue2.chans[out[0]].send(encode(out[1]), 5.0)
+            rogue2.send_to(out[0], out[1])
         rogue2.send(fake.make_news(["n"], b"forged 10", time.monotonic_ns()))
         assert rogue2.wait(lambda: all(rogue2.refusals(p) for p in rogue2.chans)), rogue2.got
         marker = stack.enter_context(dispatch.source(rt.name))

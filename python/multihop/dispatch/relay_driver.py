@@ -37,10 +37,11 @@ log = logging.getLogger("multihop.dispatch.relay")
 
 
 class _InjectorMachine:
-    """The injector's protocol: hello each local peer, bind to every member the peers list."""
+    """The injector's protocol: hello each local peer, bind to every member the peers list; count the peers' refusals."""
 
     def __init__(self, me: Nid, domain: Nid, secret: bytes) -> None:
         self.me, self.domain, self.secret = me, domain, secret
+        self.refused = 0  # news (or hellos) the local peers refused, each logged (the first 20)
         self.linked: set[Nid] = set()
         self.known: set[Nid] = set()
         self.epoch = 0
@@ -66,6 +67,10 @@ class _InjectorMachine:
                 if m.id not in self.known:
                     self.known.add(m.id)
                     self._connects.append(m.id)
+        elif isinstance(rec, M.messages.refused):
+            self.refused += 1
+            if self.refused <= 20:
+                log.warning("relay %s: peer %s refused: %s", short(self.me), short(src), rec.reason)
 
     def has_output(self) -> bool:
         return bool(self._out or self._connects)
@@ -301,7 +306,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         threading.Thread(target=watch, daemon=True).start()
     print(f"ready {hex_id(driver.me)}", flush=True)
     driver.run()
-    log.info("relay %s: %s", short(driver.me), driver.machine.counters)
+    log.info(
+        "relay %s: %s, refused by local peers %d, failures %d",
+        short(driver.me),
+        driver.machine.counters,
+        driver.injector.machine.refused,
+        driver.failures,
+    )
     return 0
 
 
