@@ -566,3 +566,14 @@ def test_status_counts_bad_frames_by_message() -> None:
     st_ = h.p.status()
     assert st_["counters"]["bad_frames"] == 1 and st_["counters"]["bad_news"] == 1
     assert hex_id(h.id("source")) in st_["sources"]
+
+
+def test_a_client_flooding_bad_frames_is_answered_at_a_bounded_rate_and_every_frame_counted() -> None:
+    h = Harness()
+    src = h.id("source")
+    answers = 0
+    for i in range(300):
+        answers += len(h.refusals(h.send(src, h.news(2**64 - 1), dt=1000), src))
+    assert answers == 100 and h.p.counters["bad_news"] == 300 and h.p.counters["refusals_not_sent"] == 200
+    answers = len(h.refusals(h.send(src, h.news(2**64 - 1), dt=S), src))
+    assert answers == 1, "a new second: answered again"

@@ -182,6 +182,7 @@ class PeerMachine(Clients):
         self.now_ns = max(self.now_ns, now_ns)
         kind = self.links.pop(node, None)
         self.closing.discard(node)
+        self.answered.pop(node, None)
         self.hello_sent.discard(node)
         if kind == "peer":
             self.declare_dead(node, "its channel closed")

@@ -29,6 +29,10 @@ __all__ = ["PeerState", "LOGGED_BAD_FRAMES"]
 LOGGED_BAD_FRAMES = 100
 """Bad frames told as events (and so logged) one by one; beyond, every 1000th (all are counted)."""
 
+ANSWERS_PER_SECOND = 100
+"""Bad frames of one client answered with ``refused`` per second; beyond, only counted (a client flooding bad
+frames and reading nothing would otherwise grow the peer's outbox for it without bound)."""
+
 
 class PeerState:
     """Fields of a peer machine and the helpers that emit its outputs."""
@@ -53,6 +57,7 @@ class PeerState:
         self.stopped = False
         self.status_hook: Callable[[], dict[str, Any]] | None = None  # the driver's counters for status replies (None in the simulator)
         self.closing: set[Nid] = set()  # nodes whose channels we cut (their frames are dropped until the close comes)
+        self.answered: dict[Nid, tuple[int, int]] = {}  # client -> (second, refusals sent in it) for bad frames
         self._out: deque[tuple[Nid, Record]] = deque()
         self._connects: deque[Nid] = deque()
         self._closes: deque[Nid] = deque()
@@ -112,7 +117,14 @@ class PeerState:
         if n <= LOGGED_BAD_FRAMES or n % 1000 == 0:
             self.event("bad_frame", src=short(src), kind=kind, message=name, why=why, total=n)
         if kind != "peer":
-            self.refuse(src, about if about is not None else src, f"{name} refused: {why}")
+            second = self.now_ns // 1_000_000_000
+            last, count = self.answered.get(src, (second, 0))
+            count = count + 1 if last == second else 1
+            self.answered[src] = (second, count)
+            if count <= ANSWERS_PER_SECOND or close:
+                self.refuse(src, about if about is not None else src, f"{name} refused: {why}")
+            else:
+                self.counters["refusals_not_sent"] += 1
         if close:
             self.close_link(src)
 
