@@ -105,3 +105,19 @@ def test_down_stops_a_group_service_that_cannot_exit_by_itself() -> None:
     assert down.returncode == 0, down.stderr
     assert not _running(pid), "a stopped group service outlived `multihop down`"
     assert took < 30, f"down took {took:.1f} s"  # generous: proves it does not hang
+
+
+def test_status_refuses_a_limit_out_of_range() -> None:
+    """``--limit 99999999999999999999`` exited 0 printing every monitor UNREACHABLE."""
+    name = unique_name("clilim")
+    up = run("up", name, "--cores", "0-1")
+    assert up.returncode == 0, up.stderr
+    try:
+        for bad in ("99999999999999999999", "4294967296", "-2", "ten"):
+            r = run("status", name, "--limit", bad)
+            assert r.returncode == 2 and "--limit" in r.stderr and bad in r.stderr and "UNREACHABLE" not in r.stdout, (bad, r.stdout, r.stderr)
+        for good in ("0", "-1", "4294967295"):
+            r = run("status", name, "--limit", good)
+            assert r.returncode == 0 and "UNREACHABLE" not in r.stdout, (good, r.stdout, r.stderr)
+    finally:
+        run("down", name)

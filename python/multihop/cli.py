@@ -80,6 +80,21 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+#: The largest ``status --limit`` (entries per list per monitor); -1 lists every one.
+MAX_STATUS_LIMIT = 0xFFFF_FFFF
+
+
+def status_limit(text: str) -> int:
+    """``--limit``'s value: -1 (all) or 0..:data:`MAX_STATUS_LIMIT`; argparse's error (naming it) otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, -1 (all) or 0..{MAX_STATUS_LIMIT}, got {text!r}") from None
+    if n != -1 and not 0 <= n <= MAX_STATUS_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be -1 (all) or 0..{MAX_STATUS_LIMIT}, got {text}")
+    return n
+
+
 def _cmd_status(a: argparse.Namespace) -> int:
     st = mh.Runtime.attach(a.name).status(limit=None if a.limit < 0 else a.limit)
     print(json.dumps(st, indent=2) if a.json else format_status(st))
@@ -173,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.add_argument(
         "--limit",
-        type=int,
+        type=status_limit,
         default=20,
         metavar="N",
         help="list at most N dispatchers, services and channels per monitor (counts are always whole; -1: all of them)",
