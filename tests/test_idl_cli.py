@@ -153,3 +153,23 @@ def test_bad_usage_is_argparse_exit_2() -> None:
     assert r.returncode == 2 and "invalid choice: 'rust'" in r.stderr
     r = multihop("stubgen", "--help")
     assert r.returncode == 0 and "--import IMPORT.if [IMPORT.if ...]" in r.stdout and "--out" in r.stdout
+
+
+def test_an_endless_input_is_refused_at_the_cap_naming_the_file(tmp_path: Path) -> None:
+    """``multihop stubgen /dev/zero`` read 2.7 GB in 5 s: the input is capped, the error names file and cap."""
+    from multihop.idl import MAX_SOURCE_BYTES
+
+    r = multihop("stubgen", "/dev/zero", "-o", str(tmp_path))
+    assert r.returncode == 1 and r.stderr.startswith("multihop stubgen: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "/dev/zero" in r.stderr and f"{MAX_SOURCE_BYTES // (1 << 20)} MiB" in r.stderr, r.stderr
+    big = tmp_path / "big.if"
+    big.write_bytes(b"// " + b"x" * MAX_SOURCE_BYTES + b"\n")
+    r = multihop("stubgen", str(TYPES_IF), "--import", str(big), "-o", str(tmp_path / "out"))
+    assert r.returncode == 1 and str(big) in r.stderr and "MiB" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_type_names_the_import_option(tmp_path: Path) -> None:
+    r = multihop("stubgen", str(SHIPPED / "bench.if"), "-o", str(tmp_path))
+    assert r.returncode == 1 and f"--import {TYPES_IF}" in r.stderr, r.stderr
+    assert written(multihop("stubgen", str(SHIPPED / "bench.if"), "--import", str(TYPES_IF), "-o", str(tmp_path)))

@@ -169,7 +169,7 @@ _EXPECT = re.compile(r"// expect: (syntax|check) (\d+):(\d+): (.*)")
 def test_malformed_file_reports_position(path: Path) -> None:
     m = _EXPECT.match(path.read_text().splitlines()[0])
     assert m, f"{path.name} lacks an '// expect:' header"
-    kind, line, col, text = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    kind, line, col, text = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4).replace("{dir}", str(path.parent))
     cls = idl.IdlSyntaxError if kind == "syntax" else idl.IdlCheckError
     with pytest.raises(cls) as info:
         idl.parse(path)
@@ -210,7 +210,7 @@ def test_error_in_the_interface_after_good_imports_names_the_interface(tmp_path:
     with pytest.raises(idl.IdlCheckError) as info:
         idl.parse(main, imports=[TYPES_IF, BARRELFISH / "platform_x86_32.if"])
     assert (info.value.file, info.value.line, info.value.column) == (str(main), 2, 25)
-    assert info.value.text == "unknown type 'nosuch'"
+    assert info.value.text.startswith("unknown type 'nosuch'; if an import file declares it, pass that file with --import")
 
 
 # -- error messages that say what belongs where ---------------------------------------------
@@ -308,7 +308,7 @@ def _check_error(src: str) -> idl.IdlCheckError:
 
 def test_checker_unknown_type_names_it() -> None:
     e = _check_error('interface m "" { message a(uint8 x, frob y); };')
-    assert e.text == "unknown type 'frob'" and (e.line, e.column) == (1, 37)
+    assert e.text.startswith("unknown type 'frob'") and (e.line, e.column) == (1, 37)
 
 
 def test_checker_duplicates() -> None:
@@ -437,3 +437,59 @@ def test_source_text_is_told_from_a_path() -> None:
     assert idl.parse(str(SHIPPED / "echo.if")).name == "echo"  # an existing path
     with pytest.raises(TypeError, match="expected a path or Flounder source text, got int"):
         idl.parse(3)  # type: ignore[arg-type]
+
+
+# -- bounds: what a message can carry (issue 26 §4) -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "src, needle",
+    [
+        ('interface m "" {\n  message a(uint8 b[n, 100000000000000000000000]);\n};', "maximum 100,000,000,000,000,000,000,000"),
+        ('interface m "" {\n  message a(uint8 b[100000000000000000000000]);\n};', "length 100,000,000,000,000,000,000,000"),
+        ('interface m "" {\n  message a(string s[4294967296]);\n};', "maximum length 4,294,967,296"),
+        ('interface m "" {\n  typedef uint8 big[4294967296];\n  message a(big b);\n};', "length 4,294,967,296"),
+        ('interface m "" {\n  typedef struct { uint8 f[4294967296]; } s;\n  message a(s v);\n};', "length 4,294,967,296"),
+        ('interface m "" {\n  message a(uint64 b[n, 1000000000]);\n};', "8,000,000,000 bytes"),
+        ('interface m "" {\n  typedef uint64 w[1000000000];\n  message a(w b);\n};', "8,000,000,000 bytes"),
+    ],
+    ids=["dyn-max", "fixed-arg", "string-max", "typedef", "struct-field", "dyn-bytes", "fixed-bytes"],
+)
+def test_bounds_beyond_what_a_message_carries_are_refused(src: str, needle: str) -> None:
+    e = _check_error(src)
+    assert e.line == 2 and needle in e.text and "4,294,967,295" in e.text, e.text
+
+
+def test_bounds_up_to_what_a_message_carries_are_accepted() -> None:
+    iface = idl.parse('interface m "" { message a(uint8 b[n, 4294967295], string s[4294967295], uint8 c[65536]); };')
+    assert iface.messages[0].name == "a"
+
+
+def test_a_number_too_long_to_read_is_one_clear_error() -> None:
+    with pytest.raises(idl.IdlSyntaxError) as info:
+        idl.parse('interface m "" { message a(uint8 b[' + "9" * 5000 + "]); };")
+    assert "a number of 5000 digits" in info.value.text and len(str(info.value)) < 300
+
+
+# -- an unknown type says where it may come from ---------------------------------------------------
+
+
+def test_an_unknown_type_suggests_import_and_names_the_file_beside_that_declares_it() -> None:
+    e = _check_error_path(SHIPPED / "bench.if")
+    assert e.text.startswith("unknown type 'coreid'") and (e.line, e.column) == (8, 58)
+    assert f"--import {SHIPPED / 'types.if'}" in e.text, e.text
+
+
+def test_an_unknown_type_says_to_pass_its_file_with_import() -> None:
+    e = _check_error('interface m "" { message a(uint8 x, frob y); };')
+    assert e.text.startswith("unknown type 'frob'") and "--import" in e.text and "imports=" in e.text, e.text
+
+
+def test_a_misspelt_builtin_is_named() -> None:
+    assert "did you mean 'uint32'?" in _check_error('interface m "" { message a(unit32 x); };').text
+
+
+def _check_error_path(path: Path) -> idl.IdlCheckError:
+    with pytest.raises(idl.IdlCheckError) as info:
+        idl.parse(path)
+    return info.value

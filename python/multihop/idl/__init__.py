@@ -25,8 +25,10 @@ The wire format is written down in ``flounder-idl/WIRE.md``.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
+import re
 import types
 from pathlib import Path
 from typing import Iterable, Union
@@ -38,10 +40,11 @@ from multihop.idl.errors import (
     IdlCheckError,
     IdlCodegenError,
     IdlError,
+    IdlFileTooLarge,
     IdlSyntaxError,
     UnhandledMessage,
 )
-from multihop.idl.model import Interface
+from multihop.idl.model import BUILTINS, Interface
 from multihop.idl.parser import parse_text
 from multihop.idl.pygen import generate_python
 from multihop.idl.source import decode_source
@@ -58,11 +61,17 @@ __all__ = [
     "IdlSyntaxError",
     "IdlCheckError",
     "IdlCodegenError",
+    "IdlFileTooLarge",
     "DecodeError",
+    "MAX_SOURCE_BYTES",
     "UnhandledMessage",
 ]
 
 PathOrText = Union[str, bytes, "os.PathLike[str]"]
+
+#: The most a Flounder file (interface or import) may be: files are read no further (real ones are a few KiB;
+#: ``multihop stubgen /dev/zero`` would otherwise read without end).
+MAX_SOURCE_BYTES = 4 << 20
 
 
 #: Characters every Flounder declaration uses and a file path (almost) never does.
@@ -81,8 +90,9 @@ def _is_source_text(s: str) -> bool:
 def _read(source: PathOrText) -> tuple[str, str]:
     """(text, file name) of a path or of Flounder source text (``str``, or ``bytes`` in UTF-8).
 
-    Raises FileNotFoundError naming a path that does not exist, and
-    :class:`IdlSyntaxError` (file, line, column) for bytes that are not UTF-8.
+    Raises FileNotFoundError naming a path that does not exist, :class:`IdlFileTooLarge` for a file
+    longer than :data:`MAX_SOURCE_BYTES` (read no further), and :class:`IdlSyntaxError` (file, line,
+    column) for bytes that are not UTF-8.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         return decode_source(bytes(source), "<bytes>"), "<bytes>"
@@ -97,7 +107,11 @@ def _read(source: PathOrText) -> tuple[str, str]:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, "no such Flounder interface file", path)
-    return decode_source(p.read_bytes(), path), path
+    with open(p, "rb") as f:  # at most the cap and one byte more, whatever the file is (a device, a pipe)
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise IdlFileTooLarge(path, MAX_SOURCE_BYTES)
+    return decode_source(data, path), path
 
 
 def _parse_file(source: PathOrText, import_file: bool) -> FileDecl:
@@ -127,7 +141,54 @@ def parse(source: PathOrText, imports: Iterable[PathOrText] = ()) -> Interface:
     (an error inside an import file names that file).
     """
     imps = [_parse_file(i, import_file=True) for i in imports]
-    return check(_parse_file(source, import_file=False), imps)
+    decl = _parse_file(source, import_file=False)
+    try:
+        return check(decl, imps)
+    except IdlCheckError as e:
+        hint = _unknown_type_hint(e, decl, imps)
+        if hint is None:
+            raise
+        raise IdlCheckError(e.file, e.line, e.column, e.text + hint) from None
+
+
+_UNKNOWN_TYPE = re.compile(r"unknown type '([^']+)'")
+_MAX_SIBLINGS = 64  # import files beside an interface looked at for a type it lacks
+
+
+def _unknown_type_hint(e: IdlCheckError, decl: FileDecl, imports: list[FileDecl]) -> str | None:
+    """What to add to an ``unknown type`` error: a builtin or declared type of a close spelling, else where the
+    type may come from (an import file beside the interface that declares it, or any: ``--import``)."""
+    m = _UNKNOWN_TYPE.fullmatch(e.text)
+    if m is None:
+        return None
+    name = m.group(1)
+    known = [*BUILTINS, "String", *(d.name for f in (decl, *imports) for d in f.types)]
+    if decl.interface is not None:
+        known += [d.name for d in decl.interface.types]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    where = _declared_beside(name, decl.file, {f.file for f in imports})
+    if where is not None:
+        return f"; {where} declares it: pass it with --import {where} (imports=[...] in Python)"
+    return "; if an import file declares it, pass that file with --import FILE.if (imports=[...] in Python)"
+
+
+def _declared_beside(name: str, file: str, given: set[str]) -> str | None:
+    """An import file in the directory of interface file ``file`` (not one of ``given``) that declares ``name``."""
+    here = Path(file)
+    if file.startswith("<") or not here.is_file():
+        return None  # source text: no directory to look in
+    for other in sorted(here.parent.glob("*.if"))[:_MAX_SIBLINGS]:
+        if other == here or str(other) in given or not other.is_file():
+            continue
+        try:
+            found = _parse_file(other, import_file=True)
+        except (IdlError, OSError, ValueError):
+            continue
+        if found.interface is None and any(d.name == name for d in found.types):
+            return str(other)
+    return None
 
 
 def load(source: PathOrText | Interface, imports: Iterable[PathOrText] = (), module_name: str | None = None) -> types.ModuleType:

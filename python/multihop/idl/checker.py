@@ -13,7 +13,9 @@ The checker rejects, with the position of the offending name:
 * duplicate type, enum value, struct field, message/rpc and argument names;
 * a dynamic array's length name that clashes with an argument or another length name;
 * strings and dynamic arrays inside structs and fixed arrays;
-* array lengths and maxima below 1; more than 65535 message numbers.
+* array lengths and maxima below 1; more than 65535 message numbers;
+* bounds beyond what a message can carry (:data:`MAX_BOUND`): an array length, a dynamic array's or a
+  string's maximum, or a fixed-size type, argument or message of more bytes than that.
 
 Capabilities (``cap``, ``give_away_cap``) are valid anywhere a scalar is: as
 arguments, struct fields and array elements, as in Barrelfish's own files.
@@ -39,6 +41,7 @@ from multihop.idl.model import (
     String,
     Struct,
     Type,
+    fixed_size,
     has_fixed_layout,
     type_name,
 )
@@ -56,16 +59,36 @@ from multihop.idl.syntax import (
     TypeRef,
 )
 
-__all__ = ["check", "check_generatable", "MAX_MESSAGE_NUMBER"]
+__all__ = ["check", "check_generatable", "MAX_MESSAGE_NUMBER", "MAX_BOUND"]
 
 #: Message numbers are a uint16 on the wire; 0 is never used.
 MAX_MESSAGE_NUMBER = 0xFFFF
+
+#: The largest bound (elements, or bytes) a declaration may have: a message is at most 2**32 - 1 bytes on the
+#: wire (a ring slot's 32-bit length; channels carry at most 64 MiB), so nothing longer can ever be sent, and
+#: every bound up to it fits the wire's 8-byte lengths and C's ``size_t`` (the C back end writes them as
+#: ``u`` literals: a larger one would be truncated).
+MAX_BOUND = 0xFFFF_FFFF
 
 _STRING = object()  # marker: a name that denotes a string type
 
 
 def _err(pos: Pos, text: str) -> IdlCheckError:
     return IdlCheckError(pos.file, pos.line, pos.column, text)
+
+
+def _bound(pos: Pos, value: int, what: str) -> None:
+    """Refuse a bound (``what`` names it: "the length of ...") beyond :data:`MAX_BOUND`."""
+    if value > MAX_BOUND:
+        raise _err(pos, f"{what} {value:,} is beyond what a message can carry: at most {MAX_BOUND:,} (a message is at most 4 GiB - 1 bytes)")
+
+
+def _fits(pos: Pos, t: Type, what: str) -> Type:
+    """Refuse a fixed-size type (``what`` names it) of more than :data:`MAX_BOUND` bytes; return it."""
+    size = fixed_size(t)
+    if size is not None and size > MAX_BOUND:
+        raise _err(pos, f"{what} takes {size:,} bytes, beyond what a message can carry: at most {MAX_BOUND:,}")
+    return t
 
 
 class _Scope:
@@ -153,14 +176,16 @@ class _Scope:
                 if f.size is not None:
                     if f.size < 1:
                         raise _err(f.pos, f"array field '{f.name}' of struct '{d.name}' must have a length of at least 1")
-                    ft = Array(None, ft, f.size)
+                    _bound(f.pos, f.size, f"array field '{f.name}' of struct '{d.name}': length")
+                    ft = _fits(f.pos, Array(None, ft, f.size), f"array field '{f.name}' of struct '{d.name}'")
                 fields.append(Field(f.name, ft, f.pos))
-            return Struct(d.name, tuple(fields), d.pos)
+            return _fits(d.pos, Struct(d.name, tuple(fields), d.pos), f"struct '{d.name}'")
         assert isinstance(d, ArrayDecl)
         if d.length < 1:
             raise _err(d.pos, f"array type '{d.name}' must have a length of at least 1")
+        _bound(d.pos, d.length, f"array type '{d.name}': length")
         elem = self._fixed_member(d.element, f"the element type of array '{d.name}'")
-        return Array(d.name, elem, d.length, d.pos)
+        return _fits(d.pos, Array(d.name, elem, d.length, d.pos), f"array type '{d.name}'")
 
 
 def _collect_named(t: Type, out: dict[str, Type], pos: Pos) -> None:
@@ -186,6 +211,8 @@ def _arg(scope: _Scope, a: ArgDecl, where: str) -> Arg:
             raise _err(d.pos, f"string argument '{a.name}' of {where} takes a maximum length '[N]', not '[len, ...]'")
         if d is not None and d.size is not None and d.size < 1:
             raise _err(d.pos, f"string argument '{a.name}' of {where} must allow at least 1 byte")
+        if d is not None and d.size is not None:
+            _bound(d.pos, d.size, f"string argument '{a.name}' of {where}: maximum length")
         return Arg(a.name, String(None if d is None else d.size), a.pos, a.direction)
     assert isinstance(t, Type)
     if d is None:
@@ -197,9 +224,19 @@ def _arg(scope: _Scope, a: ArgDecl, where: str) -> Arg:
     if d.size is not None:
         if d.size < 1:
             raise _err(d.pos, f"array argument '{a.name}' of {where} must have a length of at least 1")
-        return Arg(a.name, Array(None, elem, d.size), a.pos, a.direction)
+        _bound(d.pos, d.size, f"array argument '{a.name}' of {where}: length")
+        return Arg(a.name, _fits(d.pos, Array(None, elem, d.size), f"array argument '{a.name}' of {where}"), a.pos, a.direction)
     if d.maximum is not None and d.maximum < 1:
         raise _err(d.pos, f"array argument '{a.name}' of {where} must have a maximum of at least 1")
+    if d.maximum is not None:
+        _bound(d.pos, d.maximum, f"array argument '{a.name}' of {where}: maximum")
+        esize = fixed_size(elem) or 1
+        if d.maximum * esize > MAX_BOUND:
+            raise _err(
+                d.pos,
+                f"array argument '{a.name}' of {where}: a maximum of {d.maximum:,} elements of {esize} bytes takes"
+                f" {d.maximum * esize:,} bytes, beyond what a message can carry: at most {MAX_BOUND:,}",
+            )
     assert d.length_name is not None
     return Arg(a.name, DynArray(elem, d.length_name, d.maximum), a.pos, a.direction)
 
@@ -314,6 +351,13 @@ def check(decl: FileDecl, imports: list[FileDecl] | tuple[FileDecl, ...] = ()) -
             messages += [call, resp]
             rpcs.append(Rpc(m.name, args, m.pos, call, resp, m.annotations))
             number += 2
+        for msg in messages[-2:]:
+            fixed = sum(fixed_size(a.type) or 0 for a in msg.args)
+            if fixed > MAX_BOUND:
+                raise _err(
+                    m.pos,
+                    f"{msg.kind} '{msg.name}': its fixed-size arguments take {fixed:,} bytes, beyond what a message can carry: at most {MAX_BOUND:,}",
+                )
         if number - 1 > MAX_MESSAGE_NUMBER:
             raise _err(m.pos, f"too many messages: at most {MAX_MESSAGE_NUMBER} fit a uint16 message number")
 

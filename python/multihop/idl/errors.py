@@ -18,6 +18,7 @@ __all__ = [
     "IdlSyntaxError",
     "IdlCheckError",
     "IdlCodegenError",
+    "IdlFileTooLarge",
     "DecodeError",
     "UnhandledMessage",
 ]
@@ -54,6 +55,19 @@ class IdlCheckError(_Located):
 
 class IdlCodegenError(_Located):
     """A back end cannot generate code for a valid interface (for example a ``cap`` argument)."""
+
+
+class IdlFileTooLarge(IdlError):
+    """An input file longer than the most a Flounder file may be (``limit`` bytes): read no further.
+
+    A real interface file is a few KiB; this guards against reading ``/dev/zero`` or a wrong, huge file
+    without end. ``file`` names it.
+    """
+
+    def __init__(self, file: str, limit: int) -> None:
+        self.file = file
+        self.limit = limit
+        super().__init__(f"{file}: longer than {limit // (1 << 20)} MiB, the most a Flounder file may be (read no further: is it the right file?)")
 
 
 class DecodeError(ProtocolError):

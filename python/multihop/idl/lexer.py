@@ -114,7 +114,8 @@ def tokenize(text: str, file: str) -> list[Token]:
             try:
                 value = int(word, 0)
             except ValueError:
-                raise err(i, line, line_start, "a number", f"'{word}'") from None
+                found = f"a number of {len(word)} digits" if word.isdigit() else f"'{word[:40]}{'...' if len(word) > 40 else ''}'"
+                raise err(i, line, line_start, "a number", found) from None
             toks.append(Token(INT, value, line, col))
             i = j
             continue
