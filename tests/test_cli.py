@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +123,65 @@ def test_status_refuses_a_limit_out_of_range() -> None:
             assert r.returncode == 0 and "UNREACHABLE" not in r.stdout, (good, r.stdout, r.stderr)
     finally:
         run("down", name)
+
+
+def _own_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parsers of every subcommand whose arguments python/multihop/cli.py (or the stubgen and groups
+    modules it calls) defines, by their command line."""
+    from multihop.cli import build_parser
+
+    out: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(prefix: str, p: argparse.ArgumentParser) -> None:
+        out[prefix] = p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    if prefix == "multihop" and name in ("analyze", "dispatch", "ges"):
+                        continue  # their arguments are their packages' (python/multihop/{analysis,dispatch,ges})
+                    walk(f"{prefix} {name}", child)
+
+    walk("multihop", build_parser())
+    return out
+
+
+def test_every_argument_has_a_help_text_that_gives_its_default() -> None:
+    problems = []
+    for where, p in _own_parsers().items():
+        for action in p._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            what = f"{where} {'/'.join(action.option_strings) or action.dest}"
+            text = action.help or ""
+            if not text or text == argparse.SUPPRESS:
+                problems.append(f"{what}: no help text")
+                continue
+            default = action.default
+            if default in (None, False, [], argparse.SUPPRESS) or action.required:
+                continue
+            if "default" not in text.lower() or (isinstance(default, str) and default not in text):
+                problems.append(f"{what}: its help does not give its default {default!r}: {text!r}")
+    assert not problems, "\n".join(problems)
+    assert len(_own_parsers()) >= 10
+
+
+def test_demo_labels_its_figures_by_transport_and_prints_whole_rates() -> None:
+    name = unique_name("clidemo")
+    r = subprocess.run(
+        [sys.executable, "-m", "multihop.cli", "demo", "--name", name, "--scale", "0.005"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = lines[0].split()
+    assert "UMP" in header and "multihop" not in header, lines[0]
+    rows = [re.split(r"\s{2,}", ln.strip()) for ln in lines[2:]]
+    assert len(rows) == 4 and all(len(row) == 5 for row in rows), r.stdout
+    rates = [row for row in rows if row[3] == "msg/s"]
+    assert len(rates) == 3, r.stdout
+    for row in rates:
+        for n in row[1:3]:
+            assert re.fullmatch(r"\d{1,3}(,\d{3})*", n), row  # whole, thousands separated

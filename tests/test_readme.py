@@ -117,3 +117,17 @@ def test_the_c_headers_build_lines_work(tmp_path: Path) -> None:
     with mh.Runtime.start(name := unique_name("hdr"), cores=[0, 1]):
         r = subprocess.run([str(tmp_path / "prog"), name], capture_output=True, text=True, timeout=60, env=os.environ.copy())
     assert r.returncode == 0 and r.stdout == "ping\n", r.stderr
+
+
+_BARE = re.compile(r"(?<![\w/.-])multihop (?:up|down|status|demo|bench|stubgen|analyze|dispatch|ges|groups)\b")
+
+
+def test_the_readme_says_to_activate_the_venv_before_its_first_bare_multihop_command() -> None:
+    """The README's first commands spell out ``.venv/bin/multihop``; later ones say ``multihop``: it must say,
+    before the first of those, that activating the virtualenv puts ``multihop`` on PATH."""
+    text = (ROOT / "README.md").read_text()
+    first = _BARE.search(text)
+    assert first is not None
+    activate = text.find("source .venv/bin/activate")
+    line = text.count("\n", 0, first.start()) + 1
+    assert 0 <= activate < first.start(), f"README.md line {line} says {first.group(0)!r} before saying to `source .venv/bin/activate`"

@@ -101,15 +101,63 @@ def _cmd_status(a: argparse.Namespace) -> int:
     return 0
 
 
+#: The demo's cases: (what, PeerBench method, messages at scale 1, message size): those of ``peers.run``.
+DEMO_CASES: tuple[tuple[str, str, int, int], ...] = (
+    ("round trip 64 B", "rtt", 50_000, 64),
+    ("one-way 64 B", "stream", 500_000, 64),
+    ("records 64 B", "records", 5_000_000, 64),
+    ("one-way 4 KiB", "stream", 200_000, 4096),
+)
+
+#: How the demo's table names each transport.
+TRANSPORT_LABELS = {"ump": "UMP", "multihop": "multi-hop"}
+
+
 def _cmd_demo(a: argparse.Namespace) -> int:
     from multihop.bench import peers
 
     name = a.name
-    print(f"starting runtime {name!r} on cores {a.cores} ...", file=sys.stderr)
+    label = TRANSPORT_LABELS[a.transport]
+    print(f"starting runtime {name!r} on cores {a.cores}: {label} channels against multiprocessing.Pipe ...", file=sys.stderr)
     with mh.Runtime.start(name, cores=parse_cores(a.cores)) as rt:
-        figs = peers.run(rt, scale=a.scale, progress=lambda s: print(f"  running: {s}", file=sys.stderr))
-        print(peers.format_table(figs))
+        bench = peers.PeerBench(rt, rt.cores[0], rt.cores[1 % len(rt.cores)], transport=a.transport)
+        figs = []
+        for what, method, n, size in DEMO_CASES:
+            print(f"  running: {what}", file=sys.stderr)
+            figs.append(getattr(bench, method)(max(1, int(n * a.scale)), size))
+        print(format_demo(figs, a.transport))
     return 0
+
+
+def _figure(value: float, unit: str) -> str:
+    """A measured figure as the demo prints it: rates whole, with thousands separators; times to 0.1."""
+    return f"{value:,.0f}" if unit.endswith("/s") else f"{value:,.1f}"
+
+
+def format_demo(figures: list[Any], transport: str) -> str:
+    """The demo's table: each case's figure over ``transport``'s channel (its column named after it), over
+    ``multiprocessing.Pipe``, and how many times faster (or slower) the channel is."""
+    label = TRANSPORT_LABELS.get(transport, transport)
+    rows = [("case", label, "Pipe", "unit", f"{label} vs Pipe")]
+    for f in figures:
+        r = float(f.ratio)
+        versus = "no figure" if r in (0.0, float("inf")) else (f"{r:,.1f}x faster" if r >= 1 else f"{1 / r:,.1f}x slower")
+        rows.append((f.case, _figure(f.ours, f.unit), _figure(f.pipe, f.unit), f.unit, versus))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) if i in (0, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def positive_scale(text: str) -> float:
+    """``demo --scale``'s value: a number > 0 (and at most 100); argparse's error otherwise."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not 0 < x <= 100:
+        raise argparse.ArgumentTypeError(f"must be > 0 and at most 100, got {text}")
+    return x
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
@@ -170,40 +218,58 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="In Python: multihop.Runtime, dispatchers, services and channels, blocking or with asyncio "
         "(await ch.recv_async(), ch.send_async(data), svc.accept_async(), d.bind_async(...); multihop.aio).",
     )
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--debug", action="store_true", help="show a failure's traceback instead of its one-line error")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    up = sub.add_parser("up", help="start a detached runtime")
-    up.add_argument("name")
-    up.add_argument("--cores", default=None, help='cores, e.g. "0-3,6" (default: all CPUs)')
-    up.add_argument("--routing", default="direct", choices=MODES)
+    up = sub.add_parser("up", help="start a detached runtime", description="Start a detached runtime: it runs until `multihop down NAME`.")
+    up.add_argument("name", help="the runtime's name (1-64 of A-Z a-z 0-9 _ . -); other commands and programs attach to it by it")
+    up.add_argument("--cores", default=None, help='cores, e.g. "0-3,6", one monitor on each (default: all CPUs)')
+    up.add_argument(
+        "--routing",
+        default="direct",
+        choices=MODES,
+        help="routing tables between the monitors: direct (every pair linked), ring (each core to the next), fat-tree "
+        "(direct within a socket, socket leaders linked) (default: direct)",
+    )
     up.set_defaults(func=_cmd_up)
 
-    down = sub.add_parser("down", help="stop a runtime")
-    down.add_argument("name")
+    down = sub.add_parser("down", help="stop a runtime (its group service first) and remove its directory")
+    down.add_argument("name", help="the runtime to stop (started with `multihop up NAME`)")
     down.set_defaults(func=_cmd_down)
 
     status = sub.add_parser("status", help="show monitors, dispatchers, services and channels")
-    status.add_argument("name")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("name", help="the runtime to show")
+    status.add_argument("--json", action="store_true", help="print the whole status as JSON instead of the table (default: the table)")
     status.add_argument(
         "--limit",
         type=status_limit,
         default=20,
         metavar="N",
-        help="list at most N dispatchers, services and channels per monitor (counts are always whole; -1: all of them)",
+        help="list at most N dispatchers, services and channels per monitor (counts are always whole; -1: all of them) (default: 20)",
     )
     status.set_defaults(func=_cmd_status)
 
     demo = sub.add_parser("demo", help="ping-pong and throughput between two processes, against multiprocessing.Pipe")
-    demo.add_argument("--name", default="multihop-demo")
-    demo.add_argument("--cores", default="0-1")
-    demo.add_argument("--scale", type=float, default=0.2, help="work per case relative to the full benchmark")
+    demo.add_argument("--name", default="multihop-demo", help="name of the runtime the demo starts, and stops at the end (default: multihop-demo)")
+    demo.add_argument(
+        "--cores",
+        default="0-1",
+        help='the runtime\'s cores, e.g. "2-3": the client runs on the first, the server on the second (default: 0-1)',
+    )
+    demo.add_argument(
+        "--transport",
+        choices=tuple(TRANSPORT_LABELS),
+        default="ump",
+        help="channels to measure: ump (a ring pair between the two processes) or multihop (through the monitors) (default: ump)",
+    )
+    demo.add_argument(
+        "--scale", type=positive_scale, default=0.2, help="work per case relative to the full benchmark, > 0 (default: 0.2, a few seconds)"
+    )
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="run a benchmark suite and write its Parquet trace")
     bench.add_argument("suite", help=f"suite to run: {', '.join(suites_names())}")
-    bench.add_argument("--quick", action="store_true", help="a few seconds per suite")
+    bench.add_argument("--quick", action="store_true", help="a few seconds per suite (default: the full suite)")
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
     bench.add_argument(
         "--cores",
@@ -218,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--attach",
         default=None,
         metavar="NAME",
-        help="run on the runtime NAME started with `multihop up` instead of starting any (not with --cores or --routing)",
+        help="run on the runtime NAME started with `multihop up` instead of starting any (not with --cores or --routing) "
+        "(default: start and stop runtimes of its own)",
     )
     bench.add_argument("--trace-every", type=int, default=16, metavar="N", help="time one round trip in N and trace it (default 16; 1 traces all)")
     bench.set_defaults(func=_cmd_bench)
