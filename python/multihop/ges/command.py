@@ -13,7 +13,11 @@
   held is refused unless the loss is accepted);
 * ``multihop ges graph [TOPOLOGY] --at ADDRESS -o graph.png [--name NAME]``: draw a broker's
   connectivity graph and unit tree (simulated from the file, or from the live system NAME);
+* ``multihop ges pub NAME [EVENT ...]`` / ``multihop ges sub NAME --profile ATTR=VALUE,...``: publish
+  events / print matching events as they come, from the shell (:mod:`multihop.ges.pubsub_command`);
 * ``multihop ges down NAME``: stop the brokers (and the runtime, if ``up`` started it).
+
+A TOPOLOGY argument is a file, or the name of a shipped topology (``quickstart``, ``paper_fig5``, ...).
 """
 
 from __future__ import annotations
@@ -24,16 +28,53 @@ import math
 import sys
 from typing import Any
 
-__all__ = ["add_arguments", "run", "format_status"]
+__all__ = ["add_arguments", "run", "format_status", "format_durability", "load_topology", "require_matplotlib"]
 
-DESCRIPTION = "GES broker hierarchy: start a topology's brokers (with stable storage: --durable), show their graphs, routing caches and stores, crash and restart brokers, stop them"
+DESCRIPTION = (
+    "GES broker hierarchy: start a topology's brokers (with stable storage: --durable), publish and subscribe from the shell, "
+    "show their graphs, routing caches and stores, crash and restart brokers, stop them"
+)
+
+
+PUB_DESCRIPTION = (
+    "Publish events to the GES system on runtime NAME. Each EVENT is a JSON object of its attributes in signature order, "
+    'e.g. \'{"sport": "football", "score": 3}\'; without EVENT arguments, one object per line of stdin. Every event is '
+    "checked before anything is sent; with stable storage the command returns once every event is stored."
+)
+SUB_DESCRIPTION = (
+    "Subscribe to the GES system on runtime NAME with a profile and print each matching event as one JSON line (its content; "
+    "--full: its id, content and payload) as it comes, until Ctrl-C, --count events or --timeout seconds. A line on stderr says "
+    "when the subscription is active in the whole system: what is published after it is printed. With stable storage, "
+    "--state FILE keeps the subscriber across runs: while it is away its home stores what matches, and the next run prints it."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A ``ges`` subcommand's parser: options and positionals may come in any order
+    (``ges pub NAME --at 1.2.2 EVENT EVENT`` as well as ``ges pub --at 1.2.2 NAME EVENT EVENT``)."""
+
+    _inside = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """``parse_known_intermixed_args`` (which calls this again: then the plain parse)."""
+        if self._inside:
+            return super().parse_known_args(args, namespace)
+        self._inside = True
+        try:
+            return super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``ges`` subcommands."""
-    sub = p.add_subparsers(dest="ges_cmd", required=True)
+    sub = p.add_subparsers(dest="ges_cmd", required=True, parser_class=_Parser)
     up = sub.add_parser("up", help="start the brokers of a topology file and wait until they converge")
-    up.add_argument("topology", help="TOML topology file (brokers with addresses and cores, gateways)")
+    up.add_argument(
+        "topology",
+        help="TOML topology file (brokers with addresses and cores, gateways), or the name of a shipped one "
+        "(quickstart: 4 brokers in 2 clusters; paper_fig3, paper_fig5, paper_fig14, paper_fig20)",
+    )
     up.add_argument("--name", required=True, help="runtime to run on (started, detached, if not running)")
     up.add_argument("--cores", default=None, help='cores of a runtime started here, e.g. "0-1" (default: the file\'s cores, else 0-1)')
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for convergence (default 60)")
@@ -63,7 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     st.add_argument("--at", default=None, metavar="ADDRESS", help="only this broker")
     st.add_argument("--json", action="store_true")
     gr = sub.add_parser("graph", help="draw a broker's connectivity graph and unit tree to a PNG file")
-    gr.add_argument("topology", nargs="?", default=None, help="TOML topology file (simulated), or use --name")
+    gr.add_argument("topology", nargs="?", default=None, help="TOML topology file or shipped topology name (simulated), or use --name")
     gr.add_argument("--name", default=None, help="take the graph from the live system on this runtime instead")
     gr.add_argument("--at", required=True, metavar="ADDRESS", help="the broker whose graph to draw")
     gr.add_argument("-o", "--output", default="graph.png", help="PNG file to write (default graph.png)")
@@ -75,6 +116,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     jn.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the answer and the broker (default 30)")
     dn = sub.add_parser("down", help="stop the brokers (and the runtime if ges up started it)")
     dn.add_argument("name")
+    from multihop.ges import pubsub_command
+
+    pubsub_command.add_pub_arguments(
+        sub.add_parser(
+            "pub", help="publish events (JSON objects, as arguments or lines of stdin) to a running GES system", description=PUB_DESCRIPTION
+        )
+    )
+    pubsub_command.add_sub_arguments(
+        sub.add_parser(
+            "sub",
+            help="subscribe with a profile and print matching events as they come (until Ctrl-C, --count or --timeout)",
+            description=SUB_DESCRIPTION,
+        )
+    )
+
+
+def load_topology(arg: str) -> Any:
+    """A topology file, or the name of a shipped topology (``quickstart``, ``paper_fig5``, ...) when no such file exists."""
+    from pathlib import Path
+
+    from multihop.ges.errors import TopologyError
+    from multihop.ges.topology import EXAMPLES, Topology
+
+    if Path(arg).exists() or arg.endswith(".toml") or "/" in arg:
+        return Topology.load(arg)
+    try:
+        return Topology.example(arg)
+    except TopologyError:
+        shipped = ", ".join(sorted(p.stem for p in EXAMPLES.glob("*.toml")))
+        raise TopologyError(f"no topology file {arg!r}, and no shipped topology of that name (shipped: {shipped})") from None
+
+
+def require_matplotlib(command: str) -> None:
+    """Raise ExtraMissing (one line: the extra and how to install it) unless matplotlib imports; drawing needs it alone."""
+    import importlib
+
+    from multihop.extras import ExtraMissing, install_hint
+
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as e:
+        raise ExtraMissing(f"{command} needs the analysis extra; missing: matplotlib ({e}). Install it with {install_hint('analysis')}") from None
 
 
 def format_status(name: str, statuses: dict[str, dict[str, Any]]) -> str:
@@ -154,11 +237,14 @@ def run(a: argparse.Namespace) -> int:
     """Run one ``multihop ges`` subcommand."""
     from multihop.ges.address import Address
     from multihop.ges.live.system import LiveSystem
-    from multihop.ges.topology import Topology
     from multihop.topology import parse_cores
 
+    if a.ges_cmd in ("pub", "sub"):
+        from multihop.ges import pubsub_command
+
+        return pubsub_command.run_pub(a) if a.ges_cmd == "pub" else pubsub_command.run_sub(a)
     if a.ges_cmd == "up":
-        topo = Topology.load(a.topology)
+        topo = load_topology(a.topology)
         cores = parse_cores(a.cores) if a.cores else None
         system = LiveSystem.up(
             topo,
@@ -196,6 +282,7 @@ def run(a: argparse.Namespace) -> int:
         print(json.dumps(statuses, indent=2) if a.json else format_status(a.name, statuses))
         return 0
     if a.ges_cmd == "graph":
+        require_matplotlib("multihop ges graph")  # before anything starts: one line naming the extra, not a traceback
         from multihop.ges.picture import draw_graph
         from multihop.ges.simulator import Simulator
 
@@ -203,7 +290,7 @@ def run(a: argparse.Namespace) -> int:
             g = LiveSystem.attach(a.name).graph(a.at)
             title = f"connectivity graph at broker {Address(a.at)} (live system {a.name!r})"
         elif a.topology:
-            sim = Simulator(Topology.load(a.topology), seed=a.seed)
+            sim = Simulator(load_topology(a.topology), seed=a.seed)
             sim.run_until_quiet()
             g = sim.graph(a.at)
             title = f"connectivity graph at broker {Address(a.at)} ({a.topology})"

@@ -32,8 +32,12 @@ def draw_graph(g: ConnectivityGraph, path: str | Path, title: str | None = None)
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-    except ImportError as e:  # pragma: no cover - the analysis extra is part of the test install
-        raise RuntimeError(f"drawing needs matplotlib: pip install 'multihop[analysis]' ({e})") from None
+    except ImportError as e:
+        from multihop.extras import ExtraMissing, install_hint
+
+        raise ExtraMissing(
+            f"drawing a GES graph needs the analysis extra; missing: matplotlib ({e}). Install it with {install_hint('analysis')}"
+        ) from None
     rows = g.rows()
     levels = g.levels
     width = max(8.0, 1.6 * max(len(r) for r in rows.values()) + 6)

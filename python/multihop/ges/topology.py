@@ -197,8 +197,9 @@ class Topology:
 
     @classmethod
     def example(cls, name: str) -> "Topology":
-        """A topology shipped with the package, by name: ``paper_fig3``, ``paper_fig5``, ``paper_fig14``,
-        ``paper_fig20`` (the routing paper's figures as read from its text; each file says how).
+        """A topology shipped with the package, by name: ``quickstart`` (4 brokers in 2 clusters, for the quick
+        start of docs/ges.md), ``paper_fig3``, ``paper_fig5``, ``paper_fig14``, ``paper_fig20`` (the routing
+        paper's figures as read from its text; each file says how).
 
         The files are in ``multihop/ges/examples/`` wherever the package is installed, so a program run from any
         directory finds them (``Topology.load`` takes a path, relative to the current directory)."""

@@ -209,6 +209,11 @@ class LiveClient:
         return self.core.incarnation
 
     @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` (or :meth:`disconnect`) ended this connection."""
+        return self._closed
+
+    @property
     def credential(self) -> str | None:
         """Durable: this client's credential, the secret that proves it owns its id (None for a plain client).
 

@@ -464,8 +464,7 @@ class LiveSystem:
         shadow simulation stops here (the live incarnations of restarted gateways are
         times, not the simulator's counters).
         """
-        if not self.durable:
-            raise GesStateError("crash/restart need a system with stable storage (LiveSystem.up(..., durable=True)); kill() removes a broker")
+        self._need_durable()
         a = str(Address(address, self.topology.levels))
         pid = self.pid(a)
         c = self._controls.pop(a, None)
@@ -482,6 +481,14 @@ class LiveSystem:
         self.shadow = None
         self._save()
 
+    def _need_durable(self) -> None:
+        if not self.durable:
+            raise GesStateError(
+                f"crash and restart need a GES system with stable storage, and the one on {self.name!r} has none: start it with "
+                "multihop ges up TOPOLOGY --name NAME --durable (from Python: LiveSystem.up(..., durable=True)); "
+                "without storage, LiveSystem.kill() removes a broker for good"
+            )
+
     def restart(self, address: AddressLike, timeout: float = 30.0, *, accept_empty_store: bool = False) -> None:
         """Durable systems: start a crashed broker again (on its storage file); returns once it answers.
 
@@ -490,6 +497,7 @@ class LiveSystem:
         ``accept_empty_store=True`` is the explicit "the loss is accepted" (its clients' state is gone)."""
         if not isinstance(accept_empty_store, bool):
             raise TypeError(f"accept_empty_store must be a bool, got {type(accept_empty_store).__name__}")
+        self._need_durable()
         a = str(Address(address, self.topology.levels))
         if a not in self.config["brokers"]:
             raise GesStateError(f"no broker {a} in GES system {self.name!r}")
