@@ -27,8 +27,10 @@ def _cmd_down(a: argparse.Namespace) -> int:
     from multihop.groups.gsd import stop_service
 
     rt = mh.Runtime.attach(a.name)
-    gsd = stop_service(rt.dir, rt.name)  # first, and waited for: it would otherwise outlive the monitors a while
-    rt.stop()
+    try:
+        gsd = stop_service(rt.dir, rt.name)  # first, and waited for: it would otherwise outlive the monitors a while
+    finally:
+        rt.stop()  # the monitors go whatever became of it
     also = f"; its group service (pid {gsd}) stopped first" if gsd is not None else ""
     print(f"runtime {a.name!r} stopped{also}")
     return 0
