@@ -138,7 +138,11 @@ class SqliteStorage:
         #: the marker is written before the first commit that writes data (if the file holds none yet)
         self._marker_due = not os.path.exists(self.marker)
         if self._marker_due and existed and self._holds_data():
-            self._write_marker()
+            try:
+                self._write_marker()
+            except OSError as e:
+                self.db.close()
+                raise StorageError(f"GES storage file {self.location}: cannot write its marker {self.marker}: {e}") from None
         self._puts: dict[int, list[Any]] = {}  # entry -> row, inserted at commit
         self._bits: dict[int, int] = {}
         self._other: list[tuple[str, tuple[str | int, ...]]] = []  # (statement, its parameters)
@@ -206,7 +210,10 @@ class SqliteStorage:
         self.generation += 1
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(self.generation),))
         if marker is not None:
-            self._write_marker(marker["since"] if not self.accepted_loss else None)
+            try:
+                self._write_marker(marker["since"] if not self.accepted_loss else None)
+            except OSError as e:
+                raise StorageError(f"GES storage file {self.location}: cannot write its marker {self.marker}: {e}") from None
 
     def _holds_data(self) -> bool:
         return any(self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("events", "clients", "progress", "streams"))
