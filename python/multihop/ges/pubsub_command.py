@@ -209,7 +209,7 @@ class _State:
 def _connect(a: argparse.Namespace, kind: str, state: _State | None) -> tuple[Any, str]:
     """Attach the client (resuming the one in ``state``); returns it and its broker's address."""
     from multihop.ges.address import Address
-    from multihop.ges.errors import GesStateError, ResumeRefused
+    from multihop.ges.errors import ClientIdInUse, GesStateError, ResumeRefused
     from multihop.ges.live.client import connect
     from multihop.ges.live.system import LiveSystem
 
@@ -220,7 +220,10 @@ def _connect(a: argparse.Namespace, kind: str, state: _State | None) -> tuple[An
     at = str(Address(a.at)) if a.at else (saved["broker"] if saved else system.addresses[0])
     cid = a.id or (saved["client"] if saved else f"{kind[:3]}-{os.getpid()}-{secrets.token_hex(3)}")
     if saved is None or state is None:
-        return connect(a.name, at, cid, timeout=a.timeout or 10.0), at
+        try:
+            return connect(a.name, at, cid, timeout=a.timeout or 10.0), at
+        except ClientIdInUse as e:
+            raise ClientIdInUse(f"{e} (from the shell: --state FILE, the file its first run kept)") from None
     try:
         return connect(a.name, at, cid, resume=True, credential=saved["credential"], last_received=state.last(), timeout=a.timeout or 10.0), at
     except ResumeRefused as e:
