@@ -19,9 +19,13 @@ Tables (each also written as ``<name>.csv``; which suites each covers is in
 (:mod:`~multihop.analysis.compare`), ``core_pairs``
 (:mod:`~multihop.analysis.pairs`), ``resources``
 (:mod:`~multihop.analysis.resources`), ``ges_latency`` (:mod:`~multihop.analysis.ges`, the GES
-testbed), ``machines`` (the runs' machine rows) and ``findings``
+testbed), ``machines`` (the runs' machine rows), ``repeats`` and ``spread``
+(:mod:`~multihop.analysis.repeats`: every repeat of every case with its load,
+and per case the spread over the repeats), ``findings``
 (:mod:`~multihop.analysis.findings`: the headline figures of each suite with
-baseline and ratio, read off the other tables).
+their spread, baseline and verdict, read off ``repeats``) and
+``consistency`` (:mod:`~multihop.analysis.consistency`: figures measured by
+two suites of one run, side by side).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING
 from multihop.analysis.baseline import baseline_ratios
 from multihop.analysis.collect import to_table
 from multihop.analysis.compare import run_comparison
+from multihop.analysis.consistency import consistency_table
 from multihop.analysis.cost import cost_per_hop
 from multihop.analysis.findings import findings_table
 from multihop.analysis.frames import read_table
@@ -42,6 +47,7 @@ from multihop.analysis.ges import ges_table
 from multihop.analysis.inputs import TraceFiles, find_traces
 from multihop.analysis.latency import PERCENTILE_ACCURACY, QUANTILES, case_stats, latency_tables
 from multihop.analysis.pairs import core_pairs
+from multihop.analysis.repeats import repeat_frame, repeats_table, spread_frame, spread_table
 from multihop.analysis.resources import resources_table
 from multihop.analysis.summary import summary
 from multihop.analysis.table import Table
@@ -128,6 +134,13 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         if ges is not None:
             tables[ges.name] = ges
 
+        per_repeat = repeat_frame(messages, cases, stats)
+        if per_repeat is not None:
+            per_repeat = per_repeat.cache()
+            cached.append(per_repeat)
+            tables["repeats"] = repeats_table(per_repeat)
+            tables["spread"] = spread_table(spread_frame(per_repeat, machine))
+
         runs = _run_ids([f for f in (stats, cases, machine) if f is not None])
         per_case = summary(stats, cases)
         cached.append(per_case)
@@ -148,6 +161,9 @@ def analyze(spark: SparkSession, files: TraceFiles, baseline: str | None = None)
         tables["findings"] = found
     else:
         notes.append("Findings skipped: none of the suites of multihop bench is in the traces (see the tables).")
+    agree = consistency_table(tables)
+    if agree is not None:
+        tables["consistency"] = agree
     notes.insert(0, f"Percentiles are approximate: percentile_approx, accuracy {PERCENTILE_ACCURACY}.")
     return Analysis(tables=tables, notes=notes, runs=runs, inputs=files)
 

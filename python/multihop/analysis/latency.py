@@ -51,7 +51,7 @@ _Q_INDEX = {q: i for i, q in enumerate(QUANTILES)}
 
 LATENCY_COLS = [
     "run_id", "suite", "case", "kind", "transport", "routing", "size", "hops", "window",
-    "src_core", "dst_core", "fanout",
+    "src_core", "dst_core", "fanout", "repeats",
     "samples", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
 ]  # fmt: skip
 """Columns of the ``latency`` table."""
@@ -83,10 +83,11 @@ def _raw_stats(messages: DataFrame) -> DataFrame:
     lat = (F.col("recv_ns") - F.col("send_ns")).alias("lat")
     latd = F.col("lat").cast("double")
     return (
-        messages.select(*KEYS, lat)
+        messages.select(*KEYS, "repeat", lat)
         .groupBy(*KEYS)
         .agg(
             F.count(F.lit(1)).alias("samples"),
+            (F.max("repeat") + 1).alias("repeats"),
             F.sum(latd).alias("sum_lat"),
             F.sum(latd * latd).alias("sumsq_lat"),
             F.min("lat").alias("min_ns"),
@@ -159,6 +160,7 @@ def case_stats(messages: DataFrame, cases: DataFrame | None) -> CaseStats:
         .select(
             *KEYS,
             *CASE_COLS,
+            "repeats",
             "samples",
             "sum_lat",
             "sumsq_lat",
@@ -186,7 +188,8 @@ def latency_tables(stats: DataFrame) -> tuple[Table, Table, list[str]]:
         LATENCY_COLS,
         rows,
         doc=(
-            "latency = recv_ns - send_ns of the sampled messages (the round trip for kind rtt), every suite. "
+            "latency = recv_ns - send_ns of the sampled messages of every repeat of the case (the round trip for "
+            "kind rtt), every suite; the spread between repeats is in spread.csv. "
             f"Percentiles: percentile_approx, accuracy {PERCENTILE_ACCURACY} "
             f"(rank error at most 1/{PERCENTILE_ACCURACY}); mean, min and max are exact. "
             "p90, p99 and p99.9 are left empty for cases with fewer than 10, 100 and 1000 samples."

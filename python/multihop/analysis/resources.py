@@ -1,4 +1,4 @@
-"""The ``resources`` table: the cases that measured memory or CPU, computed in Spark.
+"""The ``resources`` table: the cases that measured memory or CPU (one row per repeat), computed in Spark.
 
 The cases with ``rss_bytes`` or ``cpu_s`` (the resources suite: per monitor,
 per channel, idle monitor), with the ``component``, ``channels`` and
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["RESOURCE_COLS", "resources_table"]
 
 RESOURCE_COLS = [
-    "run_id", "suite", "case", "transport", "routing", "component", "channels", "links", "messages",
+    "run_id", "suite", "case", "repeat", "transport", "routing", "component", "channels", "links", "messages",
     "duration_ns", "rss_bytes", "cpu_s", "cpu_us_per_msg",
 ]  # fmt: skip
 """Columns of the ``resources`` table."""
@@ -34,7 +34,7 @@ def resources_table(cases: DataFrame) -> Table | None:
         return F.get_json_object("params", f"$.{name}")
 
     out = cases.where(in_scope("resources") & (F.col("rss_bytes").isNotNull() | F.col("cpu_s").isNotNull())).select(
-        "run_id", "suite", "case", "transport", "routing",
+        "run_id", "suite", "case", "repeat", "transport", "routing",
         param("component").alias("component"),
         param("channels").cast("long").alias("channels"),
         param("links").cast("long").alias("links"),
@@ -42,8 +42,8 @@ def resources_table(cases: DataFrame) -> Table | None:
         F.when(F.col("messages") > 0, F.col("cpu_s") * 1e6 / F.col("messages")).alias("cpu_us_per_msg"),
     )  # fmt: skip
     table = to_table(
-        out, "resources", "Memory and CPU", ["run_id", "case"],
-        doc="Cases with rss_bytes or cpu_s (the resources suite: per monitor, per channel, idle monitor); "
+        out, "resources", "Memory and CPU", ["run_id", "case", "repeat"],
+        doc="Each repeat of the cases with rss_bytes or cpu_s (the resources suite: per monitor, per channel, idle monitor); "
         "links: monitor-to-monitor links of the routing mode; cpu_us_per_msg = cpu_s / messages.",
     )  # fmt: skip
     return table if table.rows else None

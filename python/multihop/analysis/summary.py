@@ -1,10 +1,11 @@
 """Per case, the figures the comparisons use: p50, p99 and mean latency, throughput and the baseline column.
 
-The union of the per-case latency statistics and the cases (with
-throughput), grouped by (run, case) in one partition: a full outer join
-without the shuffles of a join.  Computed in Spark and cached; only the
-comparison tables built on it are collected.  The resources suite's cases
-are left out (memory and CPU are not compared as latency or throughput).
+The union of the per-case latency statistics (over every repeat's messages)
+and the cases (with throughput: the median over the case's repeats),
+grouped by (run, case) in one partition: a full outer join without the
+shuffles of a join.  Computed in Spark and cached; only the comparison
+tables built on it are collected.  The resources suite's cases are left out
+(memory and CPU are not compared as latency or throughput).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["METRICS", "summary"]
 
 METRICS = ("p50_ns", "p99_ns", "mean_ns", "throughput_msgs")
-"""The figures a case is compared on (p99 is empty for cases with fewer than 100 samples)."""
+"""The figures a case is compared on (p99 is empty for cases with fewer than 100 samples; throughput is the median over the repeats)."""
 
 
 def summary(stats: DataFrame | None, cases: DataFrame | None) -> DataFrame:
@@ -31,7 +32,11 @@ def summary(stats: DataFrame | None, cases: DataFrame | None) -> DataFrame:
     if stats is not None:
         parts.append(stats.select(*KEYS, *CASE_COLS, "samples", "mean_ns", "p50_ns", "p99_ns"))
     if cases is not None:
-        parts.append(cases.select(*KEYS, *CASE_COLS, "throughput_msgs", "baseline"))
+        per_case = cases.groupBy(*KEYS).agg(
+            *[F.first(c, ignorenulls=True).alias(c) for c in (*CASE_COLS, "baseline")],
+            F.median("throughput_msgs").alias("throughput_msgs"),
+        )
+        parts.append(per_case.select(*KEYS, *CASE_COLS, "throughput_msgs", "baseline"))
     if not parts:
         raise ValueError("a summary needs the latency statistics or the cases")
     union = parts[0]

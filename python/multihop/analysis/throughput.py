@@ -5,13 +5,14 @@ duration`` (per second; null when the duration is not positive) are derived
 here, not stored in the trace.  Tables:
 
 ``throughput``
-    per (run, case), every suite but resources (whose totals are not a
+    per (run, case, repeat), every suite but resources (whose totals are not a
     throughput: see the ``resources`` table).
 ``throughput_by_size``
-    mean throughput per (run, suite, transport, kind, window, size), suites
-    channels and peers.
+    per (run, suite, transport, kind, window, size), suites channels and
+    peers: the median throughput of its cases' rows (a case's repeats, or
+    several cases) and their range, ``throughput_min`` to ``throughput_max``.
 ``throughput_by_window``
-    mean throughput per (run, suite, transport, kind, size, window), suite window.
+    the same per (run, suite, transport, kind, size, window), suite window.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["THROUGHPUT_COLS", "throughput_tables", "with_throughput"]
 
 THROUGHPUT_COLS = [
-    "run_id", "suite", "case", "kind", "transport", "routing", "size", "hops", "window",
+    "run_id", "suite", "case", "repeat", "kind", "transport", "routing", "size", "hops", "window",
     "src_core", "dst_core", "fanout", "messages", "bytes", "duration_ns", "throughput_msgs", "throughput_bytes",
 ]  # fmt: skip
 """Columns of the ``throughput`` table."""
@@ -55,33 +56,34 @@ def throughput_tables(cases: DataFrame) -> list[Table]:
     by_size_keys = ["run_id", "suite", "transport", "kind", "window", "size"]
     by_window_keys = ["run_id", "suite", "transport", "kind", "size", "window"]
 
-    def mean(keys: list[str], where: Column) -> DataFrame:
+    def median(keys: list[str], where: Column) -> DataFrame:
         return (
             cases.where(where)
             .groupBy(*keys)
             .agg(
                 F.count(F.lit(1)).alias("cases"),
-                F.avg("throughput_msgs").alias("throughput_msgs"),
-                F.avg("throughput_bytes").alias("throughput_bytes"),
+                F.median("throughput_msgs").alias("throughput_msgs"),
+                F.min("throughput_msgs").alias("throughput_min"),
+                F.max("throughput_msgs").alias("throughput_max"),
+                F.median("throughput_bytes").alias("throughput_bytes"),
             )
         )
 
     per_case = cases.where(in_scope("throughput")).select(*THROUGHPUT_COLS)
-    by_size = mean(by_size_keys, in_scope("throughput_by_size") & has_t & (F.col("size") >= 0))
-    by_window = mean(by_window_keys, in_scope("throughput_by_window") & has_t & (F.col("window") >= 0))
+    by_size = median(by_size_keys, in_scope("throughput_by_size") & has_t & (F.col("size") >= 0))
+    by_window = median(by_window_keys, in_scope("throughput_by_window") & has_t & (F.col("window") >= 0))
+    what = "the median msg/s and B/s of its rows (cases, or repeats of one case: column cases counts them) and the range of msg/s"
     return [
         to_table(
-            per_case, "throughput", "Throughput per case", ["run_id", "case"],
-            doc=f"messages / duration (msg/s) and bytes / duration (B/s) of each case; {scope_text('throughput')}.",
+            per_case, "throughput", "Throughput per case and repeat", ["run_id", "case", "repeat"],
+            doc=f"messages / duration (msg/s) and bytes / duration (B/s) of each repeat of each case; {scope_text('throughput')}.",
         ),
         to_table(
             by_size, "throughput_by_size", "Throughput against message size", by_size_keys,
-            doc="Mean msg/s and B/s of the cases of each (run, suite, transport, kind, window, size); "
-            f"{scope_text('throughput_by_size')}.",
+            doc=f"Per (run, suite, transport, kind, window, size): {what}; {scope_text('throughput_by_size')}.",
         ),
         to_table(
             by_window, "throughput_by_window", "Throughput against window", by_window_keys,
-            doc="Mean msg/s and B/s of the cases of each (run, suite, transport, kind, size, window); "
-            f"{scope_text('throughput_by_window')}.",
+            doc=f"Per (run, suite, transport, kind, size, window): {what}; {scope_text('throughput_by_window')}.",
         ),
     ]  # fmt: skip
