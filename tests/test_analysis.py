@@ -924,3 +924,102 @@ def test_a_selector_baseline_stays_within_each_suite(spark: Any, tmp_path: Path)
         case=next(r["case"] for r in ratios if r["suite"] == "channels" and "kind=oneway" in r["case"] and "size=0" in r["case"]),
     )
     assert num(chan["throughput_ratio"]) == pytest.approx(0.5)  # multihop 250k against ump 500k msg/s
+
+
+# ---------------------------------------------------------------- what the plots show (issue 26 §5)
+
+
+def _lat_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the latency table for cases given by their parameters (as the bench suites name them)."""
+    cols = ("transport", "routing", "size", "hops", "window", "src_core", "dst_core", "fanout")
+    out = []
+    for p in cases:
+        row: dict[str, Any] = {c: p.get(c, None if c in ("transport", "routing") else -1) for c in cols}
+        row.update(run_id=p.get("run_id", "r"), suite=p["suite"], kind=p["kind"], case=case_name(p), p50_ns=1000.0)
+        out.append(row)
+    return out
+
+
+def test_cdf_legend_tells_the_plain_broker_from_dispatch() -> None:
+    """Plain broker and dispatch differ only in params (path, peers): each gets its own legend entry."""
+    from multihop.analysis.plots import draw_cdf
+
+    cases = [
+        {"suite": "dispatch", "kind": "oneway", "transport": "ump", "routing": "direct", "size": 64, "hops": 0, "fanout": k,
+         "path": path, "peers": int(path == "dispatch")}
+        for path in ("plain", "dispatch") for k in (1, 10)
+    ]  # fmt: skip
+    rows = _lat_rows(cases)
+    points = {("r", r["case"]): [(float(i + j), i / 10) for i in range(11)] for j, r in enumerate(rows)}
+    fig, title, _ = draw_cdf(("r", "dispatch"), rows, points)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(legend) == 4 and len(set(legend)) == 4, legend
+    assert {x.split(",")[0] for x in legend} == {"path dispatch", "path plain"}
+    assert all("fanout 1" in x or "fanout 10" in x for x in legend)
+
+
+def test_cdf_titles_say_what_the_cases_are_and_name_a_run_only_among_several() -> None:
+    from multihop.analysis.plots import draw_cdf
+
+    run = "20261206T051715Z-ce421c"
+    cases = [
+        {"run_id": run, "suite": "channels", "kind": "rtt", "transport": t, "routing": "direct", "size": s}
+        for t in ("ump", "multihop")
+        for s in (0, 64)
+    ]
+    rows = _lat_rows(cases)
+    points = {(run, r["case"]): [(1.0, 0.0), (2.0, 1.0)] for r in rows}
+    fig, title, _ = draw_cdf((run, "channels"), rows, points, runs=1)
+    assert run not in title and run not in fig.axes[0].get_title()
+    assert title == "Latency CDF: channels: round trips, 4 case(s) by transport, size"
+    _, several, _ = draw_cdf((run, "channels"), rows, points, runs=2)
+    assert several.count(run) == 1
+
+
+def test_throughput_against_window_says_what_each_line_is_with_its_range() -> None:
+    from multihop.analysis.plots import _window_ticks, draw_xy
+    from multihop.analysis.table import Table
+
+    cols = ["run_id", "suite", "transport", "kind", "size", "window", "cases", "throughput_msgs", "throughput_min", "throughput_max"]
+    rows = [("r", "window", "multihop", "oneway", 64, w, 3, 1e5 * w, 0.8e5 * w, 1.3e5 * w) for w in (1, 4, 16, 64)]
+    fig, caption = draw_xy(
+        Table("throughput_by_window", "", cols, rows), x="window", title="Throughput against window", xlabel="w", axis=_window_ticks
+    )
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["multi-hop one-way, 64 B"]
+    (bars,) = ax.containers  # one line, with error bars: the range over the repeats
+    lows = [seg[0][1] for seg in bars.lines[2][0].get_segments()]
+    assert lows == pytest.approx([0.8e5 * w for w in (1, 4, 16, 64)])
+    assert "range (min-max) over its repeats" in caption
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16", "64"]
+
+
+def test_groups_plot_ticks_sit_at_the_member_counts() -> None:
+    from multihop.analysis.groups import draw_groups
+
+    fig = draw_groups({"pipe": [(1, 40.0), (3, 90.0)], "group-radix": [(1, 60.0), (3, 80.0)]})
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [1, 3] and [t.get_text() for t in ax.get_xticklabels()] == ["1", "3"]
+    assert list(ax.get_xticks(minor=True)) == []
+    fig = draw_groups({"pipe": [(1, 40.0), (3, 90.0), (7, 100.0), (15, 120.0), (31, 150.0)]})
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and list(ax.get_xticks()) == [1, 3, 7, 15, 31]
+
+
+def test_memory_per_channel_has_an_axis_of_its_own() -> None:
+    """27 MiB monitors and 0.15-0.4 MiB channels: each component its own panel, so the channels' bars are visible."""
+    from multihop.analysis.plots import draw_resources
+
+    rows = [
+        {"run_id": "r", "suite": "resources", "routing": m, "transport": t, "component": comp, "repeat": rep,
+         "rss_bytes": int(rss * (1 << 20) * (1 + 0.01 * rep)), "cpu_s": 0.01}
+        for m in ("direct", "ring") for rep in range(3)
+        for t, comp, rss in (("multihop", "monitor", 27.0), ("ump", "monitor", 26.5), ("multihop", "channel", 0.4), ("ump", "channel", 0.15))
+    ]  # fmt: skip
+    fig = draw_resources(rows)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_ylabel() or ax.get_title()}
+    rss = [ax for ax in fig.axes if ax.get_title() == "channel"][0]  # the first: the RSS row
+    heights = [b.get_height() for b in rss.patches]
+    assert min(heights) == pytest.approx(0.15, rel=0.02) and rss.get_ylim()[1] < 1.0  # not on a 30 MiB scale
+    assert min(heights) / rss.get_ylim()[1] > 0.2  # the smallest bar is a fifth of its axis, not a sliver
+    assert "monitor" in panels and [t.get_text() for t in rss.texts]  # bars say their value

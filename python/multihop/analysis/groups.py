@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # matplotlib (the analysis extra) is imported when drawing
+    from matplotlib.figure import Figure
 
 from multihop.analysis.table import Table
 
-__all__ = ["groups_plots"]
+__all__ = ["draw_groups", "groups_plots"]
 
 
 def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]:
@@ -21,22 +24,12 @@ def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, st
     ]
     if not rows:
         return []
-    from multihop.analysis.plots import _figure, _save
+    from multihop.analysis.plots import _save
 
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
         series[str(r["transport"])].append((int(r["fanout"]), r["p50_ns"] / 1000.0))
-    fig = _figure()
-    ax: Any = fig.add_subplot(1, 1, 1)
-    for name in sorted(series):
-        pts = sorted(series[name])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("members (virtual cores beyond the CPUs)")
-    ax.set_ylabel("median shoot-down (µs)")
-    ax.grid(True, alpha=0.3)
-    ax.set_title("One-to-all shoot-down through the monitors")
-    ax.legend(fontsize="small")
+    fig = draw_groups(series)
     _save(fig, out / "groups_shootdown.png")
     return [
         (
@@ -46,3 +39,21 @@ def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, st
             "the root monitor's broadcast, radix and numa trees forwarded by the monitors, and Pipes.",
         )
     ]
+
+
+def draw_groups(series: dict[str, list[tuple[int, float]]]) -> Figure:
+    """The shoot-down figure: median round against members, one line per mode; ticks at the member counts measured."""
+    from multihop.analysis.plots import _figure, value_ticks
+
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for name in sorted(series):
+        pts = sorted(series[name])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    value_ticks(ax, [p[0] for pts in series.values() for p in pts], log_from=4)
+    ax.set_xlabel("members (virtual cores beyond the CPUs)")
+    ax.set_ylabel("median shoot-down (µs)")
+    ax.grid(True, alpha=0.3)
+    ax.set_title("One-to-all shoot-down through the monitors")
+    ax.legend(fontsize="small")
+    return fig
