@@ -118,19 +118,26 @@ def _b36(n: int) -> str:
             return out
 
 
+def tool(name: str) -> str:
+    """The path of the program `name` (iproute2's ``ip``, ``tc``, ``ss``): on PATH, else in the sbin directories a
+    non-login PATH may lack; the bare name if nowhere (the command then fails saying so)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin") or name
+
+
 def unavailable() -> str | None:
     """Why network namespaces cannot be made here (not root, no ``ip``/``tc``), or None if they can."""
     if os.geteuid() != 0:
         return "network namespaces need root"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"'{tool}' (iproute2) is not installed"
+    for name in ("ip", "tc"):
+        if not os.path.isabs(tool(name)):
+            return f"'{name}' (iproute2) is not installed"
     return None
 
 
 def _run(argv: Sequence[str], *, input: str | None = None, check: bool = True, timeout: float = _IP_TIMEOUT) -> subprocess.CompletedProcess[str]:
     """Run a short command (``ip``, ``tc``) and return it; a failure raises :class:`NetnsError` with its stderr."""
-    proc = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout)
+    argv = [tool(argv[0]) if argv[0] in ("ip", "tc") else argv[0], *argv[1:]]
+    proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise NetnsError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -265,7 +272,7 @@ class Namespace:
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """`argv` wrapped to run inside this namespace (``ip netns exec NAME ...``)."""
-        return ["ip", "netns", "exec", self.name, *argv]
+        return [tool("ip"), "netns", "exec", self.name, *argv]
 
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start `argv` inside this namespace and return its Popen; keyword arguments go to Popen.

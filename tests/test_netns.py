@@ -79,11 +79,11 @@ def host_ip_forward() -> str:
 
 
 def host_links() -> str:
-    return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([netns.tool("ip"), "-o", "link"], capture_output=True, text=True, check=True).stdout
 
 
 def netns_list() -> str:
-    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([netns.tool("ip"), "netns", "list"], capture_output=True, text=True, check=True).stdout
 
 
 def pid_alive(pid: int) -> bool:
@@ -105,9 +105,9 @@ def test_two_machines_ping_pong_over_tcp(network: netns.Network) -> None:
     assert a.address == link.addr_a and b.address_towards(a) == link.addr_b
     # lo is up in each, and each sees only its own lo and its veth end
     for ns, dev in ((a, link.dev_a), (b, link.dev_b)):
-        names = sorted(line.split(":")[1].strip().split("@")[0] for line in ns.run(["ip", "-o", "link"]).stdout.splitlines())
+        names = sorted(line.split(":")[1].strip().split("@")[0] for line in ns.run([netns.tool("ip"), "-o", "link"]).stdout.splitlines())
         assert names == sorted(["lo", dev])
-        assert "UP" in ns.run(["ip", "link", "show", "lo"]).stdout
+        assert "UP" in ns.run([netns.tool("ip"), "link", "show", "lo"]).stdout
     # nothing of it is in the host's namespace
     assert link.dev_a not in host_links() and link.dev_b not in host_links()
     server = start_echo(b, link.addr_b)
@@ -171,7 +171,7 @@ def test_tbf_slows_the_link(network: netns.Network) -> None:
         assert q["kind"] == "tbf"
         assert q["options"]["rate"] == 125_000  # 1 mbit/s in bytes/s
         assert q["options"]["burst"] == 4096  # 32 kbit
-    assert "tbf" in a.run(["tc", "qdisc", "show", "dev", link.dev_a]).stdout
+    assert "tbf" in a.run([netns.tool("tc"), "qdisc", "show", "dev", link.dev_a]).stdout
     start_echo(b, link.addr_b)
     payload = os.urandom(64 * 1024)  # 16 times the bucket: it must hold packets back
     with a.connect((link.addr_b, PORT), timeout=10) as s:
@@ -190,13 +190,13 @@ def test_three_machines_in_a_line_route_through_the_middle(network: netns.Networ
     assert (ab.subnet, bc.subnet) == ("10.213.0.0/30", "10.213.0.4/30")
     assert [ns.sysctl("net.ipv4.ip_forward") for ns in (a, b, c)] == ["0", "1", "0"]
     assert host_ip_forward() == forward_before  # the host's own setting untouched
-    assert f"{bc.subnet} via {ab.addr_b}" in a.run(["ip", "route"]).stdout
-    assert f"{ab.subnet} via {bc.addr_a}" in c.run(["ip", "route"]).stdout
+    assert f"{bc.subnet} via {ab.addr_b}" in a.run([netns.tool("ip"), "route"]).stdout
+    assert f"{ab.subnet} via {bc.addr_a}" in c.run([netns.tool("ip"), "route"]).stdout
     start_echo(c, bc.addr_b)
     with a.connect((bc.addr_b, PORT)) as s:
         ping_pong(s, rounds=10)
         # c sees a's own address: routed, not translated
-        assert c.run(["ss", "-Htn", "state", "established"]).stdout.count(ab.addr_a) >= 1
+        assert c.run([netns.tool("ss"), "-Htn", "state", "established"]).stdout.count(ab.addr_a) >= 1
     b.sysctl("net.ipv4.ip_forward", 0)  # without forwarding in the middle, a cannot reach c
     with pytest.raises(OSError):
         a.connect((bc.addr_b, PORT), timeout=1)
@@ -294,7 +294,7 @@ def test_sweep_removes_what_a_killed_run_left_and_nothing_else(network: netns.Ne
     foreign = [f"mhns-foreign-{os.getpid()}", f"mhnsx-{os.getpid()}-1-0-a"]  # look alike, not ours
     try:
         for name in foreign:
-            subprocess.run(["ip", "netns", "add", name], check=True)
+            subprocess.run([netns.tool("ip"), "netns", "add", name], check=True)
         child = subprocess.run([sys.executable, "-c", CRASHING_RUN, str(Path(__file__).parent)], capture_output=True, text=True, timeout=30)
         assert child.returncode == -signal.SIGKILL
         *left, sleeper = child.stdout.split()
@@ -313,5 +313,5 @@ def test_sweep_removes_what_a_killed_run_left_and_nothing_else(network: netns.Ne
         assert not pid_alive(int(sleeper))  # what ran inside went with it
     finally:
         for name in foreign:
-            subprocess.run(["ip", "netns", "del", name], check=False)
+            subprocess.run([netns.tool("ip"), "netns", "del", name], check=False)
         netns.sweep()  # the killed run's namespaces, had the test failed before its own sweep
