@@ -7,6 +7,7 @@ beat (a proxy's added latency); the token bucket is checked by its qdisc and cou
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -315,3 +316,32 @@ def test_sweep_removes_what_a_killed_run_left_and_nothing_else(network: netns.Ne
         for name in foreign:
             subprocess.run([netns.tool("ip"), "netns", "del", name], check=False)
         netns.sweep()  # the killed run's namespaces, had the test failed before its own sweep
+
+
+def test_fabric_bench_peers_carry_messages_between_machines(network: netns.Network) -> None:
+    """benches/fabric_peers.py's peers (those installed here) through their common interface, briefly."""
+    path = Path(__file__).resolve().parent.parent / "benches" / "fabric_peers.py"
+    spec = importlib.util.spec_from_file_location("fabric_peers", path)  # benches/ stays off sys.path
+    assert spec is not None and spec.loader is not None
+    fabric_peers = sys.modules.setdefault("fabric_peers", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(fabric_peers)
+
+    a, b = network.machine("a"), network.machine("b")
+    network.link(a, b)
+    ran = []
+    for name, make in fabric_peers.PEERS.items():
+        peer = make()
+        if peer.available():
+            continue
+        peer.setup(a, b)
+        try:
+            rtts = peer.roundtrip(20, 64)
+            assert len(rtts) == 20 and all(0 < t < 5 for t in rtts)
+            for size in (64, 4096):
+                r = peer.oneway(500, size)
+                assert (r.received, r.errors) == (500, ""), name
+                assert r.rate > 0 and r.mbps == r.rate * size / 1e6
+        finally:
+            peer.teardown()
+        ran.append(name)
+    assert "tcp" in ran  # the standard library's peer runs everywhere
