@@ -580,9 +580,9 @@ class Network:
                 problems += _remove_namespace(ns.name)
             self._closed = True
             _networks.discard(self)
-            if self._sigterm:
-                self._sigterm = False
-                _sigterm_release()
+        if self._sigterm:  # after the held block, which puts back the handlers it found
+            self._sigterm = False
+            _sigterm_release()
         if problems:
             message = "netns cleanup left: " + "; ".join(problems)
             if raise_errors:

@@ -345,3 +345,38 @@ def test_fabric_bench_peers_carry_messages_between_machines(network: netns.Netwo
             peer.teardown()
         ran.append(name)
     assert "tcp" in ran  # the standard library's peer runs everywhere
+
+
+TERMINATED_RUN = """
+import subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+import netns
+with netns.Network() as net:
+    (a, b), _ = net.line("a", "b")
+    p = a.popen(["sleep", "300"], stdout=subprocess.DEVNULL)
+    print(" ".join(net.names()), p.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_sigterm_still_cleans_up_and_the_handler_is_put_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with netns.Network():
+        if before is signal.SIG_DFL:  # while a network is open, SIGTERM raises SystemExit
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before
+    child = subprocess.Popen([sys.executable, "-c", TERMINATED_RUN, str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        *names, sleeper = child.stdout.readline().split()
+        assert len(names) == 2 and all(name in netns_list() for name in names)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=20) == 128 + signal.SIGTERM
+        listed = netns_list()  # the run cleaned up itself (checked before any sweep)
+        assert not any(name in listed for name in names)
+        assert not pid_alive(int(sleeper))
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        netns.sweep()  # only when the test failed is there anything to sweep
