@@ -210,6 +210,7 @@ def test_findings_per_run_load_and_amounts() -> None:
         "0.9-1.2 µs",
         "5 ns",
     ]
+    assert [format_range(0.0, 0.01, "cpu"), format_range(2e5, 1.2e6, "msg/s")] == ["0-1 % of a CPU", "0.2-1.2 M msg/s"]
 
 
 def test_the_rule_and_its_chance_of_a_false_difference() -> None:
