@@ -291,7 +291,11 @@ class Namespace:
         return _run(self.command(argv), check=check, timeout=timeout, input=input)
 
     def call(self, fn: Callable[[], T]) -> T:
-        """Call `fn` in a thread inside this namespace (sockets made there belong to it)."""
+        """Call `fn` in a thread inside this namespace (sockets made there belong to it).
+
+        Threads that `fn` starts stay in this namespace for good, and a library that starts its
+        threads once per process (zenoh's runtime does, at the first session) keeps them wherever
+        that happened: run such a library in a process of its own (:meth:`popen`), not here."""
         return _in_netns(self.name, fn)
 
     def socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_STREAM) -> Socket:
