@@ -338,6 +338,7 @@ def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
     assert {"ump", "multihop", "pipe"} <= transports and transports <= {"ump", "multihop", "pipe", "queue"}
 
 
+@pytest.mark.timeout(1200)  # every suite, each case three times (3-4 minutes on a quiet machine, more under load), then Spark
 def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """The README's first command, less the set-up: every suite, then the report.
 

@@ -15,6 +15,8 @@ layout's way), else as often as the others.
 
 from __future__ import annotations
 
+import contextlib
+
 import multihop as mh
 from multihop.bench import layouts, peers
 from multihop.bench.suites.common import SuiteContext, channel_rtt, channel_stream, record_samples, record_totals, sampling
@@ -71,8 +73,8 @@ def _per_layout(ctx: SuiteContext, routing: str) -> None:
     """64 B multi-hop round trip and window-16 stream per layout, each next to Pipe's (ends started alike)."""
     n_rtt, n_one = 1000 if ctx.quick else 10_000, 100_000
     reps = _layout_repeats(ctx)
-    runs = [layouts.LayoutRun(lay, routing=routing) for lay in layouts.LAYOUTS] if reps > 1 else []
-    try:
+    with contextlib.ExitStack() as stack:  # with repeats, every layout's runtime stays up for them all
+        runs = [stack.enter_context(layouts.LayoutRun(lay, routing=routing)) for lay in layouts.LAYOUTS] if reps > 1 else []
         for rep in range(reps):
             for i, lay in enumerate(layouts.LAYOUTS):
                 ctx.progress.step(f"layout {lay.name}" + (f", repeat {rep + 1}/{reps}" if reps > 1 else ""))
@@ -81,9 +83,6 @@ def _per_layout(ctx: SuiteContext, routing: str) -> None:
                 else:
                     with layouts.LayoutRun(lay, routing=routing) as run:
                         _layout_cases(ctx, run, n_rtt, n_one, rep)
-    finally:
-        for run in runs:
-            run.close()
 
 
 def _layout_cases(ctx: SuiteContext, run: layouts.LayoutRun, n_rtt: int, n_one: int, rep: int) -> None:

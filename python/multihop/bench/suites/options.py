@@ -43,7 +43,7 @@ class BenchOptions:
     """What ``multihop bench`` was asked for, beyond the suite and the output directory.
 
     Attributes:
-        quick: a few seconds per suite.
+        quick: a few tens of seconds per suite (small cases, each measured :data:`QUICK_REPEATS` times).
         cores: ``--cores`` as given, or ``None`` (each suite's default).
         routing: ``--routing`` as given, or ``None`` (each suite's default).
         attach: name of a running runtime to use instead of starting any, or ``None``.
