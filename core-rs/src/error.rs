@@ -42,6 +42,10 @@ pub enum ErrorKind {
     /// Handles sent with a message were refused (TN-006 2.7's
     /// `multihop_cap_reply`): the refusal's reason says why.
     CapSend,
+    /// A close could not hand the messages a multi-hop end held for its
+    /// next credit to its monitor in time (`held.rs`): they are lost, and
+    /// the error says how many ([`Progress::Lost`]). The channel is closed.
+    HeldLost,
 }
 
 impl ErrorKind {
@@ -62,6 +66,7 @@ impl ErrorKind {
             ErrorKind::Os => "MonitorError",
             ErrorKind::Interrupted => "MultihopError",
             ErrorKind::CapSend => "CapSendError",
+            ErrorKind::HeldLost => "HeldLost",
         }
     }
 }
@@ -87,6 +92,8 @@ pub enum Progress {
     Sent(usize),
     /// A flush ended with this many sent messages not yet consumed.
     Unconsumed(usize),
+    /// A close lost this many messages it held (`e.count` in Python).
+    Lost(usize),
 }
 
 impl Error {

@@ -24,6 +24,7 @@ __all__ = [
     "Timeout",
     "MessageTooLarge",
     "CapSendError",
+    "HeldLost",
     "ProtocolError",
     "RoutingError",
     "IdlError",
@@ -84,6 +85,20 @@ class CapSendError(MultihopError, OSError):
 
     reason: str = ""
     index: int | None = None
+
+
+class HeldLost(MultihopError):
+    """``Channel.close`` could not hand messages its multi-hop end held to its monitor in time: they are lost.
+
+    A blocking ``send`` with no credit free holds the message for the next
+    credit and returns (see ``Channel.send``); ``close`` sends what is held
+    first, waiting up to its ``timeout`` for room on the link to the
+    monitor.  A monitor that takes nothing for that long (stopped, or
+    starved of CPU) leaves them behind: ``count`` says how many accepted
+    messages never left this process.  The channel is closed all the same.
+    """
+
+    count: int = 0
 
 
 class ProtocolError(MultihopError, ValueError):

@@ -14,7 +14,7 @@ use pyo3::types::{PyBool, PyInt, PyString, PyType};
 
 use crate::error::{Error, ErrorKind, Progress};
 
-fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+pub(crate) fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
     let module = ERRORS.get_or_try_init(py, || py.import("multihop.errors").map(|m| m.unbind()))?;
     Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
@@ -33,6 +33,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let attr = match e.progress {
         Some(Progress::Sent(n)) => Some(("sent", n)),
         Some(Progress::Unconsumed(n)) => Some(("unconsumed", n)),
+        Some(Progress::Lost(n)) => Some(("count", n)),
         None => None,
     };
     if let Some((name, n)) = attr {
@@ -61,6 +62,9 @@ pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> 
         Some(t) => Ok(Some(Duration::from_secs_f64(t.min(1e9)))),
     }
 }
+
+// `Channel.close`'s default timeout (a literal in its signature, so Python shows it) is the engine's.
+const _: () = assert!(crate::mhchannel::CLOSE_HELD_WAIT.as_secs() == 5);
 
 /// Check a timeout argument without converting it (the hot paths only
 /// read the clock when they have to wait).

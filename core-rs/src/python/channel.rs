@@ -74,6 +74,22 @@ impl Channel {
     }
 }
 
+/// Close `ch`, trying for `wait` to hand what it held to its monitor, with
+/// the GIL released and signals checked between waits; HeldLost if some did
+/// not leave.
+pub(crate) fn close_reporting(py: Python<'_>, ch: &Endpoint, wait: Option<std::time::Duration>) -> PyResult<()> {
+    let mut pending: Option<PyErr> = None;
+    let r = py.detach(|| {
+        ch.close_within(wait, &mut || {
+            Python::attach(|py| py.check_signals()).map_err(|e| {
+                pending = Some(e);
+                Error::new(ErrorKind::Interrupted, "interrupted")
+            })
+        })
+    });
+    r.map_err(|e| pending.unwrap_or_else(|| to_py(py, e)))
+}
+
 #[pymethods]
 impl Channel {
     /// Send one message (any bytes-like object), waiting while the ring is
@@ -440,8 +456,19 @@ impl Channel {
     }
 
     /// Close this end; the peer gets ChannelClosed after draining. Idempotent.
-    fn close(&self) {
-        self.ch.close();
+    ///
+    /// A multi-hop end first hands what it holds for its next credit (see
+    /// ``send``) to its monitor, waiting up to ``timeout`` seconds (None: no
+    /// limit) for room on the link. Messages that still did not leave (the
+    /// monitor took nothing: stopped or overloaded) are lost: ``close``
+    /// raises HeldLost, whose ``count`` says how many. The channel is closed
+    /// either way. A channel already over (the peer closed it or died)
+    /// loses what it held with it, counted in ``stats()["held_lost"]``, as
+    /// messages in flight are: ``flush`` first says whether all were consumed.
+    #[pyo3(signature = (timeout=Some(5.0)), text_signature = "($self, timeout=5.0)")]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let wait = super::args::timeout("timeout", timeout)?;
+        close_reporting(py, &self.ch, wait)
     }
 
     /// A native send callable for one Flounder message of scalars (a
@@ -523,10 +550,20 @@ impl Channel {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.ch.close();
-        false
+    /// Close (as ``close()``); if the block raised, a HeldLost of the close is
+    /// a RuntimeWarning instead, so the block's own exception goes on.
+    #[pyo3(signature = (*args))]
+    fn __exit__(&self, py: Python<'_>, args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        let r = close_reporting(py, &self.ch, Some(crate::mhchannel::CLOSE_HELD_WAIT));
+        let raised = args.get_item(0).is_ok_and(|t| !t.is_none());
+        match r {
+            Err(e) if raised && e.is_instance(py, super::args::error_class(py, "HeldLost")?.as_any()) => {
+                let msg = std::ffi::CString::new(e.value(py).str()?.to_string().replace('\0', "")).unwrap_or_default();
+                PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &msg, 1)?;
+                Ok(false)
+            }
+            other => other.map(|()| false),
+        }
     }
 
     fn __repr__(&self) -> String {
