@@ -129,6 +129,8 @@ int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, s
  * arrive with exactly this message, in channel order; the call returns once the receiver holds
  * them and the message is written. A handle is duplicated (you keep your descriptor) unless bit i
  * of `give_away_mask` is set: then fds[i] is closed once the send went (Flounder's give_away_cap).
+ * A descriptor listed more than once travels once per entry and, given away, is closed once; its
+ * entries must agree on giving it away (else MH_E_INVALID, nothing sent).
  * MH_E_CAP if one is refused (a runtime's own segment, doorbell or control socket; not open; too
  * many; the receiver has no room): nothing was sent, the channel goes on, you keep every handle.
  * timeout_ms < 0 waits without limit. nfds 0 is mh_send. */

@@ -458,10 +458,20 @@ pub unsafe extern "C" fn mh_send_handles(
         if fds.is_empty() {
             return ch.send_blocking(&[msg], (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
         }
+        let given = |i: usize| i < 64 && give_away_mask & (1 << i) != 0;
+        // A repeated descriptor travels once per entry and is closed once: its entries must agree.
+        for (i, fd) in fds.iter().enumerate() {
+            if let Some(j) = fds[..i].iter().enumerate().position(|(j, f)| f == fd && given(j) != given(i)) {
+                return Err(Error::invalid(format!(
+                    "mh_send_handles: fds[{j}] and fds[{i}] are the same descriptor {fd}, given away in one and kept in the other \
+                     (a repeated descriptor is given away in all its entries or in none)"
+                )));
+            }
+        }
         ch.send_with_handles(msg, fds, deadline(timeout_ms), &mut || Ok(()))?;
         for (i, fd) in fds.iter().enumerate() {
-            if i < 64 && give_away_mask & (1 << i) != 0 {
-                libc::close(*fd); // given away: the send went
+            if given(i) && !fds[..i].contains(fd) {
+                libc::close(*fd); // given away: the send went (once, however often it was listed)
             }
         }
         Ok(())

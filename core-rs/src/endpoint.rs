@@ -13,6 +13,10 @@ use crate::channel::{ChannelInfo, UmpChannel, Waited, Want};
 use crate::error::{Error, ErrorKind, Progress, Result};
 use crate::mhchannel::MhChannel;
 
+// A UMP end is the larger (its ring, the peer's doorbell and its pidfd, each with an identity mark:
+// `caps::owned`); an Endpoint is made once per channel and lives behind an Arc, and boxing the UMP end
+// would put a pointer chase on its hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum Endpoint {
     Ump(UmpChannel),
     Multihop(MhChannel),

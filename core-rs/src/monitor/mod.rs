@@ -100,6 +100,14 @@ struct ChannelEntry {
     client_pid: u32,
     server_pid: u32,
     role: &'static str,
+    /// A UMP channel's segment and doorbells, which this monitor passed on
+    /// at its bind: known as the runtime's (`caps::owned`) while it lives.
+    _marks: Vec<crate::caps::owned::Mark>,
+}
+
+/// Marks (`caps::owned`) of the segments and doorbells a UMP bind passes through this monitor.
+fn ump_marks(fds: &[std::os::fd::RawFd]) -> Vec<crate::caps::owned::Mark> {
+    fds.iter().map(|&fd| crate::caps::owned::Mark::inode(fd, crate::caps::owned::Kind::Segment)).collect()
 }
 
 #[derive(Default)]
