@@ -98,23 +98,30 @@ pub struct BindOptions {
 }
 
 impl BindOptions {
+    /// The largest message a channel of `transport` may carry ("auto": what both carry).
+    pub fn max_message_limit(transport: &str) -> Result<usize> {
+        match transport {
+            "ump" => Ok(LIMIT_MAX_MESSAGE),
+            "multihop" => Ok(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
+            "auto" => Ok(LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES)),
+            other => Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
+        }
+    }
+
     /// Check every argument, with the same ranges on both transports where
     /// they mean the same thing.
     pub fn check(&self) -> Result<()> {
-        let limit = match self.transport.as_str() {
-            "ump" => LIMIT_MAX_MESSAGE,
-            "multihop" => LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES,
-            // Either may be chosen: what both carry.
-            "auto" => LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
-            other => return Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
-        };
+        let limit = Self::max_message_limit(&self.transport)?;
         if let Some(m) = self.max_message {
             if m == 0 || m > limit {
-                return Err(Error::invalid(format!("max_message must be in 1..={limit} on a {} channel, got {m}", self.transport)));
+                return Err(Error::invalid(format!("max_message must be from 1 to {limit} bytes on a {} channel, got {m}", self.transport)));
             }
         }
         if self.window == 0 || self.window > MAX_WINDOW {
-            return Err(Error::invalid(format!("window must be in 1..={MAX_WINDOW}, got {}", self.window)));
+            return Err(Error::invalid(format!(
+                "window must be from 1 to {MAX_WINDOW} (the most messages in flight on the channel, each way), got {}",
+                self.window
+            )));
         }
         Ok(())
     }
@@ -296,7 +303,7 @@ impl Dispatcher {
     /// whether to take each connection.
     pub fn export(&self, name: &str, backlog: usize, on_connect: Option<crate::service::OnConnect>) -> Result<Service> {
         if backlog == 0 || backlog > MAX_BACKLOG {
-            return Err(Error::invalid(format!("backlog must be in 1..={MAX_BACKLOG}, got {backlog}")));
+            return Err(Error::invalid(format!("backlog must be from 1 to {MAX_BACKLOG} connections, got {backlog}")));
         }
         let acceptor = Acceptor::of(self)?;
         let deadline = Instant::now() + Duration::from_secs(10);

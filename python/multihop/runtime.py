@@ -138,6 +138,25 @@ def _check_cores(cores: Sequence[int]) -> list[int]:
     return out
 
 
+def _check_core(core: object) -> int:
+    """`core` as an int (TypeError for anything else, a bool included); whether the runtime has it is the caller's check."""
+    if isinstance(core, bool) or not isinstance(core, numbers.Integral):
+        raise TypeError(f"core must be an int, got {type(core).__name__} {core!r}")
+    return int(core)
+
+
+def _check_bool(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_name_type(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"the runtime name must be a str, got {type(name).__name__} {name!r}")
+    return name
+
+
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
@@ -207,8 +226,11 @@ class Runtime:
 
         Every argument is checked before anything starts.
         """
-        check_name(name)
+        check_name(_check_name_type(name))
         timeout = _check_timeout(timeout)
+        _check_bool(detached, "detached")
+        if not isinstance(routing, str):
+            raise TypeError(f"routing must be a str (direct, ring or fat-tree), got {type(routing).__name__} {routing!r}")
         if topology is not None and not isinstance(topology, Topology):
             raise TypeError(
                 f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; got {type(topology).__name__} {topology!r}"
@@ -349,7 +371,7 @@ class Runtime:
         running). One that is still starting is waited for, at most
         `timeout` seconds.
         """
-        check_name(name)
+        check_name(_check_name_type(name))
         timeout = _check_timeout(timeout)
         directory = runtime_dir(name)
         deadline = time.monotonic() + timeout
@@ -392,7 +414,8 @@ class Runtime:
         return {m["core"]: m["pid"] for m in self._meta["monitors"]}
 
     def cpu_of(self, core: int) -> int:
-        """The real CPU the monitor of `core` is pinned to."""
+        """The real CPU the monitor of `core` is pinned to (TypeError if `core` is not an int, ValueError if not the runtime's)."""
+        core = _check_core(core)
         for m in self._meta["monitors"]:
             if m["core"] == core:
                 return int(m["cpu"])
@@ -402,7 +425,10 @@ class Runtime:
         """Attach this process to the monitor of `core` (a context manager).
 
         With ``pin=True`` the calling thread is also pinned to that core's CPU.
+        TypeError if `core` is not an int or `pin` not a bool; ValueError if
+        `core` is not one of the runtime's.
         """
+        _check_bool(pin, "pin")
         cpu = self.cpu_of(core)
         d = _core.Dispatcher.attach(str(self.dir), core)
         if pin:
@@ -424,8 +450,10 @@ class Runtime:
         within `timeout` seconds shows as ``{"core": c, "error": ...}``: that
         says nothing about liveness (``"live"``, :attr:`alive`).
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0):
-            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral)):
+            raise TypeError(f"limit must be an int >= 0 or None, got {type(limit).__name__} {limit!r}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be an int >= 0 or None (None: every entry), got {limit!r}")
         timeout = _check_timeout(timeout)
         monitors = []
         for core in self.cores:
