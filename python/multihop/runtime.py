@@ -3,6 +3,11 @@
 A runtime is one monitor process per core (``python -m multihop.monitor``),
 each pinned to a real CPU (virtual cores beyond the machine's are pinned
 modulo the real ones), plus a directory of mode 0700 with their sockets.
+The machine's CPUs are those the process may be scheduled on, its cgroup's
+cpuset (:func:`multihop.topology.machine_cpus`), not the starting thread's
+affinity mask: a program pinned to one CPU still gets one CPU per monitor.
+When cores must share a CPU, ``start`` warns (RuntimeWarning, naming them)
+and ``status()`` says so (``shared_cpus``).
 The first core's monitor is the *initial* monitor: it keeps the name
 registry.
 
@@ -32,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Sequence
@@ -40,7 +46,7 @@ from multihop import _core
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
 from multihop.rts import hand_off, links, routing_table
-from multihop.topology import Topology
+from multihop.topology import Topology, machine_cpus
 
 __all__ = ["Runtime", "Dispatcher"]
 
@@ -53,13 +59,26 @@ MAX_CORE = 65535
 KILLED_EXIT_WAIT = 30.0
 
 
-def _real_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
 def _cpu_for(core: int, cpus: Sequence[int]) -> int:
     """The real CPU a (possibly virtual) core's monitor is pinned to."""
     return core if core in cpus else cpus[core % len(cpus)]
+
+
+def _shared_cpus(placement: dict[int, int]) -> dict[int, list[int]]:
+    """CPU -> the cores whose monitors share it (only CPUs with two or more), from core -> CPU."""
+    on: dict[int, list[int]] = {}
+    for core, cpu in sorted(placement.items()):
+        on.setdefault(cpu, []).append(core)
+    return {cpu: cores for cpu, cores in sorted(on.items()) if len(cores) > 1}
+
+
+def _say_shared(shared: dict[int, list[int]], ncpus: int, ncores: int) -> str:
+    """One sentence naming which cores share which CPU."""
+    parts = "; ".join(f"cores {', '.join(map(str, cores))} share CPU {cpu}" for cpu, cores in shared.items())
+    return (
+        f"{parts}: the machine (this process's cgroup cpuset) has {ncpus} CPU(s) for {ncores} core(s), so their "
+        f"monitors take turns on a CPU, and messages between them wait for each other's turn"
+    )
 
 
 def _machine_topology(cores: Sequence[int], cpus: Sequence[int]) -> Topology:
@@ -208,9 +227,11 @@ class Runtime:
     ) -> "Runtime":
         """Start runtime `name` with one monitor per core; returns when all are ready.
 
-        `cores` defaults to the topology's cores (the machine's CPUs).  Cores
-        beyond the machine's are virtual: their monitors are pinned modulo the
-        real CPUs.  `topology` is a :class:`Topology` (declared, or None for
+        `cores` defaults to the topology's cores (the machine's CPUs: those
+        this process may be scheduled on, its cgroup's cpuset, whatever the
+        calling thread's affinity).  Cores beyond the machine's are virtual:
+        their monitors are pinned modulo the real CPUs, and ``start`` warns
+        (RuntimeWarning) naming which cores share which CPU.  `topology` is a :class:`Topology` (declared, or None for
         the machine's from sysfs, where a virtual core joins the socket of the
         CPU it is pinned to).  `routing` is one of ``direct``, ``ring``,
         ``fat-tree``.  The routing-table set-up (:func:`multihop.rts.hand_off`)
@@ -235,13 +256,16 @@ class Runtime:
             raise TypeError(
                 f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; got {type(topology).__name__} {topology!r}"
             )
-        cpus = _real_cpus()
+        cpus = machine_cpus()  # what the process may run on, not this thread's affinity mask
         if cores is None:
             cores = list(topology.cores) if topology is not None else cpus
         cores = _check_cores(cores)
         if topology is None:
             topology = _machine_topology(cores, cpus)
         table = routing_table(topology, routing, cores)  # validates cores against the topology
+        shared = _shared_cpus({core: _cpu_for(core, cpus) for core in cores})
+        if shared:
+            warnings.warn(_say_shared(shared, len(cpus), len(cores)), RuntimeWarning, stacklevel=2)
 
         directory = runtime_dir(name)
         try:
@@ -444,6 +468,10 @@ class Runtime:
     def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
         """A dict: name, directory, cores, routing, and each monitor's status.
 
+        ``cpus`` maps each core (as a str) to the CPU its monitor is pinned to;
+        ``shared_cpus`` maps each CPU that two or more cores' monitors share
+        to those cores (empty when every monitor has a CPU of its own).
+
         Each monitor's lists (dispatchers, services, channels, registry) hold
         at most `limit` entries (None: all; the reply streams whatever its
         size); its ``counts`` are always whole. A monitor that does not answer
@@ -462,10 +490,13 @@ class Runtime:
             except Exception as e:
                 st = {"core": core, "error": str(e)}
             monitors.append(st)
+        placement = {m["core"]: int(m["cpu"]) for m in self._meta["monitors"]}
         return {
             "name": self.name,
             "dir": str(self.dir),
             "cores": self.cores,
+            "cpus": {str(core): cpu for core, cpu in sorted(placement.items())},
+            "shared_cpus": {str(cpu): cores for cpu, cores in _shared_cpus(placement).items()},
             "routing": self.routing,
             "detached": self._meta.get("detached", False),
             "owner_pid": self._meta.get("owner_pid"),
