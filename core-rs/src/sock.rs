@@ -153,7 +153,8 @@ impl SeqSocket {
 
     /// Connect to a listener at `path`.
     pub fn connect(path: &Path) -> io::Result<SeqSocket> {
-        let fd = new_socket().map_err(|e| io::Error::other(e.message))?;
+        // The OS error as it is (EMFILE stays EMFILE: the caller names the limit).
+        let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         let addr = sockaddr(path).map_err(|e| io::Error::other(e.message))?;
         rustix::net::connect(&fd, &addr)?;
         Ok(SeqSocket::from_owned(fd))
