@@ -131,8 +131,10 @@ int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, s
  * of `give_away_mask` is set: then fds[i] is closed once the send went (Flounder's give_away_cap).
  * A descriptor listed more than once travels once per entry and, given away, is closed once; its
  * entries must agree on giving it away (else MH_E_INVALID, nothing sent).
- * MH_E_CAP if one is refused (a runtime's own segment, doorbell or control socket; not open; too
- * many; the receiver has no room): nothing was sent, the channel goes on, you keep every handle.
+ * MH_E_CAP if one is refused (one of the runtime's own descriptors, known by identity: a segment,
+ * doorbell, control socket, peer pidfd or async doorbell, duplicates included; not open; an io_uring
+ * instance, which the kernel does not pass; too many; the receiver has no room): nothing was sent,
+ * the channel goes on, you keep every handle.
  * timeout_ms < 0 waits without limit. nfds 0 is mh_send. */
 int mh_send_handles(mh_channel *ch, const void *data, size_t len, const int *fds, size_t nfds,
                     uint64_t give_away_mask, int64_t timeout_ms);

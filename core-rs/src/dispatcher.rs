@@ -418,7 +418,14 @@ fn read_loop(inner: std::sync::Weak<Inner>, sock: SeqSocket) {
         match got {
             // Only a message's handles may arrive short (the receiver refuses them).
             Ok(Some((msg @ Msg::Cap { .. }, fds, truncated))) => dispatch_cap(&me, msg, fds, truncated),
-            Ok(Some((_, _, true))) => continue,
+            // A reply whose descriptors our full table dropped: its request fails now, saying why.
+            Ok(Some((msg, _, true))) => {
+                let req = control::req_of(&msg);
+                if let Some(tx) = lock(&me.waiters).remove(&req) {
+                    let e = Error::descriptors_cut(format!("the monitor's answer {}", msg.op()));
+                    let _ = tx.send((Msg::fail(req, &e), vec![]));
+                }
+            }
             Ok(Some((msg, fds, false))) => dispatch(&me, msg, fds),
             Err(e) if e.kind == ErrorKind::Protocol => continue,
             Ok(None) | Err(_) => {

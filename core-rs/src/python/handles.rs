@@ -139,8 +139,8 @@ fn descriptor(i: usize, o: &Bound<'_, PyAny>) -> PyResult<RawFd> {
     if o.is_instance_of::<PyBool>() {
         return Err(bad_type());
     }
-    if o.is_instance_of::<pyo3::types::PyInt>() {
-        return number(o, "");
+    if o.is_instance_of::<pyo3::types::PyInt>() || (!o.is_instance_of::<pyo3::types::PyFloat>() && o.hasattr("__index__")?) {
+        return number(o, ""); // an int, or an int-like (numpy's) object
     }
     if o.hasattr("fileno")? {
         let n = o.call_method0("fileno")?;
