@@ -145,6 +145,9 @@ def test_bind_ranges_are_said_in_words(rt: mh.Runtime, transport: str) -> None:
         _named(TypeError, "timeout must be a number of seconds or None, got str '1'", lambda: bind(timeout="1"))
         _named(TypeError, "timeout must be a number of seconds or None, got bool True", lambda: bind(timeout=True))
         _named(TypeError, "window must be an int, got str", lambda: bind(window="16"))
+        # bind_async checks them the same way, when it is called (it raised OverflowError for 2**70).
+        _named(ValueError, "2361183241434822606848 is not a valid window", lambda: cli.bind_async("words", transport=transport, window=2**71))
+        _named(TypeError, "timeout must be a number of seconds or None", lambda: cli.bind_async("words", transport=transport, timeout="1"))
 
 
 def test_runtime_arguments_of_the_wrong_type_are_type_errors(rt: mh.Runtime) -> None:

@@ -201,11 +201,12 @@ impl Dispatcher {
     fn bind_async<'py>(
         slf: &Bound<'py, Self>,
         name: Option<&Bound<'py, PyAny>>,
-        transport: &str,
+        // Checked as `bind` checks them (a window of 2**70 is a ValueError in words, not an OverflowError).
+        #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
         #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         max_message: Option<&Bound<'py, PyAny>>,
         iref: Option<&Bound<'py, PyAny>>,
-        window: i64,
+        #[pyo3(from_py_with = super::args::window)] window: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let args = (slf, name, transport, timeout, max_message, iref, window);
         super::channel::aio(slf.py())?.getattr("bind")?.call1(args)
