@@ -398,3 +398,37 @@ def test_held_messages_lost_without_a_close_are_said_on_stderr(rt: mh.Runtime, h
             child.kill()
             child.wait(10)
         srv.detach()
+
+
+def test_detach_sends_what_its_channels_hold_and_says_what_it_could_not(rt: mh.Runtime, capfd: Any) -> None:
+    # A dispatcher's multi-hop channels end with its detach: what they held for their next credit
+    # goes first (it was lost quietly), and what cannot go (the monitor stopped) is said on stderr.
+    srv = rt.dispatcher(1)
+    try:
+        svc = srv.export(f"detach-held-{os.getpid()}")
+        cli = rt.dispatcher(0)
+        ch = cli.bind(svc.name, transport="multihop", window=2, timeout=10)
+        server = svc.accept(timeout=10)
+        for i in range(2 + 50):
+            ch.send(i.to_bytes(4, "little"), timeout=5)
+        assert ch.stats()["held"] == 50
+        cli.detach()
+        assert _drain(server, 52) == [i.to_bytes(4, "little") for i in range(52)]
+        with pytest.raises(mh.ChannelClosed):
+            server.recv(timeout=10)
+        capfd.readouterr()
+        # The same with the monitor stopped and the link full: nothing can go, and it is said.
+        cli2 = rt.dispatcher(0)
+        held = cli2.bind(svc.name, transport="multihop", window=2, timeout=10)
+        filler = cli2.bind(svc.name, transport="multihop", window=4096, timeout=10)
+        ends = [svc.accept(timeout=10), svc.accept(timeout=10)]
+        with stopped(rt.monitor_pids[0]):
+            for i in range(2 + 30):
+                held.send(bytes([i]), timeout=5)
+            _fill_link(filler)
+            cli2.detach()
+        err = capfd.readouterr().err
+        assert "multihop: warning: detaching from monitor 0: 30 message(s) held" in err, err
+        del ends
+    finally:
+        srv.detach()

@@ -379,6 +379,18 @@ impl Dispatcher {
         for iref in irefs {
             self.withdraw(iref);
         }
+        // Its multi-hop channels end with the link: what they hold for their next credit goes first.
+        if let Some(link) = self.inner.link.get() {
+            let lost = link.send_held_before_end(crate::mhchannel::DROP_HELD_WAIT);
+            if lost > 0 {
+                crate::held::warn_lost(&format!(
+                    "detaching from monitor {}: {lost} message(s) held on its multi-hop channels did not leave (the monitor took \
+                     nothing from the link for {} s): they are lost; close() the channels first to be told, with an error",
+                    self.inner.core,
+                    crate::mhchannel::DROP_HELD_WAIT.as_secs()
+                ));
+            }
+        }
         if !self.inner.detached.swap(true, Ordering::Relaxed) {
             self.inner.sock.shutdown();
         }

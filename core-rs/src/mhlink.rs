@@ -340,6 +340,29 @@ impl DispatcherLink {
         &self.link
     }
 
+    /// The link is about to end (its dispatcher detaches): send every frame its ends hold, beyond
+    /// the window as a close does, waiting up to `wait` for room (the monitor drains the link before
+    /// it tears the channels down). Returns how many held messages did not leave.
+    pub(crate) fn send_held_before_end(&self, wait: std::time::Duration) -> u64 {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.is_dead() {
+                return self.flusher.held_count();
+            }
+            let (sent, left) = self.flusher.send_held(&self.link, true);
+            if sent {
+                self.wake_monitor();
+            }
+            if !left {
+                return 0;
+            }
+            if std::time::Instant::now() > deadline {
+                return self.flusher.held_count();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Largest payload of a multi-hop message on this link.
     pub fn max_payload(&self) -> usize {
         self.link.max_message() - HEADER_BYTES
