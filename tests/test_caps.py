@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -144,9 +144,24 @@ def test_cap_is_duplicated_and_give_away_closes_the_senders_copy(rt: mh.Runtime,
     assert peer.try_recv_with_handles() is None
 
 
+def made_by(call: Any, kind: str) -> tuple[Any, list[int]]:
+    """call()'s result, and the descriptors of `kind` it made in this process (new since before it).
+
+    Only what this library made counts: a process may hold another copy's (the plain C library the
+    C ABI tests load in this very process keeps its own table of what it made).
+    """
+    before = set(own_fds(kind))
+    out = call()
+    return out, [fd for fd in own_fds(kind) if fd not in before]
+
+
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
 def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Runtime, transport: str) -> None:
-    ch, peer, _keep = pair(rt, transport)
+    srv = rt.dispatcher(core=1)
+    svc = srv.export("caps")
+    cli, cli_segments = made_by(lambda: rt.dispatcher(core=0), "memfd:multihop:")  # its link to monitor 0
+    (ch, peer), more = made_by(lambda: (cli.bind("caps", transport=transport, timeout=10), svc.accept(timeout=10)), "memfd:multihop:")
+    _keep = (srv, svc, cli)
     good = memfd(b"good")
 
     def still_works(tag: bytes) -> None:
@@ -155,19 +170,17 @@ def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Ru
 
     # A runtime-owned handle: this process's own ring segments and control sockets, checked here
     # first (every one of them, by identity) and, bypassing that, by the sending side's monitor
-    # (the ones it has seen: here the process's doorbell, which each monitor it attached to maps).
-    owned = own_fds("multihop:")
-    assert owned
-    for fd in owned:
+    # (the ones it has seen: here the client's link, which monitor 0 maps).
+    assert cli_segments
+    for fd in cli_segments + more:
         with pytest.raises(mh.CapSendError) as e:
             ch.send(b"x", handles=[good, fd])
         if e.value.reason == "not_open" and not is_open(fd):
             continue  # a segment of this process that went away since the listing
         assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
         assert "runtime's shared-memory segment" in str(e.value)
-    bell = own_fds("multihop:doorbell")[0]
     with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
-        ch._send_handles_unchecked(b"x", [good, bell])
+        ch._send_handles_unchecked(b"x", [good, cli_segments[0]])
     assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
     ctl = own_fds("socket:")
     with pytest.raises(mh.CapSendError) as e:
@@ -433,7 +446,8 @@ def test_handle_arguments_say_what_is_wrong(rt: mh.Runtime) -> None:
 
 
 def test_runtime_owned_is_decided_by_identity_not_by_name(rt: mh.Runtime) -> None:
-    ch, peer, _keep = pair(rt, "ump")
+    (ch, peer, _keep), pidfds = made_by(lambda: pair(rt, "ump"), "anon_inode:[pidfd]")
+    _, segments = made_by(lambda: pair(rt, "ump", name="caps2"), "memfd:multihop:")
     # A user's memfd named like the runtime's segments is the user's: it travels.
     mine = os.memfd_create("multihop:mine")
     os.write(mine, b"user data")
@@ -442,7 +456,6 @@ def test_runtime_owned_is_decided_by_identity_not_by_name(rt: mh.Runtime) -> Non
     assert data == b"named like ours" and read_all(h.fileno()) == b"user data"
     h.close()
     # The library's own pidfds (it watches its peers and monitors with them) never leave.
-    pidfds = own_fds("anon_inode:[pidfd]")
     assert pidfds, "the UMP end and the dispatchers watch their peers through pidfds"
     for fd in pidfds:
         with pytest.raises(mh.CapSendError, match="runtime's pidfd") as e:
@@ -453,8 +466,7 @@ def test_runtime_owned_is_decided_by_identity_not_by_name(rt: mh.Runtime) -> Non
     ch.send(b"user pidfd", handles=[users], give_away=True)
     assert len(peer.recv_with_handles(timeout=10)[1]) == 1
     # A duplicate of a runtime segment is the same file: refused.
-    seg = own_fds("memfd:multihop:")[0]
-    dup = os.dup(seg)
+    dup = os.dup(segments[0])
     try:
         with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
             ch.send(b"x", handles=[dup])
