@@ -74,12 +74,16 @@ class MessageTooLarge(MultihopError, ValueError):
 class CapSendError(MultihopError, OSError):
     """Handles sent with a message were refused, and nothing was sent (TN-006 2.7's cap reply).
 
-    ``reason`` says why: ``"runtime_owned"`` (a ring segment, doorbell or
-    control socket of a runtime), ``"not_open"``, ``"too_many"`` (more than
-    ``multihop.MAX_HANDLES`` on one message), ``"no_room"`` (the receiver
-    keeps too many handles for messages it has not received, or its
-    descriptor table is full), ``"closed"`` (the receiving end is gone) or
-    ``"unsupported"``; ``index`` is the position of the handle at fault in
+    ``reason`` says why: ``"runtime_owned"`` (one of the runtime's own
+    descriptors, known by identity, duplicates included: a ring segment,
+    doorbell, control socket, the pidfds it watches its peers with, its
+    async doorbell; a user's memfd named ``multihop:...`` is not one),
+    ``"not_open"``, ``"too_many"`` (more than ``multihop.MAX_HANDLES`` on
+    one message), ``"no_room"`` (the receiver keeps too many handles for
+    messages it has not received, or its descriptor table is full),
+    ``"closed"`` (the receiving end is gone) or ``"unsupported"`` (an
+    io_uring instance, which the kernel does not pass, or an end that cannot
+    carry handles); ``index`` is the position of the handle at fault in
     ``handles``, when one is.  The channel is left as it was.
     """
 
