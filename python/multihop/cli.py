@@ -40,6 +40,8 @@ def format_status(st: dict[str, Any]) -> str:
     """Human-readable status of a runtime (monitors, dispatchers, services, channels)."""
     live = "" if st.get("live", True) else "  (NOT LIVE: no monitor holds its lock)"
     out = [f"runtime {st['name']!r}  routing={st['routing']}  cores={st['cores']}  dir={st['dir']}{live}"]
+    for cpu, cores in (st.get("shared_cpus") or {}).items():
+        out.append(f"  cores {', '.join(map(str, cores))} share CPU {cpu} (their monitors take turns on it)")
     out.append("monitors:")
     for m in st["monitors"]:
         if "error" in m:
