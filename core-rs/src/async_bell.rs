@@ -301,7 +301,7 @@ impl AsyncBell {
 
     /// The descriptor to watch for readability.
     pub fn fileno(&self) -> RawFd {
-        match &self.state.lock().unwrap_or_else(|p| p.into_inner()).engine {
+        match &crate::sync::lock(&self.state).engine {
             Engine::Uring(u) => u.fd.as_raw_fd(),
             Engine::Bridge { efd, .. } => efd.as_raw_fd(),
         }
@@ -309,7 +309,7 @@ impl AsyncBell {
 
     /// "io_uring" or "bridge".
     pub fn kind(&self) -> &'static str {
-        match &self.state.lock().unwrap_or_else(|p| p.into_inner()).engine {
+        match &crate::sync::lock(&self.state).engine {
             Engine::Uring(_) => "io_uring",
             Engine::Bridge { .. } => "bridge",
         }
@@ -318,7 +318,7 @@ impl AsyncBell {
     /// Count the event loop as a waiter and make the descriptor turn readable
     /// at the next ring. Then look at the channels once more before sleeping.
     pub fn arm(&self) -> Result<()> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = crate::sync::lock(&self.state);
         if st.armed {
             return Ok(());
         }
@@ -330,7 +330,7 @@ impl AsyncBell {
         let r = match &st.engine {
             Engine::Uring(u) => u.submit_wait(self.bell.epoch_word(), seen).map_err(|e| Error::os("io_uring futex wait", e)),
             Engine::Bridge { wanted, .. } => {
-                *wanted.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
+                *crate::sync::lock(&wanted.0) = Some(seen);
                 wanted.1.notify_one();
                 Ok(())
             }
@@ -351,7 +351,7 @@ impl AsyncBell {
     /// The descriptor turned readable: take the wake-up and stop counting the
     /// loop as a waiter. Then look at the channels.
     pub fn consume(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = crate::sync::lock(&self.state);
         let done = match &st.engine {
             Engine::Uring(u) => u.reap().is_some(),
             Engine::Bridge { efd, .. } => {
@@ -390,7 +390,7 @@ impl Drop for AsyncBell {
 fn bridge_loop(bell: &Doorbell, efd: &OwnedFd, wanted: &(Mutex<Option<u32>>, std::sync::Condvar), stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         let seen = {
-            let mut w = wanted.0.lock().unwrap_or_else(|p| p.into_inner());
+            let mut w = crate::sync::lock(&wanted.0);
             while w.is_none() && !stop.load(Ordering::Relaxed) {
                 w = wanted.1.wait_timeout(w, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner()).0;
             }

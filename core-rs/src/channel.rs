@@ -22,7 +22,7 @@
 //! close hook (its monitor forgets the channel) without waiting for `close`.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -33,6 +33,7 @@ use crate::park::{spin_budget, wait_until, Doorbell};
 use crate::peer::PeerWatch;
 use crate::ring::{ring_bytes, slots_for, slots_for_max_message, Consumer, Header, Producer, RingGeometry, DEFAULT_SOFT_SLOTS};
 use crate::shm::Segment;
+use crate::sync::lock;
 
 const MAGIC: u64 = 0x4d48_5f55_4d50_0001; // "MH_UMP" v1
 const VERSION: u32 = 1;
@@ -191,10 +192,6 @@ pub fn abandon_segment(seg: &Segment) {
     let flags = unsafe { &*seg.at::<ClosedFlags>(128) };
     // Pairs with the acquire load in `peer_gone` on the server's side.
     flags.closed[Side::Client.index()].store(1, Ordering::Release);
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl UmpChannel {

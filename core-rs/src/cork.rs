@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread::ThreadId;
 
-use crate::mhlink::lock;
+use crate::sync::lock;
 
 /// The corks of one link.
 #[derive(Default)]

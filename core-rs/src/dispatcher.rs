@@ -19,7 +19,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel, LIMIT_MAX_MESSAGE};
@@ -34,15 +34,12 @@ use crate::pending_bind::PendingBind;
 use crate::service::{Acceptor, PendingConnect, Service, ServiceQueue, MAX_BACKLOG};
 use crate::shm::dup_cloexec;
 use crate::sock::SeqSocket;
+use crate::sync::lock;
 
 /// How long one wait slice lasts before the interrupt hook runs.
 const SLICE: Duration = Duration::from_millis(50);
 
 type Reply = (Msg, Vec<OwnedFd>);
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// This process's doorbell: every ring this process reads rings it.
 /// Re-created after a fork (the child must not share its parent's).

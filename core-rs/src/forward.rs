@@ -473,7 +473,7 @@ impl Forwarder {
 
     /// Lock the data plane (control threads: bind, teardown, status).
     pub fn lock(&self) -> MutexGuard<'_, Fwd> {
-        self.fwd.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.fwd)
     }
 
     /// The data plane's status, with the forwarding thread's own counters.
@@ -486,7 +486,7 @@ impl Forwarder {
         v["sampled_cpu_ns"] = json!(self.sampled_cpu_ns.load(Ordering::Relaxed));
         v["sampled_messages"] = json!(self.sampled_messages.load(Ordering::Relaxed));
         v["poll_promotions"] = json!(self.promotions.load(Ordering::Relaxed));
-        let poll = self.poll_status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let poll = crate::sync::lock(&self.poll_status).clone();
         v["sched_group"] = poll.map_or(serde_json::Value::Null, |p| p.group());
         v
     }
@@ -518,7 +518,7 @@ impl Forwarder {
     pub fn run(&self) {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
         let mut poll = IdlePoll::start(poll_cap(), self.own_group);
-        *self.poll_status.lock().unwrap_or_else(|p| p.into_inner()) = Some(poll.status_handle());
+        *crate::sync::lock(&self.poll_status) = Some(poll.status_handle());
         let mut steps: u64 = 0;
         // What reading the thread clock itself adds to a sample.
         let clock_cost = (0..64).map(|_| thread_cpu_ns().wrapping_neg().wrapping_add(thread_cpu_ns())).min().unwrap_or(0);

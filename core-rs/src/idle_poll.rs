@@ -152,7 +152,7 @@ impl IdlePoll {
         if coarse.saturating_sub(before) >= GUARD_ACTIVE_NS {
             // The guard may be asleep: wake it (rare: once per quiet spell).
             let (flag, cv) = &self.shared.wake;
-            *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            *crate::sync::lock(flag) = true;
             cv.notify_one();
         }
     }
@@ -216,7 +216,7 @@ impl PollStatus {
     /// The scheduling group's placement, weight and changes (`null` when
     /// this process does not manage one).
     pub fn group(&self) -> serde_json::Value {
-        self.0.group_status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::sync::lock(&self.0.group_status).clone()
     }
 }
 
@@ -224,7 +224,7 @@ impl Drop for IdlePoll {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         let (flag, cv) = &self.shared.wake;
-        *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *crate::sync::lock(flag) = true;
         cv.notify_one();
     }
 }
@@ -291,7 +291,7 @@ impl GroupKeeper {
                 // Refused (the kernel's rate limit): tried again next period.
                 self.group.set(wanted);
                 s.contended.store(self.group.weight() == Some(Weight::Fair), Ordering::Relaxed);
-                *s.group_status.lock().unwrap_or_else(|p| p.into_inner()) = self.group.status();
+                *crate::sync::lock(&s.group_status) = self.group.status();
             }
         }
         self.prev = Some((now, waited, entries));
@@ -314,7 +314,7 @@ fn guard(s: &Shared, group: Option<SchedGroup>) {
                 k.pause();
             }
             let (flag, cv) = &s.wake;
-            let mut woken = flag.lock().unwrap_or_else(|p| p.into_inner());
+            let mut woken = crate::sync::lock(flag);
             if !*woken {
                 woken = cv.wait_timeout(woken, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner()).0;
             }

@@ -68,7 +68,7 @@ pub mod sched_group;
 pub mod service;
 pub mod shm;
 pub mod sock;
-mod sync;
+pub mod sync;
 pub mod transport_choice;
 pub mod vci;
 pub mod wire;

@@ -251,7 +251,7 @@ mod tests {
     use super::*;
 
     fn no_spawns() -> std::sync::MutexGuard<'static, ()> {
-        SPAWNING.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&SPAWNING)
     }
 
     fn scratch(tag: &str) -> std::path::PathBuf {

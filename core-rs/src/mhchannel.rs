@@ -21,8 +21,9 @@ use std::time::Instant;
 
 use crate::channel::{ChannelInfo, CloseHook, Want};
 use crate::error::{Error, ErrorKind, Progress, Result};
-use crate::mhlink::{lock, DispatcherLink, MhShared, MhState};
+use crate::mhlink::{DispatcherLink, MhShared, MhState};
 use crate::park::{relay_spin_budget, wait_until, Waited};
+use crate::sync::lock;
 use crate::wire::{encode_batch, Header, Kind, BATCH_ENTRY_BYTES, BATCH_PREFIX_BYTES, FLAG_ACK_NOW, FLAG_BATCH, HEADER_BYTES, MAX_BATCH_MESSAGES};
 
 pub use crate::mhlink::LINK_MAX_MESSAGE;

@@ -11,20 +11,17 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::channel::UmpChannel;
 use crate::error::{ErrorKind, Result};
 use crate::flow::Credits;
 use crate::held::Held;
+use crate::sync::lock;
 use crate::wire::{decode_batch, Header, Kind, FLAG_ACK_NOW, FLAG_BATCH, FLAG_HANDLES, HEADER_BYTES};
 
 /// Largest message on a link: a full-size channel message and its header.
 pub const LINK_MAX_MESSAGE: usize = crate::channel::DEFAULT_MAX_MESSAGE + HEADER_BYTES;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// VCIs are drawn uniformly from the OS random source, so a VCI is its own
 /// hash: no need to run SipHash over it for every message.

@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn sees_a_child_exit() {
         let mut child = {
-            let _spawning = crate::liveness::SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+            let _spawning = crate::sync::lock(&crate::liveness::SPAWNING);
             std::process::Command::new("sleep").arg("0.05").spawn().unwrap()
         };
         let w = PeerWatch::new(child.id()).unwrap();

@@ -25,13 +25,14 @@ use std::time::{Duration, Instant};
 
 use crate::channel::{ChannelInfo, Side, UmpChannel};
 use crate::control::{self, Msg};
-use crate::dispatcher::{lock, process_doorbell, Dispatcher, Inner};
+use crate::dispatcher::{process_doorbell, Dispatcher, Inner};
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mhchannel::{PendingMh, MAX_WINDOW};
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
 use crate::shm::{dup_cloexec, Segment};
+use crate::sync::lock;
 use crate::wire::DIR_TO_CLIENT;
 
 /// Connections a service holds for `accept` unless told otherwise.

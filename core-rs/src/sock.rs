@@ -223,7 +223,7 @@ impl SeqSocket {
         if frame.len() > MAX_FRAME {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("control frame of {} bytes (at most {MAX_FRAME})", frame.len())));
         }
-        let _one_frame_at_a_time = self.sending.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_frame_at_a_time = crate::sync::lock(&self.sending);
         let body = PIECE - 1;
         let mut chunks = frame.chunks(body).peekable();
         if chunks.peek().is_none() {

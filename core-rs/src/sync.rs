@@ -33,3 +33,12 @@ impl<T> Cell<T> {
         f(self.0.get())
     }
 }
+
+/// Lock `m`, taking it over if a thread panicked while holding it: every
+/// mutex of the runtime guards state that stays consistent between
+/// statements (a panic cannot leave it half-written), so a poisoned lock is
+/// as good as a clean one. The one lock helper of the workspace.
+#[inline]
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -27,6 +27,7 @@ use super::{check, reason};
 use crate::control::{self, CapStage, Msg};
 use crate::dispatcher::Dispatcher;
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 /// How a channel end's `Cap` frames find the other end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,10 +52,6 @@ pub struct CapEnd {
     sending: Mutex<()>,
     /// Handles sent (statistics; Relaxed).
     pub sent: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl CapEnd {

@@ -11,14 +11,11 @@
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::{reason, DEFAULT_ROOM};
 use crate::control::CapRefusal;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;
 
 /// Which channel end a `Cap` frame is for, as its dispatcher knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -61,7 +61,7 @@ type Registry = HashMap<(u64, u64), Entry>;
 
 fn registry() -> MutexGuard<'static, Registry> {
     static REG: std::sync::LazyLock<Mutex<Registry>> = std::sync::LazyLock::new(Default::default);
-    REG.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&REG)
 }
 
 /// `(st_dev, st_ino)` of an open descriptor.

@@ -11,7 +11,9 @@
 //! goes with the last `Local` one of its channel.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
+
+use crate::sync::lock;
 
 /// Where one end of a UMP channel is, seen from a monitor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,10 +28,6 @@ pub enum Hop {
 #[derive(Default)]
 pub struct UmpRoutes {
     map: Mutex<HashMap<(u64, u8), Hop>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl UmpRoutes {

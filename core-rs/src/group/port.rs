@@ -21,8 +21,9 @@ use super::frame::{credit_frame, GroupHeader, TreeKey, FLAG_UP, KIND_CREDIT, KIN
 use crate::channel::UmpChannel;
 use crate::dispatcher::Dispatcher;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mhlink::{lock, DispatcherLink, LINK_MAX_MESSAGE};
+use crate::mhlink::{DispatcherLink, LINK_MAX_MESSAGE};
 use crate::park::{relay_spin_budget, wait_until, Waited};
+use crate::sync::lock;
 
 /// The window of a group whose window this process was not told (the default).
 pub const DEFAULT_WINDOW: u32 = 16;

@@ -8,10 +8,11 @@
 
 use std::time::Duration;
 
-use super::{lock, ChannelEntry, Monitor, MAX_BIND_TIMEOUT_MS};
+use super::{ChannelEntry, Monitor, MAX_BIND_TIMEOUT_MS};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
 use crate::forward::LinkPeer;
+use crate::sync::lock;
 use crate::vci::{Entry, LinkId};
 
 /// What every hop of one bind passes on unchanged.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{ChannelEntry, Monitor, MAX_BIND_TIMEOUT_MS};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 impl Monitor {
     /// The client's side of a bind: resolve, forward, relay.
@@ -84,7 +85,7 @@ impl Monitor {
             return fail(Error::protocol(format!("forwarded bind carries {} descriptors, expected 2", fds.len())));
         }
         let (service, disp) = {
-            let services = super::lock(&self.services);
+            let services = lock(&self.services);
             match services.get(&iref) {
                 Some(s) => (s.name.clone(), s.dispatcher),
                 None => return fail(Error::new(ErrorKind::Bind, format!("service iref {iref:#x} is gone"))),

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::{lock, ChannelEntry, Monitor};
+use super::{ChannelEntry, Monitor};
 use crate::control::{self, Msg};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 impl Monitor {
     /// Resolve a bind target (name, or iref when the name is empty) at the

@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{lock, log, Monitor};
+use super::{log, Monitor};
 use crate::caps::routes::{Hop, UmpRoutes};
 use crate::caps::{check, reason};
 use crate::control::{self, monitor_socket, CapRefusal, CapStage, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
 use crate::forward::LinkPeer;
 use crate::sock::SeqSocket;
+use crate::sync::lock;
 
 /// A monitor's state for handles: UMP routes, relay connections, counters.
 #[derive(Default)]

@@ -7,11 +7,12 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{lock, ChannelEntry, DispatcherEntry, Monitor};
+use super::{ChannelEntry, DispatcherEntry, Monitor};
 use crate::control::{self, Msg};
 use crate::error::{Error, ErrorKind};
 use crate::forward::LinkPeer;
 use crate::sock::SeqSocket;
+use crate::sync::lock;
 
 impl Monitor {
     pub(super) fn serve_dispatcher(self: &Arc<Self>, conn: u64, pid: u32, sock: Arc<SeqSocket>) {

@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{lock, Monitor};
+use super::Monitor;
 use crate::control::Msg;
 use crate::error::{Error, Result};
 use crate::forward::LinkPeer;
 use crate::group::frame::TreeKey;
 use crate::group::table::EntrySpec;
+use crate::sync::lock;
 use crate::vci::LinkId;
 
 fn field_u32(v: &Value, name: &str) -> Result<u32> {

@@ -5,10 +5,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{lock, log, Monitor};
+use super::{log, Monitor};
 use crate::control::monitor_socket;
 use crate::error::{Error, Result};
 use crate::peer::PeerWatch;
+use crate::sync::lock;
 
 pub(super) fn pin_to_cpu(cpu: usize) -> Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {

@@ -6,7 +6,7 @@
 
 use std::os::fd::OwnedFd;
 
-use super::{lock, Monitor};
+use super::Monitor;
 use crate::channel::{create_segment, ChannelInfo, Side, UmpChannel};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
@@ -15,6 +15,7 @@ use crate::mhchannel::LINK_MAX_MESSAGE;
 use crate::park::Doorbell;
 use crate::peer::PeerWatch;
 use crate::shm::{dup_cloexec, Segment};
+use crate::sync::lock;
 
 impl Monitor {
     fn link_info(&self, peer_core: u32, peer_pid: u32, side: Side) -> ChannelInfo {

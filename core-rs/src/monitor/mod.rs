@@ -53,7 +53,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::control::{monitor_socket, Msg};
@@ -160,10 +160,6 @@ struct Monitor {
     lock: Mutex<Option<OwnedFd>>,
     /// Handles passing through: UMP routes, relay connections (`caps.rs`).
     caps: caps::MonitorCaps,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn log(core: u32, msg: impl std::fmt::Display) {

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use super::{lock, log, Monitor, ServiceEntry};
+use super::{log, Monitor, ServiceEntry};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 /// Longest service name, in bytes.
 pub const MAX_SERVICE_NAME: usize = 256;

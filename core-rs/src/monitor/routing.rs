@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock, log, Monitor, RowAndLinks, Table};
+use super::{log, Monitor, RowAndLinks, Table};
 use crate::control::{self, monitor_socket, Msg, Role};
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// Row, links to open, and all neighbours of `core` in `table`.
 pub(super) fn row_of(table: &Table, core: u32) -> Result<RowAndLinks> {

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::routing::row_of;
-use super::{lock, log, Monitor, Table, HELLO_TIMEOUT, REQUEST_IDLE};
+use super::{log, Monitor, Table, HELLO_TIMEOUT, REQUEST_IDLE};
 use crate::control::{self, Msg, Role};
 use crate::error::{Error, ErrorKind};
 use crate::forward::LinkPeer;
 use crate::sock::SeqSocket;
+use crate::sync::lock;
 
 impl Monitor {
     pub(super) fn serve(self: Arc<Self>, sock: SeqSocket) {

@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{json, Value};
 
-use super::{lock, Monitor};
+use super::Monitor;
+use crate::sync::lock;
 
 fn take(limit: Option<u64>) -> usize {
     limit.map_or(usize::MAX, |l| l.min(usize::MAX as u64) as usize)

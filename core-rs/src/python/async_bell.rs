@@ -62,7 +62,7 @@ pub struct AsyncBell {
 
 impl AsyncBell {
     fn registry(&self) -> std::sync::MutexGuard<'_, (HashMap<u64, Watched>, u64)> {
-        self.watched.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.watched)
     }
 }
 

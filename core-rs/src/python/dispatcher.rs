@@ -62,7 +62,7 @@ impl Dispatcher {
     pub(crate) fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
         let obj = Bound::new(py, ch)?;
         let weak = PyWeakrefReference::new(&obj)?;
-        let mut guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = crate::sync::lock(&self.channels);
         let (list, pruned_at) = &mut *guard;
         if list.len() >= 2 * (*pruned_at).max(32) {
             list.retain(|w| w.bind(py).upgrade().is_some());
@@ -74,7 +74,7 @@ impl Dispatcher {
 
     /// The live channels of this dispatcher.
     fn live_channels<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, Channel>> {
-        let guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = crate::sync::lock(&self.channels);
         guard.0.iter().filter_map(|w| w.bind(py).upgrade()).filter_map(|o| o.cast_into::<Channel>().ok()).collect()
     }
 }

@@ -30,7 +30,7 @@ impl Handle {
     }
 
     fn raw(&self) -> Option<RawFd> {
-        self.fd.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|f| f.as_raw_fd())
+        crate::sync::lock(&self.fd).as_ref().map(|f| f.as_raw_fd())
     }
 
     fn open_fd(&self) -> PyResult<RawFd> {
@@ -66,13 +66,13 @@ impl Handle {
 
     /// Give up ownership: returns the descriptor, which the caller now closes.
     fn detach(&self) -> PyResult<RawFd> {
-        let fd = self.fd.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let fd = crate::sync::lock(&self.fd).take();
         fd.map(IntoRawFd::into_raw_fd).ok_or_else(|| PyValueError::new_err("the handle is closed (or was detached)"))
     }
 
     /// Close the descriptor now (idempotent).
     fn close(&self) {
-        drop(self.fd.lock().unwrap_or_else(|p| p.into_inner()).take());
+        drop(crate::sync::lock(&self.fd).take());
     }
 
     /// Whether the descriptor was closed or detached.

@@ -26,7 +26,7 @@ impl PendingBind {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<EnginePending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.pending)
     }
 }
 

@@ -43,7 +43,7 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
             let verdict = connect_info(py, p).and_then(|info| cb.bind(py).call1((info,))).and_then(|v| v.is_truthy());
             verdict.map_err(|e| {
                 let reason = format!("the service's on_connect callback raised: {e}");
-                *errors.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                *crate::sync::lock(&errors) = Some(e);
                 // An `accept_async` waiting on the doorbell raises it now.
                 if let Ok(bell) = crate::dispatcher::process_doorbell() {
                     bell.ring();
@@ -70,7 +70,7 @@ fn accept_slice(py: Python<'_>) -> PyResult<Duration> {
 impl Service {
     /// Whether ``try_accept`` would return or raise now (async waiters look with it).
     pub(crate) fn acceptable(&self) -> bool {
-        self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).is_some() || self.svc.acceptable()
+        crate::sync::lock(&self.callback_error).is_some() || self.svc.acceptable()
     }
 }
 
@@ -117,7 +117,7 @@ impl Service {
         let until = deadline(timeout)?;
         let longest = accept_slice(py)?;
         loop {
-            if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Some(e) = crate::sync::lock(&self.callback_error).take() {
                 return Err(e);
             }
             let slice = until.map_or(longest, |u| u.saturating_duration_since(Instant::now()).min(longest));
@@ -137,7 +137,7 @@ impl Service {
     /// None (never waits). Raises the ``on_connect`` error kept for the
     /// next accept, and MonitorError when the monitor is gone.
     fn try_accept(&self, py: Python<'_>) -> PyResult<Option<Py<Channel>>> {
-        if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(e) = crate::sync::lock(&self.callback_error).take() {
             return Err(e);
         }
         match self.svc.try_accept().map_err(|e| to_py(py, e))? {
