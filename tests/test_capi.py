@@ -313,7 +313,7 @@ def test_too_large_keeps_the_message(c: C, rt: mh.Runtime, transport: str) -> No
 
 def test_a_multihop_mh_send_holds_what_finds_no_credit_and_keeps_the_order(c: C, rt: mh.Runtime) -> None:
     """mh_send on a multi-hop channel whose window (16) is used up holds the message for the next credit
-    (core-rs/src/held.rs) and returns at once, up to 4 frames of 64; the messages arrive in order."""
+    (core-rs/dispatcher/src/multihop/held.rs) and returns at once, up to 4 frames of 64; the messages arrive in order."""
     n, gate = 400, procs.CTX.Event()
     with served(c, rt, [("wait_event", gate), ("expect_seq", n), ("send", b"done"), ("wait_closed",)], "multihop") as (p, h):
         ch = h.ptr

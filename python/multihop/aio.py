@@ -5,10 +5,10 @@ The coroutines behind ``await ch.recv_async()``, ``await ch.send_async(data)``,
 ``await d.bind_async(...)`` (UMP and multi-hop alike).
 
 How a task waits: every ring this process reads rings one doorbell, a futex
-word (``core-rs/src/park.rs``).  :class:`multihop._core.AsyncBell` turns it
+word (``core-rs/base/src/park.rs``).  :class:`multihop._core.AsyncBell` turns it
 into one descriptor the event loop watches with ``loop.add_reader``: an
 io_uring with a ``FUTEX_WAIT`` on the doorbell's word (Linux 6.7+), else one
-bridge thread per bell and an eventfd (``core-rs/src/async_bell.rs``).  So
+bridge thread per bell and an eventfd (``core-rs/base/src/async_bell.rs``).  So
 one descriptor per event loop serves every channel, and nothing polls: no
 thread per channel, no sleeps.  A task that must wait registers what it waits
 for (a channel and "a message" or "room for n bytes", a service's backlog, a

@@ -18,7 +18,7 @@ watch it through a pidfd) unless started with ``detached=True``, as
 
 Liveness is a lock, never a status request: the starter takes an exclusive
 ``flock`` on ``<dir>/lock`` and passes that very open file to every monitor,
-which holds it for its whole life (``core-rs/src/liveness.rs``).  A runtime
+which holds it for its whole life (``core-rs/base/src/liveness.rs``).  A runtime
 is live while the lock is held; ``start`` of a live name raises
 RuntimeExists, ``attach`` of a name that is not live raises RuntimeNotFound,
 and a directory is emptied or removed only by whoever holds the lock.
@@ -333,7 +333,7 @@ class Runtime:
             cmd += ["--owner-pid", str(os.getpid())]
         # Every monitor leads a session of its own (owned and detached alike):
         # with autogroup scheduling a session is a scheduling group, and the
-        # monitor keeps its own group light (sched_group.rs) so its polling
+        # monitor keeps its own group light (sched/session.rs) so its polling
         # gives way to every process on its CPU, whoever started them. Ctrl-C
         # at the terminal goes to the program, which stops an owned runtime's
         # monitors in order; a detached runtime outlives the terminal.

@@ -8,10 +8,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::args::{int, to_py};
-use crate::control::{self, Msg, Role};
-use crate::error::Error;
-use crate::liveness;
-use crate::monitor::{self, MonitorConfig};
+use multihop_base::control::{self, Msg, Role};
+use multihop_base::error::Error;
+use multihop_base::liveness;
+use multihop_monitor::{self as monitor, MonitorConfig};
 
 fn seconds(timeout: f64) -> PyResult<std::time::Duration> {
     Ok(super::args::timeout("timeout", Some(timeout))?.unwrap_or_default())

@@ -20,7 +20,7 @@ convergecast request, whose recipients answer at once with
 ``reply(delivery)`` (the join's ``reply`` callback; an empty ack without
 one).  Tag 1 (aggregated, the default): the reply goes up to the member's
 own monitor, the monitors merge the replies up the request's tree and the
-root monitor sends the sender one result (``core-rs/src/group/ccast.rs``,
+root monitor sends the sender one result (``core-rs/monitor/src/multicast/ccast.rs``,
 docs/groups.md §8).  Tag 2 (``unicast=True``, the flat baseline): the
 request goes to each node id and each reply straight to the sender, whose
 :class:`~multihop.groups.convergecast.Convergecast` gathers them.

@@ -13,7 +13,7 @@ round ends when the root has every acknowledgement.  Modes:
   those trees.
 
 In the three tree modes the acknowledgements are aggregated back up the same
-tree by the monitors (``core-rs/src/group/ccast.rs``): each monitor sends its
+tree by the monitors (``core-rs/monitor/src/multicast/ccast.rs``): each monitor sends its
 parent one merged report, the root's monitor sends the root one result.
 
 Members are processes (one per member core, pinned to that core's CPU on a

@@ -22,7 +22,7 @@ cores may talk directly, and "auto" follows it: a ``direct`` runtime always
 gets the fastest channel, a ``fat-tree`` runtime on a NUMA machine keeps
 cross-socket traffic on the leaders' links.
 
-The rule lives once, in the engine (``core-rs/src/transport_choice.rs``):
+The rule lives once, in the engine (``core-rs/dispatcher/src/transport_choice.rs``):
 ``Dispatcher.bind(..., transport="auto")`` resolves it with two questions to
 the initial monitor (the registry's ``Lookup`` for the service's core, the
 client core's routing row), and the C ABI's ``mh_bind(d, name, "auto", ...)``
