@@ -171,7 +171,7 @@ pub fn set_process_label(label: String) {
 }
 
 /// This process's RLIMIT_NOFILE: (soft, hard); `u64::MAX` for unlimited.
-pub fn descriptor_limit() -> (u64, u64) {
+pub(crate) fn descriptor_limit() -> (u64, u64) {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: a valid out pointer; RLIMIT_NOFILE always exists.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
@@ -181,7 +181,7 @@ pub fn descriptor_limit() -> (u64, u64) {
 }
 
 /// Whether this process's descriptor table is full now (opening one more fails with EMFILE).
-pub fn descriptor_table_full() -> bool {
+pub(crate) fn descriptor_table_full() -> bool {
     // SAFETY: open of a constant path with a valid C string; the descriptor, if any, is closed at once.
     let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd >= 0 {

@@ -71,7 +71,7 @@ pub struct FixedLayout {
 
 impl FixedLayout {
     /// Largest message the fast path handles (larger ones use the stub's encoder).
-    pub const MAX_BYTES: usize = 512;
+    pub(crate) const MAX_BYTES: usize = 512;
 
     pub fn new(number: u16, fields: Vec<Field>) -> Result<FixedLayout> {
         for f in &fields {

@@ -34,10 +34,10 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Name of the lock file in a runtime directory.
-pub const LOCK_FILE: &str = "lock";
+pub(crate) const LOCK_FILE: &str = "lock";
 /// How long a claim keeps trying while another process holds the lock
 /// (long enough to ride out a probe, short next to a runtime's life).
-pub const CLAIM_PATIENCE: Duration = Duration::from_millis(200);
+pub(crate) const CLAIM_PATIENCE: Duration = Duration::from_millis(200);
 
 /// What a runtime directory holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::shm::Segment;
 
 /// Size of a doorbell segment: one page.
-pub const DOORBELL_BYTES: usize = 4096;
+pub(crate) const DOORBELL_BYTES: usize = 4096;
 
 #[repr(C, align(128))]
 struct DoorbellWord {
@@ -98,7 +98,7 @@ impl Doorbell {
 
     /// Bump the epoch and wake whoever waits, waiters counted or not (to
     /// end a waiting thread of our own).
-    pub fn ring_always(&self) {
+    pub(crate) fn ring_always(&self) {
         self.ring_slow();
     }
 
@@ -124,13 +124,13 @@ impl Doorbell {
     }
 
     /// Undo one [`Doorbell::arm`].
-    pub fn disarm(&self) {
+    pub(crate) fn disarm(&self) {
         // Pairs with `arm`; writers that still see the waiter only ring once more.
         self.word().waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// The futex word (its address, for a wait submitted elsewhere, e.g. io_uring).
-    pub fn epoch_word(&self) -> &AtomicU32 {
+    pub(crate) fn epoch_word(&self) -> &AtomicU32 {
         &self.word().epoch
     }
 
@@ -264,7 +264,7 @@ fn budget_from_env(var: &str, default_us: u64) -> Duration {
 /// dispatcher, normally on another CPU. `MULTIHOP_SPIN_US` overrides the
 /// default of 50 us: long enough to catch a reply across cores without a
 /// syscall, short enough that an idle waiter costs nothing measurable.
-pub fn spin_budget() -> Duration {
+pub(crate) fn spin_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| budget_from_env("MULTIHOP_SPIN_US", 50))
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Longest runtime name, in bytes.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// An environment variable, treated as unset when empty (Python's `if value:`).
 fn env(name: &str) -> Option<OsString> {
@@ -135,7 +135,7 @@ fn can_create_file_in(dir: &[u8]) -> bool {
 }
 
 /// The directory Python's `tempfile.gettempdir()` returns.
-pub fn temp_dir() -> Result<PathBuf> {
+pub(crate) fn temp_dir() -> Result<PathBuf> {
     let cwd = std::env::current_dir().ok().map(|p| p.into_os_string().into_vec());
     let mut candidates: Vec<Vec<u8>> = ["TMPDIR", "TEMP", "TMP"].iter().filter_map(|n| env(n)).map(|v| v.into_vec()).collect();
     candidates.extend([b"/tmp".to_vec(), b"/var/tmp".to_vec(), b"/usr/tmp".to_vec()]);
@@ -179,7 +179,7 @@ fn private_dir(path: PathBuf) -> Result<PathBuf> {
 }
 
 /// The directory under which this user's runtimes live (created 0700).
-pub fn runtime_root() -> Result<PathBuf> {
+pub(crate) fn runtime_root() -> Result<PathBuf> {
     if let Some(over) = env("MULTIHOP_RUNTIME_ROOT") {
         return private_dir(pathlib_norm(over.as_bytes()));
     }
@@ -194,7 +194,7 @@ pub fn runtime_root() -> Result<PathBuf> {
 
 /// `name` if it is a valid runtime name: 1-64 characters from `A-Z a-z 0-9 _ . -`,
 /// not starting with `.` or `-`.
-pub fn check_name(name: &str) -> Result<&str> {
+pub(crate) fn check_name(name: &str) -> Result<&str> {
     let b = name.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= MAX_NAME

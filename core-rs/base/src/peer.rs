@@ -70,7 +70,7 @@ impl PeerWatch {
 
     /// Like `is_dead`, but polls at most every couple of milliseconds.
     #[inline]
-    pub fn is_dead_throttled(&self) -> bool {
+    pub(crate) fn is_dead_throttled(&self) -> bool {
         if self.dead.load(Ordering::Relaxed) {
             return true;
         }

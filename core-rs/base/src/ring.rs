@@ -53,16 +53,16 @@ use std::mem::MaybeUninit;
 use crate::error::{Error, Result};
 use crate::sync::{fence, AtomicU64, Cell, Ordering};
 
-pub const SLOT_BYTES: usize = 64;
-pub const SLOT_PAYLOAD: usize = 56;
+pub(crate) const SLOT_BYTES: usize = 64;
+pub(crate) const SLOT_PAYLOAD: usize = 56;
 /// Bytes before the slots: the consumer's padded line.
-pub const RING_HEADER_BYTES: usize = 128;
+pub(crate) const RING_HEADER_BYTES: usize = 128;
 /// Control-word kind of a continuation slot. User kinds are 1..=254.
-pub const KIND_CONT: u8 = 0xFF;
+pub(crate) const KIND_CONT: u8 = 0xFF;
 /// Default soft capacity, in slots (64 KiB of slots).
-pub const DEFAULT_SOFT_SLOTS: usize = 4096;
+pub(crate) const DEFAULT_SOFT_SLOTS: usize = 4096;
 /// Smallest ring, in slots.
-pub const MIN_SLOTS: usize = 64;
+pub(crate) const MIN_SLOTS: usize = 64;
 
 type Payload = [MaybeUninit<u8>; SLOT_PAYLOAD];
 
@@ -98,7 +98,7 @@ const _: () = assert!(std::mem::size_of::<ConsumerLine>() == RING_HEADER_BYTES);
 
 /// Number of slots a message of `len` bytes occupies.
 #[inline]
-pub fn slots_for(len: usize) -> usize {
+pub(crate) fn slots_for(len: usize) -> usize {
     if len <= SLOT_PAYLOAD {
         1
     } else {
@@ -112,7 +112,7 @@ pub fn ring_bytes(nslots: usize) -> usize {
 }
 
 /// The smallest power-of-two slot count that holds a message of `max_len`.
-pub fn slots_for_max_message(max_len: usize) -> usize {
+pub(crate) fn slots_for_max_message(max_len: usize) -> usize {
     slots_for(max_len).max(MIN_SLOTS).next_power_of_two()
 }
 
@@ -241,7 +241,7 @@ impl Producer {
     }
 
     /// The largest message this ring can ever take.
-    pub fn capacity_bytes(&self) -> usize {
+    pub(crate) fn capacity_bytes(&self) -> usize {
         self.geo.nslots * SLOT_PAYLOAD
     }
 
@@ -262,7 +262,7 @@ impl Producer {
     /// Whether a message of `len` bytes fits now (reloads the consumer's
     /// position if the cached one says no).
     #[inline]
-    pub fn has_room(&mut self, len: usize) -> bool {
+    pub(crate) fn has_room(&mut self, len: usize) -> bool {
         let k = slots_for(len) as u64;
         if self.fits(k) {
             return true;
@@ -293,7 +293,7 @@ impl Producer {
     }
 
     /// Whether every message written so far has been consumed and given back.
-    pub fn is_drained(&mut self) -> bool {
+    pub(crate) fn is_drained(&mut self) -> bool {
         // Pairs with the consumer's release store in `Consumer::publish_now`.
         self.cached_read = self.line().read.load(Ordering::Acquire);
         self.cached_read == self.wpos
@@ -301,7 +301,7 @@ impl Producer {
 
     /// Like `is_drained`, for a producer about to wait for it (a flush): if
     /// not drained, the consumer's next give-back rings us.
-    pub fn want_drained(&mut self) -> bool {
+    pub(crate) fn want_drained(&mut self) -> bool {
         if self.is_drained() {
             return true;
         }

@@ -172,7 +172,7 @@ pub struct RingPair {
 }
 
 /// Bytes of a channel segment for a maximum message size.
-pub fn segment_bytes(max_message: usize) -> usize {
+pub(crate) fn segment_bytes(max_message: usize) -> usize {
     HEADER_BYTES + 2 * ring_bytes(slots_for_max_message(max_message))
 }
 
@@ -657,12 +657,7 @@ impl RingPair {
         wait_until(&self.my_doorbell, &self.parks, spin_budget(), deadline, &mut || self.is_ready(want), &mut || self.peer.is_dead())
     }
 
-    /// Whether a message of `len` bytes fits now.
-    pub fn has_room(&self, len: usize) -> bool {
-        lock(&self.tx).producer.has_room(len)
-    }
-
-    /// Like `has_room`, for a writer about to wait: when there is no room,
+    /// Whether a message of `len` bytes fits now; for a writer about to wait: when there is no room,
     /// the reader rings this process's doorbell as soon as it frees some.
     pub fn want_room(&self, len: usize) -> bool {
         lock(&self.tx).producer.want_room(len)

@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 /// Largest control frame (all its pieces together) we accept.
 pub const MAX_FRAME: usize = 64 << 20;
 /// Largest piece sent in one datagram (with its first byte).
-pub const PIECE: usize = 32 * 1024;
+pub(crate) const PIECE: usize = 32 * 1024;
 /// Most descriptors one frame carries (a message's handles travel in one
 /// frame: see `handles`).
 pub const MAX_FDS: usize = 64;
@@ -53,9 +53,9 @@ const SEND_CBUF_BYTES: usize = rustix::cmsg_space!(ScmRights(MAX_FDS));
 /// Longest socket path (`sun_path`, with its terminating NUL).
 const SUN_PATH_BYTES: usize = std::mem::size_of::<libc::sockaddr_un>() - std::mem::size_of::<libc::sa_family_t>();
 /// First byte of a piece that more of its frame follows.
-pub const PIECE_MORE: u8 = 0;
+pub(crate) const PIECE_MORE: u8 = 0;
 /// First byte of a frame's last (or only) piece.
-pub const PIECE_LAST: u8 = 1;
+pub(crate) const PIECE_LAST: u8 = 1;
 
 /// A connected SEQPACKET socket.
 pub struct SeqSocket {

@@ -19,23 +19,30 @@
 //! - [`transport_choice`]: what transport "auto" stands for;
 //! - [`dispatcher`]: [`Dispatcher`], on top of them all.
 
-pub mod backlog;
-pub mod bind;
-pub mod channel;
-pub mod conn;
-pub mod dispatcher;
-pub mod handles;
-pub mod multicast;
-pub mod multihop;
-pub mod service;
+//!
+//! The public face is what the bindings use, re-exported below; every other
+//! item is the crate's own (`unreachable_pub` keeps it so).
+
+#![warn(unreachable_pub)]
+
+mod backlog;
+mod bind;
+mod channel;
+mod conn;
+mod dispatcher;
+mod handles;
+mod multicast;
+mod multihop;
+mod service;
 pub mod transport_choice;
-pub mod ump;
+mod ump;
 
 pub use bind::{BindOptions, PendingBind};
 pub use channel::{Channel, ChannelStats};
 pub use conn::MonitorConn;
 pub use dispatcher::Dispatcher;
+pub use handles::inbox::InboxStats;
 pub use multicast::port::{GroupPort, PortStats};
+pub use multihop::channel::MhStats;
 pub use multihop::link::DispatcherLink;
 pub use service::{OnConnect, PendingConnect, Service};
-pub use ump::UmpChannel;

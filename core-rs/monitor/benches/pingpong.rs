@@ -254,7 +254,7 @@ fn channel_stream(len: usize, n: usize) -> f64 {
 /// between timed batches.
 fn forward_step() -> f64 {
     use multihop_base::wire::{Header, Kind, DIR_TO_SERVER};
-    use multihop_monitor::vci::{Entry, ForwardTable};
+    use multihop_monitor::{Entry, ForwardTable};
     let mut table = ForwardTable::new();
     let mut vcis = Vec::new();
     for c in 0..10_000u64 {

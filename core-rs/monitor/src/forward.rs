@@ -65,7 +65,7 @@ fn thread_cpu_ns() -> u64 {
 /// behind a flood waits for at most this much in the ring plus one turn of
 /// each other channel in the queue. Links to dispatchers are not limited:
 /// their channels all belong to one process.
-pub const LINK_FAIR_SLOTS: usize = 256;
+pub(crate) const LINK_FAIR_SLOTS: usize = 256;
 
 /// The deficit round robin quantum of this monitor's link queues: the
 /// environment's `MULTIHOP_LINK_QUANTUM` (bytes; for benchmarks that compare
@@ -86,7 +86,7 @@ fn teardown_frame(vci: u64) -> [u8; HEADER_BYTES] {
 
 /// Who is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkPeer {
+pub(crate) enum LinkPeer {
     Monitor(u32),
     Dispatcher(u64),
 }
@@ -101,7 +101,7 @@ struct LinkSlot {
 }
 
 /// Links, forwarding table and counters, behind one lock.
-pub struct Fwd {
+pub(crate) struct Fwd {
     links: Vec<Option<LinkSlot>>,
     pub table: ForwardTable,
     pub forwarded: u64,
@@ -135,7 +135,7 @@ impl Fwd {
         }
     }
 
-    pub fn add_link(&mut self, ch: RingPair, peer: LinkPeer) -> LinkId {
+    pub(crate) fn add_link(&mut self, ch: RingPair, peer: LinkPeer) -> LinkId {
         if matches!(peer, LinkPeer::Monitor(_)) {
             ch.limit_fill(LINK_FAIR_SLOTS);
         }
@@ -149,17 +149,17 @@ impl Fwd {
         }
     }
 
-    pub fn link_to(&self, peer: LinkPeer) -> Option<LinkId> {
+    pub(crate) fn link_to(&self, peer: LinkPeer) -> Option<LinkId> {
         self.links.iter().position(|l| l.as_ref().is_some_and(|l| l.peer == peer)).map(|i| i as LinkId)
     }
 
     /// Who is at the other end of `link` (the handles of a message follow
     /// its channel's entries to the same peer, over the control sockets).
-    pub fn peer_of(&self, link: LinkId) -> Option<LinkPeer> {
+    pub(crate) fn peer_of(&self, link: LinkId) -> Option<LinkPeer> {
         self.links.get(link as usize).and_then(|l| l.as_ref()).map(|l| l.peer)
     }
 
-    pub fn monitor_links(&self) -> Vec<u32> {
+    pub(crate) fn monitor_links(&self) -> Vec<u32> {
         self.links
             .iter()
             .flatten()
@@ -263,7 +263,7 @@ impl Fwd {
     /// Forward whatever is still in `link`'s ring (its peer is gone, so
     /// nothing new arrives), then tear it down. A process that sends, closes
     /// and exits must not lose its last messages or its TEARDOWN.
-    pub fn drain_and_remove(&mut self, link: LinkId) {
+    pub(crate) fn drain_and_remove(&mut self, link: LinkId) {
         self.drain(link);
         self.remove_link(link);
     }
@@ -271,7 +271,7 @@ impl Fwd {
     /// A dispatcher closed the channel it sends to us with `vci` but its
     /// link was too full for the TEARDOWN: forward what it wrote before,
     /// then the TEARDOWN, as if it had come in band.
-    pub fn teardown_after_drain(&mut self, link: LinkId, vci: u64) {
+    pub(crate) fn teardown_after_drain(&mut self, link: LinkId, vci: u64) {
         self.drain(link);
         let mut hdr = teardown_frame(vci);
         self.handle(link, &mut hdr);
@@ -280,14 +280,14 @@ impl Fwd {
 
     /// Send what the group table decided (group frames share the links'
     /// queues under VCI 0: one FIFO per link for all of them).
-    pub fn send_group(&mut self, out: Vec<(LinkId, Vec<u8>)>) {
+    pub(crate) fn send_group(&mut self, out: Vec<(LinkId, Vec<u8>)>) {
         for (l, m) in out {
             self.send_or_queue(l, 0, &m);
         }
     }
 
     /// Tear down every channel through `link` and forget the link.
-    pub fn remove_link(&mut self, link: LinkId) {
+    pub(crate) fn remove_link(&mut self, link: LinkId) {
         let mut out = Vec::new();
         self.group.remove_link(link, &mut out);
         self.send_group(out);
@@ -309,7 +309,7 @@ impl Fwd {
 
     /// Send a TEARDOWN for `vci` on `link` (a bind that completed after its
     /// channel was torn down on this side).
-    pub fn send_teardown(&mut self, link: LinkId, vci: u64) {
+    pub(crate) fn send_teardown(&mut self, link: LinkId, vci: u64) {
         let hdr = teardown_frame(vci);
         self.send_or_queue(link, vci, &hdr);
         self.ring_unrung();
@@ -398,7 +398,7 @@ impl Fwd {
         self.links.iter().flatten().any(|l| l.ch.readable() || l.queue.front().is_some_and(|m| l.ch.want_room(m.len())))
     }
 
-    pub fn status(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> serde_json::Value {
         let links: Vec<_> = self
             .links
             .iter()
@@ -432,7 +432,7 @@ impl Fwd {
 }
 
 /// The forwarding thread's handle.
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     fwd: Mutex<Fwd>,
     bell: Arc<Doorbell>,
     stop: AtomicBool,
@@ -456,7 +456,7 @@ pub struct Forwarder {
 impl Forwarder {
     /// A forwarder waking on `bell`; with `own_group` its polling manages the
     /// process's scheduling group (`sched/session.rs`; monitors only).
-    pub fn new(bell: Arc<Doorbell>, own_group: bool) -> Arc<Forwarder> {
+    pub(crate) fn new(bell: Arc<Doorbell>, own_group: bool) -> Arc<Forwarder> {
         Arc::new(Forwarder {
             fwd: Mutex::new(Fwd::new()),
             bell,
@@ -472,13 +472,13 @@ impl Forwarder {
     }
 
     /// Lock the data plane (control threads: bind, teardown, status).
-    pub fn lock(&self) -> MutexGuard<'_, Fwd> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Fwd> {
         multihop_base::sync::lock(&self.fwd)
     }
 
     /// The data plane's status, with the forwarding thread's own counters.
     /// Convergecasts whose time ran out give up first.
-    pub fn status(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> serde_json::Value {
         self.group_timers();
         let mut v = self.lock().status();
         v["parks"] = json!(self.parks.load(Ordering::Relaxed));
@@ -505,17 +505,17 @@ impl Forwarder {
     }
 
     /// Wake the forwarding thread (after changing links or queues).
-    pub fn poke(&self) {
+    pub(crate) fn poke(&self) {
         self.bell.ring();
     }
 
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         self.poke();
     }
 
     /// The forwarding loop; returns when stopped.
-    pub fn run(&self) {
+    pub(crate) fn run(&self) {
         let mut scratch = Vec::with_capacity(HEADER_BYTES + 4096);
         let mut poll = IdlePoll::start(poll_cap(), self.own_group);
         *multihop_base::sync::lock(&self.poll_status) = Some(poll.status_handle());

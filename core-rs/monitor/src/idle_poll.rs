@@ -49,14 +49,14 @@ use crate::sched::weight::{Weight, WeightPolicy};
 use multihop_base::peer::coarse_now_ns;
 
 /// Default cap of the poll budget, in microseconds.
-pub const DEFAULT_POLL_US: u64 = 200;
+pub(crate) const DEFAULT_POLL_US: u64 = 200;
 /// How often the guard looks at an active poller.
 const GUARD_PERIOD: Duration = Duration::from_millis(1);
 /// The guard stays on this long after the last busy step (coarse ns).
 const GUARD_ACTIVE_NS: u64 = 100_000_000;
 
 /// `MULTIHOP_MONITOR_POLL_US`, or the default.
-pub fn poll_cap() -> Duration {
+pub(crate) fn poll_cap() -> Duration {
     let us = std::env::var("MULTIHOP_MONITOR_POLL_US").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(DEFAULT_POLL_US);
     Duration::from_micros(us)
 }
@@ -93,7 +93,7 @@ struct Shared {
 }
 
 /// The poller's side: owned by the forwarding thread.
-pub struct IdlePoll {
+pub(crate) struct IdlePoll {
     cap: Duration,
     shared: Arc<Shared>,
     gap_ewma_ns: u64,
@@ -114,7 +114,7 @@ impl IdlePoll {
     /// poll, and no guard thread). With `own_group`, the process's scheduling
     /// group is made light and managed by the guard (a monitor; never a
     /// process that does not lead its own session, see `sched/session.rs`).
-    pub fn start(cap: Duration, own_group: bool) -> IdlePoll {
+    pub(crate) fn start(cap: Duration, own_group: bool) -> IdlePoll {
         let group = (own_group && !cap.is_zero()).then(SchedGroup::join);
         let shared = Arc::new(Shared {
             // SAFETY: gettid takes no arguments and cannot fail.
@@ -137,7 +137,7 @@ impl IdlePoll {
     }
 
     /// A step moved messages: learn the gap since the previous busy step.
-    pub fn on_work(&mut self) {
+    pub(crate) fn on_work(&mut self) {
         if self.cap.is_zero() {
             return;
         }
@@ -162,7 +162,7 @@ impl IdlePoll {
     /// sparser. Parking early is the expensive mistake: the next message
     /// then needs a cross-CPU wake-up (~40 us in a VM), while polling at idle
     /// priority only uses cycles nobody else wants.
-    pub fn budget(&self) -> Duration {
+    pub(crate) fn budget(&self) -> Duration {
         let cap_ns = self.cap.as_nanos() as u64;
         if cap_ns == 0 || self.gap_ewma_ns > cap_ns || self.shared.contended.load(Ordering::Relaxed) {
             return Duration::ZERO;
@@ -171,7 +171,7 @@ impl IdlePoll {
     }
 
     /// Enter the poll phase: run at idle priority.
-    pub fn begin(&mut self) {
+    pub(crate) fn begin(&mut self) {
         if !self.shared.at_idle.load(Ordering::Relaxed) {
             self.shared.idle_entries.fetch_add(1, Ordering::Relaxed);
             self.shared.at_idle.store(true, Ordering::Relaxed);
@@ -181,7 +181,7 @@ impl IdlePoll {
 
     /// A sign of life while polling (cheap: a relaxed store every 64 calls).
     #[inline]
-    pub fn beat(&mut self) {
+    pub(crate) fn beat(&mut self) {
         self.beats = self.beats.wrapping_add(1);
         if self.beats & 63 == 0 {
             self.shared.heartbeat.store(self.beats, Ordering::Relaxed);
@@ -189,7 +189,7 @@ impl IdlePoll {
     }
 
     /// About to park: back to normal priority, so a wake-up preempts.
-    pub fn before_park(&mut self) {
+    pub(crate) fn before_park(&mut self) {
         // swap: the guard may have promoted us (and cleared the flag) already.
         if self.shared.at_idle.swap(false, Ordering::Relaxed) {
             set_policy(0, false);
@@ -197,25 +197,25 @@ impl IdlePoll {
     }
 
     /// Times the guard promoted a starved poller.
-    pub fn promotions(&self) -> u64 {
+    pub(crate) fn promotions(&self) -> u64 {
         // Pairs with the guard's SeqCst increment before it changes the policy.
         self.shared.promotions.load(Ordering::SeqCst)
     }
 
     /// A handle for status requests on other threads.
-    pub fn status_handle(&self) -> PollStatus {
+    pub(crate) fn status_handle(&self) -> PollStatus {
         PollStatus(self.shared.clone())
     }
 }
 
 /// What other threads may read of a poller.
 #[derive(Clone)]
-pub struct PollStatus(Arc<Shared>);
+pub(crate) struct PollStatus(Arc<Shared>);
 
 impl PollStatus {
     /// The scheduling group's placement, weight and changes (`null` when
     /// this process does not manage one).
-    pub fn group(&self) -> serde_json::Value {
+    pub(crate) fn group(&self) -> serde_json::Value {
         multihop_base::sync::lock(&self.0.group_status).clone()
     }
 }

@@ -12,13 +12,21 @@
 //! - [`handles`]: the routes of handles passing through;
 //! - [`monitor`]: the monitor process (one concern per file under `monitor/`).
 
-pub mod forward;
-pub mod handles;
-pub mod idle_poll;
-pub mod link_queue;
-pub mod monitor;
-pub mod multicast;
-pub mod sched;
-pub mod vci;
+//!
+//! The public face is [`run`] and [`MonitorConfig`] (what `python -m
+//! multihop.monitor` calls) and the forwarding table the `pingpong` bench
+//! times; every other item is the crate's own (`unreachable_pub` keeps it so).
+
+#![warn(unreachable_pub)]
+
+mod forward;
+mod handles;
+mod idle_poll;
+mod link_queue;
+mod monitor;
+mod multicast;
+mod sched;
+mod vci;
 
 pub use monitor::{run, MonitorConfig};
+pub use vci::{Entry, ForwardTable, LinkId};

@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 
 /// Bytes a channel may send per turn (a 64-byte message with its 16-byte
 /// header is 80 bytes: 12 of them per turn).
-pub const QUANTUM: usize = 1024;
+pub(crate) const QUANTUM: usize = 1024;
 
 struct Waiting {
     msg: Vec<u8>,
@@ -44,7 +44,7 @@ struct Flow {
 
 /// One link's waiting messages. `front` is always the message deficit round
 /// robin sends next; `pop` removes it.
-pub struct LinkQueue {
+pub(crate) struct LinkQueue {
     flows: HashMap<u64, Flow>,
     /// Channels with messages waiting, the one whose turn it is first.
     active: VecDeque<u64>,
@@ -65,7 +65,7 @@ impl Default for LinkQueue {
 
 impl LinkQueue {
     /// An empty queue giving each channel `quantum` bytes per turn (at least 1).
-    pub fn new(quantum: usize) -> LinkQueue {
+    pub(crate) fn new(quantum: usize) -> LinkQueue {
         LinkQueue {
             flows: HashMap::new(),
             active: VecDeque::new(),
@@ -78,27 +78,27 @@ impl LinkQueue {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Messages waiting.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Most messages that ever waited at once.
-    pub fn max_len(&self) -> usize {
+    pub(crate) fn max_len(&self) -> usize {
         self.max_len
     }
 
     /// Channels with messages waiting.
-    pub fn channels(&self) -> usize {
+    pub(crate) fn channels(&self) -> usize {
         self.active.len()
     }
 
     /// Bytes per turn.
-    pub fn quantum(&self) -> usize {
+    pub(crate) fn quantum(&self) -> usize {
         self.quantum
     }
 
@@ -107,12 +107,12 @@ impl LinkQueue {
     /// bounds it by one turn of each other waiting channel, about
     /// `quantum / size + 1` messages each; a FIFO by everything queued
     /// before it).
-    pub fn max_overtaken(&self) -> u64 {
+    pub(crate) fn max_overtaken(&self) -> u64 {
         self.max_overtaken
     }
 
     /// Queue `msg` of the channel whose VCI on this link is `vci`.
-    pub fn push(&mut self, vci: u64, msg: &[u8]) {
+    pub(crate) fn push(&mut self, vci: u64, msg: &[u8]) {
         let flow = self.flows.entry(vci).or_default();
         let fresh = flow.msgs.is_empty();
         if fresh {
@@ -127,13 +127,13 @@ impl LinkQueue {
     }
 
     /// The message to send next, if any.
-    pub fn front(&self) -> Option<&[u8]> {
+    pub(crate) fn front(&self) -> Option<&[u8]> {
         let vci = self.active.front()?;
         self.flows.get(vci)?.msgs.front().map(|w| w.msg.as_slice())
     }
 
     /// Remove the message `front` gave (it went out).
-    pub fn pop(&mut self) {
+    pub(crate) fn pop(&mut self) {
         let Some(&vci) = self.active.front() else { return };
         let Some(flow) = self.flows.get_mut(&vci) else { return };
         let Some(w) = flow.msgs.pop_front() else { return };

@@ -69,7 +69,7 @@ fn pidfd_pid(fd: RawFd) -> Option<String> {
 }
 
 /// Why `fd` belongs to a runtime and may not be sent, or None if it may.
-pub fn runtime_owned(fd: RawFd) -> Option<String> {
+pub(crate) fn runtime_owned(fd: RawFd) -> Option<String> {
     if let Some(kind) = super::owned::owned(fd) {
         let detail = match (kind, describe(fd)) {
             (super::owned::Kind::Segment, Some(what)) => {
@@ -91,7 +91,7 @@ pub fn runtime_owned(fd: RawFd) -> Option<String> {
 }
 
 /// Why the kernel would refuse to pass `fd` (SCM_RIGHTS), if it would.
-pub fn unpassable(fd: RawFd) -> Option<&'static str> {
+pub(crate) fn unpassable(fd: RawFd) -> Option<&'static str> {
     match describe(fd)?.as_str() {
         "anon_inode:[io_uring]" => Some("an io_uring instance, which the kernel does not pass between processes"),
         _ => None,

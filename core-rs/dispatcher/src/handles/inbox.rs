@@ -19,7 +19,7 @@ use multihop_base::sync::lock;
 
 /// Which channel end a `Cap` frame is for, as its dispatcher knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InboxKey {
+pub(crate) enum InboxKey {
     /// A UMP end: the channel id and the end's side (0 client, 1 server).
     Ump { chan: u64, side: u8 },
     /// A multi-hop end: the VCI it receives on.
@@ -163,13 +163,13 @@ impl Default for Inbox {
 
 /// A dispatcher's inboxes, by key (weakly: an end that goes drops its inbox).
 #[derive(Default)]
-pub struct DispatcherInboxes {
+pub(crate) struct DispatcherInboxes {
     inboxes: Mutex<HashMap<InboxKey, Weak<Inbox>>>,
 }
 
 impl DispatcherInboxes {
     /// A new inbox registered under `key` (replacing a dead one).
-    pub fn register(&self, key: InboxKey) -> Arc<Inbox> {
+    pub(crate) fn register(&self, key: InboxKey) -> Arc<Inbox> {
         let inbox = Arc::new(Inbox::new());
         let mut m = lock(&self.inboxes);
         m.retain(|_, w| w.strong_count() > 0);
@@ -177,11 +177,11 @@ impl DispatcherInboxes {
         inbox
     }
 
-    pub fn unregister(&self, key: InboxKey) {
+    pub(crate) fn unregister(&self, key: InboxKey) {
         lock(&self.inboxes).remove(&key);
     }
 
-    pub fn find(&self, key: InboxKey) -> Option<Arc<Inbox>> {
+    pub(crate) fn find(&self, key: InboxKey) -> Option<Arc<Inbox>> {
         lock(&self.inboxes).get(&key).and_then(Weak::upgrade)
     }
 }

@@ -45,9 +45,6 @@
 //! `multihop_monitor`'s: routes for UMP channels (`handles::routes`; multi-hop
 //! frames follow the forwarding table) and the relay (`monitor/handles.rs`).
 
-pub mod deliver;
-pub mod end;
-pub mod inbox;
-
-pub use end::CapEnd;
-pub use inbox::{Inbox, InboxKey};
+pub(crate) mod deliver;
+pub(crate) mod end;
+pub(crate) mod inbox;

@@ -19,7 +19,7 @@ use multihop_base::sync::lock;
 use multihop_base::wire::multicast::{credit_frame, GroupHeader, TreeKey, KIND_CREDIT};
 
 /// The window of a group whose window this process was not told (the default).
-pub const DEFAULT_WINDOW: u32 = multihop_base::defaults::WINDOW;
+pub(crate) const DEFAULT_WINDOW: u32 = multihop_base::defaults::WINDOW;
 
 #[derive(Default)]
 pub(super) struct InboxState {
@@ -60,7 +60,7 @@ impl InboxState {
 
 /// The group frames that arrived on one dispatcher link.
 #[derive(Default)]
-pub struct GroupInbox {
+pub(crate) struct GroupInbox {
     pub(super) state: Mutex<InboxState>,
 }
 

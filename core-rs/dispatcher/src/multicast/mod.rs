@@ -9,5 +9,5 @@
 //! (`multihop_monitor::multicast`); membership, trees and ordering are the
 //! group service's and the endpoints' (Python, `multihop.groups`).
 
-pub mod inbox;
-pub mod port;
+pub(crate) mod inbox;
+pub(crate) mod port;

@@ -49,7 +49,7 @@ enum WriteError {
 }
 
 /// Something an end keeps alive for as long as it lives.
-pub type KeepAlive = Arc<dyn Any + Send + Sync>;
+pub(crate) type KeepAlive = Arc<dyn Any + Send + Sync>;
 
 /// One end of a multi-hop channel.
 pub struct MhChannel {
@@ -74,23 +74,22 @@ pub struct MhChannel {
 }
 
 /// A multi-hop channel end before its bind completes: it already receives.
-pub struct PendingMh {
+pub(crate) struct PendingMh {
     link: Arc<DispatcherLink>,
     shared: Arc<MhShared>,
     pub vci_in: u64,
-    window: u32,
 }
 
 impl PendingMh {
     /// Register a new channel end on `link` with `window` credits.
-    pub fn new(link: &Arc<DispatcherLink>, window: u32) -> Result<PendingMh> {
+    pub(crate) fn new(link: &Arc<DispatcherLink>, window: u32) -> Result<PendingMh> {
         let shared = Arc::new(MhShared::new(window));
         let vci_in = link.register(&shared)?;
-        Ok(PendingMh { link: link.clone(), shared, vci_in, window })
+        Ok(PendingMh { link: link.clone(), shared, vci_in })
     }
 
     /// The bind completed: messages go out with `vci_out` in direction `dir`.
-    pub fn complete(self, mut info: ChannelInfo, vci_out: u64, dir: u8, hops: u32, keep: Option<KeepAlive>) -> MhChannel {
+    pub(crate) fn complete(self, mut info: ChannelInfo, vci_out: u64, dir: u8, hops: u32, keep: Option<KeepAlive>) -> MhChannel {
         info.max_message = self.link.max_payload();
         let _ = self.shared.out.set((vci_out, dir));
         let me = std::mem::ManuallyDrop::new(self);
@@ -111,10 +110,6 @@ impl PendingMh {
             _keep: keep,
             caps: std::sync::OnceLock::new(),
         }
-    }
-
-    pub fn window(&self) -> u32 {
-        self.window
     }
 }
 

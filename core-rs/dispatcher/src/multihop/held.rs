@@ -19,14 +19,14 @@
 //! one entry header. Bounded: `HELD_FRAMES` frames of at most
 //! `MAX_BATCH_MESSAGES` messages and the channel's maximum message size.
 
-pub use multihop_base::defaults::HELD_FRAMES;
+pub(crate) use multihop_base::defaults::HELD_FRAMES;
 use multihop_base::wire::{BATCH_ENTRY_BYTES, BATCH_PREFIX_BYTES, MAX_BATCH_MESSAGES};
 
 /// Whether blocking sends of this process hold messages (`MULTIHOP_HOLD`,
 /// read once: `0` makes a blocking send wait for its credit instead, one
 /// message per frame, as before holding existed; the strict baseline of
 /// `bench_multihop.py`).
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MULTIHOP_HOLD").map_or(true, |v| v.trim() != "0"))
 }
@@ -34,7 +34,7 @@ pub fn enabled() -> bool {
 /// Say on stderr that held messages were lost where no caller can be told
 /// (an end dropped without a close, the exit hook): one line, `multihop:`
 /// first, as a C library's warning would be.
-pub fn warn_lost(what: &str) {
+pub(crate) fn warn_lost(what: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "multihop: warning: {what}");
 }
@@ -68,7 +68,7 @@ impl Frame {
 
 /// The held frames of one channel end (kept under its state lock), oldest first.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     frames: std::collections::VecDeque<Frame>,
     /// A sent frame's buffer, kept for the next one.
     spare: Option<Frame>,
@@ -78,22 +78,23 @@ pub struct Held {
 
 impl Held {
     /// Messages held.
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         self.count
     }
 
     /// Payload bytes held (the callers' bytes, not the frames').
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// Whether a message of `len` bytes fits, for a channel whose largest
     /// message is `max` bytes (a frame must fit it whole).
-    pub fn fits(&self, len: usize, max: usize) -> bool {
+    pub(crate) fn fits(&self, len: usize, max: usize) -> bool {
         match self.frames.back() {
             Some(f) if f.fits(len, max) => true,
             _ => self.frames.len() < HELD_FRAMES && Frame::default().fits(len, max),
@@ -102,7 +103,7 @@ impl Held {
 
     /// Append one message made of `parts` to the last frame, or to a new
     /// one if it has no room by `max` (the caller checked `fits`).
-    pub fn push(&mut self, parts: &[&[u8]], max: usize) {
+    pub(crate) fn push(&mut self, parts: &[&[u8]], max: usize) {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if !self.frames.back().is_some_and(|f| f.fits(len, max)) {
             let mut f = self.spare.take().unwrap_or_default();
@@ -117,13 +118,13 @@ impl Held {
 
     /// The oldest frame's payload and whether it is a BATCH frame (two or
     /// more messages) or a single message's bytes; None when nothing is held.
-    pub fn front(&self) -> Option<(&[u8], bool, u32)> {
+    pub(crate) fn front(&self) -> Option<(&[u8], bool, u32)> {
         let f = self.frames.front()?;
         Some(if f.count == 1 { (&f.buf[BATCH_PREFIX_BYTES + BATCH_ENTRY_BYTES..], false, 1) } else { (&f.buf[..], true, f.count) })
     }
 
     /// The oldest frame left.
-    pub fn pop_front(&mut self) {
+    pub(crate) fn pop_front(&mut self) {
         if let Some(f) = self.frames.pop_front() {
             self.count -= f.count;
             self.bytes -= (f.buf.len() - BATCH_PREFIX_BYTES - f.count as usize * BATCH_ENTRY_BYTES) as u64;
@@ -132,7 +133,7 @@ impl Held {
     }
 
     /// Forget everything held.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.frames.clear();
         self.count = 0;
         self.bytes = 0;

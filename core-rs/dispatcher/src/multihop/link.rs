@@ -94,7 +94,7 @@ impl MhState {
     }
 
     /// A data frame of `messages` went out (its credit is taken already).
-    pub fn on_frame_sent(&mut self, messages: u32) {
+    pub(crate) fn on_frame_sent(&mut self, messages: u32) {
         let f = self.frames_sent;
         self.frames_sent += 1;
         if messages > 1 {
@@ -104,7 +104,7 @@ impl MhState {
     }
 
     /// Messages sent (held ones included) and not yet acknowledged as consumed by the peer.
-    pub fn unconsumed_messages(&mut self) -> usize {
+    pub(crate) fn unconsumed_messages(&mut self) -> usize {
         self.prune_batches();
         self.credits.in_flight() as usize
             + self.batches_in_flight.iter().map(|&(_, extra)| extra as usize).sum::<usize>()
@@ -113,7 +113,7 @@ impl MhState {
 
     /// Whether taking the message of arrival number `n` (the queue's front)
     /// returns a credit: false for all but the last message of a batch.
-    pub fn takes_credit(&mut self, n: u64) -> bool {
+    pub(crate) fn takes_credit(&mut self, n: u64) -> bool {
         match self.no_credit.front_mut() {
             Some(r) if r.contains(&n) => {
                 r.start = n + 1;
@@ -134,7 +134,7 @@ pub(crate) struct MhShared {
 }
 
 impl MhShared {
-    pub fn new(window: u32) -> MhShared {
+    pub(crate) fn new(window: u32) -> MhShared {
         MhShared {
             state: Mutex::new(MhState {
                 queue: VecDeque::new(),
@@ -162,7 +162,7 @@ impl MhShared {
     /// Send a dummy ack (with `flags`) now. If the link is full (or the end
     /// is not bound yet) it stays due, and is tried again on this end's next
     /// consume, receive attempt, wait or poll. True if it went.
-    pub fn send_dummy(&self, st: &mut MhState, link: &RingPair, flags: u16) -> bool {
+    pub(crate) fn send_dummy(&self, st: &mut MhState, link: &RingPair, flags: u16) -> bool {
         let Some(&(vci, dir)) = self.out.get() else { return false };
         let ack = st.credits.on_dummy();
         let hdr = Header { vci, dir, kind: Kind::Dummy, flags, ack }.encode();
@@ -177,7 +177,7 @@ impl MhShared {
     /// beyond the window: `Credits::on_send_closing`) and the link have room
     /// for now, oldest first, without waking the monitor: the caller rings if
     /// `sent`. Err only if the link is gone.
-    pub fn write_held(&self, st: &mut MhState, link: &RingPair, closing: bool) -> Result<HeldWrite> {
+    pub(crate) fn write_held(&self, st: &mut MhState, link: &RingPair, closing: bool) -> Result<HeldWrite> {
         let mut sent = false;
         let Some(&(vci, dir)) = self.out.get() else { return Ok(HeldWrite { sent, empty: st.held.is_empty() }) };
         while let Some((payload, batch, n)) = st.held.front() {
@@ -209,7 +209,7 @@ impl MhShared {
 }
 
 /// What `MhShared::write_held` did.
-pub struct HeldWrite {
+pub(crate) struct HeldWrite {
     /// At least one frame went (the monitor is to be woken).
     pub sent: bool,
     /// Nothing is held any more.

@@ -7,7 +7,7 @@
 //! - [`held`]: the frames a blocking send holds for its next credit;
 //! - [`cork`]: deferring a burst's wake-ups of the monitor to its end.
 
-pub mod channel;
-pub mod cork;
-pub mod held;
-pub mod link;
+pub(crate) mod channel;
+pub(crate) mod cork;
+pub(crate) mod held;
+pub(crate) mod link;

@@ -5,4 +5,4 @@
 //! - [`routes`]: where each end of a UMP channel is, for its `Cap` frames
 //!   (multi-hop frames follow the forwarding table).
 
-pub mod routes;
+pub(crate) mod routes;

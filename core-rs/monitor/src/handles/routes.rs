@@ -17,7 +17,7 @@ use multihop_base::sync::lock;
 
 /// Where one end of a UMP channel is, seen from a monitor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hop {
+pub(crate) enum Hop {
     /// A dispatcher of this core (its connection id).
     Local(u64),
     /// The monitor of that core.
@@ -26,7 +26,7 @@ pub enum Hop {
 
 /// (channel id, side) -> where that end is.
 #[derive(Default)]
-pub struct UmpRoutes {
+pub(crate) struct UmpRoutes {
     map: Mutex<HashMap<(u64, u8), Hop>>,
 }
 
@@ -34,7 +34,7 @@ impl UmpRoutes {
     /// Dispatcher `conn` of this core holds side `side` of `chan`, whose
     /// other end is on `peer_core` (this monitor's core `me`: the other end
     /// notes itself as `Local`, which is never overwritten).
-    pub fn add(&self, chan: u64, side: u8, conn: u64, peer_core: u32, me: u32) {
+    pub(crate) fn add(&self, chan: u64, side: u8, conn: u64, peer_core: u32, me: u32) {
         let mut m = lock(&self.map);
         m.insert((chan, side), Hop::Local(conn));
         let other = (chan, 1 - side.min(1));
@@ -44,19 +44,19 @@ impl UmpRoutes {
     }
 
     /// Where side `side` of `chan` is.
-    pub fn find(&self, chan: u64, side: u8) -> Option<Hop> {
+    pub(crate) fn find(&self, chan: u64, side: u8) -> Option<Hop> {
         lock(&self.map).get(&(chan, side)).copied()
     }
 
     /// Dispatcher `conn` closed its end of `chan`.
-    pub fn forget(&self, conn: u64, chan: u64) {
+    pub(crate) fn forget(&self, conn: u64, chan: u64) {
         let mut m = lock(&self.map);
         m.retain(|(c, _), h| !(*c == chan && *h == Hop::Local(conn)));
         Self::drop_orphans(&mut m, Some(chan));
     }
 
     /// Dispatcher `conn` went away with all its ends.
-    pub fn forget_dispatcher(&self, conn: u64) {
+    pub(crate) fn forget_dispatcher(&self, conn: u64) {
         let mut m = lock(&self.map);
         m.retain(|_, h| *h != Hop::Local(conn));
         Self::drop_orphans(&mut m, None);
@@ -74,11 +74,12 @@ impl UmpRoutes {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         lock(&self.map).len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

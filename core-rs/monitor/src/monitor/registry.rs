@@ -9,7 +9,7 @@ use multihop_base::error::{Error, ErrorKind, Result};
 use multihop_base::sync::lock;
 
 /// Longest service name, in bytes.
-pub const MAX_SERVICE_NAME: usize = 256;
+pub(super) const MAX_SERVICE_NAME: usize = 256;
 
 impl Monitor {
     pub(super) fn register(&self, req: u64, name: String, core: u32) -> Msg {

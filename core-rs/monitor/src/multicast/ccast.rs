@@ -21,24 +21,24 @@ use multihop_base::error::{Error, Result};
 
 /// Replies by node id, and the node ids that will not reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Partial {
+pub(crate) struct Partial {
     pub replies: BTreeMap<u32, Vec<u8>>,
     pub missing: BTreeSet<u32>,
 }
 
 impl Partial {
     /// This report and `other` together (they cover different members).
-    pub fn merge(&mut self, other: Partial) {
+    pub(crate) fn merge(&mut self, other: Partial) {
         self.replies.extend(other.replies);
         self.missing.extend(other.missing);
     }
 
     /// Bytes this partial takes on the wire.
-    pub fn encoded_len(&self) -> usize {
+    pub(crate) fn encoded_len(&self) -> usize {
         8 + self.replies.values().map(|r| 8 + r.len()).sum::<usize>() + 4 * self.missing.len()
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(self.encoded_len());
         b.extend_from_slice(&(self.replies.len() as u32).to_le_bytes());
         for (node, r) in &self.replies {
@@ -54,7 +54,7 @@ impl Partial {
     }
 
     /// Read a partial; a protocol error names what is cut short or left over.
-    pub fn decode(b: &[u8]) -> Result<Partial> {
+    pub(crate) fn decode(b: &[u8]) -> Result<Partial> {
         let total = b.len();
         let mut rest = b;
         fn take<'a>(rest: &mut &'a [u8], n: usize, total: usize, what: &str) -> Result<&'a [u8]> {
@@ -88,7 +88,7 @@ impl Partial {
 /// One monitor's part of one convergecast: its local members' replies and
 /// its child monitors' reports (children named by `C`: a link id here).
 #[derive(Debug)]
-pub struct Convergecast<C: Ord + Copy> {
+pub(crate) struct Convergecast<C: Ord + Copy> {
     waiting_members: BTreeSet<u32>,
     waiting_children: BTreeSet<C>,
     acc: Partial,
@@ -101,7 +101,7 @@ pub struct Convergecast<C: Ord + Copy> {
 
 impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     /// Waits for `members` (this core's) and a report from each of `children`.
-    pub fn new(members: impl IntoIterator<Item = u32>, children: impl IntoIterator<Item = C>) -> Convergecast<C> {
+    pub(crate) fn new(members: impl IntoIterator<Item = u32>, children: impl IntoIterator<Item = C>) -> Convergecast<C> {
         let mut c = Convergecast {
             waiting_members: members.into_iter().collect(),
             waiting_children: children.into_iter().collect(),
@@ -122,7 +122,7 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     }
 
     /// A local member's reply; an error if it is not awaited (a stranger, or a second reply).
-    pub fn reply(&mut self, member: u32, value: Vec<u8>) -> Result<()> {
+    pub(crate) fn reply(&mut self, member: u32, value: Vec<u8>) -> Result<()> {
         if !self.waiting_members.remove(&member) {
             return Err(Error::protocol(format!("reply from node {member}, which this convergecast does not wait for")));
         }
@@ -132,7 +132,7 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     }
 
     /// A child monitor's report; an error if that child is not awaited.
-    pub fn report(&mut self, child: C, partial: Partial) -> Result<()> {
+    pub(crate) fn report(&mut self, child: C, partial: Partial) -> Result<()> {
         if !self.waiting_children.remove(&child) {
             return Err(Error::protocol(format!("report from {child:?}, which this convergecast does not wait for")));
         }
@@ -142,7 +142,7 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     }
 
     /// A local member died before replying: it is missing (no-op if it replied or is not awaited).
-    pub fn member_gone(&mut self, member: u32) {
+    pub(crate) fn member_gone(&mut self, member: u32) {
         if self.waiting_members.remove(&member) {
             self.acc.missing.insert(member);
             self.check();
@@ -150,7 +150,7 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     }
 
     /// A child monitor died before reporting: every member below it is missing.
-    pub fn child_gone(&mut self, child: C, members_below: impl IntoIterator<Item = u32>) {
+    pub(crate) fn child_gone(&mut self, child: C, members_below: impl IntoIterator<Item = u32>) {
         if self.waiting_children.remove(&child) {
             self.acc.missing.extend(members_below);
             self.check();
@@ -159,7 +159,7 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
 
     /// Stop waiting: every awaited member, and every member below an awaited
     /// child (`below`), is missing; the report is produced now.
-    pub fn give_up(&mut self, below: impl Fn(C) -> Vec<u32>) {
+    pub(crate) fn give_up(&mut self, below: impl Fn(C) -> Vec<u32>) {
         if self.done {
             return;
         }
@@ -173,17 +173,17 @@ impl<C: Ord + Copy + std::fmt::Debug> Convergecast<C> {
     }
 
     /// Whether `child` is awaited here.
-    pub fn awaits_child(&self, child: C) -> bool {
+    pub(crate) fn awaits_child(&self, child: C) -> bool {
         self.waiting_children.contains(&child)
     }
 
     /// The report to send up (or, at the root, the result), once.
-    pub fn poll(&mut self) -> Option<Partial> {
+    pub(crate) fn poll(&mut self) -> Option<Partial> {
         self.out.take()
     }
 
     /// Whether the report has been produced.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.done
     }
 }

@@ -9,5 +9,5 @@
 //! endpoints' (Python, `multihop.groups`); the monitors only fan frames out
 //! along the installed trees, FIFO per tree and edge.
 
-pub mod ccast;
-pub mod table;
+pub(crate) mod ccast;
+pub(crate) mod table;

@@ -42,7 +42,7 @@ use multihop_base::wire::LINK_MAX_MESSAGE;
 
 /// Convergecast requests one entry keeps in flight at most; a newer one
 /// makes the oldest give up (its report goes up with the awaited missing).
-pub const CCAST_IN_FLIGHT: usize = 64;
+pub(crate) const CCAST_IN_FLIGHT: usize = 64;
 
 /// One convergecast request under way at this monitor.
 struct CcState {
@@ -58,7 +58,7 @@ struct CcState {
 /// `timeout_ms`: deeper monitors first, so each parent still gets its
 /// children's reports before its own time runs out (and the requester,
 /// waiting `timeout_ms`, gets the result naming the missing).
-pub fn give_up_after(timeout_ms: u64, depth: u32) -> u64 {
+pub(crate) fn give_up_after(timeout_ms: u64, depth: u32) -> u64 {
     let slice = (timeout_ms / 16).min(1000);
     timeout_ms.saturating_sub(slice * (depth as u64 + 1)).max(timeout_ms / 2)
 }
@@ -218,7 +218,7 @@ fn merged_frame(key: TreeKey, flags: u16, requester: u32, request: u16, mut part
 
 /// Where one stream written by a dispatcher of this core got to.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Mark {
+pub(crate) struct Mark {
     pub group_id: u32,
     pub view: u32,
     pub dest: u32,
@@ -232,7 +232,7 @@ pub struct Mark {
 }
 
 /// What the group service installs for one tree on one monitor (links resolved).
-pub struct EntrySpec {
+pub(crate) struct EntrySpec {
     pub key: TreeKey,
     pub window: u32,
     pub from: Vec<LinkId>,
@@ -250,7 +250,7 @@ pub struct EntrySpec {
 
 /// Convergecast counters of one monitor (status).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CcastStats {
+pub(crate) struct CcastStats {
     /// Requests this monitor started waiting for.
     pub started: u64,
     /// Replies of this core's members taken.
@@ -275,7 +275,7 @@ pub struct CcastStats {
 
 /// The fan-out entries of one monitor, and its group counters.
 #[derive(Default)]
-pub struct GroupTable {
+pub(crate) struct GroupTable {
     entries: HashMap<TreeKey, Entry>,
     /// Dispatcher links and the pid behind each (marks).
     dispatchers: HashMap<LinkId, u32>,
@@ -295,17 +295,17 @@ pub struct GroupTable {
 }
 
 impl GroupTable {
-    pub fn new() -> GroupTable {
+    pub(crate) fn new() -> GroupTable {
         GroupTable::default()
     }
 
     /// Remember that `link` is the dispatcher link of process `pid` (marks).
-    pub fn note_dispatcher(&mut self, link: LinkId, pid: u32) {
+    pub(crate) fn note_dispatcher(&mut self, link: LinkId, pid: u32) {
         self.dispatchers.insert(link, pid);
     }
 
     /// Install (or replace) one tree's entry.
-    pub fn install(&mut self, spec: EntrySpec) {
+    pub(crate) fn install(&mut self, spec: EntrySpec) {
         let window = spec.window.max(1);
         let edge = |link| Edge { link, credits: window, queue: VecDeque::new(), done: 0 };
         let mut edges: Vec<Edge> = spec.children.iter().map(|(l, _)| edge(*l)).collect();
@@ -333,7 +333,7 @@ impl GroupTable {
     /// a full window of credit back: a sender waiting for credit of a tree
     /// that is gone (its group closed when a monitor died) goes on, its
     /// frames are dropped here, and its next call learns why.
-    pub fn remove(&mut self, group_id: u32, view: Option<u32>, out: &mut Vec<(LinkId, Vec<u8>)>) -> usize {
+    pub(crate) fn remove(&mut self, group_id: u32, view: Option<u32>, out: &mut Vec<(LinkId, Vec<u8>)>) -> usize {
         let gone: Vec<TreeKey> = self.entries.keys().filter(|k| k.group_id == group_id && view.is_none_or(|v| v == k.view)).copied().collect();
         for key in &gone {
             let entry = self.entries.remove(key).expect("listed");
@@ -348,7 +348,7 @@ impl GroupTable {
 
     /// One group frame arrived on `link` at time `now_ms` (any monotonic
     /// clock in ms: convergecast deadlines); what to send goes to `out`.
-    pub fn on_frame(&mut self, link: LinkId, msg: &[u8], now_ms: u64, out: &mut Vec<(LinkId, Vec<u8>)>) {
+    pub(crate) fn on_frame(&mut self, link: LinkId, msg: &[u8], now_ms: u64, out: &mut Vec<(LinkId, Vec<u8>)>) {
         self.expire(now_ms, out);
         let h = match GroupHeader::decode(msg) {
             Ok(h) => h,
@@ -513,7 +513,7 @@ impl GroupTable {
     }
 
     /// Give up every convergecast whose deadline is `now_ms` or earlier.
-    pub fn expire(&mut self, now_ms: u64, out: &mut Vec<(LinkId, Vec<u8>)>) {
+    pub(crate) fn expire(&mut self, now_ms: u64, out: &mut Vec<(LinkId, Vec<u8>)>) {
         if now_ms < self.next_expiry {
             return;
         }
@@ -535,14 +535,14 @@ impl GroupTable {
     }
 
     /// Convergecasts under way on this monitor.
-    pub fn ccast_pending(&self) -> usize {
+    pub(crate) fn ccast_pending(&self) -> usize {
         self.entries.values().map(|e| e.ccasts.len()).sum()
     }
 
     /// `link` is gone: its edges are dropped (their queues freed, their
     /// credits no longer awaited), it is no longer a source, and a
     /// dispatcher's marks are kept under its pid.
-    pub fn remove_link(&mut self, link: LinkId, out: &mut Vec<(LinkId, Vec<u8>)>) {
+    pub(crate) fn remove_link(&mut self, link: LinkId, out: &mut Vec<(LinkId, Vec<u8>)>) {
         let mut keys = Vec::new();
         for (key, entry) in self.entries.iter_mut() {
             // Convergecasts first: a dead member is missing, a dead child's members too.
@@ -582,20 +582,20 @@ impl GroupTable {
     }
 
     /// Whether a live dispatcher link of `pid` is known here.
-    pub fn has_dispatcher(&self, pid: u32) -> bool {
+    pub(crate) fn has_dispatcher(&self, pid: u32) -> bool {
         self.dispatchers.values().any(|&p| p == pid)
     }
 
     /// The marks a dead dispatcher left (taken: asked once).
-    pub fn take_marks(&mut self, pid: u32) -> Vec<Mark> {
+    pub(crate) fn take_marks(&mut self, pid: u32) -> Vec<Mark> {
         self.dead_marks.remove(&pid).unwrap_or_default()
     }
 
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.entries.values().map(Entry::queued).sum()
     }
 
-    pub fn status(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> serde_json::Value {
         json!({
             "group_entries": self.entries.len(),
             "group_forwarded": self.forwarded,

@@ -5,5 +5,5 @@
 //! - [`session`]: the monitor's own session and its nice value (was `sched_group`);
 //! - [`weight`]: when that session needs its fair share back (a state machine, was `group_weight`).
 
-pub mod session;
-pub mod weight;
+pub(crate) mod session;
+pub(crate) mod weight;

@@ -35,7 +35,7 @@ const AUTOGROUP: &str = "/proc/self/autogroup";
 
 /// Where the monitor stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// It leads its session and may set its autogroup's nice value.
     OwnAutogroup,
     /// It does not lead its session (started by hand): left alone.
@@ -46,7 +46,7 @@ pub enum Placement {
 
 /// The calling process's scheduling group.
 #[derive(Debug)]
-pub struct SchedGroup {
+pub(crate) struct SchedGroup {
     placement: Placement,
     weight: Option<Weight>,
     changes: u64,
@@ -71,7 +71,7 @@ fn write_nice(nice: i32) -> io::Result<()> {
 impl SchedGroup {
     /// Look at where the calling process stands and, if it leads its own
     /// session under autogroup, make the group light.
-    pub fn join() -> SchedGroup {
+    pub(crate) fn join() -> SchedGroup {
         let placement = if !leads_its_session() {
             Placement::NotSessionLeader
         } else if !autogroup_active() {
@@ -85,13 +85,13 @@ impl SchedGroup {
     }
 
     /// The weight in force (`None`: this process does not manage one).
-    pub fn weight(&self) -> Option<Weight> {
+    pub(crate) fn weight(&self) -> Option<Weight> {
         self.weight
     }
 
     /// Set the group's weight. True when it is in force now; false when the
     /// kernel refused (rate limit: try again later) or there is nothing to set.
-    pub fn set(&mut self, w: Weight) -> bool {
+    pub(crate) fn set(&mut self, w: Weight) -> bool {
         if self.placement != Placement::OwnAutogroup {
             return false;
         }
@@ -116,7 +116,7 @@ impl SchedGroup {
     }
 
     /// For status: where the group stands and how often it changed.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let placement = match self.placement {
             Placement::OwnAutogroup => "own autogroup",
             Placement::NotSessionLeader => "not a session leader: left as started",

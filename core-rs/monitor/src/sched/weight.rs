@@ -24,7 +24,7 @@
 
 /// The weight a monitor's scheduling group should have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Weight {
+pub(crate) enum Weight {
     /// Last in line on its CPU (autogroup nice 19).
     Light,
     /// A fair share, like any session (autogroup nice 0).
@@ -32,19 +32,19 @@ pub enum Weight {
 }
 
 /// Consecutive starved periods that make the group go to its fair share.
-pub const STARVED_PERIODS: u32 = 2;
+pub(crate) const STARVED_PERIODS: u32 = 2;
 /// A period shorter than this says nothing (the guard woke early).
 const MIN_PERIOD_NS: u64 = 500_000;
 /// First wait at the fair share before probing light again.
-pub const FIRST_PROBE_AFTER_NS: u64 = 500_000_000;
+pub(crate) const FIRST_PROBE_AFTER_NS: u64 = 500_000_000;
 /// Longest wait between probes.
-pub const MAX_PROBE_AFTER_NS: u64 = 8_000_000_000;
+pub(crate) const MAX_PROBE_AFTER_NS: u64 = 8_000_000_000;
 /// A probe that sees no starvation for this long succeeded.
-pub const PROBE_WINDOW_NS: u64 = 1_000_000_000;
+pub(crate) const PROBE_WINDOW_NS: u64 = 1_000_000_000;
 
 /// The policy's state. Feed it with [`WeightPolicy::observe`].
 #[derive(Debug)]
-pub struct WeightPolicy {
+pub(crate) struct WeightPolicy {
     wanted: Weight,
     streak: u32,
     /// When the current weight was wanted (ns, the caller's clock).
@@ -56,12 +56,13 @@ pub struct WeightPolicy {
 
 impl WeightPolicy {
     /// Start light at time `now`.
-    pub fn new(now: u64) -> WeightPolicy {
+    pub(crate) fn new(now: u64) -> WeightPolicy {
         WeightPolicy { wanted: Weight::Light, streak: 0, since: now, probe_after: FIRST_PROBE_AFTER_NS, probing: false }
     }
 
     /// The weight wanted now.
-    pub fn wanted(&self) -> Weight {
+    #[cfg(test)]
+    pub(crate) fn wanted(&self) -> Weight {
         self.wanted
     }
 
@@ -69,7 +70,7 @@ impl WeightPolicy {
     /// which the forwarder waited `waited` ns runnable but not running;
     /// `polling` says it was at idle priority then (waiting is its purpose).
     /// Returns the weight wanted from now on.
-    pub fn observe(&mut self, now: u64, elapsed: u64, waited: u64, polling: bool) -> Weight {
+    pub(crate) fn observe(&mut self, now: u64, elapsed: u64, waited: u64, polling: bool) -> Weight {
         let starved = !polling && elapsed >= MIN_PERIOD_NS && waited.saturating_mul(4) >= elapsed.saturating_mul(3);
         self.streak = if starved { self.streak + 1 } else { 0 };
         let held = now.saturating_sub(self.since);
@@ -102,7 +103,8 @@ impl WeightPolicy {
     }
 
     /// How long the next fair spell lasts before a probe (for status).
-    pub fn probe_after_ns(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn probe_after_ns(&self) -> u64 {
         self.probe_after
     }
 }
