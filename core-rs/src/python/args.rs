@@ -168,11 +168,11 @@ pub(crate) fn backlog(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
 
 /// `max_count` of a batch receive.
 pub(crate) fn max_count(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    count(obj, "max_count", 0, MAX_BATCH)
+    count(obj, "max_count", 0, MAX_RECV_COUNT)
 }
 
 /// Most messages one `recv_batch` or `recv_records` call asks for.
-pub(crate) const MAX_BATCH: usize = 1 << 24;
+pub(crate) const MAX_RECV_COUNT: usize = 1 << 24;
 
 /// `transport` of a bind: "ump", "multihop" or "auto" (resolved by the engine, `transport_choice.rs`).
 pub(crate) fn transport(obj: &Bound<'_, PyAny>) -> PyResult<&'static str> {

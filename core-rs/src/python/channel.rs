@@ -9,7 +9,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::args::{count, deadline, to_py, MAX_BATCH};
+use super::args::{count, deadline, to_py, MAX_RECV_COUNT};
 use super::async_call::{AsyncCall, Op};
 use super::fixed_layout::FixedLayout;
 use super::wait::{aio, send_waiting, try_recv_bytes, wait, Bytes};
@@ -373,7 +373,7 @@ impl Channel {
         record_size: &Bound<'py, PyAny>,
         #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let max_count = count(max_count, "max_count", 0, MAX_BATCH)?;
+        let max_count = count(max_count, "max_count", 0, MAX_RECV_COUNT)?;
         let record_size = count(record_size, "record_size", 0, self.ch.max_message())?;
         if max_count.saturating_mul(record_size) > MAX_RECORDS_BYTES {
             return Err(PyValueError::new_err(format!(

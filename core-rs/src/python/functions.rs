@@ -41,6 +41,9 @@ fn run_monitor(
     py.detach(|| monitor::run(cfg)).map_err(|e| to_py(py, e))
 }
 
+// The tool functions' default timeout (a literal in their signatures, so Python shows it) is the engine's.
+const _: () = assert!(multihop_base::defaults::TIMEOUT.as_secs() == 5);
+
 /// Query a monitor's status over its socket without attaching (for tools).
 /// `limit`: most entries per list (counts are always whole).
 #[pyfunction]

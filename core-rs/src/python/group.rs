@@ -15,7 +15,10 @@ use multihop_base::error::{Error, ErrorKind};
 use multihop_dispatcher::GroupPort as EnginePort;
 
 /// One wait with the GIL released lasts at most this long (then signals are checked).
-const SLICE: Duration = Duration::from_millis(50);
+const SLICE: Duration = multihop_base::defaults::WAIT_SLICE;
+
+// `monitor_group`'s default timeout (a literal in its signature, so Python shows it) is the engine's.
+const _: () = assert!(multihop_base::defaults::REQUEST_TIMEOUT.as_secs() == 10);
 
 fn slice_end(until: Option<Instant>) -> Instant {
     let s = Instant::now() + SLICE;

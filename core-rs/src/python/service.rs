@@ -58,7 +58,7 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
 }
 
 /// How long one wait of `accept` lasts at most. Only Python's main thread runs signal handlers
-/// (Ctrl-C), so it waits in slices of 50 ms and looks at them in between. Another thread (a
+/// (Ctrl-C), so it waits in slices (`WAIT_SLICE`, 50 ms) and looks at them in between. Another thread (a
 /// server's accept loop, a GES broker's acceptor) has nothing to look at: it is woken by what it
 /// waits for (a connection in the backlog, a refusal whose `on_connect` raised, the monitor gone,
 /// a detach: `service.rs` notifies for each), so it sleeps until then, with a long slice only as
@@ -67,7 +67,7 @@ fn accept_slice(py: Python<'_>) -> PyResult<Duration> {
     let threading = py.import("threading")?;
     let main = threading.call_method0("main_thread")?.getattr("ident")?;
     let me = threading.call_method0("get_ident")?;
-    Ok(if main.eq(me)? { Duration::from_millis(50) } else { Duration::from_secs(60) })
+    Ok(if main.eq(me)? { multihop_base::defaults::WAIT_SLICE } else { Duration::from_secs(60) })
 }
 
 impl Service {
