@@ -69,7 +69,8 @@ def unique_name(prefix: str = "t") -> str:
 
 
 def _sources_mtime() -> float:
-    files = [*(ROOT / "core-rs" / "src").rglob("*.rs"), ROOT / "core-rs" / "Cargo.toml", ROOT / "Cargo.toml"]
+    # every crate of the engine's workspace (core-rs/base, dispatcher, monitor, testkit and the bindings)
+    files = [*(ROOT / "core-rs").rglob("*.rs"), *(ROOT / "core-rs").rglob("Cargo.toml"), ROOT / "Cargo.toml"]
     return max(f.stat().st_mtime for f in files if f.exists())
 
 

@@ -44,5 +44,6 @@ pub use dispatcher::Dispatcher;
 pub use handles::inbox::InboxStats;
 pub use multicast::port::{GroupPort, PortStats};
 pub use multihop::channel::MhStats;
+pub use multihop::cork::Corks;
 pub use multihop::link::DispatcherLink;
 pub use service::{OnConnect, PendingConnect, Service};
