@@ -24,8 +24,8 @@ S = 1_000_000_000
 CFG = PeerConfig(heartbeat=0.05, dead_after=0.2, rate_grace=0.0)
 
 
-def _sim(peers: int = 1, **cfg: object) -> Sim:
-    sim = Sim(PeerConfig(**{**CFG.to_dict(), **cfg}))  # type: ignore[arg-type]
+def _sim(peers: int = 1, seed: int | None = None, **cfg: object) -> Sim:
+    sim = Sim(PeerConfig(**{**CFG.to_dict(), **cfg}), seed=seed)  # type: ignore[arg-type]
     for _ in range(peers):
         sim.add_peer()
     sim.run(0.1)
@@ -269,6 +269,45 @@ def test_a_peer_joining_while_the_source_does_not_know_it_yet_recovers_the_gap()
     assert newp.sources[src.id].next_seq == 40 and not newp.sources[src.id].missing
     assert {k[1] for k in (n.key for n in newp.store)} == set(range(40))
     _owed(sim, [snk]).assert_ok()
+
+
+def test_a_joining_peer_that_hears_the_source_before_any_peer_still_recovers_the_gap() -> None:
+    """The source registers at a joining peer before that peer has heard from any other peer (live: a loaded
+    peer reads the channel it just accepted before its peers' answers): the news sent between the snapshot and
+    the source's bind must still be asked for.  They were not (nobody to ask yet, so no gap was noted), and
+    every sink the new peer served lost them for good."""
+    sim = _sim(2, seed=7, window=8)
+    a, b = list(sim.peers.values())
+    src = sim.add_source()
+    sinks = [sim.add_sink(["n"], reading=False) for _ in range(6)]  # their backlog waits at the peers
+    sim.run(0.1)
+    for _ in range(50):
+        src.send(["n"])
+        sim.run(0.0005)
+    new = sim.add_peer()
+    for old in (a, b):
+        sim.slow_link(old.me, new.me, 0.01)  # their hellos and the snapshot come after the source's registration
+    heard_before_source: list[object] | None = None
+    for _ in range(100):
+        src.send(["n"])
+        sim.run(0.0002)
+        if heard_before_source is None and src.id in new.sources:
+            heard_before_source = list(new.members.others)
+    for old in (a, b):
+        sim.slow_link(old.me, new.me, 0)
+    assert heard_before_source == [], "the interleaving: the source registered before any peer spoke to the new one"
+    sim.run(0.05)
+    for s in sinks:
+        sim.set_reading(s.id, True)
+    for _ in range(50):
+        src.send(["n"])
+        sim.run(0.002)
+    sim.run(1.0)
+    assert new.active and any(sim.owner_of(s.id) == new.me for s in sinks)  # seed 7: the new peer serves sinks
+    st = new.sources[src.id]
+    assert {k[1] for k in (n.key for n in new.store)} == set(range(200)) and not st.missing and not st.parked
+    assert new.counters["news_requests"] >= 1 and new.counters["gap_given_up"] == 0
+    _owed(sim, sinks).assert_ok()
 
 
 def test_a_news_a_peer_missed_is_recovered_from_another_peer_in_order() -> None:
