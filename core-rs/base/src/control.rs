@@ -256,7 +256,7 @@ pub enum Msg {
         status: serde_json::Value,
     },
     /// Group service -> a monitor (docs/groups.md §5): `body.op` is
-    /// `install`, `remove` or `marks` (`monitor/groups.rs`); answered by
+    /// `install`, `remove` or `marks` (`monitor/multicast.rs` in multihop-monitor); answered by
     /// `GroupReply` or `Fail`.
     Group {
         req: u64,

@@ -733,7 +733,7 @@ mod tests {
 /// The ring protocol under loom: every interleaving (within loom's bounds)
 /// of a producer and a consumer on a tiny ring that wraps, checking content,
 /// order, the give-back and the "room wanted" wake-up. Run with
-/// `RUSTFLAGS="--cfg loom" cargo test --release -p multihop-core --lib loom_model --target-dir target/loom`.
+/// `RUSTFLAGS="--cfg loom" cargo test --release -p multihop-base --lib loom_model --target-dir target/loom`.
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;

@@ -2,7 +2,7 @@
 //! the channel can carry anything), its route for `Cap` frames, and the
 //! sending protocol.
 //!
-//! Sending one message with handles (`Endpoint::send_with_handles`):
+//! Sending one message with handles (`Channel::send_with_handles`):
 //!
 //! 1. the handles are checked here first ([`check`](multihop_base::handles::check)), so a bad one is
 //!    named before anything travels (the monitor checks again: it decides);

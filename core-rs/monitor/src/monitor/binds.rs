@@ -1,6 +1,6 @@
 //! What binds of both transports share: resolving a name at the registry,
 //! asking the exporting dispatcher of this core (whose service answers from
-//! its backlog, see `dispatcher.rs`), and counting outcomes.
+//! its backlog, see `multihop_dispatcher`'s `service.rs`), and counting outcomes.
 
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
