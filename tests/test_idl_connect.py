@@ -23,7 +23,7 @@ import multihop.idl as idl
 import idl_procs
 import procs
 from conftest import unique_name
-from multihop.idl.connect import choose_transport
+from multihop.flounder.connect import choose_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 ECHO_IF = ROOT / "flounder-idl" / "echo.if"

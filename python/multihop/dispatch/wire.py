@@ -19,8 +19,8 @@ from typing import Any, Callable, TypeVar, cast
 
 from multihop.dispatch import dispatch_if as M
 from multihop.dispatch.ids import Nid
-from multihop.idl.errors import DecodeError
-from multihop.idl.wire import Record
+from multihop.flounder.errors import DecodeError
+from multihop.flounder.wire import Record
 
 __all__ = ["M", "Record", "encode", "decode", "DecodeError", "CLIENT_KINDS", "Handler", "route"]
 

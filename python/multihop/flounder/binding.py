@@ -13,16 +13,16 @@ A generated module defines ``<Name>Binding(Binding)`` with three sides:
 
 Making bindings: ``EchoBinding(channel)`` wraps a channel bound by hand;
 ``EchoBinding.bind(d, name, transport="auto")`` binds and wraps (transport
-``"ump"``, ``"multihop"``, or ``"auto"``: see :mod:`multihop.idl.connect`);
+``"ump"``, ``"multihop"``, or ``"auto"``: see :mod:`multihop.flounder.connect`);
 ``EchoBinding.export(d, name, handler)`` exports the service and serves every
-client that binds (see :mod:`multihop.idl.server`).
+client that binds (see :mod:`multihop.flounder.server`).
 
 The binding wraps any channel with ``send(data, timeout=None)``,
 ``recv(timeout=None) -> bytes`` and ``try_recv() -> bytes | None``.  It keeps
 no state between messages except a backlog of messages that arrived while an
 rpc waited for its response; they are handed out first, in order.  An rpc
 call waits for *its* response only: a message that does not decode while it
-waits raises :class:`~multihop.idl.errors.DecodeError` from the call (the
+waits raises :class:`~multihop.flounder.errors.DecodeError` from the call (the
 response, if it comes, stays on the channel for ``rx``).
 
 A binding is meant for one thread, like the channel under it: use one binding
@@ -47,10 +47,10 @@ from typing import Any, Callable, ClassVar, Self
 
 from multihop import aio
 from multihop.errors import Timeout
-from multihop.idl.connect import bind_channel
-from multihop.idl.errors import UnhandledMessage
-from multihop.idl.server import Server
-from multihop.idl.wire import Record
+from multihop.flounder.connect import bind_channel
+from multihop.flounder.errors import UnhandledMessage
+from multihop.flounder.server import Server
+from multihop.flounder.wire import Record
 
 __all__ = ["Binding", "Rx"]
 
@@ -83,7 +83,7 @@ class Rx:
         """Receive and decode the next message (waits up to ``timeout`` seconds; None waits forever).
 
         Raises the channel's errors (``Timeout``, ``ChannelClosed``) and
-        :class:`~multihop.idl.errors.DecodeError` for a message that does not
+        :class:`~multihop.flounder.errors.DecodeError` for a message that does not
         decode; the channel stays usable after either.
         """
         if self._backlog:
@@ -170,7 +170,7 @@ class Binding:
 
         ``transport`` is ``"ump"``, ``"multihop"`` or ``"auto"``: UMP when the
         runtime's routing table links the two cores directly, multi-hop
-        otherwise (:func:`multihop.idl.connect.choose_transport`).
+        otherwise (:func:`multihop.flounder.connect.choose_transport`).
         ``timeout``, ``window`` and ``max_message`` are those of
         :meth:`multihop.Dispatcher.bind`.  The binding keeps ``d`` (as
         ``.dispatcher``), so ``bind(rt.dispatcher(0), ...)`` stays usable.
@@ -183,12 +183,12 @@ class Binding:
         return cls(bind_channel(d, name, transport, timeout=timeout, window=window, max_message=max_message), dispatcher=d)
 
     @classmethod
-    def export(cls, d: Any, name: str, handler: Any = None, **export_options: Any) -> Server:
+    def export(cls, d: Any, name: str, handler: Any = None, **export_options: Any) -> Server[Self]:
         """Export ``name`` through dispatcher ``d`` and serve its clients with ``handler``; return the :class:`Server`.
 
         ``handler`` is an object serving every client, a class instantiated
         per client as ``handler(binding)``, or None to take clients with
-        :meth:`Server.accept` (see :mod:`multihop.idl.server`).
+        :meth:`Server.accept` (see :mod:`multihop.flounder.server`).
         ``export_options`` go to :meth:`multihop.Dispatcher.export` (``on_connect``).
 
         Raises:
@@ -199,7 +199,7 @@ class Binding:
     def dispatch(self, timeout: float | None = None) -> Record:
         """Receive one message and call its handler (registered with ``rx.on``); return the message.
 
-        Raises :class:`~multihop.idl.errors.UnhandledMessage` (holding the
+        Raises :class:`~multihop.flounder.errors.UnhandledMessage` (holding the
         message) if no handler is registered for it.
         """
         msg = self.rx.next(timeout)
@@ -216,7 +216,7 @@ class Binding:
         made of its return value (None for no ``out`` argument, the value for
         one, a tuple in declaration order for several).  Any other message goes
         to its ``rx.on`` handler, else to ``handler.<message>(fields...)``.
-        Raises :class:`~multihop.idl.errors.UnhandledMessage` if neither exists.
+        Raises :class:`~multihop.flounder.errors.UnhandledMessage` if neither exists.
         If the handler raises, no response is sent and the exception propagates.
         """
         msg = self.rx.next(timeout)

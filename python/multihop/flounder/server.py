@@ -5,7 +5,7 @@ through dispatcher ``d`` and returns a :class:`Server`.  What it does with
 the clients that bind depends on ``handler``:
 
 * an **object**: every binding is served with it, as
-  :meth:`~multihop.idl.binding.Binding.serve` serves (``handler.<rpc>(in
+  :meth:`~multihop.flounder.binding.Binding.serve` serves (``handler.<rpc>(in
   args...)`` returns the ``out`` values; ``handler.<message>(fields...)``
   takes a message).  One object serves every client, from one thread per
   client, so it must be safe to call from several threads at once;
@@ -22,8 +22,8 @@ costs a parked thread, no CPU).  A client's thread ends when the client
 closes its end (or dies).  A handler that raises, or a message that has no
 handler, ends that client only: its channel is closed (the client sees
 ``ChannelClosed``), the exception is kept in :attr:`Server.errors` and logged
-on the ``multihop.idl.server`` logger; every other client carries on.  A
-message that does not decode (a :class:`~multihop.idl.errors.DecodeError`) is
+on the ``multihop.flounder.server`` logger; every other client carries on.  A
+message that does not decode (a :class:`~multihop.flounder.errors.DecodeError`) is
 kept and logged the same way, and only that message is lost.
 
 :meth:`Server.close` (or leaving the ``with`` block) stops accepting, closes
@@ -36,33 +36,51 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from multihop import _core
 from multihop.errors import ChannelClosed, Timeout
-from multihop.idl.errors import DecodeError
+from multihop.flounder.errors import DecodeError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from multihop.idl.binding import Binding
-
-__all__ = ["STOP_SLICE", "Server"]
+__all__ = ["STOP_SLICE", "Server", "ServedBinding"]
 
 STOP_SLICE = 0.2
 """Seconds a serving thread waits in one blocking call before it looks whether the server is closing."""
 
-_log = logging.getLogger("multihop.idl.server")
+_log = logging.getLogger("multihop.flounder.server")
 
 
-class Server:
-    """An exported interface: its service, the bindings of its clients and, with a handler, their serving."""
+class ServedBinding(Protocol):
+    """What a :class:`Server` needs of the bindings it makes (a generated binding,
+    :class:`multihop.flounder.binding.Binding`, is one): its channel, and serving one message."""
 
-    def __init__(self, binding_class: type[Binding], service: _core.Service, handler: Any) -> None:
+    @property
+    def channel(self) -> Any:
+        """The channel under the binding (the server closes it)."""
+        ...
+
+    def serve(self, handler: Any, timeout: float | None = None) -> object:
+        """Receive one message and serve it with ``handler``."""
+        ...
+
+
+B = TypeVar("B", bound=ServedBinding)
+
+
+class Server(Generic[B]):
+    """An exported interface: its service, the bindings of its clients and, with a handler, their serving.
+
+    ``binding_class`` makes a client's binding from its channel (a generated ``<Name>Binding`` class).
+    """
+
+    def __init__(self, binding_class: Callable[[_core.Channel], B], service: _core.Service, handler: Any) -> None:
         """Wrap ``service``; start accepting and serving if ``handler`` is not None (use ``Binding.export``)."""
         self.binding_class = binding_class
         self.service = service
         self.handler = handler
-        self.bindings: list[Binding] = []
+        self.bindings: list[B] = []
         self.errors: list[BaseException] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -85,7 +103,7 @@ class Server:
         """Whether :meth:`close` was called."""
         return self._stop.is_set()
 
-    def accept(self, timeout: float | None = None) -> Binding:
+    def accept(self, timeout: float | None = None) -> B:
         """Take the next client's binding (a server made with ``handler=None`` only).
 
         Raises:
@@ -116,7 +134,7 @@ class Server:
         for b in bindings:
             b.channel.close()
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Server[B]:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
@@ -124,7 +142,7 @@ class Server:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.bindings)} client(s)"
-        return f"<{self.binding_class.__name__} server {self.name!r} iref {self.iref:#x}: {state}>"
+        return f"<{getattr(self.binding_class, '__name__', 'binding')} server {self.name!r} iref {self.iref:#x}: {state}>"
 
     # -- threads ------------------------------------------------------------
 
@@ -155,7 +173,7 @@ class Server:
                 self.bindings.append(b)
             self._spawn(self._serve_loop, f"{self.name}-client-{ch.id:#x}", b, handler)
 
-    def _serve_loop(self, b: Binding, handler: Any) -> None:
+    def _serve_loop(self, b: B, handler: Any) -> None:
         try:
             while not self._stop.is_set():
                 try:
@@ -175,7 +193,7 @@ class Server:
                     if b in self.bindings:
                         self.bindings.remove(b)
 
-    def _failed(self, b: Binding | None, e: BaseException) -> None:
+    def _failed(self, b: B | None, e: BaseException) -> None:
         with self._lock:
             self.errors.append(e)
         who = f"client channel {b.channel.id:#x}" if b is not None else "accepting"

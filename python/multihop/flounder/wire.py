@@ -1,7 +1,7 @@
 """Runtime support for generated Python stubs: the wire codec's shared pieces.
 
 Generated modules do the common work in straight-line code with precompiled
-:class:`struct.Struct` objects (see :mod:`multihop.idl.pygen`).  This module
+:class:`struct.Struct` objects (see :mod:`multihop.idl.pygen`, the compiler's Python back end).  This module
 holds what they share:
 
 * :class:`Record`, the base of the message classes ``rx`` returns;
@@ -9,7 +9,7 @@ holds what they share:
   it re-checks every argument against its type descriptor and raises a
   ``ValueError`` (or ``TypeError``) naming the argument;
 * :func:`decode_error`, which turns whatever a decoder tripped on into one
-  :class:`~multihop.idl.errors.DecodeError`;
+  :class:`~multihop.flounder.errors.DecodeError`;
 * packers for arrays whose length is only known at run time.
 
 Type descriptors are small tuples written into the generated code:
@@ -38,9 +38,12 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable, NoReturn, Sequence
 
-from multihop.idl.errors import DecodeError
+from multihop import _core
+from multihop.flounder.errors import DecodeError
 
 __all__ = [
+    "INT_FORMATS",
+    "FixedLayout",
     "U16",
     "U64",
     "Bad",
@@ -57,6 +60,29 @@ __all__ = [
     "encode_caps",
     "decode_caps",
 ]
+
+#: Flounder's integer types as they travel: the :mod:`struct` format letter of each (little-endian,
+#: no padding).  The compiler's model (:data:`multihop.idl.model.BUILTINS`) takes its formats and
+#: sizes from here.  ``int`` is Flounder's legacy spelling of ``int32``.
+INT_FORMATS: dict[str, str] = {
+    "uint8": "B",
+    "uint16": "H",
+    "uint32": "I",
+    "uint64": "Q",
+    "uintptr": "Q",
+    "size": "Q",
+    "iref": "Q",
+    "errval": "Q",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "intptr": "q",
+    "int": "i",
+}
+
+FixedLayout = _core.FixedLayout
+"""The wire layout of a message of scalars, handed to a channel's native send (a generated stub's fast path)."""
 
 U16 = struct.Struct("<H")
 U64 = struct.Struct("<Q")
@@ -243,9 +269,7 @@ def _is_dynamic(desc: tuple[Any, ...]) -> bool:
 
 
 def _int_fmt(tname: str) -> str:
-    from multihop.idl.model import BUILTINS
-
-    return "<" + BUILTINS[tname].fmt
+    return "<" + INT_FORMATS[tname]
 
 
 def _put(desc: tuple[Any, ...], v: Any, out: bytearray, handles: list[Any], give: list[bool]) -> None:
