@@ -4,13 +4,11 @@ The machines build and read the generated record classes directly
 (``M.news(...)``, ``rec.name``), so the Flounder interface is the one
 definition of every message; the drivers turn records into bytes with
 :func:`encode` and back with :func:`decode` (``DecodeError`` for anything
-that is not one of these messages).  ``dispatch_if.py`` is generated:
-regenerate it with ``multihop stubgen flounder-idl/dispatch.if --lang python
--o python/multihop/dispatch/dispatch_if.py`` (a test checks it is current).
-Type checkers read its typed stub ``dispatch_if.pyi`` instead (each message's
-record class with its typed fields): regenerate it with ``python -m
-multihop.idl.pyi flounder-idl/dispatch.if -o
-python/multihop/dispatch/dispatch_if.pyi`` (a test checks it is current too).
+that is not one of these messages).  ``dispatch_if.py`` is generated, and
+type checkers read its typed stub ``dispatch_if.pyi`` instead (each message's
+record class with its typed fields): both are listed in
+:mod:`multihop.idl.generated_files` (``multihop stubgen --all`` regenerates
+them, ``multihop stubgen --check`` checks them).
 """
 
 from __future__ import annotations
