@@ -1,0 +1,42 @@
+"""The names renamed by issue 25 (multihop.deprecation): each old one still works for one release, with a
+DeprecationWarning that names the new one."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["binding", "server", "wire", "connect"])
+def test_the_old_idl_runtime_modules_are_the_flounder_ones_with_a_warning(name: str) -> None:
+    new = importlib.import_module(f"multihop.flounder.{name}")
+    sys.modules.pop(f"multihop.idl.{name}", None)
+    with pytest.warns(DeprecationWarning, match=rf"multihop\.idl\.{name} moved to multihop\.flounder\.{name}"):
+        old = importlib.import_module(f"multihop.idl.{name}")
+    assert old is new
+    import multihop.idl
+
+    assert getattr(multihop.idl, name) is new
+
+
+def test_old_generated_code_still_imports_what_it_did() -> None:
+    """A stub generated before the move imports these names from the old paths."""
+    for name in ("binding", "wire"):
+        sys.modules.pop(f"multihop.idl.{name}", None)
+    with pytest.warns(DeprecationWarning):
+        from multihop.idl.binding import Binding
+        from multihop.idl.errors import DecodeError
+        from multihop.idl.wire import DECODE_ERRORS, U64, Record, decode_caps, encode_caps, explain, pack_array
+    import multihop.flounder as fl
+
+    assert (Binding, DecodeError, Record) == (fl.Binding, fl.DecodeError, fl.Record)
+    assert all((DECODE_ERRORS, U64, decode_caps, encode_caps, explain, pack_array))
+
+
+def test_the_warning_points_at_the_importer() -> None:
+    sys.modules.pop("multihop.idl.server", None)
+    with pytest.warns(DeprecationWarning) as got:
+        import multihop.idl.server  # noqa: F401
+    assert got[0].filename == __file__
