@@ -137,8 +137,8 @@ def _own_parsers() -> dict[str, argparse.ArgumentParser]:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, child in action.choices.items():
-                    if prefix == "multihop" and name in ("analyze", "dispatch", "ges"):
-                        continue  # their arguments are their packages' (python/multihop/{analysis,dispatch,ges})
+                    if prefix == "multihop" and name in ("analyze", "news", "dispatch", "ges"):
+                        continue  # their arguments are their packages' (python/multihop/{analysis,news,ges})
                     walk(f"{prefix} {name}", child)
 
     walk("multihop", build_parser())

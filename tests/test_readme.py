@@ -119,7 +119,7 @@ def test_the_c_headers_build_lines_work(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == "ping\n", r.stderr
 
 
-_BARE = re.compile(r"(?<![\w/.-])multihop (?:up|down|status|demo|bench|stubgen|analyze|dispatch|ges|groups)\b")
+_BARE = re.compile(r"(?<![\w/.-])multihop (?:up|down|status|demo|bench|stubgen|analyze|news|dispatch|ges|groups)\b")
 
 
 def test_the_readme_says_to_activate_the_venv_before_its_first_bare_multihop_command() -> None:

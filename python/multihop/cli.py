@@ -1,5 +1,9 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``,
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``news``, ``ges``,
 ``groups``.
+
+The top layer: it registers each application's subcommand (its arguments and what it runs are the
+application's own ``command`` module). ``multihop dispatch ...`` is the old name of ``multihop news
+...``, kept for one release with a warning on stderr.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -195,10 +199,15 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     return run_args(a)
 
 
-def _cmd_dispatch(a: argparse.Namespace) -> int:
-    from multihop.dispatch import command
+def _cmd_news(a: argparse.Namespace) -> int:
+    from multihop.news import command
 
     return command.run(a)
+
+
+def _cmd_dispatch(a: argparse.Namespace) -> int:
+    print("multihop dispatch: deprecated, use `multihop news` (the same command; this name goes in the next release)", file=sys.stderr)
+    return _cmd_news(a)
 
 
 def _cmd_groups(a: argparse.Namespace) -> int:
@@ -306,11 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
 
-    from multihop.dispatch import command as dispatch_command
+    from multihop.news import command as news_command
 
-    dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
-    dispatch_command.add_arguments(dp)
-    dp.set_defaults(func=_cmd_dispatch)
+    nw = sub.add_parser("news", help=news_command.HELP, description=news_command.HELP)
+    news_command.add_arguments(nw)
+    nw.set_defaults(func=_cmd_news)
+    old = sub.add_parser("dispatch", help="deprecated: the old name of `multihop news`", description=news_command.HELP)
+    news_command.add_arguments(old)
+    old.set_defaults(func=_cmd_dispatch)
 
     from multihop.ges import command as ges_command
 

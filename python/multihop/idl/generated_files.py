@@ -57,8 +57,8 @@ GENERATED: tuple[Generated, ...] = (
     Generated("python/multihop/ges/live/ges_broker_if.pyi", "pyi", "flounder-idl/ges_broker.if"),
     Generated("python/multihop/ges/live/ges_client_if.py", "python", "flounder-idl/ges_client.if"),
     Generated("python/multihop/ges/live/ges_client_if.pyi", "pyi", "flounder-idl/ges_client.if"),
-    Generated("python/multihop/dispatch/dispatch_if.py", "python", "flounder-idl/dispatch.if"),
-    Generated("python/multihop/dispatch/dispatch_if.pyi", "pyi", "flounder-idl/dispatch.if"),
+    Generated("python/multihop/news/dispatch_if.py", "python", "flounder-idl/dispatch.if"),
+    Generated("python/multihop/news/dispatch_if.pyi", "pyi", "flounder-idl/dispatch.if"),
 )
 """Every generated file the repository keeps (paths relative to the root)."""
 
