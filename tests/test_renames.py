@@ -40,3 +40,42 @@ def test_the_warning_points_at_the_importer() -> None:
     with pytest.warns(DeprecationWarning) as got:
         import multihop.idl.server  # noqa: F401
     assert got[0].filename == __file__
+
+
+def _forget_dispatch() -> None:
+    for name in [n for n in sys.modules if n == "multihop.dispatch" or n.startswith("multihop.dispatch.")]:
+        del sys.modules[name]
+
+
+def test_multihop_dispatch_is_multihop_news_with_a_warning() -> None:
+    import multihop.news
+
+    _forget_dispatch()
+    with pytest.warns(DeprecationWarning, match=r"multihop\.dispatch moved to multihop\.news"):
+        import multihop.dispatch as old
+    assert set(old.__all__) == set(multihop.news.__all__)
+    assert old.start is multihop.news.start and old.SourceQoS is multihop.news.SourceQoS
+
+
+@pytest.mark.parametrize("sub", ["client", "system", "wire", "dispatch_if", "command"])
+def test_every_old_submodule_is_the_new_module_itself(sub: str) -> None:
+    new = importlib.import_module(f"multihop.news.{sub}")
+    _forget_dispatch()
+    with pytest.warns(DeprecationWarning) as got:
+        old = importlib.import_module(f"multihop.dispatch.{sub}")
+    assert old is new
+    assert any(f"multihop.dispatch.{sub} moved to multihop.news.{sub}" in str(w.message) for w in got)
+
+
+def test_from_the_old_package_import_a_submodule() -> None:
+    _forget_dispatch()
+    with pytest.warns(DeprecationWarning):
+        from multihop.dispatch.qos import SinkQoS
+    from multihop.news.qos import SinkQoS as new
+
+    assert SinkQoS is new
+    _forget_dispatch()
+    with pytest.warns(DeprecationWarning) as got:
+        from multihop.dispatch import store  # a submodule as a name of the old package
+    assert any("multihop.dispatch.store moved" in str(w.message) for w in got)
+    assert store is sys.modules["multihop.news.store"]
