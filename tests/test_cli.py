@@ -59,8 +59,9 @@ def _start_group_service(name: str) -> int:
     does), with a member that stays joined; the service's pid."""
     script = (
         "import multihop as mh\n"
+        "from multihop import groups\n"
         f"rt = mh.Runtime.attach({name!r})\n"
-        "rt.group('g')\n"
+        "groups.group(rt, 'g')\n"
         "with rt.dispatcher(1) as d:\n"
         "    g = d.join('g')\n"
         "    g.send(g.broadcast, b'x')\n"

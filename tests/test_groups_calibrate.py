@@ -16,8 +16,9 @@ from conftest import unique_name
 
 import multihop as mh
 from multihop.groups import GroupError, ModelError, flat, load_model, simulate
-from multihop.groups.calibrate import STORED_NAME, calibrate, model_dir, stored_model, stored_path
-from multihop.groups.live import measure_shootdown
+from multihop.bench.groups.calibrate import calibrate
+from multihop.bench.groups.live import measure_shootdown
+from multihop.groups.stored import STORED_NAME, model_dir, stored_model, stored_path
 from multihop.groups.simulate import Workload
 
 

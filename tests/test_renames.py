@@ -79,3 +79,40 @@ def test_from_the_old_package_import_a_submodule() -> None:
         from multihop.dispatch import store  # a submodule as a name of the old package
     assert any("multihop.dispatch.store moved" in str(w.message) for w in got)
     assert store is sys.modules["multihop.news.store"]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("multihop.groups.calibrate", "multihop.bench.groups.calibrate"),
+        ("multihop.groups.shootdown", "multihop.bench.groups.shootdown"),
+        ("multihop.groups.probe", "multihop.bench.groups.probe"),
+        ("multihop.ges.testbed", "multihop.bench.ges.testbed"),
+        ("multihop.ges.nats_peer", "multihop.bench.ges.nats_peer"),
+        ("multihop.news.measure", "multihop.bench.news.measure"),
+    ],
+)
+def test_measurements_moved_to_the_bench_layer_keep_their_old_names(old: str, new: str) -> None:
+    importlib.import_module(old.rsplit(".", 1)[0])  # the application, which names its moved modules
+    module = importlib.import_module(new)
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=rf"{old} moved to {new}"):
+        assert importlib.import_module(old) is module
+
+
+def test_the_stored_model_names_stay_with_the_groups_application() -> None:
+    from multihop.bench.groups import calibrate
+    from multihop.groups import stored
+
+    assert (calibrate.stored_model, calibrate.stored_path, calibrate.STORED_NAME) == (stored.stored_model, stored.stored_path, stored.STORED_NAME)
+
+
+def test_runtime_group_is_multihop_groups_group_with_a_warning(rt: object) -> None:
+    import multihop.groups as groups
+
+    with pytest.warns(
+        DeprecationWarning, match=r"Runtime.group\(name, \.\.\.\) is deprecated: call multihop.groups.group\(rt, name, \.\.\.\)"
+    ) as got:
+        info = rt.group("renamed", order="fifo", tree="flat")  # type: ignore[attr-defined]
+    assert got[0].filename == __file__
+    assert info == groups.group(rt, "renamed", order="fifo", tree="flat")  # type: ignore[arg-type]

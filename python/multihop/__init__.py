@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import types
 
-from multihop._core import MAX_HANDLES, Channel, Dispatcher, Handle, Service
+from multihop._core import MAX_HANDLES, Channel, Dispatcher, GroupPort, Handle, Service
 from multihop import aio  # noqa: F401  (mh.aio.stats; the coroutines behind the *_async methods)
 from multihop.errors import (
     BindError,
@@ -58,6 +58,7 @@ __all__ = [
     "ChannelClosed",
     "Dispatcher",
     "ExportError",
+    "GroupPort",
     "Handle",
     "HeldLost",
     "IdlError",

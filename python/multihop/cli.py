@@ -211,6 +211,10 @@ def _cmd_dispatch(a: argparse.Namespace) -> int:
 
 
 def _cmd_groups(a: argparse.Namespace) -> int:
+    if a.groups_cmd == "calibrate":  # a measurement run: the benchmarks' part of `multihop groups`
+        from multihop.bench.groups import command as calibrate_command
+
+        return calibrate_command.run(a)
     from multihop.groups import command
 
     return command.run(a)
@@ -341,7 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="group communication: live groups through the monitors (rt.group, d.join), machine models, trees, simulated shoot-down, calibration",
         description=groups_command.DESCRIPTION,
     )
-    groups_command.add_arguments(gr)
+    from multihop.bench.groups import command as calibrate_command
+
+    calibrate_command.add_arguments(groups_command.add_arguments(gr))
     gr.set_defaults(func=_cmd_groups)
     return p
 

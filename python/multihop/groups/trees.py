@@ -15,7 +15,7 @@ is a monitor that already holds a copy for its own members).
     core of every *other* socket, farthest first by round trip (ties by socket
     order), then to the other member cores of its own socket; each of those
     socket leaders then sends to the other member cores of its socket.  The
-    round trips come from a calibration (:mod:`multihop.groups.calibrate`) or a
+    round trips come from a calibration (:mod:`multihop.bench.groups.calibrate`) or a
     machine model; without either, every socket is equally far and the order
     is the topology's socket order after the root's.
 ``machine``

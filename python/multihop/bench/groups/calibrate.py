@@ -1,13 +1,13 @@
 """Calibration: measure a live runtime's message costs per core pair and store them as a machine model.
 
-:func:`calibrate` starts one agent process per core (:mod:`multihop.groups.agent`,
+:func:`calibrate` starts one agent process per core (:mod:`multihop.bench.groups.agent`,
 pinned to the core's CPU, attached to the core's monitor), and has each agent
 measure, over the runtime's own channels (UMP by default, or multi-hop through
 the monitors), every pair it is asked for:
 
 * the round trip a -> b -> a: the median of ``rounds`` one-member
   shoot-downs, timed by the very loops the live shoot-down runs
-  (:mod:`multihop.groups.probe`);
+  (:mod:`multihop.bench.groups.probe`);
 * ``send(a, b)``: a's time per ``send`` of an 8-byte message while the ring
   has room (median of bursts), and ``recv(a, b)``: b's time per ``recv`` of a
   message already in its ring.  These split the round trip: when the four of
@@ -50,63 +50,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import multihop as mh
+from multihop.bench.groups.agent import run_agent, service_name
 from multihop.bench.peers import spawned
-from multihop.groups.agent import run_agent, service_name
 from multihop.groups.errors import ModelError
-from multihop.groups.model import MachineModel, load_model
-from multihop.paths import check_name
+from multihop.groups.model import MachineModel
+from multihop.groups.stored import MODEL_DIR_ENV, STORED_NAME, kept_path, model_dir, stored_model, stored_path
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Event
 
 __all__ = ["calibrate", "stored_model", "stored_path", "kept_path", "model_dir", "MODEL_DIR_ENV", "STORED_NAME", "Measured"]
 
-STORED_NAME = "groups-model.toml"
-"""The file name of a runtime's stored calibration (in its directory under :func:`model_dir`)."""
-
-MODEL_DIR_ENV = "MULTIHOP_MODEL_DIR"
-"""The environment variable that names the directory of stored models (tests set it)."""
-
 Measured = dict[tuple[int, int], tuple[float, float, float]]
 """(a, b) -> (send ns, recv ns, round trip ns) as the agents measured them."""
-
-
-def model_dir() -> Path:
-    """Where this machine's calibrated models are kept: ``$MULTIHOP_MODEL_DIR``, else
-    ``$XDG_DATA_HOME/multihop/models``, else ``~/.local/share/multihop/models`` (not created here)."""
-    override = os.environ.get(MODEL_DIR_ENV)
-    if override:
-        return Path(override)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
-        return Path(xdg) / "multihop" / "models"
-    return Path.home() / ".local" / "share" / "multihop" / "models"
-
-
-def stored_path(name: str, file: str = STORED_NAME) -> Path:
-    """The kept model ``file`` of the runtime named ``name`` on this host (see :func:`model_dir`).
-
-    Raises:
-        ValueError: ``name`` is not a valid runtime name.
-    """
-    return model_dir() / _host() / check_name(name) / file
-
-
-def _host() -> str:
-    """This machine's name as a path component (a home directory may be shared between machines)."""
-    host = socket.gethostname().replace("/", "_") or "localhost"
-    return "_" + host if host.startswith(".") else host
-
-
-def stored_model(rt: mh.Runtime, file: str = STORED_NAME) -> MachineModel | None:
-    """The calibration kept for ``rt`` (:func:`stored_path`; else one left in ``rt``'s directory, where
-    calibrations went before), or None if it has none that covers the runtime's cores."""
-    for path in (stored_path(rt.name, file), rt.dir / file):
-        if path.is_file():
-            model = load_model(path)
-            if set(rt.cores) <= set(model.cores):  # else a calibration of another runtime of that name
-                return model
-    return None
 
 
 def calibrate(
@@ -159,13 +115,6 @@ def calibrate(
     model = derive(rt, chosen, measured, transport)
     model.save(Path(out) if out is not None else kept_path(rt.name, STORED_NAME))
     return model
-
-
-def kept_path(name: str, file: str) -> Path:
-    """:func:`stored_path` with its directories made (mode 0700)."""
-    path = stored_path(name, file)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
 
 
 def measure(

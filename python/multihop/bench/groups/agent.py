@@ -8,22 +8,22 @@ measurably slowed every call, so there is none).  The calibrator drives it
 over a control channel, one pair at a time:
 
 ``S<core>``  serve the agent of ``core``: take its channel (accepting it the
-             first time) and run :func:`~multihop.groups.probe.ack_loop` on it
+             first time) and run :func:`~multihop.bench.groups.probe.ack_loop` on it
              until it says ``E``; then ``s`` back;
 ``M<core>``  measure towards ``core`` (whose agent is serving), over a channel of
              the calibration's transport (UMP, or multi-hop through the monitors): one-member
-             shoot-downs (:func:`~multihop.groups.probe.time_rounds`) and a
+             shoot-downs (:func:`~multihop.bench.groups.probe.time_rounds`) and a
              burst probe; answer ``R`` + three float64 (send ns, recv ns,
              round trip ns);
 ``W<core>``  like ``M``, but the one-way probe
-             (:func:`~multihop.groups.probe.one_way_probe`): answer ``R`` + 0, 0 and
+             (:func:`~multihop.bench.groups.probe.one_way_probe`): answer ``R`` + 0, 0 and
              the median ns from a send to the serving agent's receive returning;
 ``Q``        end.
 
 Every figure is a median over many tries, so a descheduling on a shared
 machine moves it little.  The costs include Python's call overhead: the model
 predicts what Python dispatchers see, which is what the live shoot-down
-(:mod:`multihop.groups.live`) measures.
+(:mod:`multihop.bench.groups.live`) measures.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import struct
 from typing import Any
 
 import multihop as mh
-from multihop.groups.probe import PAUSE_US, ack_loop, one_way_probe, send_cost_probe, time_rounds
+from multihop.bench.groups.probe import PAUSE_US, ack_loop, one_way_probe, send_cost_probe, time_rounds
 
 __all__ = ["run_agent", "service_name"]
 

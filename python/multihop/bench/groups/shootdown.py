@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import multihop as mh
+from multihop import groups
 from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
 
@@ -170,7 +171,7 @@ def measure_group_shootdown(
         raise GroupError(f"unknown shoot-down mode {mode!r}; valid: {', '.join(MODES)}")
     listed = _check(rt, root, members)
     name = group or f"sd-{mode}-{len(listed)}-{os.getpid()}-{time.monotonic_ns()}"
-    rt.group(name, order="fifo", tree=tree_of_mode(mode), window=64)
+    groups.group(rt, name, order="fifo", tree=tree_of_mode(mode), window=64)
     starts: list[int] = []
     times: list[int] = []
     old = os.sched_getaffinity(0)
@@ -253,7 +254,7 @@ def measure_throughput(
     """
     listed = _check(rt, root, members)
     name = f"tp-{order}-{os.getpid()}-{time.monotonic_ns()}"
-    rt.group(name, order=order, tree="flat", window=window)
+    groups.group(rt, name, order=order, tree="flat", window=window)
     data = b"x" * size
     with contextlib.ExitStack() as stack:
         d = stack.enter_context(rt.dispatcher(root))

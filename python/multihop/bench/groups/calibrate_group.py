@@ -1,6 +1,6 @@
 """Calibration of the live group path: what each process of a group shoot-down costs, measured on that path.
 
-A live shoot-down (:mod:`multihop.groups.shootdown`) is not two processes
+A live shoot-down (:mod:`multihop.bench.groups.shootdown`) is not two processes
 talking over a ring: every frame goes through the sender's monitor and the
 receiver's (each a process of its own on its core's CPU), the group
 endpoints are Python that park as soon as they have nothing to do (and must
@@ -11,7 +11,7 @@ its own and puts them into a machine model with ``route = "monitors"``
 members:
 
 * **latency** and **switch**: the UMP calibration of the cores
-  (:func:`~multihop.groups.calibrate.calibrate`, pairs from the root), whose
+  (:func:`~multihop.bench.groups.calibrate.calibrate`, pairs from the root), whose
   agents spin while they wait;
 * **wake**: the same agents' one-way probe (a message sent after a pause
   longer than any receiver polls, timed from the sender's stamp to the
@@ -79,12 +79,14 @@ from pathlib import Path
 from typing import Any
 
 import multihop as mh
+from multihop import groups
 from multihop.bench.peers import spawned
-from multihop.groups.calibrate import calibrate, kept_path, measure
+from multihop.bench.groups.calibrate import calibrate, measure
+from multihop.bench.groups.probe import PAUSE_US
 from multihop.groups.errors import GroupError
 from multihop.groups.model import MachineModel
-from multihop.groups.probe import PAUSE_US
 from multihop.groups.simulate import Workload
+from multihop.groups.stored import PATH_STORED_NAME, kept_path
 
 __all__ = [
     "GroupPathCosts",
@@ -98,8 +100,6 @@ __all__ = [
 ]
 
 _CTX = mp.get_context("spawn")
-PATH_STORED_NAME = "groups-path-model.toml"
-"""Where :func:`calibrate_group_path` stores its model in the runtime's directory by default."""
 BASE_STORED_NAME = "groups-path-base.toml"
 """Where it stores the UMP calibration it starts from."""
 _CHUNK = 20  # rounds per reading of a member's CPU time (the median over chunks leaves a disturbed one out)
@@ -160,7 +160,7 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
     """Shoot-downs from ``root`` to one member process on each of ``members`` (a core may be listed more than once:
     several processes on it): per round medians and CPU."""
     name = f"cal-path-{os.getpid()}-{time.monotonic_ns()}"
-    rt.group(name, order="fifo", tree="flat", window=256)
+    groups.group(rt, name, order="fifo", tree="flat", window=256)
     spread = len(os.sched_getaffinity(0)) > 1
     q, stop = _CTX.Queue(), _CTX.Event()
     old = os.sched_getaffinity(0)
@@ -377,7 +377,7 @@ def calibrate_group_path(
     """Measure the live group path of ``rt`` from ``root`` (default: its first core).
 
     Returns the model (:func:`group_path_model`, also stored at ``out``,
-    default :data:`PATH_STORED_NAME` beside the runtime's kept model, :func:`~multihop.groups.calibrate.stored_path`,
+    default :data:`PATH_STORED_NAME` beside the runtime's kept model, :func:`~multihop.bench.groups.calibrate.stored_path`,
     which outlives the runtime), the measured
     parts, and the workload that plays a flat unicast shoot-down on it (direct
     acks, the root's own per-round work).

@@ -6,7 +6,7 @@ polls or while it is in ``sched_yield`` depends on how much Python work each
 side does between calls, and a loop that does a little more can settle at
 twice the round trip.  So the calibration's round trips are shoot-downs of one
 member, timed by :func:`time_rounds` against :func:`ack_loop`, exactly the
-code :mod:`multihop.groups.live` runs with many members.
+code :mod:`multihop.bench.groups.live` runs with many members.
 
 Messages a member understands (first byte): ``H`` + u32 n (a receive-cost
 probe: answer ``h``, wait :data:`HOLD_S`, receive n messages one call at a

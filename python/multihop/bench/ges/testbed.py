@@ -38,11 +38,12 @@ import psutil
 
 from multihop.ges.live.broker import quiet_gc
 from multihop.ges.live.system import LiveSystem
+from multihop.ges.topology import EXAMPLES as TOPOLOGY_EXAMPLES
 from multihop.ges.topology import Topology
 
 __all__ = ["Testbed", "CaseResult", "PROFILE", "EXAMPLES", "event_content", "background_priority", "cpu_seconds"]
 
-EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLES = TOPOLOGY_EXAMPLES  # the shipped topology files (multihop/ges/examples/)
 PROFILE = [("a", 1), ("b", 2), ("c", 3), ("d", 1)]
 _CTX = mp.get_context("spawn")
 GIVE_UP = 10.0  # a subscriber that got nothing for this long stops waiting for the rest of a case
