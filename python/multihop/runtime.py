@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any, Sequence
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.deprecation import warn_deprecated
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
@@ -389,7 +390,7 @@ class Runtime:
         return "\n".join(text.splitlines()[-lines:])
 
     @classmethod
-    def attach(cls, name: str, *, timeout: float = 5.0) -> "Runtime":
+    def attach(cls, name: str, *, timeout: float = DEFAULT_TIMEOUT) -> "Runtime":
         """Attach to a running runtime of this user. Raises RuntimeNotFound.
 
         A runtime is running while its monitors hold its lock, whatever its
@@ -540,7 +541,7 @@ class Runtime:
         """Whether every monitor process is running (each checked against its start time)."""
         return not self._stopped and all(_is_process(m["pid"], m.get("start_ticks")) for m in self._meta["monitors"])
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Stop every monitor and remove the runtime directory. Idempotent.
 
         Monitors are asked to shut down, then killed if they have not exited

@@ -46,6 +46,7 @@ from collections import deque
 from typing import Any, Callable, ClassVar, Self
 
 from multihop import aio
+from multihop.defaults import DEFAULT_TIMEOUT, DEFAULT_WINDOW
 from multihop.errors import Timeout
 from multihop.flounder.connect import bind_channel
 from multihop.flounder.errors import UnhandledMessage
@@ -162,8 +163,8 @@ class Binding:
         name: str | int,
         transport: str = "auto",
         *,
-        timeout: float | None = 5.0,
-        window: int = 16,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        window: int = DEFAULT_WINDOW,
         max_message: int | None = None,
     ) -> Self:
         """Bind dispatcher ``d`` to the service ``name`` (or an iref) and return a binding over the channel.

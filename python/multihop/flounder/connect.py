@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT, DEFAULT_WINDOW
 
 __all__ = ["TRANSPORTS", "bind_channel", "choose_transport"]
 
@@ -62,8 +63,8 @@ def bind_channel(
     service: str | int,
     transport: str = "auto",
     *,
-    timeout: float | None = 5.0,
-    window: int = 16,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    window: int = DEFAULT_WINDOW,
     max_message: int | None = None,
 ) -> _core.Channel:
     """Bind ``d`` to ``service`` (a name or an iref) over ``transport``; return the channel.

@@ -27,6 +27,7 @@ import random
 import struct
 from typing import Any, Iterable, Mapping
 
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.ges.address import Address, AddressLike, level_of_difference, unit_id, unit_str
 from multihop.ges.broker import BrokerCore
 from multihop.ges.costs import CostMatrix
@@ -461,7 +462,7 @@ class Simulator:
         *,
         last_received: Mapping[str, EventId] | None = None,
         credential: str | None = None,
-        timeout: float = 5.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> "SimClient":
         """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation).
 

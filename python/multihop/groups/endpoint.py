@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import multihop as mh
+from multihop.defaults import DEFAULT_WINDOW
 from multihop.errors import ChannelClosed, MultihopError, ProtocolError, Timeout, TxBusy
 from multihop.groups import codec
 from multihop.groups.convergecast import Convergecast, Partial
@@ -72,7 +73,7 @@ from multihop.groups.frames import (
     encode_submit,
     encode_up_reply,
 )
-from multihop.groups.gsd import DEFAULT_WINDOW, SERVICE, ensure_service
+from multihop.groups.gsd import SERVICE, ensure_service
 from multihop.groups.ids import BROADCAST
 from multihop.groups.member import GroupMember
 from multihop.groups.messages import CreateGroup, Data, Reply, Submit

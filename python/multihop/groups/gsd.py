@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import multihop as mh
+from multihop.defaults import DEFAULT_WINDOW
 from multihop.errors import MultihopError, ProtocolError
 from multihop.groups import codec
 from multihop.groups.errors import GroupError
@@ -67,7 +68,6 @@ from multihop.rts import path as route_path
 __all__ = ["SERVICE", "DEFAULT_WINDOW", "ensure_service", "stop_service", "view_entries", "main"]
 
 SERVICE = "mh-groups"
-DEFAULT_WINDOW = 16
 PIDFILE = "gsd.pid"
 
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.errors import DispatchError
 from multihop.news.ids import Nid, domain_id, hex_id, new_identity
 from multihop.news.naming import check_system, listed_peers, peer_service
@@ -32,7 +33,7 @@ def _session(rt: mh.Runtime, system: str, peer: Nid, core: int | None, timeout: 
     return d, ch
 
 
-def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, core: int | None = None) -> dict[str, Any]:
+def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = DEFAULT_TIMEOUT, core: int | None = None) -> dict[str, Any]:
     """The status of one peer (its ``status_reply``, as a dict).
 
     Raises BindError (the peer is gone, or refused us), Timeout (it did not answer),
@@ -65,7 +66,7 @@ def peer_status(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0, co
         d.detach()
 
 
-def domain_status(runtime: str, system: str, timeout: float = 5.0) -> dict[str, Any]:
+def domain_status(runtime: str, system: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """Every listed peer's status (or the error reaching it), by peer id."""
     rt = mh.Runtime.attach(runtime)
     check_system(system)
@@ -81,7 +82,7 @@ def domain_status(runtime: str, system: str, timeout: float = 5.0) -> dict[str, 
     return out
 
 
-def shutdown_peer(rt: mh.Runtime, system: str, peer: Nid, timeout: float = 5.0) -> None:
+def shutdown_peer(rt: mh.Runtime, system: str, peer: Nid, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Tell a peer to leave gracefully (it exits once it has)."""
     d, ch = _session(rt, system, peer, None, timeout)
     try:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, Sequence, TypeVar
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.channels import ChannelTable, drain
 from multihop.news.clock import Clock, MonotonicClock
 from multihop.news.errors import JoinRefused, NoPeers, SourceRefused, UnknownTopic
@@ -108,7 +109,7 @@ class _Client(Generic[MachineT]):
 
     def _bind(self, peer: Nid) -> None:
         try:
-            ch = self.d.bind(peer_service(self.system, peer), transport=self.transport, timeout=5.0)
+            ch = self.d.bind(peer_service(self.system, peer), transport=self.transport, timeout=DEFAULT_TIMEOUT)
         except (mh.BindError, mh.Timeout):
             self.machine.handle_connect_failed(peer, self.clock.now_ns())
             return
@@ -228,7 +229,7 @@ class Source(_Client[SourceMachine]):
         """The source's QoS."""
         return self.machine.qos
 
-    def send(self, topics: Sequence[str], payload: bytes, timeout: float | None = 5.0) -> int:
+    def send(self, topics: Sequence[str], payload: bytes, timeout: float | None = DEFAULT_TIMEOUT) -> int:
         """Send one news under ``topics``; return its sequence number.
 
         Every peer gets it (active replication).  A reliable source waits up to
@@ -275,7 +276,7 @@ class Source(_Client[SourceMachine]):
                     pass
         return int(rec.seq)
 
-    def flush(self, timeout: float = 5.0) -> None:
+    def flush(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Wait until every peer acknowledged every news (reliable sources; a no-op for best effort)."""
         deadline = time.monotonic() + timeout
         while self.machine.unacked():

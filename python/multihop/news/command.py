@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.admin import domain_status, shutdown_peer
 from multihop.news.config import PeerConfig
 from multihop.news.ids import hex_id
@@ -104,7 +105,7 @@ def run(a: argparse.Namespace) -> int:
         listed = listed_peers(rt, a.system)
         for peer in sorted(listed):
             try:
-                shutdown_peer(rt, a.system, peer, timeout=min(a.timeout, 5.0))
+                shutdown_peer(rt, a.system, peer, timeout=min(a.timeout, DEFAULT_TIMEOUT))
             except (mh.MultihopError, OSError):
                 pass
         deadline = time.monotonic() + a.timeout

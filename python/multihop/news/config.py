@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.clock import seconds_to_ns
 from multihop.news.topics import check_topics
 
@@ -53,7 +54,7 @@ class PeerConfig:
     rate_grace: float = 0.02
     gap_retry: float = 0.2
     gap_tries: int = 5
-    join_timeout: float = 5.0
+    join_timeout: float = DEFAULT_TIMEOUT
     topics: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:

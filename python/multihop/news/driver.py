@@ -33,6 +33,7 @@ import time
 from typing import Any, Callable
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT, DRAIN_BATCH
 from multihop.news.channels import ChannelTable
 from multihop.news.clock import Clock, MonotonicClock
 from multihop.news.config import PeerConfig
@@ -184,7 +185,7 @@ class PeerDriver:
     def _read(self, ch: mh.Channel) -> None:
         m = self.machine
         try:
-            batch = ch.recv_batch(256, timeout=0)
+            batch = ch.recv_batch(DRAIN_BATCH, timeout=0)
         except mh.ChannelClosed:
             node = self.table.forget(ch)
             if node is not None:
@@ -231,7 +232,7 @@ class PeerDriver:
         m = self.machine
         while (peer := m.poll_connect()) is not None:
             try:
-                ch = self.d.bind(peer_service(self.system, peer), transport=self.transport, timeout=5.0)
+                ch = self.d.bind(peer_service(self.system, peer), transport=self.transport, timeout=DEFAULT_TIMEOUT)
             except (mh.BindError, mh.Timeout) as e:
                 log.info("peer %s: cannot bind to peer %s: %s", short(self.me), short(peer), e)
                 m.handle_connect_failed(peer, self.clock.now_ns())

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Sequence
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.errors import DispatchError, TopicError
 from multihop.news.ids import ZERO, Nid, NewsKey, hex_id, new_identity
 from multihop.news.naming import DEFAULT_SYSTEM, check_system, peer_dir
@@ -111,7 +112,7 @@ class Relay:
         """Whether the process runs."""
         return self.proc.poll() is None
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """SIGTERM, then SIGKILL after ``timeout``."""
         if self.alive:
             self.proc.send_signal(signal.SIGTERM)

@@ -21,6 +21,7 @@ from collections import deque
 from typing import Sequence
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT, DRAIN_BATCH
 from multihop.news.channels import ChannelTable
 from multihop.news.client import Sink, _Client
 from multihop.news.ids import ZERO, Nid, domain_id, hex_id, identity_of, new_identity, short
@@ -139,7 +140,7 @@ class RelayDriver:
         hello = M.messages.relay_hello(self.me, self.machine.local)
         for other in others:
             try:
-                ch = self.rd.bind(relay_service(self.relay_system, other), timeout=5.0)
+                ch = self.rd.bind(relay_service(self.relay_system, other), timeout=DEFAULT_TIMEOUT)
                 with self.lock:
                     self.mesh.name(ch, other)
                     self.mesh.queue(other, hello)
@@ -148,7 +149,7 @@ class RelayDriver:
             except (mh.BindError, mh.Timeout, mh.ChannelClosed) as e:
                 log.info("relay %s: relay %s unreachable: %s", short(self.me), short(other), e)
 
-    def _await_hello(self, ch: mh.Channel, timeout: float = 5.0) -> None:
+    def _await_hello(self, ch: mh.Channel, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Wait for the other relay's answer: once it came, that relay sends us what it relays."""
         deadline = time.monotonic() + timeout
         while True:
@@ -212,7 +213,7 @@ class RelayDriver:
                 ready.append(ch)
             for ch in ready:
                 try:
-                    batch = ch.recv_batch(256, timeout=0)
+                    batch = ch.recv_batch(DRAIN_BATCH, timeout=0)
                 except mh.ChannelClosed:
                     with self.lock:
                         self.mesh.forget(ch)

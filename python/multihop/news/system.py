@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Sequence
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.admin import peer_status, shutdown_peer
 from multihop.news.config import PeerConfig
 from multihop.news.errors import DispatchError
@@ -181,7 +182,7 @@ class System:
         """Make a peer leave gracefully and wait for it to exit (killed if it does not in time)."""
         if peer.alive:
             try:
-                shutdown_peer(self.runtime, self.system, peer.id, timeout=min(timeout, 5.0))
+                shutdown_peer(self.runtime, self.system, peer.id, timeout=min(timeout, DEFAULT_TIMEOUT))
             except mh.MultihopError:
                 os.kill(peer.pid, signal.SIGTERM)
             try:
@@ -191,7 +192,7 @@ class System:
         if peer.proc.stdout is not None:
             peer.proc.stdout.close()
 
-    def status(self, timeout: float = 5.0) -> dict[str, Any]:
+    def status(self, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         """Each live peer's status by id (an ``error`` entry for one that does not answer)."""
         out: dict[str, Any] = {}
         for peer in self.peers:
@@ -208,7 +209,7 @@ class System:
         """The peers whose processes run."""
         return [p for p in self.peers if p.alive]
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Stop every peer: SIGTERM (a graceful leave), then SIGKILL after ``timeout``."""
         for peer in self.live:
             try:

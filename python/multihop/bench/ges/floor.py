@@ -33,6 +33,7 @@ import numpy as np
 
 import multihop as mh
 from multihop.bench.ges.testbed import EXAMPLES, GIVE_UP, background_priority
+from multihop.defaults import DRAIN_BATCH
 from multihop.ges.topology import Topology
 
 __all__ = ["Floor"]
@@ -81,7 +82,7 @@ def _relay_proc(name: str, system: str, addr: str, core: int, uplinks: list[str]
         while True:
             for ch in d.poll(None):
                 try:
-                    batch = ch.recv_batch(256, timeout=0)
+                    batch = ch.recv_batch(DRAIN_BATCH, timeout=0)
                 except mh.ChannelClosed:
                     return
                 if not batch:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import multihop as mh
 from multihop import news
+from multihop.defaults import DRAIN_BATCH
 from multihop.news.channels import drain
 from multihop.news.ids import Nid
 
@@ -208,7 +209,7 @@ def plain_broker(runtime: str, core: int, subscribers: int, ready: Event, stop: 
     live = True
     while not stop.is_set():
         try:
-            batch = pub.recv_batch(256, timeout=0.1) if live else []
+            batch = pub.recv_batch(DRAIN_BATCH, timeout=0.1) if live else []
         except mh.ChannelClosed:
             live = False  # the publisher is done; the subscribers keep their channels until the stop
             batch = []

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import multihop as mh
+from multihop.defaults import DRAIN_BATCH
 from multihop.ges.address import Address
 from multihop.ges.broker import BrokerCore
 from multihop.ges.live import durable_wire, wire
@@ -287,7 +288,7 @@ class LiveBroker:
 
     def _drain(self, peer: _Peer) -> None:
         try:
-            batch = peer.ch.recv_batch(256, timeout=0)
+            batch = peer.ch.recv_batch(DRAIN_BATCH, timeout=0)
         except mh.ChannelClosed:
             self._lost(peer)
             return
