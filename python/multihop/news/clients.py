@@ -100,7 +100,7 @@ class Clients(Replication):
         if rec.next_seq > st.next_seq:
             first = st.next_seq
             st.next_seq = rec.next_seq
-            if self.random_peer() is not None:
+            if self.random_peer() is not None or not self.active:  # a joining peer's peers have the news, spoken yet or not
                 self.want(st, first, rec.next_seq - 1)
         self.send(src, st.describe())
 

@@ -367,9 +367,12 @@ class PeerMachine(Clients):
             self.become_active(f"snapshot from {short(src)}: {rec.sources} sources, {rec.sinks} sinks, {rec.stored} news")
 
     def become_active(self, why: str) -> None:
-        """Start serving partitions."""
+        """Start serving partitions; ask now for missing news nobody was asked for yet (the snapshot did not bring them)."""
         self.join_target = None
         self.join_deadline = None
+        for st in self.sources.values():
+            if st.missing and not st.gap_tries:
+                st.gap_due = self.now_ns
         self.members.set_active(True)
         self.event("active", why=why)
         self.membership_changed(why)

@@ -144,11 +144,18 @@ class Replication(Serving):
         self.ask_missing(st)
 
     def ask_missing(self, st: SourceState) -> None:
-        """Ask a random peer for a source's missing news (or give up after ``gap_tries``)."""
+        """Ask a random peer for a source's missing news (or give up after ``gap_tries``, or with no peer to ask).
+
+        A joining peer with no peer to ask yet (it bound to them, none has spoken) keeps the
+        gap: its snapshot fills part of it and it asks for the rest once active.
+        """
         if not st.missing:
             st.gap_due = None
             return
         peer = self.random_peer()
+        if peer is None and not self.active:
+            st.gap_due = self.now_ns + self.cfg.ns("gap_retry")
+            return
         if peer is None or st.gap_tries >= self.cfg.gap_tries:
             self.counters["gap_given_up"] += len(st.missing)
             st.missing.clear()

@@ -6,7 +6,13 @@ linked to a dead one learn it ``close_delay`` later (as a pidfd tells a live
 peer).  A *paused* node (SIGSTOP) keeps its channels but does nothing, so only
 heartbeats can find it out.  Every message is encoded and decoded on its way
 (``wire_check``), so the simulator exercises the Flounder stubs too.  One seed
-and one script give one run: time-based rules are tested here exactly.
+and one script give one run: time-based rules are tested here exactly.  The
+seed (``Sim(seed=...)``) makes the nodes' identities, and so the partition map
+(rendezvous hashing over the peers' ids), the load-sharing choices and each
+peer's random picks, the same on every run; without one, ids are fresh each run
+as live nodes' are.  :meth:`Sim.slow_link` makes one direction of a channel
+slower, to replay an interleaving a loaded machine produces (a peer that reads
+a new channel before the older ones).
 
 >>> sim = Sim()
 >>> p = sim.add_peer()
@@ -21,12 +27,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 from multihop.news.clock import VirtualClock, seconds_to_ns
 from multihop.news.config import PeerConfig
-from multihop.news.ids import Nid, domain_id, new_identity
+from multihop.news.ids import Nid, domain_id, identity_of, new_identity
 from multihop.news.news import News
 from multihop.news.peer import PeerMachine
 from multihop.news.qos import SinkQoS, SourceQoS
@@ -121,8 +128,11 @@ class Sim:
         wire_check: bool = True,
         clock: VirtualClock | None = None,
         domain: Nid | None = None,
+        seed: int | None = None,
     ) -> None:
         self.clock = clock or VirtualClock()
+        self.seed = seed
+        self._rng = random.Random(seed) if seed is not None else None
         self.config = config or PeerConfig(heartbeat=0.05, dead_after=0.2, rate_grace=0.0)
         self.domain = domain or domain_id("sim", "main")
         self.latency_ns = seconds_to_ns(latency)
@@ -140,6 +150,7 @@ class Sim:
         self._queue: list[tuple[int, int, str, Nid, Nid, Payload]] = []
         self._seq = itertools.count()
         self._last_arrival: dict[tuple[Nid, Nid], int] = {}
+        self._extra_ns: dict[tuple[Nid, Nid], int] = {}  # (src, dst) -> added latency (slow_link)
 
     @property
     def now_ns(self) -> int:
@@ -148,9 +159,16 @@ class Sim:
 
     # ---- nodes -------------------------------------------------------------
 
+    def identity(self, kind: str) -> tuple[Nid, bytes]:
+        """A new node's ``(id, secret)``: drawn from the seed if the simulation has one, else fresh."""
+        if self._rng is None:
+            return new_identity(kind)
+        secret = f"sim|{kind[:32]}|".encode() + self._rng.randbytes(16)
+        return identity_of(secret), secret
+
     def add_peer(self, config: PeerConfig | None = None) -> PeerMachine:
         """Start a peer that joins the live peers (the first one is active at once)."""
-        me, secret = new_identity("peer")
+        me, secret = self.identity("peer")
         existing = [p for p in self.peers if p not in self.dead]
         m = PeerMachine(me, self.domain, config or self.config, self.now_ns, existing, secret=secret)
         self.nodes[me] = self.peers[me] = m
@@ -164,7 +182,7 @@ class Sim:
 
     def add_source(self, qos: SourceQoS | None = None) -> SimSource:
         """A source that binds to every live peer."""
-        me, secret = new_identity("source")
+        me, secret = self.identity("source")
         m = SourceMachine(me, self.domain, qos or SourceQoS(), self.now_ns, secret)
         self.nodes[m.me] = m
         s = self.sources[m.me] = SimSource(self, m)
@@ -173,7 +191,7 @@ class Sim:
 
     def add_sink(self, topics: Sequence[str], qos: SinkQoS | None = None, history: bool = False, reading: bool = True) -> SimSink:
         """A sink that binds to every live peer and joins."""
-        me, secret = new_identity("sink")
+        me, secret = self.identity("sink")
         m = SinkMachine(me, self.domain, topics, qos or SinkQoS(), history, self.now_ns, secret=secret)
         self.nodes[m.me] = m
         s = self.sinks[m.me] = SimSink(self, m, reading)
@@ -205,6 +223,18 @@ class Sim:
         self.paused.discard(node)
         self._after(node)
 
+    def slow_link(self, src: Nid, dst: Nid, seconds: float) -> None:
+        """Messages from ``src`` to ``dst`` sent from now on take ``seconds`` longer (0: the normal latency again).
+
+        The channel stays a FIFO (a message never overtakes an earlier one on it); other
+        channels are unaffected, so what ``dst`` hears from others may come first.
+        """
+        extra = seconds_to_ns(seconds)
+        if extra:
+            self._extra_ns[(src, dst)] = extra
+        else:
+            self._extra_ns.pop((src, dst), None)
+
     def set_reading(self, sink: Nid, reading: bool) -> None:
         """Make a sink application read (or stop reading)."""
         s = self.sinks[sink]
@@ -221,7 +251,7 @@ class Sim:
         if (min(src, dst), max(src, dst)) not in self.links:
             return
         data: Payload = encode(rec) if self.wire_check else rec
-        at = max(self.now_ns + self.latency_ns, self._last_arrival.get((src, dst), 0))
+        at = max(self.now_ns + self.latency_ns + self._extra_ns.get((src, dst), 0), self._last_arrival.get((src, dst), 0))
         self._last_arrival[(src, dst)] = at
         self._schedule(at, "msg", dst, src, data)
 
