@@ -37,7 +37,6 @@ import statistics
 import time
 
 import multihop as mh
-from multihop.groups import simulate
 from multihop.bench.groups.calibrate_group import calibrate_group_path
 from multihop.bench.groups.shootdown import (
     MODES,
@@ -45,6 +44,7 @@ from multihop.bench.groups.shootdown import (
     measure_pipe_shootdown,
     measure_throughput,
 )
+from multihop.groups import simulate
 from multihop.groups.trees import flat
 
 

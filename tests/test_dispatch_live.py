@@ -20,7 +20,9 @@ from typing import Any, Iterator
 import psutil
 import pytest
 
+import dispatch_procs
 import multihop as mh
+from conftest import unique_name
 from multihop import news
 from multihop.news import checkers
 from multihop.news import system as dispatch_system
@@ -28,11 +30,8 @@ from multihop.news.ids import Nid, domain_id, hex_id, new_id, new_identity, pars
 from multihop.news.naming import listed_peers, peer_service, register_peer, relay_service
 from multihop.news.partition import owner_map
 from multihop.news.relay import RELAY_SYSTEM
-from multihop.news.wire import M, decode, encode
 from multihop.news.sim import Sent
-
-import dispatch_procs
-from conftest import unique_name
+from multihop.news.wire import M, decode, encode
 
 CTX = mp.get_context("spawn")
 FAST = news.PeerConfig(heartbeat=0.05, dead_after=0.4)

@@ -4,8 +4,8 @@ to every subscriber, real processes, real multi-hop channels (benches/bench_ges_
 from __future__ import annotations
 
 import numpy as np
-from conftest import unique_name
 
+from conftest import unique_name
 from multihop.bench.ges.floor import Floor
 from multihop.ges.topology import Topology
 

@@ -17,16 +17,16 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from conftest import unique_name
-from group_procs import replier, reply_bytes, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import replier, reply_bytes, wait_view
 from multihop import groups
 from multihop.groups import BROADCAST, GroupError
 from multihop.groups.endpoint import ConvergecastTimeout
 from multihop.groups.gsd import view_entries
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 SIZE = 1024

@@ -12,14 +12,14 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from conftest import unique_name
-from group_procs import payload, sender, stoppable_receiver, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import payload, sender, stoppable_receiver, wait_view
 from multihop import groups
 from multihop.groups.checkers import History, check_delivery, check_fifo
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 

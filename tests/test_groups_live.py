@@ -11,12 +11,12 @@ import weakref
 from typing import Any, Iterator
 
 import pytest
-from group_procs import member
-from procs import child
 
 import multihop as mh
+from group_procs import member
 from multihop import groups
 from multihop.groups.checkers import History, check_causal, check_delivery, check_fifo, check_total
+from procs import child
 
 CTX = mp.get_context("spawn")
 

@@ -10,9 +10,9 @@ import time
 from typing import Iterator
 
 import pytest
-from conftest import unique_name
 
 import multihop as mh
+from conftest import unique_name
 from multihop import groups
 from multihop.groups import BROADCAST, GroupError
 from multihop.groups.gsd import SERVICE

@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import unique_name
-from group_procs import stoppable_receiver, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import stoppable_receiver, wait_view
 from multihop import groups
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 HANG = 30.0  # a thread still running after this long is hung (the calls under test take at most a few seconds)

@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 import pytest
 
+import idl_procs
 import multihop as mh
 import multihop.idl as idl
-import idl_procs
 import procs
 from conftest import unique_name
 from multihop.flounder.connect import choose_transport

@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import unique_name
-from test_capi import ensure_cdylib
 
 import multihop as mh
+from conftest import unique_name
+from test_capi import ensure_cdylib
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

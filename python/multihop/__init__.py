@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 import types
 
-from multihop._core import MAX_HANDLES, Channel, Dispatcher, GroupPort, Handle, Service
 from multihop import aio  # noqa: F401  (mh.aio.stats; the coroutines behind the *_async methods)
+from multihop._core import MAX_HANDLES, Channel, Dispatcher, GroupPort, Handle, Service
 from multihop.errors import (
     BindError,
     CapSendError,

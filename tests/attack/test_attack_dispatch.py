@@ -31,7 +31,7 @@ from multihop import news
 from multihop.news.ids import Nid, domain_id, hex_id, new_identity
 from multihop.news.naming import peer_service
 from multihop.news.source_machine import SourceMachine
-from multihop.news.wire import M, DecodeError, Record, decode, encode
+from multihop.news.wire import DecodeError, M, Record, decode, encode
 
 FAST = news.PeerConfig(heartbeat=0.05, dead_after=0.4)
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import multiprocessing as mp
-from multiprocessing import resource_tracker
-from multiprocessing.connection import Connection
 import os
 import shutil
 import signal
@@ -34,6 +32,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Callable, TypeAlias, TypeVar
 
 import numpy as np

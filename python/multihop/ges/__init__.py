@@ -31,14 +31,14 @@ from multihop.deprecation import alias_modules
 from multihop.ges.address import BLOCK_LIMIT, Address, gateway_level
 from multihop.ges.costs import CostMatrix
 from multihop.ges.delivery import DeliveryReport, History, check_delivery
-from multihop.ges.event import Event, EventId
 from multihop.ges.errors import AddressError, ClientIdInUse, GesError, GesStateError, ResumeRefused, StorageError, StoreWriteError, TopologyError
+from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.client import LiveClient, connect
 from multihop.ges.scenarios import random_topology
+from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.storage import MemoryStorage, Storage
 from multihop.ges.storage_sqlite import SqliteStorage
-from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.topology import Topology
 
 __all__ = [

@@ -56,6 +56,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from multihop.ges.address import Address, contains, unit_id
 from multihop.ges.broker_view import BrokerView, EventRouter
+from multihop.ges.errors import StoreWriteError
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import (
     REFUSED_IN_USE,
@@ -64,28 +65,27 @@ from multihop.ges.messages import (
     REFUSED_UNAVAILABLE,
     ActiveReply,
     AttachRefused,
-    ProfileResync,
     DurableAttach,
     DurableDeliver,
+    NotStored,
+    ProfileResync,
     Refused,
     Relay,
-    SActive,
     SAck,
+    SActive,
     SDeliver,
     SDetach,
+    SNotStored,
     SPublish,
     SRefuse,
     SRegister,
-    SNotStored,
     SStored,
     SSubAck,
     SSubscribe,
-    NotStored,
     Stored,
     SWelcome,
     Welcome,
 )
-from multihop.ges.errors import StoreWriteError
 from multihop.ges.ppp import ProfilePropagation
 from multihop.ges.storage import Storage, StoredClient, event_size
 

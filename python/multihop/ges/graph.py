@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Iterator
 
-from multihop.ges.address import contains, parse_unit, unit_id, unit_level, unit_str, ancestor
+from multihop.ges.address import ancestor, contains, parse_unit, unit_id, unit_level, unit_str
 from multihop.ges.connection import Connection
 from multihop.ges.costs import CostMatrix
 from multihop.ges.edge import Edge

@@ -32,7 +32,6 @@ from multihop.ges.address import BLOCK_LIMIT, unit_id, unit_level
 from multihop.ges.broker_view import BrokerView
 from multihop.ges.messages import JoinReply, JoinRequest
 
-
 __all__ = ["NodeOrganization", "Joiner", "ANY_NEIGHBOUR"]
 
 #: ``JoinRequest.unit`` meaning "a cluster next to the target"

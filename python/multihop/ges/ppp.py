@@ -34,13 +34,11 @@ the node profile that brought its chain (level 0: at once, on its broker).
 
 from __future__ import annotations
 
-
 from multihop.ges.address import contains, unit_id
 from multihop.ges.broker_view import BrokerView
 from multihop.ges.messages import ProfileAck, ProfileResync, ProfileUpdate
 from multihop.ges.profile import Chain
 from multihop.ges.profile_graph import ProfileGraph
-
 
 __all__ = ["ProfilePropagation"]
 

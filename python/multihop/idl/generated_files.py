@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.idl.checker import check
 from multihop.idl.cgen import generate_c
+from multihop.idl.checker import check
 from multihop.idl.parser import parse_text
 from multihop.idl.pygen import generate_python
 from multihop.idl.pyi import generate_pyi

@@ -29,7 +29,6 @@ protocol is written down in ``PROTOCOL.md`` next to this file.
 from __future__ import annotations
 
 from multihop.deprecation import alias_modules
-
 from multihop.news.client import Sink, Source, sink, source
 from multihop.news.config import PeerConfig
 from multihop.news.errors import (

@@ -16,7 +16,7 @@ from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.errors import DispatchError
 from multihop.news.ids import Nid, domain_id, hex_id, new_identity
 from multihop.news.naming import check_system, listed_peers, peer_service
-from multihop.news.wire import M, DecodeError, decode, encode
+from multihop.news.wire import DecodeError, M, decode, encode
 
 __all__ = ["peer_status", "domain_status", "shutdown_peer"]
 

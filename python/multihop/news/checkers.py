@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from multihop.news.ids import Nid, NewsKey, short
+from multihop.news.ids import NewsKey, Nid, short
 
 __all__ = ["Verdict", "SentNews", "GotNews", "no_loss_in_order", "exactly_the_exclusive_sinks", "none_later_than_the_bound", "priority_order"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from multihop.news.ids import Nid, NewsKey
+from multihop.news.ids import NewsKey, Nid
 
 if TYPE_CHECKING:
     from multihop.news.wire import M

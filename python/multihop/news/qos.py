@@ -41,7 +41,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-
 from multihop.news.clock import seconds_to_ns
 from multihop.news.errors import QosError
 

@@ -42,7 +42,7 @@ from typing import Sequence
 import multihop as mh
 from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.news.errors import DispatchError, TopicError
-from multihop.news.ids import ZERO, Nid, NewsKey, hex_id, new_identity
+from multihop.news.ids import ZERO, NewsKey, Nid, hex_id, new_identity
 from multihop.news.naming import DEFAULT_SYSTEM, check_system, peer_dir
 from multihop.news.news import News
 from multihop.news.peer_process import SECRET_ENV

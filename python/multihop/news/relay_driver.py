@@ -30,7 +30,7 @@ from multihop.news.peer_process import take_secret
 from multihop.news.qos import SinkQoS
 from multihop.news.relay import RELAY_SYSTEM, RelayMachine
 from multihop.news.topics import check_topics
-from multihop.news.wire import M, DecodeError, Record, decode
+from multihop.news.wire import DecodeError, M, Record, decode
 
 __all__ = ["RelayDriver", "main"]
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 
-from multihop.news.ids import Nid, NewsKey
+from multihop.news.errors import TopicError
+from multihop.news.ids import NewsKey, Nid, hex_id
 from multihop.news.news import StoredNews
 from multihop.news.serving import Serving
 from multihop.news.sources import SourceState
-from multihop.news.errors import TopicError
-from multihop.news.ids import hex_id
 from multihop.news.topics import decode_topics
 from multihop.news.validate import seq_error
 from multihop.news.wire import M, Record

@@ -9,7 +9,7 @@ drops (and tells the sink) what expired.
 
 from __future__ import annotations
 
-from multihop.news.ids import Nid, NewsKey
+from multihop.news.ids import NewsKey, Nid
 from multihop.news.news import StoredNews
 from multihop.news.peer_state import PeerState
 from multihop.news.sinks import NOTICE_KINDS, SinkState

@@ -27,7 +27,7 @@ from collections import OrderedDict, deque
 from typing import Any, Sequence
 
 from multihop.news.errors import TopicError
-from multihop.news.ids import Nid, NewsKey, short
+from multihop.news.ids import NewsKey, Nid, short
 from multihop.news.news import News
 from multihop.news.partition import NO_PARTITION
 from multihop.news.qos import OVERFLOW_POLICIES, SinkQoS

@@ -10,7 +10,7 @@ the running totals) whenever it has room in its window.
 
 from __future__ import annotations
 
-from multihop.news.ids import Nid, NewsKey
+from multihop.news.ids import NewsKey, Nid
 from multihop.news.qos import NO_BOUND, OVERFLOW_POLICIES
 from multihop.news.queues import SinkQueue
 from multihop.news.topics import decode_topics

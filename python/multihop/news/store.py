@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Iterator
 
-from multihop.news.ids import Nid, NewsKey
+from multihop.news.ids import NewsKey, Nid
 from multihop.news.news import StoredNews
 
 __all__ = ["NewsStore"]

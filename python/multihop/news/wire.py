@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar, cast
 
-from multihop.news import dispatch_if as M
-from multihop.news.ids import Nid
 from multihop.flounder.errors import DecodeError
 from multihop.flounder.wire import Record
+from multihop.news import dispatch_if as M
+from multihop.news.ids import Nid
 
 __all__ = ["M", "Record", "encode", "decode", "DecodeError", "CLIENT_KINDS", "Handler", "route"]
 

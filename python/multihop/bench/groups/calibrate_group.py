@@ -80,9 +80,9 @@ from typing import Any
 
 import multihop as mh
 from multihop import groups
-from multihop.bench.peers import spawned
 from multihop.bench.groups.calibrate import calibrate, measure
 from multihop.bench.groups.probe import PAUSE_US
+from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
 from multihop.groups.model import MachineModel
 from multihop.groups.simulate import Workload

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import multihop as mh
+from multihop.bench.groups.probe import ack_loop, time_rounds
 from multihop.bench.peers import spawned
 from multihop.groups.errors import GroupError
-from multihop.bench.groups.probe import ack_loop, time_rounds
 
 __all__ = ["LiveShootdown", "measure_shootdown"]
 

@@ -28,8 +28,8 @@ import numpy as np
 
 import multihop as mh
 from multihop import news
-from multihop.news.ids import hex_id
 from multihop.bench.news.workload import CTX, Load, plain_broker, plain_publisher
+from multihop.news.ids import hex_id
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -301,8 +301,8 @@ def ges_saturation(sinks: int, *, size: int = 64, count: int = 20_000, cores: li
     """
     import os
 
-    from multihop.ges import Topology
     from multihop.bench.ges.testbed import Testbed
+    from multihop.ges import Topology
 
     topo = Topology(levels=3)
     for k, addr in enumerate(("1.1.1.1", "1.1.1.2", "1.1.1.3")):

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
+from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.bench.suites.common import SuiteContext, sampling
 from multihop.bench.suites.options import SHARED_CORES, BenchOptions
 from multihop.bench.trace import case_name
-from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.ges.topology import Topology
 
 NAME = "ges"

@@ -15,9 +15,9 @@ measured once (``repeat`` 0; its rounds are the samples), with the load over it.
 from __future__ import annotations
 
 import multihop as mh
+from multihop.bench.groups.shootdown import MODES, measure_group_shootdown, measure_pipe_shootdown, measure_throughput
 from multihop.bench.suites.common import SuiteContext, record_samples, record_totals, sampling
 from multihop.bench.suites.options import BenchOptions
-from multihop.bench.groups.shootdown import MODES, measure_group_shootdown, measure_pipe_shootdown, measure_throughput
 
 NAME = "groups"
 

@@ -25,8 +25,8 @@ import multihop as mh
 from multihop import rts
 from multihop.bench import link_share, peers
 from multihop.bench.suites.common import SuiteContext, channel_stream, sampling
-from multihop.bench.trace import case_name
 from multihop.bench.suites.options import BenchOptions
+from multihop.bench.trace import case_name
 from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "window"

@@ -32,8 +32,8 @@ import multihop as mh
 from multihop.defaults import DRAIN_BATCH
 from multihop.ges.address import Address
 from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id, check_credential
-from multihop.ges.event import Event, EventId
 from multihop.ges.errors import GesError, GesStateError, StorageError
+from multihop.ges.event import Event, EventId
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.system import CONFIG
 from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, NotStored, Publish, Stored, Subscribe, Unsubscribe
