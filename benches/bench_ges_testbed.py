@@ -17,7 +17,7 @@ publisher, the runtime's monitors; for NATS, 3 servers and the same clients).
    the publisher flat out.  Baseline: the paper's 480 events/s; goal 10,000/s.
 3. **Latency against broker hops** (figure 20): 4, 2 and 1 hops, 50 % matching.
 
-The **floor** (``multihop.ges.floor``): the same processes and channels with no
+The **floor** (``multihop.bench.ges.floor``): the same processes and channels with no
 GES in them, relays that flood each event along the tree and deliver it to the
 same 100 subscribers, at the low rate: what the machine's processes, monitors
 and channels cost the 9-hop path before any broker logic.
@@ -43,8 +43,8 @@ import numpy as np
 
 os.environ.setdefault("MULTIHOP_RUNTIME_ROOT", f"/tmp/multihop-bench-ges-{os.getuid()}")
 
-from multihop.ges.floor import Floor  # noqa: E402
-from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed  # noqa: E402
+from multihop.bench.ges.floor import Floor  # noqa: E402
+from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed  # noqa: E402
 
 PAPER_LATENCY_MS = 15.54  # 1 event/s, 50 B, 100 % matching, 9 hops (figure 15)
 PAPER_THROUGHPUT = 480.76  # events/s at the measuring client (figure 19)
@@ -99,7 +99,7 @@ def main() -> int:
         f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "
         f"(goal 10,000/s: {'met' if g_tp >= 10_000 else 'MISSED'})"
     )
-    print("== the same processes and channels with no GES in them (multihop.ges.floor: a relay per broker floods each event) ==")
+    print("== the same processes and channels with no GES in them (multihop.bench.ges.floor: a relay per broker floods each event) ==")
     floors = []
     for label, kw in (
         ("subscribers as the testbed's (a process per broker)", {}),
@@ -125,7 +125,7 @@ def main() -> int:
             line(f"{hops} broker hop(s) ({where})", res, where)
     if a.no_nats:
         return 0
-    from multihop.ges.nats_peer import NatsTestbed, nats_available
+    from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
 
     missing = nats_available()
     if missing:

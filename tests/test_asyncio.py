@@ -19,9 +19,9 @@ from typing import Awaitable, Callable, TypeVar
 
 import pytest
 
+import aio_procs
 import multihop as mh
 import multihop.aio
-import aio_procs
 import procs
 from generated import import_file
 

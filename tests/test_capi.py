@@ -23,9 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 import cffi  # noqa: E402  (the test extra)
+import pytest
 
 import multihop as mh  # noqa: E402
 import procs  # noqa: E402

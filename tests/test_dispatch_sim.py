@@ -2,7 +2,7 @@
 
 The simulator runs the very machines the live peers run (sans-IO), with every
 message encoded and decoded by the generated Flounder stubs on its way.  The
-recorded deliveries are judged by the checkers of ``multihop.dispatch.checkers``.
+recorded deliveries are judged by the checkers of ``multihop.news.checkers``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from multihop.dispatch import checkers
-from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import new_id, new_identity
-from multihop.dispatch.qos import SinkQoS, SourceQoS
-from multihop.dispatch.sim import Sim
-from multihop.dispatch.wire import M
+from multihop.news import checkers
+from multihop.news.config import PeerConfig
+from multihop.news.ids import new_id, new_identity
+from multihop.news.qos import SinkQoS, SourceQoS
+from multihop.news.sim import Sim
+from multihop.news.wire import M
 
 S = 1_000_000_000
 CFG = PeerConfig(heartbeat=0.05, dead_after=0.2, rate_grace=0.0)

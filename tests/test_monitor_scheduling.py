@@ -8,9 +8,9 @@ import time
 import psutil
 
 import multihop as mh
+import procs
 from chanpair import channel_pair
 from conftest import unique_name
-import procs
 from parked import all_threads_asleep
 
 

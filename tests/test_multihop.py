@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import multihop as mh
-from multihop import _core, rts
-from conftest import unique_name
 import procs
+from conftest import unique_name
+from multihop import _core, rts
 
 SIX = mh.Topology(sockets=[[0, 1, 2], [3, 4, 5]])
 KIND_DATA, KIND_DUMMY, KIND_TEARDOWN = 1, 2, 3

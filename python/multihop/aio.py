@@ -65,6 +65,7 @@ import weakref
 from typing import Any
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT, DEFAULT_WINDOW
 from multihop.errors import ChannelClosed, Timeout, TxBusy
 
 # `recv_async` / `send_async` return a `_core.AsyncCall`: it tries once when the
@@ -345,10 +346,10 @@ async def bind(
     d: _core.Dispatcher,
     name: Any = None,
     transport: str = "ump",
-    timeout: float | None = 5.0,
+    timeout: float | None = DEFAULT_TIMEOUT,
     max_message: int | None = None,
     iref: int | None = None,
-    window: int = 16,
+    window: int = DEFAULT_WINDOW,
 ) -> _core.Channel:
     """Bind ``d`` to service ``name`` (or ``iref``) without blocking the loop (``Dispatcher.bind_async``).
 

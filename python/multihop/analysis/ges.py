@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from multihop.analysis.collect import to_table
+from multihop.analysis.figures import figure, save
 from multihop.analysis.table import Table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,8 +89,6 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
     t = tables.get("ges_latency")
     if t is None or not t.rows:
         return []
-    from multihop.analysis.plots import _figure, _save
-
     rows = list(t.records())
     drawn = []
     by_match: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -98,7 +97,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
             by_match[(r["run_id"], r["match"])].append(r)
     runs = sorted({r["run_id"] for r in rows})
     for (run, match), rs in sorted(by_match.items()):
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         for size in sorted({r["size"] for r in rs}):
             pts = sorted((r["publish_rate"], r["mean_ms"]) for r in rs if r["size"] == size)
@@ -110,7 +109,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_title(f"{rs[0]['fanout']} subscribers, {match} % matching, {rs[0]['hops']} broker hops" + (f" ({run})" if len(runs) > 1 else ""))
         ax.legend(fontsize="small")
         file = f"ges_latency_match{match}" + (f"_{run}" if len(runs) > 1 else "") + ".png"
-        _save(fig, out / file)
+        save(fig, out / file)
         drawn.append(
             (
                 file,
@@ -120,7 +119,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         )
     full = [r for r in rows if r["topology"] == "fig14" and r["match"] == 100 and r["received_per_s"] is not None]
     if full:
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         for size in sorted({r["size"] for r in full}):
             pts = sorted((r["publish_rate"], r["received_per_s"]) for r in full if r["size"] == size)
@@ -131,13 +130,13 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_ylabel("events received per second at the measuring client")
         ax.set_title("GES throughput at the client, 100 % matching")
         ax.legend(fontsize="small")
-        _save(fig, out / "ges_throughput.png")
+        save(fig, out / "ges_throughput.png")
         drawn.append(
             ("ges_throughput.png", "GES throughput at the client", "Figure 19 of the routing paper: every other subscriber gets every event too.")
         )
     hops = [r for r in rows if r["topology"] == "fig20" and r["mean_ms"] is not None]
     if hops:
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         series: dict[tuple[int, int], list[tuple[int, float]]] = defaultdict(list)
         for r in hops:
@@ -152,6 +151,6 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_ylabel("mean latency (ms), mean over the publish rates")
         ax.set_title("GES latency against broker hops (figure 20 topology)")
         ax.legend(fontsize="small")
-        _save(fig, out / "ges_latency_hops.png")
+        save(fig, out / "ges_latency_hops.png")
         drawn.append(("ges_latency_hops.png", "GES latency against broker hops", "Figures 20-26 of the routing paper."))
     return drawn

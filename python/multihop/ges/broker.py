@@ -10,7 +10,9 @@ a clock.
 
 Machines: gateway propagation (:mod:`~multihop.ges.gpp`), node organization
 (:mod:`~multihop.ges.nap`), profile propagation (:mod:`~multihop.ges.ppp`),
-event routing (:mod:`~multihop.ges.erp`).
+event routing (:mod:`~multihop.ges.erp`), durability (:mod:`~multihop.ges.durability`).
+Each takes this class as its broker, typed by what it uses of it
+(:mod:`~multihop.ges.broker_view`), so none of them imports this module.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from multihop.ges.address import Address
 from multihop.ges.costs import CostMatrix
 from multihop.ges.durability import Durability
+from multihop.ges.erp import EventRouting
 from multihop.ges.gpp import GatewayPropagation
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import (
@@ -44,6 +47,8 @@ from multihop.ges.messages import (
     Subscribe,
     Unsubscribe,
 )
+from multihop.ges.nap import NodeOrganization
+from multihop.ges.ppp import ProfilePropagation
 
 if TYPE_CHECKING:
     from multihop.ges.storage import Storage
@@ -77,10 +82,6 @@ class BrokerCore:
         """``storage_brokers`` (cluster unit -> its storage broker) turns durability on
         (:mod:`multihop.ges.durability`); ``storage`` is this broker's store if it is one;
         ``epoch`` counts the broker's restarts (its profile versions start above the old ones)."""
-        from multihop.ges.erp import EventRouting
-        from multihop.ges.nap import NodeOrganization
-        from multihop.ges.ppp import ProfilePropagation
-
         self.address = address
         self.code = address.code
         self.levels = address.levels

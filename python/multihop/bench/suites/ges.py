@@ -2,7 +2,7 @@
 
 22 broker processes in the topology of figure 14 (the measuring subscriber 9
 broker hops from the publisher) with 100 subscribing clients (5 on every other
-broker; :mod:`multihop.ges.testbed`), then figure 20 (measuring subscribers 4,
+broker; :mod:`multihop.bench.ges.testbed`), then figure 20 (measuring subscribers 4,
 2 and 1 hops away).  Per case: a matching rate, an event size (payload bytes,
 the first 8 the send time) and a publish rate (0: as fast as the publisher
 goes); each measuring subscriber's received events are message rows
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
+from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.bench.suites.common import SuiteContext, sampling
 from multihop.bench.suites.options import SHARED_CORES, BenchOptions
 from multihop.bench.trace import case_name
-from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.ges.topology import Topology
 
 NAME = "ges"
