@@ -46,7 +46,7 @@ from typing import Any, Sequence
 from multihop import _core
 from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.deprecation import warn_deprecated
-from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
+from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound, Timeout
 from multihop.paths import check_name, monitor_socket, runtime_dir
 from multihop.rts import hand_off, links, routing_table
 from multihop.topology import Topology, machine_cpus
@@ -374,7 +374,13 @@ class Runtime:
         while True:
             up: set[tuple[int, int]] = set()
             for core in self.cores:
-                st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=2.0, limit=0)
+                # A monitor still starting on a loaded machine may take a while to answer: it gets what is left
+                # of the start's deadline (a fixed 2 s per question failed starts under a load of 25 on 2 CPUs).
+                left = max(0.1, deadline - time.monotonic())
+                try:
+                    st = _core.monitor_status(str(monitor_socket(self.dir, core)), timeout=left, limit=0)
+                except Timeout:
+                    raise Timeout(f"monitor of core {core} did not answer within {timeout} s of the start") from None
                 up |= {(min(core, p), max(core, p)) for p in st["monitor_links_up"]}
             if want <= up:
                 return
