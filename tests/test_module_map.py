@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -96,7 +97,36 @@ def test_the_architecture_source_renders_with_dot() -> None:
     assert not r.stderr.strip(), f"dot warns about docs/architecture.dot:\n{r.stderr[-3000:]}"
 
 
-def test_architecture_md_shows_the_picture_and_names_the_command() -> None:
+def test_readme_shows_the_picture_and_architecture_md_names_the_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/architecture.svg)" in readme
     arch = (ROOT / "docs" / "architecture.md").read_text()
     assert "](architecture.svg)" in arch and FIX in arch
     assert "bash .ci/ensure-graphviz" in (ROOT / ".ci" / "setup").read_text()
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
+    """Every link of README.md and docs/*.md to a file of the repository names one that exists (and, for a
+    Markdown page with ``#anchor``, one of its headings): pages moved to docs/ must not leave links behind."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in _LINK.findall(page.read_text()):
+            if re.match(r"^[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md":
+                headings = {_anchor(h) for h in re.findall(r"^#+ (.*)$", dest.read_text(), re.M)}
+                if anchor not in headings:
+                    broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
