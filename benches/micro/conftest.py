@@ -1,8 +1,8 @@
 """Fixtures of the pytest-benchmark micro-benchmarks: a private runtime root, one runtime, channel pairs.
 
 Run them with ``pytest benches/micro --benchmark-only`` (they are outside
-``testpaths``, so the test suite never runs them); see the README's
-"Benchmarks" section for saving and comparing baselines across commits.
+``testpaths``, so the test suite never runs them); see
+docs/benchmarks.md for saving and comparing baselines across commits.
 """
 
 from __future__ import annotations
