@@ -27,7 +27,6 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
-mod ges_codec;
 mod group;
 mod handles;
 mod pending_bind;
@@ -50,7 +49,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cork::Cork>()?;
     functions::register(m)?;
     group::register(m)?;
-    ges_codec::register(m)?;
+    // GES's native engine is a module of its own (crate multihop-ges): registered here, nothing of it lives here
+    multihop_ges::python::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;
