@@ -19,8 +19,12 @@ use std::fmt;
 pub const EVENTS: u16 = 13;
 /// Message number of `event_ack` in `ges_broker.if`.
 pub const EVENT_ACK: u16 = 14;
+/// Message number of `event_ack_also` in `ges_broker.if`.
+pub const EVENT_ACK_ALSO: u16 = 15;
 /// Message number of `deliver` in `ges_client.if`.
 pub const DELIVER: u16 = 7;
+/// Message number of `publish` in `ges_client.if`.
+pub const PUBLISH: u16 = 6;
 /// Most heads in one message (the interface's bound).
 pub const MAX_HEADS: usize = 4096;
 /// Most units in one message.
@@ -214,6 +218,115 @@ pub fn encode_event_ack(upto: u64) -> Vec<u8> {
     b.extend_from_slice(&EVENT_ACK.to_le_bytes());
     b.extend_from_slice(&upto.to_le_bytes());
     b
+}
+
+/// An `event_ack_also` message (what a broker sends for an acknowledgement below 0: none yet).
+pub fn encode_event_ack_also(upto: u64, also: &[u64]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(18 + 8 * also.len());
+    b.extend_from_slice(&EVENT_ACK_ALSO.to_le_bytes());
+    b.extend_from_slice(&upto.to_le_bytes());
+    b.extend_from_slice(&(also.len() as u64).to_le_bytes());
+    for a in also {
+        b.extend_from_slice(&a.to_le_bytes());
+    }
+    b
+}
+
+/// A client's `publish` message (`ges_client.if`): `u16 6, u64 timestamp, u64 sequence`, then the
+/// signature (at most 8192 bytes), the values (65536) and the payload (524288), each as a u64
+/// length and its bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct PublishRef<'a> {
+    pub timestamp: u64,
+    pub sequence: u64,
+    pub signature: &'a str,
+    pub values: &'a str,
+    pub payload: &'a [u8],
+}
+
+/// A `publish` message exactly as the stub would take it (UTF-8 strings without NUL, within their
+/// bounds, nothing left over), else None: the caller hands it to the stub, which says what is wrong.
+pub fn decode_publish(data: &[u8]) -> Option<PublishRef<'_>> {
+    if data.len() < 34 || u16_at(data, 0) != PUBLISH {
+        return None;
+    }
+    let (timestamp, sequence) = (u64_at(data, 2), u64_at(data, 10));
+    let mut at = 18;
+    let mut take = |max: u64| -> Option<&[u8]> {
+        if at + 8 > data.len() {
+            return None;
+        }
+        let n = u64_at(data, at);
+        if n > max || at + 8 + n as usize > data.len() {
+            return None;
+        }
+        let part = &data[at + 8..at + 8 + n as usize];
+        at += 8 + n as usize;
+        Some(part)
+    };
+    let signature = std::str::from_utf8(take(8192)?).ok().filter(|s| !s.contains('\0'))?;
+    let values = std::str::from_utf8(take(65536)?).ok().filter(|s| !s.contains('\0'))?;
+    let payload = take(524_288)?;
+    (at == data.len()).then_some(PublishRef { timestamp, sequence, signature, values, payload })
+}
+
+/// Whether an event from a client is well formed in the canonical form clients make
+/// (`multihop.ges.event.validate_event` accepts every event this accepts): a signature of
+/// `name:type` pairs (types int, str, bool, float; names non-empty, without `:`, NUL or
+/// `\x1c`-`\x1f`), one value per attribute with its type's tag, an int's digits, a float's digits or
+/// `inf`/`nan`. Anything else goes to the Python path, which refuses it naming what is wrong (or
+/// takes a form Python's parsers accept, `i+5` say).
+pub fn canonical_event(signature: &str, values: &str) -> bool {
+    if signature.is_empty() {
+        return false;
+    }
+    let mut vals = values.split('\x1f');
+    for part in signature.split('\x1f') {
+        let Some((name, ty)) = part.rsplit_once(':') else { return false };
+        if name.is_empty() || name.chars().any(|c| c == ':' || c == '\0' || ('\x1c'..='\x1f').contains(&c)) {
+            return false;
+        }
+        let Some(v) = vals.next() else { return false };
+        let ok = match ty {
+            "int" => v.strip_prefix('i').is_some_and(int_digits),
+            "float" => v.strip_prefix('f').is_some_and(float_text),
+            "str" => v.starts_with('s'),
+            "bool" => v.starts_with('b'),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    vals.next().is_none()
+}
+
+fn int_digits(t: &str) -> bool {
+    let d = t.strip_prefix('-').unwrap_or(t);
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn float_text(t: &str) -> bool {
+    let u = t.strip_prefix('-').unwrap_or(t);
+    if u == "inf" || u == "nan" {
+        return true;
+    }
+    // digits, maybe a fraction, maybe an exponent: 1, 1.5, 1., 1e+16, 2.5e-07 (repr's forms)
+    let (mant, exp) = match u.find(['e', 'E']) {
+        Some(i) => (&u[..i], Some(&u[i + 1..])),
+        None => (u, None),
+    };
+    let (whole, frac) = match mant.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (mant, None),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let mant_ok = !whole.is_empty() && digits(whole) && frac.is_none_or(digits);
+    let exp_ok = exp.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    mant_ok && exp_ok
 }
 
 /// An event as the wire wants it: its id's numbers and its four texts.
@@ -505,6 +618,28 @@ mod tests {
         let mut longer = good.clone();
         longer.push(0);
         assert!(decode_events(&longer, &mut out).unwrap_err().0.contains("after the last argument"));
+    }
+
+    #[test]
+    fn canonical_events_are_told_from_the_rest() {
+        assert!(canonical_event("a:int\x1fb:str\x1fc:float\x1fd:bool", "i-5\x1fsx:y\x1ff2.5e-07\x1fb1"));
+        assert!(canonical_event("a:float", "finf") && canonical_event("a:float", "f1.") && canonical_event("a:float", "f1e+16"));
+        for (sig, vals) in [
+            ("", ""),
+            ("a:int", "i+5"),
+            ("a:int", "i"),
+            ("a:int", "s5"),
+            ("a:float", "f1e"),
+            ("a:float", "f.5"),
+            ("a:integer", "i5"),
+            ("a", "i5"),
+            (":int", "i5"),
+            ("a:b:int", "i5"),
+            ("a:int\x1fb:int", "i5"),
+            ("a:int", "i5\x1fi6"),
+        ] {
+            assert!(!canonical_event(sig, vals), "{sig:?} {vals:?}");
+        }
     }
 
     #[test]

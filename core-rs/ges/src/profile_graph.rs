@@ -312,6 +312,10 @@ impl<D: Copy + Eq + Hash> Default for ProfileGraph<D> {
     }
 }
 
+/// A destination as the engine's graphs hold it: any integer in -2**63 .. 2**64 (client peer ids
+/// are negative, unit ids may use the top bit).
+pub type Dest = i128;
+
 /// A chain of constraints: `(attribute, canonical value or "*")`, at least one.
 pub type ChainRef<'a> = [(&'a str, &'a str)];
 
@@ -541,10 +545,10 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
     /// canonical values, in `out` (cleared first). The walk goes attribute by attribute over the
     /// frontier of nodes the event reached (each followed by its value and by `*`), and stops
     /// once every destination the graph holds is found.
-    pub fn match_into<'a>(&self, names: &[&'a str], values: &[&'a str], s: &mut Scratch, out: &mut Vec<Di>) {
+    pub fn match_into<N: AsRef<str>, V: AsRef<str>>(&self, names: &[N], values: &[V], s: &mut Scratch, out: &mut Vec<Di>) {
         out.clear();
-        let Some(&first) = names.first() else { return };
-        let Some(root) = self.strings.get(first).and_then(|a| self.roots.get(&a).copied()) else { return };
+        let Some(first) = names.first() else { return };
+        let Some(root) = self.strings.get(first.as_ref()).and_then(|a| self.roots.get(&a).copied()) else { return };
         if s.seen.len() < self.dests.value.len() {
             s.seen.resize(self.dests.value.len(), 0);
         }
@@ -563,8 +567,8 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         let mut i = 0;
         while i < n {
             // an unknown value matches only `*` edges (`None`); an unknown next attribute has no edge
-            let v = self.strings.get(values[i]);
-            let nxt = if i + 1 < n { Some(self.strings.get(names[i + 1])) } else { None };
+            let v = self.strings.get(values[i].as_ref());
+            let nxt = if i + 1 < n { Some(self.strings.get(names[i + 1].as_ref())) } else { None };
             reached.clear();
             for &k in &frontier {
                 let node = &self.nodes[k as usize];

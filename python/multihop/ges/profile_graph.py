@@ -19,11 +19,11 @@ not on the number of profiles.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Hashable, Iterable, Sequence, TypeVar
+from typing import Any, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
 
 from multihop.ges.profile import WILDCARD, Chain
 
-__all__ = ["ProfileGraph"]
+__all__ = ["ProfileGraph", "GraphLike"]
 
 
 _NONE: dict[Any, Any] = {}  # the shared empty mapping of a node without edges (never written)
@@ -50,6 +50,22 @@ class _Node(Generic[U]):
         self.dests: dict[str, dict[U, int]] = _NONE
         #: {unit: count} of the edge that leads to this node (unused at a root)
         self.units: dict[U, int] = {}
+
+
+class GraphLike(Protocol):
+    """What the protocols use of a profile graph with integer destinations: a :class:`ProfileGraph` ``[int]``,
+    or the native one (``multihop._ges.ProfileGraph``, same semantics) that the native event engine decides with."""
+
+    def add(self, chain: Chain, unit: int, count: int = 1) -> bool: ...
+    def remove(self, chain: Chain, unit: int, count: int = 1) -> bool: ...
+    def match(self, names: Sequence[str], values: Sequence[str]) -> set[int]: ...
+    def chains(self) -> list[tuple[Chain, int, int]]: ...
+    def units(self) -> set[int]: ...
+    def clear(self) -> None: ...
+    @property
+    def profiles(self) -> int: ...
+    @property
+    def edges(self) -> int: ...
 
 
 class ProfileGraph(Generic[U]):

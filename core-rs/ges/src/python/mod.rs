@@ -9,6 +9,7 @@
 //! of GES but that call.
 
 mod codec;
+pub mod erp;
 pub mod profile_graph;
 
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.setattr("__doc__", "The GES native engine (crate multihop-ges): codec, profile graphs, event routing.")?;
     codec::register(&m)?;
     profile_graph::register(&m)?;
+    erp::register(&m)?;
     parent.add_submodule(&m)?;
     py.import("sys")?.getattr("modules")?.set_item(MODULE, &m)?;
     Ok(())

@@ -6,27 +6,18 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::erp::SharedGraph;
+
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PySet, PyTuple, PyType};
 
-use crate::profile_graph::{Di, ProfileGraph as Graph, Scratch};
+use crate::profile_graph::{Dest, Di, ProfileGraph as Graph, Scratch};
 
-/// A destination as the Python graph holds it: any integer in -2**63 .. 2**64 (client peer ids are
-/// negative, unit ids may use the top bit).
-pub type Dest = i128;
-
-/// A graph and the working memory of the matches Python asks for.
-pub struct Shared {
-    pub graph: Graph<Dest>,
-    scratch: Scratch,
-    out: Vec<Di>,
-}
-
-/// Lock a shared graph (a panic while it was held leaves a graph whose last change may be half
-/// done; Python sees the same state either way, so the lock is taken regardless).
-pub fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+/// Lock a mutex (a panic while it was held leaves a graph whose last change may be half done;
+/// Python sees the same state either way, so the lock is taken regardless).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -63,14 +54,17 @@ fn count_of(count: i64) -> PyResult<u32> {
 /// A profile graph whose destinations are integers (see `multihop.ges.profile_graph`).
 #[pyclass(frozen, module = "multihop._ges")]
 pub struct ProfileGraph {
-    pub(crate) inner: Arc<Mutex<Shared>>,
+    /// the graph, shared with the event engines that decide with it
+    pub(crate) graph: SharedGraph,
+    /// the working memory of the matches Python asks for
+    scratch: Mutex<(Scratch, Vec<Di>)>,
 }
 
 #[pymethods]
 impl ProfileGraph {
     #[new]
     fn new() -> Self {
-        ProfileGraph { inner: Arc::new(Mutex::new(Shared { graph: Graph::new(), scratch: Scratch::default(), out: Vec::new() })) }
+        ProfileGraph { graph: Arc::new(Mutex::new(Graph::new())), scratch: Mutex::new((Scratch::default(), Vec::new())) }
     }
 
     /// A graph holding one predicate per ``(chain, unit)`` of ``items``.
@@ -91,7 +85,7 @@ impl ProfileGraph {
         let c = chain_of(chain)?;
         let refs: Vec<(&str, &str)> = c.iter().map(|(a, v)| (&**a, &**v)).collect();
         let (u, n) = (dest_of(unit)?, count_of(count)?);
-        Ok(lock(&self.inner).graph.add(&refs, u, n))
+        Ok(lock(&self.graph).add(&refs, u, n))
     }
 
     /// Remove ``count`` predicates; edges and nodes whose counts reach zero go. True if the unit has
@@ -102,8 +96,7 @@ impl ProfileGraph {
         let c = chain_of(chain)?;
         let refs: Vec<(&str, &str)> = c.iter().map(|(a, v)| (&**a, &**v)).collect();
         let (u, n) = (dest_of(unit)?, count_of(count)?);
-        lock(&self.inner)
-            .graph
+        lock(&self.graph)
             .remove(&refs, u, n)
             .map_err(|_| PyKeyError::new_err(format!("no profile {} for {}", chain.repr().map(|r| r.to_string()).unwrap_or_default(), unit)))
     }
@@ -113,12 +106,13 @@ impl ProfileGraph {
     fn match_<'py>(&self, py: Python<'py>, names: Vec<PyBackedStr>, values: Vec<PyBackedStr>) -> PyResult<Bound<'py, PySet>> {
         let n: Vec<&str> = names.iter().map(|s| &**s).collect();
         let v: Vec<&str> = values.iter().map(|s| &**s).collect();
-        let mut guard = lock(&self.inner);
-        let sh = &mut *guard;
-        sh.graph.match_into(&n, &v, &mut sh.scratch, &mut sh.out);
+        let graph = lock(&self.graph);
+        let mut guard = lock(&self.scratch);
+        let (scratch, out) = &mut *guard;
+        graph.match_into(&n, &v, scratch, out);
         let set = PySet::empty(py)?;
-        for &k in &sh.out {
-            set.add(dest_to_py(py, sh.graph.dest(k))?)?;
+        for &k in out.iter() {
+            set.add(dest_to_py(py, graph.dest(k))?)?;
         }
         Ok(set)
     }
@@ -126,17 +120,15 @@ impl ProfileGraph {
     /// Match every event of ``batch`` in Rust, the GIL released (for benchmarks: no Python object is
     /// made per event); returns the number of destinations found, all events together.
     fn match_batch(&self, py: Python<'_>, batch: &MatchBatch) -> u64 {
-        let inner = self.inner.clone();
         let events = batch.events.clone();
         py.detach(move || {
-            let mut guard = lock(&inner);
-            let sh = &mut *guard;
+            let graph = lock(&self.graph);
+            let mut guard = lock(&self.scratch);
+            let (scratch, out) = &mut *guard;
             let mut total = 0u64;
             for (names, values) in events.iter() {
-                let n: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-                let v: Vec<&str> = values.iter().map(|s| s.as_str()).collect();
-                sh.graph.match_into(&n, &v, &mut sh.scratch, &mut sh.out);
-                total += sh.out.len() as u64;
+                graph.match_into(names, values, scratch, out);
+                total += out.len() as u64;
             }
             total
         })
@@ -144,7 +136,7 @@ impl ProfileGraph {
 
     /// Every ``(chain, unit, count)`` held (for tests and status; in no particular order).
     fn chains<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let held = lock(&self.inner).graph.chains();
+        let held = lock(&self.graph).chains();
         held.into_iter()
             .map(|(chain, d, c)| {
                 let pairs = PyTuple::new(py, chain.iter().map(|(a, v)| PyTuple::new(py, [a.as_str(), v.as_str()])).collect::<PyResult<Vec<_>>>()?)?;
@@ -155,7 +147,7 @@ impl ProfileGraph {
 
     /// Every destination with at least one predicate.
     fn units<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PySet>> {
-        let held = lock(&self.inner).graph.chains();
+        let held = lock(&self.graph).chains();
         let set = PySet::empty(py)?;
         for (_, d, _) in held {
             set.add(dest_to_py(py, d)?)?;
@@ -165,24 +157,24 @@ impl ProfileGraph {
 
     /// Forget every profile.
     fn clear(&self) {
-        lock(&self.inner).graph.clear();
+        lock(&self.graph).clear();
     }
 
     /// Profiles held (the sum of all predicate counts on destination edges).
     #[getter]
     fn profiles(&self) -> u64 {
-        lock(&self.inner).graph.profiles()
+        lock(&self.graph).profiles()
     }
 
     /// Edges in the graph (destination edges included).
     #[getter]
     fn edges(&self) -> u64 {
-        lock(&self.inner).graph.edges()
+        lock(&self.graph).edges()
     }
 
     /// Heap bytes the graph holds (an estimate from its vectors' and tables' capacities).
     fn heap_bytes(&self) -> usize {
-        lock(&self.inner).graph.heap_bytes()
+        lock(&self.graph).heap_bytes()
     }
 }
 
