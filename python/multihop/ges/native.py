@@ -68,6 +68,9 @@ class NativeEventRouting:
         #: never durable (see the module docstring)
         self.durable = False
         self.engine = _ges.EventRouting(core.code, core.levels, EventId, EventData, EventCopy)
+        #: a live broker's engine writes what the routing makes (``multihop._ges.Engine``): :meth:`take` and
+        #: :meth:`take_deliveries` then leave it where it is
+        self.wire = False
         self._routing_at = -1
         self._graphs: tuple[object, object] | None = None
 
@@ -124,9 +127,15 @@ class NativeEventRouting:
         if name == ACK_TIMER:
             self.engine.fire_ack()
 
+    def after_round(self) -> None:
+        """After a live round of the engine: set the acknowledgement timer if the routing asked for it."""
+        if self.engine.take_timer():
+            self.core.set_timer(ACK_DELAY, ACK_TIMER)
+
     def take(self) -> dict[int, list[Events | EventAck]]:
-        """Per neighbour: an Events batch (numbered) and/or an EventAck, as ``EventRouting.take``."""
-        if not self.engine.pending():
+        """Per neighbour: an Events batch (numbered) and/or an EventAck, as ``EventRouting.take`` (nothing
+        for a live broker's engine, which writes them itself)."""
+        if self.wire or not self.engine.pending():
             return {}
         self.sync()
         out: dict[int, list[Events | EventAck]] = {}
@@ -140,7 +149,9 @@ class NativeEventRouting:
         return out
 
     def take_deliveries(self) -> dict[int, list[EventData]]:
-        """Per client: the events to deliver (in order); empties them."""
+        """Per client: the events to deliver (in order); empties them (nothing for a live broker's engine)."""
+        if self.wire:
+            return {}
         return {client: evs for client, evs in self.engine.take_deliveries()}
 
     def status(self) -> dict[str, Any]:
