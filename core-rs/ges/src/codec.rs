@@ -385,9 +385,18 @@ struct Batch {
     batch_text: usize,
 }
 
+impl Drop for Batch {
+    fn drop(&mut self) {
+        for b in [std::mem::take(&mut self.heads), std::mem::take(&mut self.units), std::mem::take(&mut self.text)] {
+            crate::pool::give(b);
+        }
+    }
+}
+
 impl Batch {
     fn new(batch_text: usize) -> Self {
-        Batch { heads: Vec::new(), n: 0, units: Vec::new(), text: Vec::new(), size: 0, batch_text }
+        // (buffers kept from the last batch: a broker encodes one per neighbour per round)
+        Batch { heads: crate::pool::take(4096), n: 0, units: crate::pool::take(4096), text: crate::pool::take(4096), size: 0, batch_text }
     }
 
     /// True if an event of `blob` text bytes must start a new message.
@@ -421,7 +430,7 @@ impl Batch {
     /// u64 count and its bytes.
     fn message(&self, prefix: &[u8], with_units: bool) -> Result<Vec<u8>, CodecError> {
         self.check()?;
-        let mut b = Vec::with_capacity(prefix.len() + self.heads.len() + 16 + self.units.len() + self.text.len());
+        let mut b = crate::pool::take(prefix.len() + self.heads.len() + 16 + self.units.len() + self.text.len());
         b.extend_from_slice(prefix);
         b.extend_from_slice(&self.heads);
         if with_units {

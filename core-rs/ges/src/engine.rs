@@ -11,15 +11,21 @@
 //!
 //! The logic is a state machine over [`FrameChannel`]s: [`Engine::receive`] reads (the only reads),
 //! [`Engine::flush`] writes (the only writes), [`Engine::process`] neither (tests drive it with
-//! in-memory channels). The Python glue (`crate::python::engine`) calls each with the GIL released.
+//! in-memory channels). [`Engine::run`] is the broker's loop between two visits of the control
+//! plane: it waits on the dispatcher, reads what is readable, routes, writes (corked), fires the
+//! acknowledgement timer, and returns only when the control plane has something to do (a frame of
+//! its own, a closed link, one of its own channels readable, its deadline, a slice to look at
+//! signals). So a broker's event path runs without the interpreter: the control plane runs when
+//! control messages come. The Python glue (`crate::python::engine`) calls it with the GIL released.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, PUBLISH};
-use crate::erp::{Copy, Erp, Event};
+use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
-use crate::io::{Closed, FrameChannel, Sent};
+use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
 
 /// Most frames read from one link per round (as the Python loop's `recv_batch(256)`).
 pub const RECV_BATCH: usize = 256;
@@ -55,6 +61,24 @@ pub enum Item {
     Closed(i64),
 }
 
+/// How long the acknowledgement timer waits (`erp.ACK_DELAY`).
+pub const ACK_DELAY: Duration = Duration::from_millis(100);
+/// How soon a link without credit is tried again (as the Python loop's 1 ms poll).
+pub const RETRY: Duration = Duration::from_millis(1);
+
+/// Why [`Engine::run`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// an item for the control plane
+    Item(Item),
+    /// one of the control plane's own channels is readable
+    Control,
+    /// the control plane's deadline passed
+    Deadline,
+    /// a slice passed: look at signals, then run again
+    Slice,
+}
+
 /// Counters (for the broker's status).
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
@@ -68,6 +92,8 @@ pub struct Counters {
     pub busy: u64,
     /// rounds
     pub rounds: u64,
+    /// times the loop parked or spun waiting for input
+    pub waits: u64,
 }
 
 /// One broker's engine (see the module docs).
@@ -76,6 +102,8 @@ pub struct Engine {
     links: FxHashMap<i64, Link>,
     pending: VecDeque<(i64, Incoming)>,
     batch: Vec<Vec<u8>>,
+    /// when the acknowledgement timer fires (None: not set)
+    ack_at: Option<Instant>,
     pub counters: Counters,
 }
 
@@ -98,7 +126,7 @@ fn fields(ev: &Event) -> EventFields<'_> {
 impl Engine {
     /// An engine over the event routing `erp` (shared with the control plane's calls).
     pub fn new(erp: Arc<Mutex<Erp>>) -> Self {
-        Engine { erp, links: FxHashMap::default(), pending: VecDeque::new(), batch: Vec::new(), counters: Counters::default() }
+        Engine { erp, links: FxHashMap::default(), pending: VecDeque::new(), batch: Vec::new(), ack_at: None, counters: Counters::default() }
     }
 
     /// Handle link `code` here from now on (a gateway that came up, a client that attached).
@@ -123,7 +151,7 @@ impl Engine {
         for &code in ready {
             let Some(link) = self.links.get(&code) else { continue };
             self.batch.clear();
-            let r = link.ch.recv_frames(RECV_BATCH, &mut self.batch);
+            let r = link.ch.recv_frames(RECV_BATCH, &mut crate::pool::take, &mut self.batch);
             self.counters.frames_in += self.batch.len() as u64;
             for f in self.batch.drain(..) {
                 self.pending.push_back((code, Incoming::Frame(f)));
@@ -158,6 +186,7 @@ impl Engine {
             if !handled {
                 return Some(Item::Frame(code, frame));
             }
+            crate::pool::give(frame);
             self.counters.native_in += 1;
         }
         None
@@ -179,10 +208,10 @@ impl Engine {
                         origin: c.origin,
                         mode: c.mode,
                         level: c.level,
-                        targets: c.targets.to_vec(),
-                        reached: c.reached.to_vec(),
+                        targets: Units::collect_from(c.targets.iter()),
+                        reached: Units::collect_from(c.reached.iter()),
                         hops: c.hops,
-                        left: c.left.to_vec(),
+                        left: Units::collect_from(c.left.iter()),
                     })
                     .collect();
                 erp.on_events(peer, first, copies);
@@ -236,7 +265,9 @@ impl Engine {
                 while let Some(f) = link.out.front() {
                     match link.ch.try_send(f) {
                         Sent::Sent => {
-                            link.out.pop_front();
+                            if let Some(f) = link.out.pop_front() {
+                                crate::pool::give(f);
+                            }
                             self.counters.frames_out += 1;
                         }
                         Sent::Busy => {
@@ -252,6 +283,57 @@ impl Engine {
             }
         }
         closed
+    }
+
+    /// The broker's loop until the control plane has something to do (see the module docs):
+    /// `control` are the control plane's own channels (watched, never read here), `until` its next
+    /// deadline. Reads what is readable, routes it, and writes what that made (corked) before it
+    /// waits again; fires the acknowledgement timer when it is due.
+    pub fn run(&mut self, dispatcher: &dyn Dispatcher, control: &[Arc<dyn FrameChannel>], until: Option<Instant>) -> Ran {
+        loop {
+            if let Some(item) = self.process() {
+                return Ran::Item(item);
+            }
+            let ready: Vec<i64> = self.links.iter().filter(|(_, l)| l.ch.readable()).map(|(&c, _)| c).collect();
+            if !ready.is_empty() {
+                self.receive(&ready);
+                continue;
+            }
+            // everything readable is routed: the timer, then write what the round made
+            let now = Instant::now();
+            {
+                let mut erp = lock(&self.erp);
+                if self.ack_at.is_some_and(|t| now >= t) {
+                    self.ack_at = None;
+                    erp.fire_ack();
+                }
+                if erp.take_timer() {
+                    self.ack_at = Some(now + ACK_DELAY);
+                }
+            }
+            let mut closed = Vec::new();
+            dispatcher.corked(&mut || closed = self.flush());
+            if !closed.is_empty() {
+                self.pending.extend(closed.into_iter().map(|c| (c, Incoming::Closed)));
+                continue;
+            }
+            if control.iter().any(|c| c.readable()) {
+                return Ran::Control;
+            }
+            if until.is_some_and(|u| now >= u) {
+                return Ran::Deadline;
+            }
+            let mut wake = until;
+            for t in [self.ack_at, self.queued().then(|| now + RETRY)].into_iter().flatten() {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+            self.counters.waits += 1;
+            let links = &self.links;
+            let w = dispatcher.wait(wake, &mut || links.values().any(|l| l.ch.readable()) || control.iter().any(|c| c.readable()));
+            if w == Waited::Slice {
+                return Ran::Slice;
+            }
+        }
     }
 
     fn encode_outputs(&mut self) {
@@ -300,7 +382,14 @@ impl Engine {
                 }
                 enc.finish().unwrap_or_default()
             });
-            link.out.extend(frames.iter().cloned());
+            link.out.extend(frames.iter().map(|f| {
+                let mut b = crate::pool::take(f.len());
+                b.extend_from_slice(f);
+                b
+            }));
+        }
+        for (_, frames) in made {
+            frames.into_iter().for_each(crate::pool::give);
         }
     }
 }
@@ -321,7 +410,7 @@ mod tests {
     }
 
     impl FrameChannel for Mem {
-        fn recv_frames(&self, max: usize, out: &mut Vec<Vec<u8>>) -> Result<(), Closed> {
+        fn recv_frames(&self, max: usize, _buf: &mut dyn FnMut(usize) -> Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Closed> {
             let mut q = self.inbox.lock().unwrap();
             if q.is_empty() && *self.closed.lock().unwrap() {
                 return Err(Closed);
@@ -334,6 +423,9 @@ mod tests {
             }
             Ok(())
         }
+        fn readable(&self) -> bool {
+            !self.inbox.lock().unwrap().is_empty() || *self.closed.lock().unwrap()
+        }
         fn try_send(&self, frame: &[u8]) -> Sent {
             if *self.closed.lock().unwrap() {
                 return Sent::Closed;
@@ -345,6 +437,22 @@ mod tests {
             *c -= 1;
             self.sent.lock().unwrap().push(frame.to_vec());
             Sent::Sent
+        }
+    }
+
+    /// A dispatcher whose waits never block (the tests' channels are filled before the run).
+    struct NoWait;
+
+    impl Dispatcher for NoWait {
+        fn wait(&self, _until: Option<Instant>, ready: &mut dyn FnMut() -> bool) -> Waited {
+            if ready() {
+                Waited::Ready
+            } else {
+                Waited::Slice
+            }
+        }
+        fn corked(&self, f: &mut dyn FnMut()) {
+            f()
         }
     }
 
@@ -422,5 +530,30 @@ mod tests {
         eng.receive(&[other as i64, -1]);
         assert_eq!(eng.process(), Some(Item::Closed(-1)));
         assert_eq!(lock(&eng.erp).in_flight(), 0);
+    }
+
+    /// The loop routes and writes what comes, hands the control plane its frames, says when the
+    /// control plane's channels are readable, and waits otherwise.
+    #[test]
+    fn the_loop_returns_only_for_the_control_plane() {
+        let mut erp = Erp::new(1, 3);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1, 1);
+        erp.set_local(local);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        let (sub, publ, ctl) = (Arc::new(Mem::default()), Arc::new(Mem::default()), Arc::new(Mem::default()));
+        *sub.credit.lock().unwrap() = 10;
+        eng.add_link(-1, sub.clone(), Kind::Client, Some(("sub".into(), 1)));
+        eng.add_link(-2, publ.clone(), Kind::Client, Some(("pub".into(), 1)));
+        publ.inbox.lock().unwrap().extend([publish_frame(1, 0, "a:int", "i1"), b"\x02\x00other".to_vec(), publish_frame(1, 1, "a:int", "i2")]);
+        let control: Vec<Arc<dyn FrameChannel>> = vec![ctl.clone()];
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Item(Item::Frame(-2, b"\x02\x00other".to_vec())));
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Slice); // nothing left: it waited (a slice)
+        assert_eq!(sub.sent.lock().unwrap().len(), 1); // one delivery of both (the round's outputs go together)
+        ctl.inbox.lock().unwrap().push_back(b"hello".to_vec());
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Control);
+        assert_eq!(ctl.inbox.lock().unwrap().len(), 1); // (watched, not read)
+        ctl.inbox.lock().unwrap().clear();
+        assert_eq!(eng.run(&NoWait, &control, Some(Instant::now())), Ran::Deadline);
     }
 }

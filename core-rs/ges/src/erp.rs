@@ -29,8 +29,9 @@ use std::sync::{Arc, Mutex};
 use crate::address::{contains, level_of_difference, unit_id, unit_level};
 use crate::fxhash::FxHashMap;
 use crate::ordered::OrderedMap;
-use crate::profile_graph::{Dest, Di, ProfileGraph, Scratch};
+use crate::profile_graph::{Dest, Di, ProfileGraph, Scratch, Sym};
 use crate::routing::Routing;
+use crate::small::Small;
 
 /// Most brokers a copy may pass (legs are loop-free; this is the safety net).
 pub const TTL: u16 = 255;
@@ -62,8 +63,17 @@ pub struct Event {
     pub payload: Box<[u8]>,
     pub pub_id: u32,
     pub sig_id: u32,
+    /// where each value lies in `values` (they are split by \x1f)
+    spans: Vec<(u32, u32)>,
     /// what the driver keeps with the event (the Python glue: the `EventData` it came as)
     pub attachment: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Event {
+    /// The event's values, in signature order.
+    pub fn value_list(&self) -> impl Iterator<Item = &str> {
+        self.spans.iter().map(|&(a, b)| &self.values[a as usize..b as usize])
+    }
 }
 
 impl std::fmt::Debug for Event {
@@ -79,11 +89,14 @@ pub struct Copy {
     pub origin: u64,
     pub mode: u8,
     pub level: u8,
-    pub targets: Vec<u64>,
-    pub reached: Vec<u64>,
+    pub targets: Units,
+    pub reached: Units,
     pub hops: u16,
-    pub left: Vec<u64>,
+    pub left: Units,
 }
+
+/// A unit list of a copy (a few units: kept inline).
+pub type Units = Small<u64, 4>;
 
 /// The counters of `EventRouting.counters`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,17 +139,27 @@ impl Counters {
 #[derive(Debug)]
 pub struct ToPeer {
     pub peer: u64,
-    pub events: Option<(u64, Vec<Copy>)>,
+    pub events: Option<(u64, Vec<Arc<Copy>>)>,
     pub ack: Option<i64>,
 }
 
+/// What a graph's symbols are for the names of each signature and for the last values matched
+/// (valid while the graph's generation is `generation`).
+#[derive(Default)]
+struct Resolved {
+    generation: u64,
+    names: FxHashMap<u32, Vec<Option<Sym>>>,
+    values: Vec<Option<Sym>>,
+    values_text: Box<str>,
+}
+
 /// Targets of a copy grouped by next hop, in the order the hops were first chosen.
-type Fwd = Vec<(u64, Vec<u64>)>;
+type Fwd = Vec<(u64, Units)>;
 
 fn fwd_add(fwd: &mut Fwd, hop: u64, target: u64) {
     match fwd.iter_mut().find(|(h, _)| *h == hop) {
         Some((_, t)) => t.push(target),
-        None => fwd.push((hop, vec![target])),
+        None => fwd.push((hop, Units::from_slice(&[target]))),
     }
 }
 
@@ -151,6 +174,8 @@ pub struct Erp {
     local: Option<SharedGraph>,
     scratch: Scratch,
     hits: Vec<Di>,
+    /// per graph (by address; forgotten when the graphs are replaced): symbols resolved
+    resolved: FxHashMap<usize, Resolved>,
     publishers: FxHashMap<Arc<str>, u32>,
     publisher_text: Vec<Arc<str>>,
     signatures: FxHashMap<Arc<str>, u32>,
@@ -158,13 +183,13 @@ pub struct Erp {
     /// the duplicate filter: last `(timestamp, sequence)` per (publisher, incarnation, role)
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
-    /// peer -> seq -> copy sent and not acknowledged
-    pub unacked: FxHashMap<u64, BTreeMap<u64, Copy>>,
+    /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
+    pub unacked: FxHashMap<u64, BTreeMap<u64, Arc<Copy>>>,
     recv: FxHashMap<u64, i64>,
     ack_due: OrderedMap<u64, u64>,
     ack_timer: bool,
     timer_wanted: bool,
-    out: OrderedMap<u64, Vec<Copy>>,
+    out: OrderedMap<u64, Vec<Arc<Copy>>>,
     deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
     pub counters: Counters,
 }
@@ -180,6 +205,7 @@ impl Erp {
             local: None,
             scratch: Scratch::default(),
             hits: Vec::new(),
+            resolved: FxHashMap::default(),
             publishers: FxHashMap::default(),
             publisher_text: Vec::new(),
             signatures: FxHashMap::default(),
@@ -201,6 +227,7 @@ impl Erp {
 
     /// The profile graphs of the levels this broker decides (`(level, graph)`), replacing the old.
     pub fn set_graphs(&mut self, graphs: Vec<(u32, SharedGraph)>) {
+        self.resolved.clear();
         self.graphs.clear();
         for (lvl, g) in graphs {
             let i = lvl as usize;
@@ -213,6 +240,7 @@ impl Erp {
 
     /// The local profile graph (destinations: client peer ids).
     pub fn set_local(&mut self, g: SharedGraph) {
+        self.resolved.clear();
         self.local = Some(g);
     }
 
@@ -255,7 +283,14 @@ impl Erp {
                 (self.signature_names.len() - 1) as u32
             }
         };
+        let mut spans = Vec::with_capacity(self.signature_names[sig_id as usize].1.len());
+        let mut at = 0u32;
+        for v in values.split('\x1f') {
+            spans.push((at, at + v.len() as u32));
+            at += v.len() as u32 + 1;
+        }
         Arc::new(Event {
+            spans,
             publisher: self.publisher_text[pub_id as usize].clone(),
             timestamp,
             sequence,
@@ -293,9 +328,20 @@ impl Erp {
         if names.is_empty() {
             return Vec::new();
         }
-        let values: Vec<&str> = ev.values.split('\x1f').collect();
         let graph = lock(g);
-        graph.match_into(names, &values, &mut self.scratch, &mut self.hits);
+        // the graph's symbols for the signature's names (kept per signature) and for the values (kept
+        // for the last values seen: a publisher's events often repeat them), while its strings stay
+        let r = self.resolved.entry(Arc::as_ptr(g) as usize).or_default();
+        if r.generation != graph.generation() {
+            *r = Resolved { generation: graph.generation(), ..Resolved::default() };
+        }
+        let n = r.names.entry(ev.sig_id).or_insert_with(|| names.iter().map(|x| graph.resolve(x)).collect());
+        if *r.values_text != *ev.values || r.values.is_empty() {
+            r.values.clear();
+            r.values.extend(ev.value_list().map(|x| graph.resolve(x)));
+            r.values_text = ev.values.clone();
+        }
+        graph.match_syms(n, &r.values, &mut self.scratch, &mut self.hits);
         let mut out: Vec<Dest> = self.hits.iter().map(|&k| graph.dest(k)).collect();
         out.sort_unstable();
         out
@@ -312,7 +358,16 @@ impl Erp {
         self.counters.published += 1;
         self.deliver(&ev);
         let me = self.code;
-        self.up(Copy { event: ev, origin: me, mode: UP, level: 1, targets: Vec::new(), reached: vec![me], hops: 0, left: Vec::new() });
+        self.up(Copy {
+            event: ev,
+            origin: me,
+            mode: UP,
+            level: 1,
+            targets: Units::new(),
+            reached: Units::from_slice(&[me]),
+            hops: 0,
+            left: Units::new(),
+        });
     }
 
     /// Copies from neighbour `peer`, numbered from `first_seq` (the caller checked that a gateway to
@@ -358,7 +413,7 @@ impl Erp {
         self.ack_due.remove(&peer);
         for (_, copy) in pending {
             self.counters.rerouted += 1;
-            self.route_again(copy);
+            self.route_again(Arc::try_unwrap(copy).unwrap_or_else(|c| (*c).clone()));
         }
     }
 
@@ -390,7 +445,7 @@ impl Erp {
         let mut transit: Fwd = Vec::new();
         let mut decided: Fwd = Vec::new();
         let me = self.code;
-        for &t in &copy.targets {
+        for &t in copy.targets.iter() {
             if contains(t, me) {
                 self.down(t, &copy, &mut decided);
             } else {
@@ -499,7 +554,7 @@ impl Erp {
                 // a decider of the publisher's level-lvl unit inside its level-(lvl-1) unit (where this broker is)
                 let me = self.code;
                 let ds: Vec<u64> = self.routing.deciders(lvl).iter().copied().filter(|&x| level_of_difference(x, me) < lvl as i32 - 1).collect();
-                (self.routing.nearest(ds.into_iter()), Vec::new())
+                (self.routing.nearest(ds.into_iter()), Units::new())
             };
             if let Some(d) = d {
                 match self.routing.hop_to(d, &left) {
@@ -510,7 +565,7 @@ impl Erp {
                             origin,
                             mode: copy.mode,
                             level: lvl as u8,
-                            targets: vec![d],
+                            targets: Units::from_slice(&[d]),
                             reached: reached.clone(),
                             hops: copy.hops,
                             left,
@@ -548,7 +603,7 @@ impl Erp {
                 targets,
                 reached: copy.reached.clone(),
                 hops: copy.hops,
-                left: left.to_vec(),
+                left: Units::from_slice(left),
             };
             self.send(hop, c);
         }
@@ -572,6 +627,7 @@ impl Erp {
         let seq = self.seq.entry(peer).or_insert(0);
         let s = *seq;
         *seq += 1;
+        let copy = Arc::new(copy);
         self.unacked.entry(peer).or_default().insert(s, copy.clone());
         self.out.entry_or(peer, Vec::new).push(copy);
         self.counters.copies_out += 1;

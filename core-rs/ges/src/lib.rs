@@ -11,6 +11,8 @@
 //! - [`ordered`]: an insertion-ordered map (outputs in the reference's order)
 //! - [`engine`]: the live broker's rounds: frames in, routing, frames out
 //! - [`io`]: what the engine needs of a channel
+//! - [`pool`]: frame buffers kept for the next frame
+//! - [`small`]: short lists kept inline
 //!
 //! Nothing outside `python` (feature `python`) knows Python: the PyO3 glue there is the module
 //! `multihop._ges`, which the runtime's extension (`multihop._core`) registers as a submodule of
@@ -23,8 +25,10 @@ pub mod erp;
 pub mod fxhash;
 pub mod io;
 pub mod ordered;
+pub mod pool;
 pub mod profile_graph;
 pub mod routing;
+pub mod small;
 
 #[cfg(feature = "python")]
 pub mod python;

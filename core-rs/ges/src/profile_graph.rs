@@ -162,11 +162,13 @@ struct Strings {
     text: Vec<Box<str>>,
     uses: Vec<u32>,
     free: Vec<Sym>,
+    /// raised whenever a string gets or loses its symbol (what a caller resolved before may differ)
+    generation: u64,
 }
 
 impl Strings {
     fn new() -> Self {
-        let mut s = Strings { ids: FxHashMap::default(), text: Vec::new(), uses: Vec::new(), free: Vec::new() };
+        let mut s = Strings { ids: FxHashMap::default(), text: Vec::new(), uses: Vec::new(), free: Vec::new(), generation: 0 };
         s.ids.insert(WILDCARD_TEXT.into(), WILDCARD);
         s.text.push(WILDCARD_TEXT.into());
         s.uses.push(1); // never freed
@@ -197,6 +199,7 @@ impl Strings {
             }
         };
         self.ids.insert(s.into(), k);
+        self.generation += 1;
         k
     }
 
@@ -208,6 +211,7 @@ impl Strings {
             let t = std::mem::take(&mut self.text[k as usize]);
             self.ids.remove(&t);
             self.free.push(k);
+            self.generation += 1;
         }
     }
 
@@ -546,9 +550,17 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
     /// frontier of nodes the event reached (each followed by its value and by `*`), and stops
     /// once every destination the graph holds is found.
     pub fn match_into<N: AsRef<str>, V: AsRef<str>>(&self, names: &[N], values: &[V], s: &mut Scratch, out: &mut Vec<Di>) {
+        let n: Vec<Option<Sym>> = names.iter().map(|x| self.resolve(x.as_ref())).collect();
+        let v: Vec<Option<Sym>> = values.iter().map(|x| self.resolve(x.as_ref())).collect();
+        self.match_syms(&n, &v, s, out);
+    }
+
+    /// [`Self::match_into`] with the names and values resolved ([`Self::resolve`], valid for this
+    /// [`Self::generation`]).
+    pub fn match_syms(&self, names: &[Option<Sym>], values: &[Option<Sym>], s: &mut Scratch, out: &mut Vec<Di>) {
         out.clear();
-        let Some(first) = names.first() else { return };
-        let Some(root) = self.strings.get(first.as_ref()).and_then(|a| self.roots.get(&a).copied()) else { return };
+        let Some(&Some(first)) = names.first() else { return };
+        let Some(&root) = self.roots.get(&first) else { return };
         if s.seen.len() < self.dests.value.len() {
             s.seen.resize(self.dests.value.len(), 0);
         }
@@ -567,8 +579,8 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         let mut i = 0;
         while i < n {
             // an unknown value matches only `*` edges (`None`); an unknown next attribute has no edge
-            let v = self.strings.get(values[i].as_ref());
-            let nxt = if i + 1 < n { Some(self.strings.get(names[i + 1].as_ref())) } else { None };
+            let v = values[i];
+            let nxt = if i + 1 < n { Some(names[i + 1]) } else { None };
             reached.clear();
             for &k in &frontier {
                 let node = &self.nodes[k as usize];
@@ -642,7 +654,21 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
 
     /// Forget every profile.
     pub fn clear(&mut self) {
+        let g = self.strings.generation;
         *self = Self::new();
+        self.strings.generation = g + 1;
+    }
+
+    /// Raised whenever an attribute name or value gets or loses its symbol: symbols resolved with
+    /// [`Self::resolve`] stay valid for [`Self::match_syms`] while this is unchanged.
+    pub fn generation(&self) -> u64 {
+        self.strings.generation
+    }
+
+    /// The symbol of an attribute name or value (None: no edge names it).
+    #[inline]
+    pub fn resolve(&self, s: &str) -> Option<Sym> {
+        self.strings.get(s)
     }
 
     /// Heap bytes the graph holds (a capacity-based estimate of its vectors and tables).

@@ -14,6 +14,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::address::{ancestor, contains, level_of_difference, unit_id, unit_level};
+use crate::erp::Units;
 use crate::fxhash::{FxHashMap, FxHashSet};
 
 /// One node of the connectivity graph.
@@ -220,12 +221,12 @@ impl Routing {
 
     /// Routing information for a message crossing the gateway to `peer`: drop what only made sense
     /// below that gateway's level, and add the unit being left.
-    pub fn leaving(&self, peer: u64, left: &[u64]) -> Vec<u64> {
-        let Some(p) = self.link_level(peer) else { return left.to_vec() };
+    pub fn leaving(&self, peer: u64, left: &[u64]) -> Units {
+        let Some(p) = self.link_level(peer) else { return Units::from_slice(left) };
         if p == 0 {
-            return left.to_vec();
+            return Units::from_slice(left);
         }
-        let mut kept: Vec<u64> = left.iter().copied().filter(|&u| unit_level(u) >= p).collect();
+        let mut kept = Units::collect_from(left.iter().copied().filter(|&u| unit_level(u) >= p));
         let mine = unit_id(self.code, p, self.levels);
         if !kept.contains(&mine) {
             kept.push(mine);

@@ -16,7 +16,7 @@
 //!   [`async_call`]: the awaitable of `recv_async` / `send_async`;
 //! - [`functions`]: module functions (monitor process, tools, runtime lock);
 //! - [`fast_send`]: generated stubs' native send methods;
-//! - [`native_channels`]: the channels of native modules registered here (`multihop._ges`).
+//! - [`native_channels`]: the channels and dispatchers of native modules registered here (`multihop._ges`).
 
 mod args;
 mod async_bell;
@@ -52,7 +52,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     functions::register(m)?;
     group::register(m)?;
     // GES's native engine is a module of its own (crate multihop-ges): registered here, nothing of it lives here
-    multihop_ges::python::register(m, native_channels::frame_channel)?;
+    multihop_ges::python::register(m, native_channels::hooks())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
     m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use super::codec::{check_classes, field, named, tuple_of, EventView};
 use super::profile_graph::{lock, ProfileGraph};
-use crate::erp::{Copy, Erp, Event};
+use crate::erp::{Copy, Erp, Event, Units};
 use crate::routing::{NodeInfo, Snapshot};
 
 /// The classes Python's protocol values are made of: `EventId`, `EventData`, `EventCopy`.
@@ -51,6 +51,10 @@ fn units_of(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
     v.try_iter()?.map(|u| field(&u?, what, u64::MAX)).collect()
 }
 
+fn unit_list(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Units> {
+    Ok(Units::from_slice(&units_of(v, what)?))
+}
+
 fn copy_from_py(erp: &mut Erp, c: &Bound<'_, PyAny>) -> PyResult<Copy> {
     let t = tuple_of(c, "an event copy", 8)?;
     let mode = field(&t.get_item(2)?, "mode", u8::MAX as u64)? as u8;
@@ -62,10 +66,10 @@ fn copy_from_py(erp: &mut Erp, c: &Bound<'_, PyAny>) -> PyResult<Copy> {
         origin: field(&t.get_item(1)?, "origin", u64::MAX)?,
         mode,
         level: field(&t.get_item(3)?, "level", u8::MAX as u64)? as u8,
-        targets: units_of(&t.get_item(4)?, "a target unit")?,
-        reached: units_of(&t.get_item(5)?, "a reached unit")?,
+        targets: unit_list(&t.get_item(4)?, "a target unit")?,
+        reached: unit_list(&t.get_item(5)?, "a reached unit")?,
         hops: field(&t.get_item(6)?, "hops", u16::MAX as u64)? as u16,
-        left: units_of(&t.get_item(7)?, "a left unit")?,
+        left: unit_list(&t.get_item(7)?, "a left unit")?,
     })
 }
 
@@ -101,10 +105,10 @@ impl Classes {
                 c.origin.into_pyobject(py)?.into_any(),
                 c.mode.into_pyobject(py)?.into_any(),
                 c.level.into_pyobject(py)?.into_any(),
-                PyTuple::new(py, &c.targets)?.into_any(),
-                PyTuple::new(py, &c.reached)?.into_any(),
+                PyTuple::new(py, c.targets.iter())?.into_any(),
+                PyTuple::new(py, c.reached.iter())?.into_any(),
                 c.hops.into_pyobject(py)?.into_any(),
-                PyTuple::new(py, &c.left)?.into_any(),
+                PyTuple::new(py, c.left.iter())?.into_any(),
             ],
         )
     }

@@ -6,9 +6,10 @@
 //! attribute `_ges` and puts it in `sys.modules["multihop._ges"]`. The package imports `_core`
 //! first (`multihop/__init__.py`), so `from multihop import _ges` (and `import multihop._ges`) finds
 //! the module there, typed by `python/multihop/_ges.pyi`. The runtime's extension carries nothing
-//! of GES but that call, which also hands over the one thing the engine needs of the runtime: a way
-//! to turn the extension's `Channel` objects into [`FrameChannel`]s (its `native_channels.rs`: a
-//! channel end's non-blocking receive of many and send of one, the runtime's public API).
+//! of GES but that call, which also hands over what the engine needs of the runtime ([`Hooks`]): a
+//! way to turn the extension's `Channel` objects into [`FrameChannel`]s and its `Dispatcher` objects
+//! into [`Dispatcher`]s (its `native_channels.rs`: a channel end's non-blocking receive of many, send
+//! of one and readiness; a dispatcher's wait and cork).
 
 mod codec;
 mod engine;
@@ -20,27 +21,38 @@ use std::sync::{Arc, OnceLock};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::io::FrameChannel;
+use crate::io::{Dispatcher, FrameChannel};
 
 /// The module's name in `sys.modules`.
 pub const MODULE: &str = "multihop._ges";
 
-/// How the runtime's extension turns one of its Python `Channel` objects into a [`FrameChannel`]
-/// (TypeError for anything else): the one thing this module needs of the runtime, handed over by
-/// [`register`].
-pub type ChannelOf = fn(&Bound<'_, PyAny>) -> PyResult<Arc<dyn FrameChannel>>;
+/// What this module needs of the runtime, handed over by [`register`]: how the runtime's extension
+/// turns one of its Python `Channel` objects into a [`FrameChannel`], and one of its `Dispatcher`
+/// objects into a [`Dispatcher`] (TypeError for anything else).
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    pub channel: fn(&Bound<'_, PyAny>) -> PyResult<Arc<dyn FrameChannel>>,
+    pub dispatcher: fn(&Bound<'_, PyAny>) -> PyResult<Arc<dyn Dispatcher>>,
+}
 
-static CHANNEL_OF: OnceLock<ChannelOf> = OnceLock::new();
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+fn hooks() -> PyResult<&'static Hooks> {
+    HOOKS.get().ok_or_else(|| PyRuntimeError::new_err("multihop._ges was registered without the runtime's hooks"))
+}
 
 pub(crate) fn channel_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn FrameChannel>> {
-    let f = CHANNEL_OF.get().ok_or_else(|| PyRuntimeError::new_err("multihop._ges was registered without the runtime's channels"))?;
-    f(obj)
+    (hooks()?.channel)(obj)
+}
+
+pub(crate) fn dispatcher_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dispatcher>> {
+    (hooks()?.dispatcher)(obj)
 }
 
 /// Make `multihop._ges` and register it as the submodule `_ges` of `parent` (`multihop._core`);
-/// `channel_of` gives the engine the runtime's channels.
-pub fn register(parent: &Bound<'_, PyModule>, channel_of: ChannelOf) -> PyResult<()> {
-    let _ = CHANNEL_OF.set(channel_of); // (the same function if the module is registered again)
+/// `hooks` give the engine the runtime's channels and dispatchers.
+pub fn register(parent: &Bound<'_, PyModule>, hooks: Hooks) -> PyResult<()> {
+    let _ = HOOKS.set(hooks); // (the same functions if the module is registered again)
     let py = parent.py();
     let m = PyModule::new(py, "_ges")?;
     m.setattr("__name__", MODULE)?;

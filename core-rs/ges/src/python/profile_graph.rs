@@ -126,8 +126,14 @@ impl ProfileGraph {
             let mut guard = lock(&self.scratch);
             let (scratch, out) = &mut *guard;
             let mut total = 0u64;
+            let (mut n, mut v) = (Vec::new(), Vec::new());
             for (names, values) in events.iter() {
-                graph.match_into(names, values, scratch, out);
+                // (resolved as the engine resolves an event: each name and value looked up once)
+                n.clear();
+                n.extend(names.iter().map(|x| graph.resolve(x)));
+                v.clear();
+                v.extend(values.iter().map(|x| graph.resolve(x)));
+                graph.match_syms(&n, &v, scratch, out);
                 total += out.len() as u64;
             }
             total
