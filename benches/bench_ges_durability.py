@@ -58,15 +58,18 @@ from multihop.ges.storage_sqlite import SqliteStorage
 ME = Address("1.1.1", 2)
 PUB, SUB = -101, -102
 PAYLOAD = b"p" * 100
+#: the durable clients' secrets (a first connect registers one, a resume presents it: docs/ges.md, trust model)
+SUB_CREDENTIAL = "bench-subscriber-credential"
+PUB_CREDENTIAL = "bench-publisher-credential"
 
 
 def _core(storage: Any) -> BrokerCore:
     core = BrokerCore(ME, storage_brokers={unit_id(ME.code, 1, 2): ME.code}, storage=storage)
-    core.client_attach(SUB, DurableAttach("sub", 1, -1, -1, (), False))
+    core.client_attach(SUB, DurableAttach("sub", 1, -1, -1, (), False, SUB_CREDENTIAL))
     core.client_receive(SUB, Subscribe(1, make_chain([("n", "*")])))
     core.take_outbox()
     core.client_detach(SUB)  # away: everything published stays stored for it
-    core.client_attach(PUB, DurableAttach("pub", 1, -1, -1, (), False))
+    core.client_attach(PUB, DurableAttach("pub", 1, -1, -1, (), False, PUB_CREDENTIAL))
     core.take_outbox()
     return core
 
@@ -114,7 +117,7 @@ def replay_run(storage: Any, n: int) -> tuple[float, float]:
     got = 0
     t0 = time.perf_counter()
     c0 = time.process_time()
-    core.client_attach(SUB, DurableAttach("sub", 2, ME.code, ME.code, (), True))
+    core.client_attach(SUB, DurableAttach("sub", 2, ME.code, ME.code, (), True, SUB_CREDENTIAL))
     for _ in range(10 * n):  # bounded: each round delivers a window
         out = core.take_outbox().get(SUB, ())
         last = None

@@ -948,14 +948,22 @@ def test_cdf_legend_tells_the_plain_broker_from_dispatch() -> None:
         {"suite": "dispatch", "kind": "oneway", "transport": "ump", "routing": "direct", "size": 64, "hops": 0, "fanout": k,
          "path": path, "peers": int(path == "dispatch")}
         for path in ("plain", "dispatch") for k in (1, 10)
+    ] + [
+        {"suite": "dispatch", "kind": "oneway", "transport": "ump", "routing": "direct", "size": 1024, "hops": 0, "fanout": 4,
+         "op": "macro", "peers": 1, "compress": 30, "threshold": -1},
+        {"suite": "dispatch", "kind": "rtt", "transport": "ump", "routing": "direct", "size": -1, "hops": 0, "fanout": 2, "op": "takeover", "peers": 3},
     ]  # fmt: skip
     rows = _lat_rows(cases)
     points = {("r", r["case"]): [(float(i + j), i / 10) for i in range(11)] for j, r in enumerate(rows)}
     fig, title, _ = draw_cdf(("r", "dispatch"), rows, points)
+    fig.canvas.draw()
+    box = fig.axes[0].title.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width  # the title, a long list of what varies, stays on the figure
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert len(legend) == 4 and len(set(legend)) == 4, legend
-    assert {x.split(",")[0] for x in legend} == {"path dispatch", "path plain"}
-    assert all("fanout 1" in x or "fanout 10" in x for x in legend)
+    assert len(legend) == 6 and len(set(legend)) == 6, legend
+    assert sorted(x.split(", ")[0] for x in legend if x.startswith("path")) == ["path dispatch"] * 2 + ["path plain"] * 2
+    assert sorted(x.split(", fanout ")[1] for x in legend if x.startswith("path")) == ["1", "1", "10", "10"]
+    assert len(title) > 80  # long enough to need its wrap
 
 
 def test_cdf_titles_say_what_the_cases_are_and_name_a_run_only_among_several() -> None:

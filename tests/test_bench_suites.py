@@ -29,6 +29,7 @@ from multihop import cli
 from multihop import rts
 from multihop.bench.peers import available_peers
 from multihop.bench.suites import SUITES
+from multihop.bench.suites.options import QUICK_REPEATS
 
 from conftest import unique_name
 
@@ -65,7 +66,8 @@ def _check_channels(report: Path, plots: list[str]) -> None:
     assert {int(r["hops"]) for r in rows if r["transport"] == "ump"} == {0}
     assert {int(r["hops"]) for r in rows if r["transport"] == "multihop"} == {2}
     oneway = [r for r in _csv(report / "throughput.csv") if r["kind"] == "oneway"]
-    assert len(oneway) == 8 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    assert len({r["case"] for r in oneway}) == 8 and all(float(r["throughput_msgs"]) > 0 for r in oneway)
+    assert len(oneway) == 8 * QUICK_REPEATS  # one row per repeat
     # Every process layout, multi-hop next to Pipe started the same way (--quick: round trips only).
     from multihop.bench.layouts import LAYOUTS
 
@@ -103,6 +105,7 @@ def _check_routing(report: Path, plots: list[str]) -> None:
 def _check_window(report: Path, plots: list[str]) -> None:
     rows = [r for r in _csv(report / "throughput_by_window.csv") if r["kind"] == "oneway"]
     assert sorted(int(r["window"]) for r in rows) == [1, 4, 16, 64]
+    assert all(int(r["cases"]) == QUICK_REPEATS and float(r["throughput_min"]) <= float(r["throughput_max"]) for r in rows)
     # Fair link sharing: a ping-pong alone, next to a flood, and next to a flood on unfair link queues.
     loads = {c.split("load=")[1].split(",")[0] for c in (r["case"] for r in _csv(report / "latency.csv")) if "load=" in c}
     assert loads == {"alone", "flood", "flood-unfair"}
@@ -201,6 +204,28 @@ def test_every_suite_has_a_check() -> None:
     assert set(CHECKS) == set(SUITES) - {"all"}
 
 
+ONCE = {"dispatch", "ges", "groups"}
+"""Suites that measure each case once (long cases, no findings read off them); the others repeat every case."""
+
+
+def _check_repeats_and_load(suite: str, run: Path) -> None:
+    """Every case of a repeating suite has rows for repeats 0 .. n-1, and every repeat its load."""
+    cases = pq.read_table(run / "cases.parquet").to_pylist()
+    by_case: dict[str, list[int]] = {}
+    for c in cases:
+        by_case.setdefault(c["case"], []).append(c["repeat"])
+        # what else ran: measured for every repeat (the figures may be anything >= 0 on a shared machine)
+        assert c["busy_cpu"] is not None and c["own_cpu"] is not None and c["foreign_cpu"] is not None and c["load1"] is not None, c
+        assert c["foreign_cpu"] == pytest.approx(max(c["busy_cpu"] - c["own_cpu"], 0.0))
+    quick_layout = [k for k in by_case if "layout=" in k]  # the per-layout cases: once with --quick
+    want = [0] if suite in ONCE else list(range(QUICK_REPEATS))
+    assert all(sorted(v) == (want if k not in quick_layout else [0]) for k, v in by_case.items()), by_case
+    ours = [c for c in cases if c["transport"] == "multihop" and c["kind"] == "rtt" and c["suite"] in ("channels", "peers", "hops", "window")]
+    for c in ours:  # a multi-hop case over a runtime of ours: the monitors' counters and weight, over the repeat
+        assert c["monitor_forwarded"] is not None and c["monitor_forwarded"] > 0 and c["monitor_parks"] is not None, c
+        assert c["monitor_weight"] in ("light", "fair", "mixed"), c
+
+
 @pytest.mark.parametrize("suite", sorted(CHECKS))
 def test_quick_suite_trace_feeds_the_analysis(suite: str, tmp_path: Path, spark: Any) -> None:
     out = tmp_path / "traces"
@@ -210,6 +235,7 @@ def test_quick_suite_trace_feeds_the_analysis(suite: str, tmp_path: Path, spark:
     runs = list(out.iterdir())
     assert len(runs) == 1 and f"trace written to {runs[0]}" in r.stdout
     assert set(pq.read_table(runs[0] / "cases.parquet").column("suite").to_pylist()) == {suite}
+    _check_repeats_and_load(suite, runs[0])
     report = analysis.run([str(out)], str(tmp_path / "report"))
     assert report.name == "report.md" and report.stat().st_size > 0
     CHECKS[suite](report.parent, _check_plots(report.parent))
@@ -312,6 +338,7 @@ def test_ctrl_c_during_the_peers_suite(tmp_path: Path) -> None:
     assert {"ump", "multihop", "pipe"} <= transports and transports <= {"ump", "multihop", "pipe", "queue"}
 
 
+@pytest.mark.timeout(1200)  # every suite, each case three times (3-4 minutes on a quiet machine, more under load), then Spark
 def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """The README's first command, less the set-up: every suite, then the report.
 
@@ -321,7 +348,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert ("bash .ci/setup && .venv/bin/multihop bench all --quick --out bench-out && .venv/bin/multihop analyze bench-out -o report") in readme
     out, rep = tmp_path / "bench-out", tmp_path / "report"
-    r = _bench("all", out, timeout=400)
+    r = _bench("all", out, timeout=900)
     order = [line.split(": ")[0].split("] ")[1] for line in r.stderr.splitlines() if line.startswith("[1/")]
     assert order == [s for s in SUITES if s != "all"]
     assert cli.main(["analyze", str(out), "-o", str(rep)]) == 0
@@ -338,6 +365,12 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch", "groups"}  # groups: against Pipes
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
+    # channels and peers measured the same figures in this run: the report sets them side by side
+    same = {(x["figure"], x["suite_a"], x["suite_b"]) for x in _csv(rep / "consistency.csv")}
+    assert ("multi-hop round trip, 64 B", "channels", "peers") in same and ("UMP round trip, 64 B", "channels", "peers") in same
+    assert ("multi-hop one-way, 64 B, window 16", "channels", "window") in same
+    assert all(x["agree"] in ("yes", "no") for x in _csv(rep / "consistency.csv"))
+    assert "## Consistency" in md and "## Load during the cases" in md
     assert spark.range(3).count() == 3  # the borrowed session was not stopped
 
 

@@ -84,7 +84,7 @@ def test_schema_columns_and_types() -> None:
     assert cases.field("rss_bytes").nullable and cases.field("cpu_s").nullable
     assert cases.names[cases.names.index("kind") + 1] == "repeat" and not cases.field("repeat").nullable
     assert cases.names[-len(LOAD_COLUMNS) :] == list(LOAD_COLUMNS) == [
-        "load1", "busy_cpu", "own_cpu", "foreign_cpu", "monitor_forwarded", "monitor_parks", "monitor_weight",
+        "load1", "busy_cpu", "own_cpu", "foreign_cpu", "load_window_s", "monitor_forwarded", "monitor_parks", "monitor_weight",
     ]  # fmt: skip
     assert all(cases.field(c).nullable for c in LOAD_COLUMNS)
     assert table_schema("machine").names == [
@@ -396,3 +396,23 @@ def test_monitor_state_of_a_runtime() -> None:
     assert got.monitor_parks is not None and 0 <= got.monitor_parks
     assert got.monitor_weight in ("light", "fair", "mixed")
     assert set(rt.monitor_pids.values())  # the monitors count as own (the runtime was started here)
+
+
+def test_a_short_repeat_reaches_back_for_its_cpu_figures() -> None:
+    """/proc counts in 1/100 s ticks: a 2 ms window would read one tick as 5 CPUs. A repeat shorter than
+    MIN_WINDOW_S takes its CPU figures over the last MIN_WINDOW_S, from an earlier snapshot."""
+    import time
+
+    from multihop.bench.load import MIN_WINDOW_S, sampling
+
+    with sampling() as first:
+        time.sleep(MIN_WINDOW_S + 0.1)
+    with sampling() as short:
+        pass  # a few milliseconds: three binds, say
+    a, b = first.sample, short.sample
+    assert a is not None and b is not None
+    assert a.window_s == pytest.approx(a.wall_s) and a.window_s >= MIN_WINDOW_S  # long enough on its own
+    assert b.wall_s < 0.1 and b.window_s >= MIN_WINDOW_S  # reached back past its start
+    cpus = os.cpu_count() or 1
+    assert 0 <= b.busy_cpu <= cpus and 0 <= b.foreign_cpu <= cpus
+    assert b.columns()["load_window_s"] == b.window_s

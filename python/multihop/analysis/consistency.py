@@ -17,9 +17,10 @@ repeats, when it can be: more foreign CPU behind the slower figure
 monitors parking on a larger share of the frames they forwarded (at least
 :data:`PARKS_GAP` more: a monitor polls only while nothing else wants its
 CPU, see ``docs/design.md`` section 5, so each hop of a parked path pays a
-wake-up), and, over the repeats of both sides together, how closely the
-figure follows the foreign CPU.  Otherwise it says that the recorded load
-does not explain it.
+wake-up), and, over the repeats of both sides together, whether the figure
+worsens as the foreign CPU grows (correlation of 0.7 or more).  Otherwise it
+says that the recorded load does not explain it, and whether both sides ran
+under heavy foreign load, where figures vary with how much others take.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from typing import Any
 
 from multihop.analysis.findings import format_amount, format_range
 from multihop.analysis.scope import BENCH_SUITES
-from multihop.analysis.spread import CLEAR, NOT_DETERMINED, Spread, compare
+from multihop.analysis.spread import CLEAR, NOT_DETERMINED, Spread, compare, heavy
 from multihop.analysis.table import Table
 
-__all__ = ["COLUMNS", "FOREIGN_GAP", "PARKS_GAP", "consistency_table", "describe", "summary_cells"]
+__all__ = ["COLUMNS", "FOREIGN_GAP", "PARKS_GAP", "consistency_table", "describe", "heavy_of", "summary_cells"]
 
 FOREIGN_GAP = 0.2
 """CPUs of foreign load (median over the repeats) by which a slower figure's side must exceed the other's to be blamed."""
@@ -104,8 +105,13 @@ def _parks(rows: Sequence[Mapping[str, Any]]) -> float | None:
     return parks / frames if frames > 0 else None
 
 
-def _why(slow: Sequence[Mapping[str, Any]], fast: Sequence[Mapping[str, Any]], column: str, names: tuple[str, str]) -> str:
-    """Why the `slow` side's figure is worse than the `fast` side's, from what the trace recorded."""
+def _why(
+    slow: Sequence[Mapping[str, Any]], fast: Sequence[Mapping[str, Any]], column: str, lower: bool, names: tuple[str, str], cpus: int | None
+) -> str:
+    """Why the `slow` side's figure is worse than the `fast` side's, from what the trace recorded.
+
+    `lower`: whether lower is better for `column`; `cpus`: the machine's, for what heavy load is.
+    """
     reasons = []
     fs, ff = _median(slow, "foreign_cpu"), _median(fast, "foreign_cpu")
     if fs is not None and ff is not None and fs - ff >= FOREIGN_GAP:
@@ -119,11 +125,20 @@ def _why(slow: Sequence[Mapping[str, Any]], fast: Sequence[Mapping[str, Any]], c
     both = [r for r in (*slow, *fast) if r.get(column) is not None and r.get("foreign_cpu") is not None]
     if len(both) >= 4 and len({r["foreign_cpu"] for r in both}) > 1 and len({r[column] for r in both}) > 1:
         corr = statistics.correlation([float(r["foreign_cpu"]) for r in both], [float(r[column]) for r in both])
-        if abs(corr) >= 0.7:
-            reasons.append(f"over the repeats of both, the figure follows the foreign CPU (correlation {corr:+.2f})")
-    if not reasons:
-        return "not explained by the recorded load: neither the foreign CPU nor the monitors' parking differs"
-    return "; ".join(reasons)
+        if (corr if lower else -corr) >= 0.7:  # worse with more foreign load: an explanation; the other way, none
+            reasons.append(f"over the repeats of both, the figure worsens with the foreign CPU (correlation {corr:+.2f})")
+    if reasons:
+        return "; ".join(reasons)
+    out = "not explained by the recorded load: neither the foreign CPU nor the monitors' parking differs enough"
+    heavy = [heavy_of(rows, cpus) for rows in (slow, fast)]
+    if all(heavy) and fs is not None and ff is not None:
+        out += f"; both were measured under heavy foreign load (median {fs:.2f} and {ff:.2f} CPUs), where figures vary with how much others take"
+    return out
+
+
+def heavy_of(rows: Sequence[Mapping[str, Any]], cpus: int | None) -> bool:
+    """Whether a repeat of `rows` ran under heavy foreign load (:func:`multihop.analysis.spread.heavy`)."""
+    return any(heavy(r.get("foreign_cpu"), cpus) for r in rows)
 
 
 def consistency_table(tables: Mapping[str, Table]) -> Table | None:
@@ -137,6 +152,8 @@ def consistency_table(tables: Mapping[str, Table]) -> Table | None:
         if key is not None and r.get("suite"):
             groups[(r["run_id"], key)][r["suite"]].append(r)
     order = {s: i for i, s in enumerate(BENCH_SUITES)}
+    machines = tables.get("machines")
+    cpus = {r["run_id"]: r.get("cores") for r in machines.records()} if machines is not None else {}
     out = []
     for (run, key), by_suite in sorted(groups.items()):
         if len(by_suite) < 2:
@@ -162,7 +179,7 @@ def consistency_table(tables: Mapping[str, Table]) -> Table | None:
                 a_worse = sa.median > sb.median if lower else sa.median < sb.median
                 slow, fast = (a, b) if a_worse else (b, a)
                 names = (a_name, b_name) if a_worse else (b_name, a_name)
-                why = _why(slow, fast, column, names)
+                why = _why(slow, fast, column, lower, names, cpus.get(run))
             ratio = sa.median / sb.median if sa.median is not None and sb.median else None
             out.append(
                 (

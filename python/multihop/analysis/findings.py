@@ -229,6 +229,8 @@ def format_range(low: float | None, high: float | None, unit: str) -> str:
     a, b = format_amount(low, unit), format_amount(high, unit)
     if a == b:
         return a
+    if unit == "cpu":
+        return f"{low * 100:.2g}-{high * 100:.2g} % of a CPU"
     if unit.replace("/hop", "") not in _SCALES:
         return f"{a} to {b}"
     factor, name = _scale(max(abs(low), abs(high)), unit)

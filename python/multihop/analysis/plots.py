@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import textwrap
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -213,7 +214,7 @@ def draw_cdf(
     body = " and ".join(what.get(k, k) for k in kinds) or "latency"
     varying = "hop count" if by_hops else ", ".join(_varying_names(rows)) or "case"
     title = f"{suite}{part}: {body}, {len(rows)} case(s) by {varying}{_runs_note(runs, run_id)}"
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(textwrap.fill(title, 80), fontsize="medium")  # a long list of parameters wraps, not off the figure
     extra = _legend(ax, len(colors) if by_hops else len(rows))
     how = "one line per case, coloured by hop count" if by_hops else "one line per case"
     return fig, f"Latency CDF: {title}", f"{how[0].upper()}{how[1:]}{extra}."

@@ -109,22 +109,41 @@ class _End:
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode()
 
-    def kill(self) -> None:
-        """Kill the end if it still runs (its pid was verified when it reported it)."""
+    def kill(self) -> float:
+        """Kill the end if it still runs (its pid was verified when it reported it).
+
+        Returns the CPU seconds a daemonized end used (read just before it is
+        killed: nobody here reaps it, so its time would be lost), else 0.
+        """
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        used = 0.0
         if self.pid is not None and self.pid != self.proc.pid and _holds(self.pid, self.fd):
+            used = _cpu_s(self.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
         os.close(self.fd)
+        return used
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` used so far, or 0 if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class LayoutRun:
     """A layout set up for a run: its runtime (started here, stopped by ``close``) and its cases.
 
     Use as a context manager. ``case(...)`` runs one server and one client the
-    layout's way and returns the client's figure.
+    layout's way and returns the client's figure.  ``daemon_cpu_s`` adds up the
+    CPU seconds of the ends that ran as daemons (not this process's children,
+    so a load probe would count them as someone else's).
     """
 
     def __init__(self, lay: Layout, cores: tuple[int, int] = (0, 1), routing: str = "direct") -> None:
@@ -133,6 +152,7 @@ class LayoutRun:
         name = f"layout-{lay.name}-{os.getpid()}"
         self.rt = mh.Runtime.start(name, cores=list(cores), routing=routing, detached=lay.detached)
         self._seq = 0
+        self.daemon_cpu_s = 0.0
 
     def close(self) -> None:
         """Stop the runtime (owned or detached alike)."""
@@ -218,7 +238,7 @@ class LayoutRun:
                 for s in pair:
                     s.close()
             for end in ends:
-                end.kill()
+                self.daemon_cpu_s += end.kill()
 
 
 def _holds(pid: int, read_fd: int) -> bool:

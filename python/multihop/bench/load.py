@@ -30,15 +30,25 @@ load columns (:data:`multihop.bench.trace.LOAD_COLUMNS`):
     starves it on its CPU; ``mixed``: anything else).  Parks per forwarded
     frame near 1 mean every hop paid a futex wake-up.
 
-The counters come from ``/proc`` in clock ticks (1/100 s), so over a window
-shorter than a second the CPU figures are good to about 0.1 CPU.  Nothing is
-sampled while the case runs: one snapshot when it starts, one when it ends.
+``load_window_s``
+    how long the window of the CPU figures is.  The counters come from
+    ``/proc`` in clock ticks (1/100 s): over a window of a few milliseconds
+    (three binds) one tick would read as several CPUs.  So the CPU figures of
+    a repeat shorter than :data:`MIN_WINDOW_S` are over the last
+    :data:`MIN_WINDOW_S` up to its end, reaching back to an earlier snapshot
+    (every probe keeps its snapshots): the load around the repeat, not one
+    tick.  Over half a second the CPU figures are good to a few hundredths of
+    a CPU.  The monitors' counters are exact and always over the repeat alone.
+
+Nothing is sampled while a case runs: one snapshot when it starts, one when
+it ends.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,9 +56,40 @@ from typing import Any, Protocol
 
 import psutil
 
-__all__ = ["LoadProbe", "LoadSample", "MonitorState", "Sampled", "monitor_state", "sampling"]
+__all__ = ["MIN_WINDOW_S", "LoadProbe", "LoadSample", "MonitorState", "Sampled", "monitor_state", "sampling"]
 
 _TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+MIN_WINDOW_S = 0.5
+"""The shortest window the CPU figures are computed over (see ``load_window_s`` above)."""
+
+_CPUS = os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class _Snap:
+    """A snapshot of the CPU counters: when, the machine's busy seconds, the benchmark's own seconds."""
+
+    t: float
+    busy: float
+    own: float
+    key: tuple[int, ...]
+
+
+_HISTORY: deque[_Snap] = deque(maxlen=512)
+"""Recent snapshots of every probe, oldest first: where a short window reaches back to."""
+
+
+def _reach_back(key: tuple[int, ...], start: _Snap, t_end: float) -> _Snap:
+    """The snapshot a window ending at `t_end` starts from: `start`, or an earlier one of the same processes
+    (the latest at least :data:`MIN_WINDOW_S` before `t_end`, else the oldest) when `start` is too recent."""
+    if t_end - start.t >= MIN_WINDOW_S:
+        return start
+    same = [s for s in _HISTORY if s.key == key and s.t < start.t]
+    if not same:
+        return start
+    enough = [s for s in same if t_end - s.t >= MIN_WINDOW_S]
+    return enough[-1] if enough else same[0]
 
 
 class _HasStatus(Protocol):
@@ -136,6 +177,7 @@ class LoadSample:
     own_cpu: float
     foreign_cpu: float
     load1: float
+    window_s: float = 0.0
     monitor_forwarded: int | None = None
     monitor_parks: int | None = None
     monitor_weight: str | None = None
@@ -147,6 +189,7 @@ class LoadSample:
             "busy_cpu": self.busy_cpu,
             "own_cpu": self.own_cpu,
             "foreign_cpu": self.foreign_cpu,
+            "load_window_s": self.window_s,
             "monitor_forwarded": self.monitor_forwarded,
             "monitor_parks": self.monitor_parks,
             "monitor_weight": self.monitor_weight,
@@ -169,9 +212,7 @@ class LoadProbe:
     runtime: Any = None
     pids: tuple[int, ...] = ()
     extra_cpu: Callable[[], float] | None = None
-    _t0: float = field(default=0.0, repr=False)
-    _busy0: float = field(default=0.0, repr=False)
-    _own0: float = field(default=0.0, repr=False)
+    _start: _Snap | None = field(default=None, repr=False)
     _mon0: MonitorState | None = field(default=None, repr=False)
 
     def _extra(self) -> tuple[int, ...]:
@@ -180,23 +221,33 @@ class LoadProbe:
             pids += tuple(int(p) for p in getattr(self.runtime, "monitor_pids", {}).values())
         return pids
 
+    def _key(self) -> tuple[int, ...]:
+        # Snapshots of other processes' sets, or with a running total of their own, are not comparable.
+        return (-1,) if self.extra_cpu is not None else tuple(sorted(set(self._extra())))
+
+    def _snap(self) -> _Snap:
+        own = _own_s(self._extra()) + (self.extra_cpu() if self.extra_cpu else 0.0)
+        snap = _Snap(time.monotonic(), _machine_busy_s(), own, self._key())
+        _HISTORY.append(snap)
+        return snap
+
     def start(self) -> None:
         """Take the first snapshot (monitors first: a status request is not part of the window's work)."""
         self._mon0 = monitor_state(self.runtime) if self.runtime is not None else None
-        self._own0 = _own_s(self._extra()) + (self.extra_cpu() if self.extra_cpu else 0.0)
-        self._busy0 = _machine_busy_s()
-        self._t0 = time.monotonic()
+        self._start = self._snap()
 
     def stop(self) -> LoadSample:
-        """Take the second snapshot; return the window's load."""
-        busy1 = _machine_busy_s()
-        t1 = time.monotonic()
-        own1 = _own_s(self._extra()) + (self.extra_cpu() if self.extra_cpu else 0.0)
+        """Take the second snapshot; return the window's load (CPU figures over at least :data:`MIN_WINDOW_S`)."""
+        if self._start is None:
+            raise RuntimeError("LoadProbe.stop() before start()")
+        end = self._snap()
         mon1 = monitor_state(self.runtime) if self.runtime is not None else None
-        wall = max(t1 - self._t0, 1e-9)
-        busy = max(busy1 - self._busy0, 0.0) / wall
-        own = max(own1 - self._own0, 0.0) / wall
-        sample = LoadSample(wall, busy, own, max(busy - own, 0.0), os.getloadavg()[0])
+        begin = _reach_back(end.key, self._start, end.t)
+        window = max(end.t - begin.t, 1e-9)
+        busy = min(max(end.busy - begin.busy, 0.0) / window, float(_CPUS))
+        own = max(end.own - begin.own, 0.0) / window
+        wall = max(end.t - self._start.t, 1e-9)
+        sample = LoadSample(wall, busy, own, max(busy - own, 0.0), os.getloadavg()[0], window)
         if self._mon0 is not None and mon1 is not None:
             sample.monitor_forwarded = max(mon1.forwarded - self._mon0.forwarded, 0)
             sample.monitor_parks = max(mon1.parks - self._mon0.parks, 0)

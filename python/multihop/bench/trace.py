@@ -48,13 +48,15 @@ into ``<out>/<run_id>/``:
                                its children, the runtime's monitors)
     foreign_cpu       float64  ``busy_cpu - own_cpu`` (at least 0): CPUs used by
                                everything else on the machine
+    load_window_s     float64  seconds the three CPU figures are over: the repeat,
+                               or the last half second up to its end if shorter
     monitor_forwarded int64    messages the runtime's monitors forwarded meanwhile
     monitor_parks     int64    times their forwarders parked (slept on a doorbell)
     monitor_weight    string   their scheduling weight: ``light`` (polling allowed),
                                ``fair`` (no polling), ``mixed``
     ================  =======  ==============================================
 
-    The last seven (the *load* columns, :data:`LOAD_COLUMNS`) are null where
+    The last eight (the *load* columns, :data:`LOAD_COLUMNS`) are null where
     not measured.  Each is over the repeat's sampling window (see
     :mod:`multihop.bench.load`).
 
@@ -181,6 +183,7 @@ _LOAD_COLUMNS = (
     _Column("busy_cpu", pa.float64(), True, "CPUs busy machine-wide during the repeat (/proc/stat, steal excluded); nullable"),
     _Column("own_cpu", pa.float64(), True, "CPUs used by the benchmark's processes (itself, children, monitors); nullable"),
     _Column("foreign_cpu", pa.float64(), True, "busy_cpu - own_cpu, at least 0: CPUs used by everything else; nullable"),
+    _Column("load_window_s", pa.float64(), True, "seconds the CPU figures are over (a short repeat's reach back before it); nullable"),
     _Column("monitor_forwarded", pa.int64(), True, "messages the runtime's monitors forwarded during the repeat; nullable"),
     _Column("monitor_parks", pa.int64(), True, "times the monitors' forwarders parked during the repeat; nullable"),
     _Column("monitor_weight", pa.string(), True, "the monitors' scheduling weight: 'light', 'fair' or 'mixed'; nullable"),
@@ -275,7 +278,7 @@ _HISTORY = (
     "2: `cases` lost `throughput_msgs` and `throughput_bytes` (the analysis computes them); "
     "`machine` gained `kernel_version`, `numpy`, `pyarrow` and `pyspark`.",
     "3: `messages` and `cases` gained `repeat`; `cases` gained the load columns `load1`, `busy_cpu`, "
-    "`own_cpu`, `foreign_cpu`, `monitor_forwarded`, `monitor_parks` and `monitor_weight`.",
+    "`own_cpu`, `foreign_cpu`, `load_window_s`, `monitor_forwarded`, `monitor_parks` and `monitor_weight`.",
 )
 
 

@@ -17,7 +17,10 @@ options or the attached runtime do not fit it), ``steps(ctx)`` and
 ``run(ctx)``.  All checks run before anything starts.
 
 Round trips are traced by sampling (see :mod:`multihop.bench.suites.common`);
-throughput cases record totals.  Ctrl-C stops the run cleanly: the runtimes
+throughput cases record totals.  Every case is measured several times
+(:attr:`BenchOptions.repeat_count`: 3 with ``--quick``, 5 otherwise; dispatch,
+ges and groups once), interleaved with the suite's other cases, and each
+repeat records the load it ran under (:mod:`multihop.bench.load`).  Ctrl-C stops the run cleanly: the runtimes
 and every spawned process are stopped, and the cases finished so far are
 written (the trace is complete up to the interrupted case).
 """

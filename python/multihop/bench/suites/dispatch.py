@@ -14,6 +14,9 @@ case with its own dispatch system (peers started and stopped by the case):
   ``--quick``, up to 4 sinks; else 1, 2 and 3 peers, up to 64): the case
   records the step before the threshold (``fanout`` = macro-sinks served,
   deliveries and duration of that step) and its sampled latencies.
+
+Each case is measured once (``repeat`` 0: the cases take seconds each and the
+report reads no finding off them), with the load over it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext, record_samples
+from multihop.bench.suites.common import SuiteContext, record_samples, sampling
 from multihop.bench.suites.options import BenchOptions
 from multihop.bench.trace import case_name
 
@@ -48,15 +51,23 @@ def steps(ctx: SuiteContext) -> int:
 
 
 def _oneway(
-    ctx: SuiteContext, params: dict[str, Any], samples: np.ndarray, messages: int, seconds: float, size: int, baseline: str | None = None
+    ctx: SuiteContext,
+    params: dict[str, Any],
+    samples: np.ndarray,
+    messages: int,
+    seconds: float,
+    size: int,
+    baseline: str | None = None,
+    load: dict[str, Any] | None = None,
 ) -> str:
     p = dict(params, kind="oneway")
     name = case_name(p)
     if len(samples):
         ctx.writer.add_messages(name, p, samples[:, 0], samples[:, 1], kind="oneway", every=1, suite=NAME)
     ctx.writer.add_case(
-        name, p, messages=messages, duration_ns=max(1, int(seconds * 1e9)), nbytes=messages * size, kind="oneway", suite=NAME, baseline=baseline
-    )
+        name, p, messages=messages, duration_ns=max(1, int(seconds * 1e9)), nbytes=messages * size, kind="oneway", suite=NAME, baseline=baseline,
+        load=load,
+    )  # fmt: skip
     return name
 
 
@@ -69,23 +80,28 @@ def run(ctx: SuiteContext) -> None:
     base = {"suite": NAME, "transport": "ump", "routing": rt.routing, "size": 64, "hops": 0}
     for k in _sinks(ctx.quick):
         ctx.progress.step(f"plain broker, {k} sink(s)")
-        b = measure.plain_saturation(rt.name, k, seconds=secs, every=ctx.every)
-        plain = _oneway(ctx, dict(base, path="plain", fanout=k, peers=0), b.samples, b.deliveries, b.seconds, 64)
+        with sampling(rt) as s:
+            b = measure.plain_saturation(rt.name, k, seconds=secs, every=ctx.every)
+        plain = _oneway(ctx, dict(base, path="plain", fanout=k, peers=0), b.samples, b.deliveries, b.seconds, 64, load=s.columns())
         ctx.progress.step(f"dispatch, {k} sink(s)")
-        d = measure.saturation(rt.name, k, seconds=secs, every=ctx.every)
-        _oneway(ctx, dict(base, path="dispatch", fanout=k, peers=1), d.samples, d.deliveries, d.seconds, 64, baseline=plain)
+        with sampling(rt) as s:
+            d = measure.saturation(rt.name, k, seconds=secs, every=ctx.every)
+        _oneway(ctx, dict(base, path="dispatch", fanout=k, peers=1), d.samples, d.deliveries, d.seconds, 64, baseline=plain, load=s.columns())
     ctx.progress.step("take-over after SIGKILL, 3 peers")
-    t = measure.takeover(rt.name, how="kill")
+    with sampling(rt) as s:
+        t = measure.takeover(rt.name, how="kill")
     if t.times_ns:
         record_samples(
-            ctx, dict(base, op="takeover", peers=3, fanout=t.sinks, size=-1), [t.kill_ns] * len(t.times_ns), [t.kill_ns + x for x in t.times_ns]
-        )
+            ctx, dict(base, op="takeover", peers=3, fanout=t.sinks, size=-1), [t.kill_ns] * len(t.times_ns), [t.kill_ns + x for x in t.times_ns],
+            load=s.columns(),
+        )  # fmt: skip
     for peers in _macro_peers(ctx.quick):
         ctx.progress.step(f"macro-sinks, {peers} peer(s)")
-        r = measure.macro_sinks(rt.name, peers, compress=30.0, size=1024, max_sinks=4 if ctx.quick else 64)
+        with sampling(rt) as s:
+            r = measure.macro_sinks(rt.name, peers, compress=30.0, size=1024, max_sinks=4 if ctx.quick else 64)
         good = r.last_good
         if good is None:
             continue
         params = dict(base, op="macro", peers=peers, fanout=good.sinks, size=1024, compress=30, threshold=r.threshold.sinks if r.threshold else -1)
         samples = np.asarray(good.samples, dtype=np.int64).reshape(-1, 2)
-        _oneway(ctx, params, samples, good.delivered, good.seconds, 1024)
+        _oneway(ctx, params, samples, good.delivered, good.seconds, 1024, load=s.columns())

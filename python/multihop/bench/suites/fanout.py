@@ -9,6 +9,8 @@ after the sender's.  For each transport and k:
 * ``oneway``: the sender sends n messages on each channel (consumed without
   echo), then one marker per channel, and waits for the k marker echoes;
   ``messages`` counts deliveries (n * k).
+
+Every case is measured ``--repeats`` times, the repeat loop outermost.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from typing import Any
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals
+from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals, sampling
 from multihop.bench.suites.echo_server import SINK, echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
 
@@ -37,7 +39,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(TRANSPORTS) * len(_fanouts(ctx.quick))
+    return ctx.repeats * len(TRANSPORTS) * len(_fanouts(ctx.quick))
 
 
 def run(ctx: SuiteContext) -> None:
@@ -55,18 +57,19 @@ def run(ctx: SuiteContext) -> None:
         d = rt.dispatcher(src, pin=len(old) > 1)
         stack.callback(os.sched_setaffinity, 0, old)
         stack.callback(d.detach)
-        for transport in TRANSPORTS:
-            for k in ks:
-                ctx.progress.step(f"{transport}, {k} receiver(s)")
-                chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30) for i, core in receivers[:k]]
-                try:
-                    _case(ctx, rt, chans, transport, src, n_rtt, n_one)
-                finally:
-                    for ch in chans:
-                        ch.close()
+        for rep in range(ctx.repeats):
+            for transport in TRANSPORTS:
+                for k in ks:
+                    ctx.progress.step(f"{transport}, {k} receiver(s), repeat {rep + 1}/{ctx.repeats}")
+                    chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30) for i, core in receivers[:k]]
+                    try:
+                        _case(ctx, rt, chans, transport, src, n_rtt, n_one, rep)
+                    finally:
+                        for ch in chans:
+                            ch.close()
 
 
-def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport: str, src: int, n_rtt: int, n_one: int) -> None:
+def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport: str, src: int, n_rtt: int, n_one: int, rep: int) -> None:
     k = len(chans)
     params: dict[str, Any] = {
         "suite": NAME,
@@ -87,11 +90,13 @@ def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport:
         for ch in chans:
             ch.recv(timeout=30)
 
-    record_rtt(ctx, params, publish, collect, n_rtt, 64)
+    record_rtt(ctx, params, publish, collect, n_rtt, 64, repeat=rep, runtime=rt)
     data = SINK + b"x" * 63
-    t0 = time.monotonic_ns()
-    for _ in range(n_one):
-        publish(data)
-    publish(b"end")
-    collect()
-    record_totals(ctx, params, "oneway", n_one * k, time.monotonic_ns() - t0)
+    with sampling(rt) as s:
+        t0 = time.monotonic_ns()
+        for _ in range(n_one):
+            publish(data)
+        publish(b"end")
+        collect()
+        duration = time.monotonic_ns() - t0
+    record_totals(ctx, params, "oneway", n_one * k, duration, repeat=rep, load=s.columns())

@@ -18,7 +18,8 @@ subscriber got: every one gets every matching event).
 ``--quick``: matching 100 and 10 %, sizes 50 and 500 B, rates 100/s and flat out;
 figure 20 at 10/s.  The full run sweeps 100/50/25/10 %, 30-500 B and 1/s up to
 flat out.  The suite starts its own runtime (cores ``--cores``, default 0-1),
-or runs on ``--attach``'s.
+or runs on ``--attach``'s.  Each case is measured once (``repeat`` 0), with
+the load over it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext
+from multihop.bench.suites.common import SuiteContext, sampling
 from multihop.bench.suites.options import SHARED_CORES, BenchOptions
 from multihop.bench.trace import case_name
 from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed
@@ -90,11 +91,12 @@ def run(ctx: SuiteContext) -> None:
         with Testbed(name, topo, measuring=measuring, cores=cores) as tb:
             for match, size, rate, count in cases:
                 ctx.progress.step(f"{label}: {match} % matching, {size} B, " + (f"{rate:g}/s" if rate else "flat out"))
-                res = tb.run_case(match, size, rate, count)
-                _record(ctx, topo, label, tb, res)
+                with sampling() as s:
+                    res = tb.run_case(match, size, rate, count)
+                _record(ctx, topo, label, tb, res, s.columns())
 
 
-def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: CaseResult) -> None:
+def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: CaseResult, load: dict[str, Any] | None = None) -> None:
     others = min((min(v) for v in res.background.values()), default=-1)
     for measuring, (send, recv) in res.measured.items():
         base: dict[str, Any] = {
@@ -107,4 +109,6 @@ def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: Cas
         if len(send):
             ctx.writer.add_messages(name, params, send, recv, kind="oneway", seq=np.arange(len(send), dtype=np.int64), every=1, suite=NAME)
         span = int(recv.max() - recv.min()) if len(recv) > 1 else 1
-        ctx.writer.add_case(name, params, messages=len(recv), duration_ns=max(span, 1), nbytes=len(recv) * res.size, kind="oneway", suite=NAME)
+        ctx.writer.add_case(
+            name, params, messages=len(recv), duration_ns=max(span, 1), nbytes=len(recv) * res.size, kind="oneway", suite=NAME, load=load
+        )

@@ -8,13 +8,14 @@ mode is traced as a round trip (``transport`` = ``group-unicast``,
 ``multiprocessing`` baseline; ``fanout`` = members), and the largest size
 records one-way throughput of a one-sender group in fifo and total order
 (``group-fifo``, ``group-total``; ``messages`` counts deliveries).  With
-``--attach`` it runs one size: the attached runtime's cores.
+``--attach`` it runs one size: the attached runtime's cores.  Each case is
+measured once (``repeat`` 0; its rounds are the samples), with the load over it.
 """
 
 from __future__ import annotations
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext, record_samples, record_totals
+from multihop.bench.suites.common import SuiteContext, record_samples, record_totals, sampling
 from multihop.bench.suites.options import BenchOptions
 from multihop.groups.shootdown import MODES, measure_group_shootdown, measure_pipe_shootdown, measure_throughput
 
@@ -55,15 +56,22 @@ def run(ctx: SuiteContext) -> None:
             base = {"suite": NAME, "routing": rt.routing, "size": 0, "src_core": root, "fanout": len(members), "window": 64, "cores": len(rt.cores)}
             for mode in MODES:
                 ctx.progress.step(f"{n} cores, {mode}")
-                r = measure_group_shootdown(rt, root, members, mode, rounds=rounds)
-                record_samples(ctx, dict(base, transport=f"group-{mode}"), list(r.starts), [s + t for s, t in zip(r.starts, r.times)])
+                with sampling(rt) as load:
+                    r = measure_group_shootdown(rt, root, members, mode, rounds=rounds)
+                ends = [s + t for s, t in zip(r.starts, r.times)]
+                record_samples(ctx, dict(base, transport=f"group-{mode}"), list(r.starts), ends, load=load.columns())
             ctx.progress.step(f"{n} cores, pipe")
-            r = measure_pipe_shootdown(rt, root, members, rounds=rounds)
-            record_samples(ctx, dict(base, transport="pipe", window=-1), list(r.starts), [s + t for s, t in zip(r.starts, r.times)])
+            with sampling(rt) as load:
+                r = measure_pipe_shootdown(rt, root, members, rounds=rounds)
+            record_samples(
+                ctx, dict(base, transport="pipe", window=-1), list(r.starts), [s + t for s, t in zip(r.starts, r.times)], load=load.columns()
+            )
             if n == sizes[-1]:
                 k = min(3, len(members))
                 count = 2000 if ctx.quick else 20_000
                 for order in ("fifo", "total"):
                     ctx.progress.step(f"throughput, {order}")
-                    deliveries, ns = measure_throughput(rt, root, members[:k], order, n=count)
-                    record_totals(ctx, dict(base, transport=f"group-{order}", size=64, fanout=k, order=order), "oneway", deliveries, ns)
+                    with sampling(rt) as load:
+                        deliveries, ns = measure_throughput(rt, root, members[:k], order, n=count)
+                    params = dict(base, transport=f"group-{order}", size=64, fanout=k, order=order)
+                    record_totals(ctx, params, "oneway", deliveries, ns, load=load.columns())

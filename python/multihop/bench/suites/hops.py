@@ -7,7 +7,8 @@ replace the cores and the routing mode, and ``--attach`` runs on that
 runtime as it is: the suite then reads the routing table and measures, for
 each distinct path length (up to 3, or 4 without ``--quick``, preferring 1,
 2, 4 and 8 monitors), the first core pair in core order with that length.
-It needs at least two cores (two distinct path lengths).
+It needs at least two cores (two distinct path lengths).  Every pair is
+measured ``--repeats`` times, the repeat loop outermost.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import multihop as mh
 from multihop import rts
 from multihop.bench import peers
-from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_totals
+from multihop.bench.suites.common import SuiteContext, channel_rtt, channel_stream, need_cores
 from multihop.bench.suites.options import BenchOptions
 
 NAME = "hops"
@@ -63,24 +64,18 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(pairs(*_plan(ctx), ctx.quick))
+    return ctx.repeats * len(pairs(*_plan(ctx), ctx.quick))
 
 
 def run(ctx: SuiteContext) -> None:
-    """Round trip and one-way throughput over each chosen core pair."""
+    """Round trip and one-way throughput over each chosen core pair, each ``ctx.repeats`` times."""
     cores, routing, topology = _plan(ctx)
     n_rtt, n_one = (1600, 2000) if ctx.quick else (8000, 20_000)
     with ctx.own_runtime(NAME, cores, routing, topology) as rt:
-        for src, dst, monitors in pairs(cores, routing, topology, ctx.quick):
-            ctx.progress.step(f"core {src} -> core {dst} ({monitors} monitor(s) on the path)")
-            bench = peers.PeerBench(rt, src, dst, transport="multihop", window=16)
-            params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src, "dst_core": dst, "window": 16}
-
-            def rtt(ch: mh.Channel) -> float:
-                params["hops"] = int(ch.stats()["hops"])
-                record_rtt(ctx, params, ch.send, ch.recv, n_rtt, 64)
-                return 0.0
-
-            bench.channel_case("rtt", n_rtt, 64, rtt)
-            rate = bench.stream_ours(n_one, 64)
-            record_totals(ctx, params, "oneway", n_one, int(n_one / rate * 1e9))
+        for rep in range(ctx.repeats):
+            for src, dst, monitors in pairs(cores, routing, topology, ctx.quick):
+                ctx.progress.step(f"core {src} -> core {dst} ({monitors} monitor(s) on the path), repeat {rep + 1}/{ctx.repeats}")
+                bench = peers.PeerBench(rt, src, dst, transport="multihop", window=16)
+                params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src, "dst_core": dst, "window": 16}
+                channel_rtt(ctx, bench, params, n_rtt, 64, rep)  # sets params["hops"]
+                channel_stream(ctx, bench, params, n_one, 64, rep)

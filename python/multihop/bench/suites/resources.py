@@ -19,7 +19,9 @@ parameter says which):
 RSS counts the pages a process has touched, shared ring pages included (in
 every process that maps them), so it is what the machine pays, not what a
 ring could hold.  ``links`` (a parameter) is the number of monitor-to-monitor
-links the mode's table created.  It needs at least two cores.
+links the mode's table created.  It needs at least two cores.  Per mode,
+each transport is measured ``--repeats`` times (channels opened and closed
+each time), the repeat loop outermost.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import psutil
 
 import multihop as mh
 from multihop import rts
-from multihop.bench.suites.common import SuiteContext, need_cores, record_totals
+from multihop.bench.suites.common import SuiteContext, need_cores, record_totals, sampling
 from multihop.bench.suites.echo_server import echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
 from multihop.bench.suites.routing import plan
@@ -49,7 +51,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(plan(ctx)[2]) * len(TRANSPORTS)
+    return ctx.repeats * len(plan(ctx)[2]) * len(TRANSPORTS)
 
 
 def _usage(procs: list[psutil.Process]) -> tuple[int, float]:
@@ -79,19 +81,20 @@ def run(ctx: SuiteContext) -> None:
             everyone = monitors + [psutil.Process(server.pid), psutil.Process()]
             ds = {c: rt.dispatcher(c) for c in cores}
             try:
-                for transport in TRANSPORTS:
-                    ctx.progress.step(f"{mode}, {transport}: {n_chan} channels")
-                    params = {
-                        "suite": NAME,
-                        "transport": transport,
-                        "routing": mode,
-                        "size": 64,
-                        "window": 16 if transport == "multihop" else -1,
-                        "channels": n_chan,
-                        "links": links,
-                    }
-                    chosen = [pairs[i % len(pairs)] for i in range(n_chan)]
-                    _measure(ctx, rt, ds, chosen, transport, params, monitors, everyone, n_rtt, 0.5 if ctx.quick else 2.0)
+                for rep in range(ctx.repeats):
+                    for transport in TRANSPORTS:
+                        ctx.progress.step(f"{mode}, {transport}: {n_chan} channels, repeat {rep + 1}/{ctx.repeats}")
+                        params = {
+                            "suite": NAME,
+                            "transport": transport,
+                            "routing": mode,
+                            "size": 64,
+                            "window": 16 if transport == "multihop" else -1,
+                            "channels": n_chan,
+                            "links": links,
+                        }
+                        chosen = [pairs[i % len(pairs)] for i in range(n_chan)]
+                        _measure(ctx, rt, ds, chosen, transport, params, monitors, everyone, n_rtt, 0.5 if ctx.quick else 2.0, rep)
             finally:
                 for d in ds.values():
                     d.detach()
@@ -108,6 +111,7 @@ def _measure(
     everyone: list[psutil.Process],
     n_rtt: int,
     idle_s: float,
+    rep: int,
 ) -> None:
     rss0, _ = _usage(everyone)
     chans = [ds[s].bind(service_name(d), transport=transport, window=16, timeout=30) for s, d in pairs]
@@ -116,28 +120,37 @@ def _measure(
         fwd0 = _forwarded(rt)
         _, cpu_all0 = _usage(everyone)
         _, cpu_mon0 = _usage(monitors)
-        t0 = time.monotonic_ns()
-        for ch in chans:
-            for _ in range(n_rtt):
-                ch.send(msg, timeout=30)
-                ch.recv(timeout=30)
-        duration = time.monotonic_ns() - t0
+        with sampling(rt, pids=[p.pid for p in everyone]) as busy:
+            t0 = time.monotonic_ns()
+            for ch in chans:
+                for _ in range(n_rtt):
+                    ch.send(msg, timeout=30)
+                    ch.recv(timeout=30)
+            duration = time.monotonic_ns() - t0
         rss_mon, cpu_mon1 = _usage(monitors)
         rss1, cpu_all1 = _usage(everyone)
         forwarded = _forwarded(rt) - fwd0
         n, c = len(monitors), len(chans)
-        record_totals(ctx, dict(params, component="monitor"), "oneway", forwarded, duration, rss_bytes=rss_mon // n, cpu_s=(cpu_mon1 - cpu_mon0) / n)
+        load = busy.columns()
         record_totals(
-            ctx, dict(params, component="channel"), "oneway", 2 * n_rtt, duration, rss_bytes=max(rss1 - rss0, 0) // c, cpu_s=(cpu_all1 - cpu_all0) / c
-        )
+            ctx, dict(params, component="monitor"), "oneway", forwarded, duration, rss_bytes=rss_mon // n, cpu_s=(cpu_mon1 - cpu_mon0) / n,
+            repeat=rep, load=load,
+        )  # fmt: skip
+        record_totals(
+            ctx, dict(params, component="channel"), "oneway", 2 * n_rtt, duration, rss_bytes=max(rss1 - rss0, 0) // c,
+            cpu_s=(cpu_all1 - cpu_all0) / c, repeat=rep, load=load,
+        )  # fmt: skip
         time.sleep(0.1)  # past any spin phase
-        _, idle0 = _usage(monitors)
-        t1 = time.monotonic_ns()
-        time.sleep(idle_s)
-        _, idle1 = _usage(monitors)
+        with sampling(rt, pids=[p.pid for p in everyone]) as quiet:
+            _, idle0 = _usage(monitors)
+            t1 = time.monotonic_ns()
+            time.sleep(idle_s)
+            _, idle1 = _usage(monitors)
+            idle_ns = time.monotonic_ns() - t1
         record_totals(
-            ctx, dict(params, component="idle-monitor"), "oneway", 0, time.monotonic_ns() - t1, rss_bytes=rss_mon // n, cpu_s=(idle1 - idle0) / n
-        )
+            ctx, dict(params, component="idle-monitor"), "oneway", 0, idle_ns, rss_bytes=rss_mon // n, cpu_s=(idle1 - idle0) / n,
+            repeat=rep, load=quiet.columns(),
+        )  # fmt: skip
     finally:
         for ch in chans:
             ch.close()

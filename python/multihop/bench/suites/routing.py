@@ -10,7 +10,8 @@ every ordered core pair (src, dst), including src = dst, this process binds
 from src to the echo service on dst several times (each bind timed, recorded
 as a case with ``size = -1``: no payload) and then runs traced 64-byte round
 trips over the last channel.  The analysis turns the cases into heat maps per
-mode.  It needs at least two cores.
+mode.  It needs at least two cores.  Per mode, every pair is measured
+``--repeats`` times, the repeat loop outside the pair loops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import time
 
 import multihop as mh
-from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_samples
+from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_samples, sampling
 from multihop.bench.suites.echo_server import echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
 from multihop.rts import MODES
@@ -57,7 +58,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
     cores, _, modes = plan(ctx)
-    return len(modes) * len(cores) ** 2
+    return ctx.repeats * len(modes) * len(cores) ** 2
 
 
 def run(ctx: SuiteContext) -> None:
@@ -70,32 +71,34 @@ def run(ctx: SuiteContext) -> None:
         with ctx.own_runtime(NAME, cores, mode, topo) as rt, echo_server(rt):
             ds = {c: rt.dispatcher(c) for c in cores}
             try:
-                for src in cores:
-                    if two_cpus:
-                        os.sched_setaffinity(0, {rt.cpu_of(src)})
-                    for dst in cores:
-                        ctx.progress.step(f"{mode}: core {src} -> core {dst}")
-                        _pair(ctx, ds[src], mode, src, dst, n_bind, n_rtt)
+                for rep in range(ctx.repeats):
+                    for src in cores:
+                        if two_cpus:
+                            os.sched_setaffinity(0, {rt.cpu_of(src)})
+                        for dst in cores:
+                            ctx.progress.step(f"{mode}: core {src} -> core {dst}, repeat {rep + 1}/{ctx.repeats}")
+                            _pair(ctx, rt, ds[src], mode, src, dst, n_bind, n_rtt, rep)
             finally:
                 os.sched_setaffinity(0, old)
                 for d in ds.values():
                     d.detach()
 
 
-def _pair(ctx: SuiteContext, d: mh.Dispatcher, mode: str, src: int, dst: int, n_bind: int, n_rtt: int) -> None:
+def _pair(ctx: SuiteContext, rt: mh.Runtime, d: mh.Dispatcher, mode: str, src: int, dst: int, n_bind: int, n_rtt: int, rep: int) -> None:
     params = {"suite": NAME, "transport": "multihop", "routing": mode, "src_core": src, "dst_core": dst, "window": 16}
     t_send: list[int] = []
     t_recv: list[int] = []
     ch = None
-    for i in range(n_bind):
-        if ch is not None:
-            ch.close()
-        t0 = time.monotonic_ns()
-        ch = d.bind(service_name(dst), transport="multihop", window=16, timeout=30)
-        t_recv.append(time.monotonic_ns())
-        t_send.append(t0)
+    with sampling(rt) as s:
+        for i in range(n_bind):
+            if ch is not None:
+                ch.close()
+            t0 = time.monotonic_ns()
+            ch = d.bind(service_name(dst), transport="multihop", window=16, timeout=30)
+            t_recv.append(time.monotonic_ns())
+            t_send.append(t0)
     assert ch is not None
     with ch:
         hops = int(ch.stats()["hops"])
-        record_samples(ctx, dict(params, size=-1, hops=hops, op="bind"), t_send, t_recv)
-        record_rtt(ctx, dict(params, size=64, hops=hops, op="rtt"), ch.send, ch.recv, n_rtt, 64)
+        record_samples(ctx, dict(params, size=-1, hops=hops, op="bind"), t_send, t_recv, repeat=rep, load=s.columns())
+        record_rtt(ctx, dict(params, size=64, hops=hops, op="rtt"), ch.send, ch.recv, n_rtt, 64, repeat=rep, runtime=rt)

@@ -7,6 +7,12 @@ cases with ``load`` ``alone`` and ``flood`` (fair link queues), and, unless
 the runtime is attached, ``flood-unfair`` on a runtime of its own whose
 monitors serve each channel's whole backlog in turn (the baseline). Their
 latency CDFs share the suite's plot in ``multihop analyze``.
+
+Every case is measured ``--repeats`` times, the repeat loop outermost: one
+stream per window, then the next round, so that a window is never judged by
+one short stream measured at a moment of its own (``--quick``'s streams take
+a few milliseconds each).  The ping-pongs likewise: alone, flooded, flooded
+on unfair queues, then again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterator
 import multihop as mh
 from multihop import rts
 from multihop.bench import link_share, peers
-from multihop.bench.suites.common import SuiteContext, record_totals
+from multihop.bench.suites.common import SuiteContext, channel_stream, sampling
 from multihop.bench.trace import case_name
 from multihop.bench.suites.options import BenchOptions
 
@@ -32,31 +38,31 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
-    return len(WINDOWS) + (2 if ctx.attached is not None else 3)
+    return ctx.repeats * (len(WINDOWS) + (2 if ctx.attached is not None else 3))
 
 
 def run(ctx: SuiteContext) -> None:
-    """64-byte one-way streams between the first two cores, one per window size."""
+    """64-byte one-way streams between the first two cores, one per window size, each ``ctx.repeats`` times."""
     rt = ctx.runtime()
     n_one = 4000 if ctx.quick else 50_000
     src, dst = rt.cores[0], rt.cores[1 % len(rt.cores)]
     hops = len(rts.path(rts.routing_table(rt.topology, rt.routing, rt.cores), src, dst))
-    for w in WINDOWS:
-        ctx.progress.step(f"window {w}")
-        bench = peers.PeerBench(rt, src, dst, transport="multihop", window=w)
-        n = n_one // 4 if w == 1 else n_one
-        rate = bench.stream_ours(n, 64)
-        params = {
-            "suite": NAME,
-            "transport": "multihop",
-            "routing": rt.routing,
-            "size": 64,
-            "src_core": src,
-            "dst_core": dst,
-            "window": w,
-            "hops": hops,
-        }
-        record_totals(ctx, params, "oneway", n, int(n / rate * 1e9))
+    for rep in range(ctx.repeats):
+        for w in WINDOWS:
+            ctx.progress.step(f"window {w}, repeat {rep + 1}/{ctx.repeats}")
+            bench = peers.PeerBench(rt, src, dst, transport="multihop", window=w)
+            n = n_one // 4 if w == 1 else n_one
+            params = {
+                "suite": NAME,
+                "transport": "multihop",
+                "routing": rt.routing,
+                "size": 64,
+                "src_core": src,
+                "dst_core": dst,
+                "window": w,
+                "hops": hops,
+            }
+            channel_stream(ctx, bench, params, n, 64, rep)
     _fairness(ctx, rt, src, dst, hops)
 
 
@@ -93,24 +99,26 @@ def _fairness(ctx: SuiteContext, rt: mh.Runtime, src: int, dst: int, hops: int) 
         "flood_window": link_share.FLOOD_WINDOW,
     }
 
-    def record(runtime: mh.Runtime, load: str, flooded: bool) -> None:
-        ctx.progress.step(f"ping-pong, {load}")
-        with contextlib.ExitStack() as stack:
+    def record(runtime: mh.Runtime, load: str, flooded: bool, rep: int) -> None:
+        ctx.progress.step(f"ping-pong, {load}, repeat {rep + 1}/{ctx.repeats}")
+        with sampling(runtime) as s, contextlib.ExitStack() as stack:
             if flooded:
                 stack.enter_context(link_share.flooding(runtime, src, dst))
             run = link_share.ping_pong(runtime, src, dst, n, every=ctx.every)
-        _record_run(ctx, dict(params, load=load), run, n)
+        _record_run(ctx, dict(params, load=load), run, n, rep, s.columns())
 
-    record(rt, "alone", False)
-    record(rt, "flood", True)
-    if ctx.attached is None:
-        with _unfair_runtime(list(rt.cores), rt.routing) as unfair:
-            record(unfair, "flood-unfair", True)
+    with contextlib.ExitStack() as stack:
+        unfair = stack.enter_context(_unfair_runtime(list(rt.cores), rt.routing)) if ctx.attached is None else None
+        for rep in range(ctx.repeats):
+            record(rt, "alone", False, rep)
+            record(rt, "flood", True, rep)
+            if unfair is not None:
+                record(unfair, "flood-unfair", True, rep)
 
 
-def _record_run(ctx: SuiteContext, params: dict[str, object], run: link_share.RttRun, n: int) -> None:
+def _record_run(ctx: SuiteContext, params: dict[str, object], run: link_share.RttRun, n: int, rep: int, load: dict[str, object] | None) -> None:
     p = dict(params, kind="rtt")
     name = case_name(p)
     duration = int(run.recv_ns[-1] - run.send_ns[0]) if len(run.seq) else 1
-    ctx.writer.add_messages(name, p, run.send_ns, run.recv_ns, kind="rtt", seq=run.seq, every=1, suite=NAME)
-    ctx.writer.add_case(name, p, messages=n, duration_ns=max(duration, 1), nbytes=2 * n * 64, kind="rtt", suite=NAME)
+    ctx.writer.add_messages(name, p, run.send_ns, run.recv_ns, kind="rtt", seq=run.seq, every=1, suite=NAME, repeat=rep)
+    ctx.writer.add_case(name, p, messages=n, duration_ns=max(duration, 1), nbytes=2 * n * 64, kind="rtt", suite=NAME, repeat=rep, load=load)

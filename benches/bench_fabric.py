@@ -1,0 +1,223 @@
+"""Baselines for the fabric (issue 27): messaging between two machines, in the same run.
+
+Usage (root, iproute2; ``pip install '.[test]'`` or the ``fabric`` and ``ges-bench`` extras)::
+
+    .venv/bin/python benches/bench_fabric.py [--repeats 5] [--peers zenoh,nats,tcp] [--quick] [--json FILE]
+
+Two machines are two network namespaces joined by a veth pair (``tests/netns.py``: a at
+10.213.0.1, b at 10.213.0.2, a private /30; nothing touches the host's network, and everything is
+removed at the end, even on an error or Ctrl-C). Between them, each peer of
+``benches/fabric_peers.py``:
+
+* **zenoh**: zenoh-python's own publisher and subscriber (peer mode, explicit endpoints, multicast
+  scouting off, Reliable + Block), one ``put`` per message;
+* **nats**: ``nats-server`` in b, ``nats-py`` clients in a and b;
+* **tcp**: a plain TCP socket in Python, one ``sendall`` per message.
+
+Cases: **round trip** of 64 B (a sends, b echoes, a waits: median and p99 over ``--rt-n`` round
+trips), **one-way throughput** of 64 B and 4 KiB (``--n64`` / ``--n4k`` messages, a's first send
+to b's last receipt, msg/s and MB/s; "a's sends" is the rate of a's send calls alone, which says
+whether the sender or the receiver sets the pace). Every case runs ``--repeats`` times, the peers
+taking turns within each repeat (so a drift in the machine's load falls on all of them); the table
+gives the median over the repeats (round trip: the median of each repeat's median and of its p99)
+and the spread (lowest-highest over the repeats). Every message is numbered: a run that lost,
+doubled or reordered one is flagged, not counted.
+
+The bridged multi-hop channel joins as one more peer in ``fabric_peers.PEERS``; nothing here changes.
+All figures are this machine's (2 CPUs shared by both "machines" and everything else running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import netns  # noqa: E402
+from fabric_peers import PEERS, FabricPeer, OneWay  # noqa: E402
+
+
+@dataclass
+class Case:
+    """One peer's measurements of one case over the repeats."""
+
+    peer: str
+    case: str  # "rtt 64 B", "one-way 64 B", "one-way 4 KiB"
+    size: int
+    rtt_median_us: list[float] = field(default_factory=list)
+    rtt_p99_us: list[float] = field(default_factory=list)
+    rate: list[float] = field(default_factory=list)  # msg/s
+    mbps: list[float] = field(default_factory=list)  # MB/s
+    send_rate: list[float] = field(default_factory=list)  # msg/s of a's sends alone (first send to last send returning)
+    errors: list[str] = field(default_factory=list)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of xs."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))]
+
+
+def measure_rtt(peer: FabricPeer, case: Case, n: int, warmup: int) -> None:
+    """One repeat of the round-trip case: `warmup` round trips not counted, then `n`."""
+    peer.roundtrip(warmup, case.size)
+    rtts = [t * 1e6 for t in peer.roundtrip(n, case.size)]
+    case.rtt_median_us.append(statistics.median(rtts))
+    case.rtt_p99_us.append(percentile(rtts, 99))
+
+
+def measure_oneway(peer: FabricPeer, case: Case, n: int) -> None:
+    """One repeat of a one-way case."""
+    r: OneWay = peer.oneway(n, case.size)
+    if r.errors or r.received != n:
+        case.errors.append(r.errors or f"{r.received} of {n} received")
+        return
+    case.rate.append(r.rate)
+    case.mbps.append(r.mbps)
+    case.send_rate.append(n / r.send_seconds if r.send_seconds > 0 else 0.0)
+
+
+def spread(xs: list[float], fmt: str) -> str:
+    """'low-high' over the repeats."""
+    return f"{format(min(xs), fmt)}-{format(max(xs), fmt)}" if xs else "-"
+
+
+def table(cases: list[Case], repeats: int) -> str:
+    """The results as a text table."""
+    rows = [("peer", "case", "median", "p99", "spread of medians", "MB/s", "a's sends", "repeats")]
+    for c in cases:
+        ok = len(c.rtt_median_us) if c.case.startswith("rtt") else len(c.rate)
+        note = f"{ok}/{repeats}" + (f" ({len(c.errors)} failed: {c.errors[0]})" if c.errors else "")
+        if c.case.startswith("rtt"):
+            if c.rtt_median_us:
+                rows.append(
+                    (
+                        c.peer,
+                        c.case,
+                        f"{statistics.median(c.rtt_median_us):,.1f} us",
+                        f"{statistics.median(c.rtt_p99_us):,.1f} us",
+                        spread(c.rtt_median_us, ",.1f") + " us",
+                        "",
+                        "",
+                        note,
+                    )
+                )
+            else:
+                rows.append((c.peer, c.case, "-", "-", "-", "", "", note))
+        elif c.rate:
+            rows.append(
+                (
+                    c.peer,
+                    c.case,
+                    f"{statistics.median(c.rate):,.0f} msg/s",
+                    "",
+                    spread(c.rate, ",.0f") + " msg/s",
+                    f"{statistics.median(c.mbps):,.1f}",
+                    f"{statistics.median(c.send_rate):,.0f} msg/s",
+                    note,
+                )
+            )
+        else:
+            rows.append((c.peer, c.case, "-", "", "-", "-", "-", note))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", default=",".join(PEERS), help=f"peers to run, comma separated (default: {','.join(PEERS)})")
+    ap.add_argument("--repeats", type=int, default=5, help="times each case runs, peers taking turns (default: 5)")
+    ap.add_argument("--rt-n", type=int, default=5000, help="round trips per repeat (default: 5000, after 500 not counted)")
+    ap.add_argument("--n64", type=int, default=200_000, help="64 B messages per one-way repeat (default: 200000)")
+    ap.add_argument("--n4k", type=int, default=50_000, help="4 KiB messages per one-way repeat (default: 50000)")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the counts (a smoke run)")
+    ap.add_argument("--json", type=Path, help="also write the raw figures to this file")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    scale = 10 if args.quick else 1
+    rt_n, n64, n4k = max(10, args.rt_n // scale), max(100, args.n64 // scale), max(100, args.n4k // scale)
+    names = [p.strip() for p in args.peers.split(",") if p.strip()]
+    unknown = [p for p in names if p not in PEERS]
+    if unknown:
+        ap.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}")
+    reason = netns.unavailable()
+    if reason:
+        print(f"bench_fabric: {reason}", file=sys.stderr)
+        return 1
+
+    peers: list[FabricPeer] = []
+    for name in names:
+        peer = PEERS[name]()
+        why = peer.available()
+        if why:
+            print(f"skipping {name}: {why}", file=sys.stderr)
+        else:
+            peers.append(peer)
+    if not peers:
+        print("bench_fabric: no peer can run", file=sys.stderr)
+        return 1
+
+    cases = {(p.name, c): Case(p.name, c, size) for p in peers for c, size in (("rtt 64 B", 64), ("one-way 64 B", 64), ("one-way 4 KiB", 4096))}
+    load = os.getloadavg()
+    t_start = time.monotonic()
+    with netns.Network() as net:
+        a, b = net.machine("a"), net.machine("b")
+        link = net.link(a, b)
+        print(f"machines: {a.name} ({link.addr_a}) and {b.name} ({link.addr_b}), veth, /30", file=sys.stderr)
+        ready: list[FabricPeer] = []
+        try:
+            for peer in peers:
+                print(f"setting up {peer.name}: {peer.description}", file=sys.stderr)
+                peer.setup(a, b)
+                ready.append(peer)
+            for r in range(args.repeats):
+                for peer in ready:
+                    print(f"repeat {r + 1}/{args.repeats}: {peer.name}", file=sys.stderr)
+                    measure_rtt(peer, cases[peer.name, "rtt 64 B"], rt_n, warmup=max(1, rt_n // 10))
+                    measure_oneway(peer, cases[peer.name, "one-way 64 B"], n64)
+                    measure_oneway(peer, cases[peer.name, "one-way 4 KiB"], n4k)
+        finally:
+            for peer in ready:
+                peer.teardown()
+    elapsed = time.monotonic() - t_start
+    print()
+    print(f"fabric baselines: 2 network namespaces over a veth pair, {args.repeats} repeats, peers taking turns")
+    print(f"round trip: {rt_n} x 64 B per repeat; one-way: {n64} x 64 B, {n4k} x 4 KiB per repeat (first send to last receipt)")
+    print()
+    print(table(list(cases.values()), args.repeats))
+    print()
+    print(f"load average before: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; {elapsed:.0f} s")
+    for p in peers:
+        print(f"  {p.name}: {p.description}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "counts": {"rt_n": rt_n, "n64": n64, "n4k": n4k, "repeats": args.repeats},
+                    "load": {"before": load[0], "after": os.getloadavg()[0]},
+                    "cases": [asdict(c) for c in cases.values()],
+                },
+                indent=1,
+            )
+        )
+    failed = [c for c in cases.values() if c.errors]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
