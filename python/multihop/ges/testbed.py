@@ -197,13 +197,28 @@ class Testbed:
         measuring: tuple[str, ...] = ("1.6.1.10",),
         per_broker: int = 5,
         cores: list[int] | None = None,
+        engine: str | None = None,
     ) -> None:
+        """``engine``: the brokers' event path, ``"native"`` (the default) or ``"python"`` (the reference):
+        ``MULTIHOP_GES_ENGINE`` in the brokers' environment; None leaves the environment's."""
+        if engine not in (None, "native", "python"):
+            raise ValueError(f"engine must be 'native' or 'python', got {engine!r}")
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
         self.per_broker = per_broker
         self.publisher_at = publisher
         self.measuring = tuple(measuring)
-        self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
+        #: the brokers' event path ("native" or "python")
+        self.engine = engine or os.environ.get("MULTIHOP_GES_ENGINE", "native")
+        old = os.environ.get("MULTIHOP_GES_ENGINE")
+        os.environ["MULTIHOP_GES_ENGINE"] = self.engine  # read by the broker processes at start
+        try:
+            self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
+        finally:
+            if old is None:
+                del os.environ["MULTIHOP_GES_ENGINE"]
+            else:
+                os.environ["MULTIHOP_GES_ENGINE"] = old
         self._procs: list[Any] = []
         self._bg: dict[str, Any] = {}
         self._ms: dict[str, Any] = {}

@@ -37,6 +37,7 @@ impl Engine {
     /// and corking with ``dispatcher`` (the broker's ``multihop.Dispatcher``).
     #[new]
     fn new(routing: &Bound<'_, EventRouting>, dispatcher: &Bound<'_, PyAny>) -> PyResult<Self> {
+        crate::pool::keep_freed_memory();
         Ok(Engine {
             inner: Mutex::new(Inner::new(routing.get().erp.clone())),
             dispatcher: super::dispatcher_of(dispatcher)?,
