@@ -53,10 +53,11 @@ pub fn keep_freed_memory() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
             // SAFETY: mallopt only changes the allocator's thresholds; it is called before the engine
-            // allocates its buffers and reads no memory of ours. 64 MiB: blocks up to that come from the
-            // heap, and the heap keeps up to that much free at its top.
+            // allocates its buffers and reads no memory of ours. Blocks up to 16 MiB come from the heap
+            // (glibc's largest mmap threshold on 64 bits is 32 MiB: a larger value is refused), and the
+            // heap keeps up to 64 MiB free at its top.
             unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 16 << 20);
                 libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
             }
         });

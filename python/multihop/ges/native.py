@@ -103,7 +103,7 @@ class NativeEventRouting:
         """Copies from neighbour ``peer``."""
         self.sync()
         self.engine.on_events(peer, msg.first_seq, msg.copies)
-        if self.engine.take_timer():
+        if not self.wire and self.engine.take_timer():  # (a live broker's engine keeps the timer itself)
             self.core.set_timer(ACK_DELAY, ACK_TIMER)
 
     def on_ack(self, peer: int, msg: EventAck) -> None:
@@ -126,11 +126,6 @@ class NativeEventRouting:
         """The ack timer fired."""
         if name == ACK_TIMER:
             self.engine.fire_ack()
-
-    def after_round(self) -> None:
-        """After a live round of the engine: set the acknowledgement timer if the routing asked for it."""
-        if self.engine.take_timer():
-            self.core.set_timer(ACK_DELAY, ACK_TIMER)
 
     def take(self) -> dict[int, list[Events | EventAck]]:
         """Per neighbour: an Events batch (numbered) and/or an EventAck, as ``EventRouting.take`` (nothing

@@ -121,7 +121,8 @@ impl Engine {
     }
 
     /// The engine's counters: frames read (``frames_in``, of which ``native_in`` handled here), written
-    /// (``frames_out``), writes that found no credit (``busy``), rounds, waits.
+    /// (``frames_out``), writes that found no credit (``busy``), rounds, waits, and this thread's CPU time
+    /// in the loop's work (``work_cpu_ns``: reading, routing, writing) and in its waits (``wait_cpu_ns``).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = lock(&self.inner).counters.clone();
         let d = PyDict::new(py);
@@ -132,6 +133,8 @@ impl Engine {
             ("busy", c.busy),
             ("rounds", c.rounds),
             ("waits", c.waits),
+            ("work_cpu_ns", c.work_cpu_ns),
+            ("wait_cpu_ns", c.wait_cpu_ns),
         ] {
             d.set_item(k, v)?;
         }

@@ -119,14 +119,14 @@ class LiveBroker:
         else:
             native = os.environ.get("MULTIHOP_GES_ENGINE", "native") != "python"
             self.core = BrokerCore(address, thresholds=topology.thresholds, native=native)
+        self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
         #: the native engine (None: the Python event path, MULTIHOP_GES_ENGINE=python or a durable system)
         self.engine: _ges.Engine | None = None
         self.erp: NativeEventRouting | None = None
         if isinstance(self.core.erp, NativeEventRouting):
             self.erp = self.core.erp
             self.erp.wire = True  # the engine writes what the routing makes
-            self.engine = _ges.Engine(self.erp.engine)
-        self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
+            self.engine = _ges.Engine(self.erp.engine, self.d)
         self.name = wire.service_name(system, str(address))
         self.svc = self.d.export(self.name)
         self.wake_svc = self.d.export(self.name + "/wake")
@@ -212,13 +212,15 @@ class LiveBroker:
 
     def run(self) -> None:
         """Serve until told to stop (or the runtime goes away)."""
+        if self.engine is not None:
+            self._run_native(self.engine)
+            return
         poll = self.d.poll
         thread_ns = time.thread_time_ns
         timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
         counters = self.counters
-        engine = self.engine
         while not self.stopping:
-            pending = any(p.out for p in self.peers.values()) or (engine is not None and engine.queued())
+            pending = any(p.out for p in self.peers.values())
             timeout = 0.001 if pending else None
             if timers:
                 wait = max(0.0, min(t for t, _ in timers) - time.monotonic())
@@ -228,7 +230,6 @@ class LiveBroker:
             t_busy = time.perf_counter_ns()
             c_busy = thread_ns()
             counters["poll_cpu_ns"] += c_busy - c_poll
-            native: list[Any] = []
             for ch in ready:
                 if ch is self.wake:
                     self._drain_wake()
@@ -236,12 +237,7 @@ class LiveBroker:
                 peer = self.peers.get(id(ch))
                 if peer is None:
                     continue
-                if peer.native:
-                    native.append(ch)
-                else:
-                    self._drain(peer)
-            if native:
-                self._native_round(native)
+                self._drain(peer)
             if timers:
                 now = time.monotonic()
                 for due, name in [t for t in timers if t[0] <= now]:
@@ -327,25 +323,55 @@ class LiveBroker:
             elif gw.b == self.address and gw.a.code == code:
                 self.expected[code] = None
 
-    def _native_round(self, ready: list[Any]) -> None:
-        """The native engine's part of a round: it reads the ready channels of its links and handles their
-        frames; each frame it gives back (not an event batch, acknowledgement or publication, or a closed
-        link) is handled here, in its place, and what that changed is pushed before the engine goes on."""
-        engine, erp = self.engine, self.erp
-        assert engine is not None and erp is not None
+    def _run_native(self, engine: _ges.Engine) -> None:
+        """The loop with the native engine: it runs the event path (waits, reads, routes, writes, the
+        acknowledgement timer) with the GIL released and comes back only when this control plane has
+        something to do: a frame of its own from one of the engine's links (handled here in its place,
+        then what it changed is pushed and what it made is written before the engine goes on), a closed
+        link, one of the channels this loop reads itself readable (the wake channel, channels before
+        their hello, control channels), a timer of the core, or a slice (signals)."""
+        erp = self.erp
+        assert erp is not None
+        thread_ns = time.thread_time_ns
+        timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
+        counters = self.counters
         erp.sync()
-        item = engine.round(ready)
-        while item is not None:
-            code, data = item
-            peer = self.by_code.get(code)
-            if peer is not None:
-                if data is None:
-                    self._lost(peer)
-                else:
-                    self._frame(peer, data)
+        while not self.stopping:
+            timeout = None
+            if timers:
+                timeout = max(0.0, min(t for t, _ in timers) - time.monotonic())
+            own = [p.ch for p in self.peers.values() if not p.native]
+            own.append(self.wake)
+            c0 = thread_ns()
+            kind, code, data = engine.run(own, timeout)
+            t_busy = time.perf_counter_ns()
+            c_busy = thread_ns()
+            counters["poll_cpu_ns"] += c_busy - c0  # (the engine's own work included: it waits and works in one call)
+            if kind == 1 or kind == 2:
+                peer = self.by_code.get(code)
+                if peer is not None:
+                    if data is None:
+                        self._lost(peer)
+                    else:
+                        self._frame(peer, data)
+            elif kind == 3:
+                for peer in [p for p in self.peers.values() if not p.native]:
+                    if id(peer.ch) in self.peers:
+                        self._drain(peer)
+                self._drain_wake()
+            if timers:
+                now = time.monotonic()
+                for due, name in [t for t in timers if t[0] <= now]:
+                    timers.remove((due, name))
+                    self.core.fire(name)
             erp.sync()
-            item = engine.resume()
-        erp.after_round()
+            self._flush()
+            for delay, name in self.core.take_timers():
+                timers.append((time.monotonic() + delay, name))
+            counters["rounds"] += 1
+            counters["busy_ns"] += time.perf_counter_ns() - t_busy
+            counters["cpu_ns"] += thread_ns() - c_busy
+        self._close_all()
 
     def _drain(self, peer: _Peer) -> None:
         try:
@@ -567,6 +593,8 @@ class LiveBroker:
             c["messages_out"] += e["frames_out"]
             c["busy"] += e["busy"]
             c["native_in"] = e["native_in"]
+            c["engine_work_cpu_ns"] = e["work_cpu_ns"]  # the engine's own CPU time working (reading, routing, writing)
+            c["engine_wait_cpu_ns"] = e["wait_cpu_ns"]  # and waiting (spinning, parking)
         return c
 
     def _durability_status(self) -> dict[str, Any]:
