@@ -70,6 +70,8 @@ def summary(res: CaseResult, where: str) -> dict[str, float]:
         "rate": len(recv) / span if span else 0.0,
         "others": float(others),
         "cpu_us": res.broker_cpu_per_event * 1e6,
+        "sub_cpu_us": res.subscriber_cpu / res.published * 1e6 if res.published else 0.0,
+        "mon_cpu_us": res.monitor_cpu / res.published * 1e6 if res.published else 0.0,
     }
 
 
@@ -135,6 +137,8 @@ def main() -> int:
             note(engine, "latency_median", low["median"])
             note(engine, "throughput", flat["rate"])
             note(engine, "cpu_us", flat["cpu_us"])
+            note(engine, "sub_cpu_us", flat["sub_cpu_us"])
+            note(engine, "mon_cpu_us", flat["mon_cpu_us"])
         if not a.no_floor:
             with Floor(f"bench-floor-{pid}-{r}") as fl:
                 fl.latency(50, 50.0)  # warm up
@@ -155,6 +159,7 @@ def main() -> int:
             note("nats", "latency_median", n_low["median"])
             note("nats", "throughput", n_flat["rate"])
             note("nats", "cpu_us", n_flat["cpu_us"])
+            note("nats", "sub_cpu_us", n_flat["sub_cpu_us"])
     if not a.no_fig20:
         with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22"), engine=engines[0]) as tb:
             print(f"== GES ({engines[0]} engine), figure 20: latency against broker hops, 50 % matching, 50 B ==")
@@ -162,7 +167,10 @@ def main() -> int:
             for where, hops in (("1.6.1.10", 4), ("1.5.1.1", 2), ("1.5.1.22", 1)):
                 line(f"{hops} broker hop(s) ({where})", case, where)
     print(f"== side by side: median (min-max) of {a.repeats} repeat(s); load average now {os.getloadavg()[0]:.1f} ==")
-    print(f"  {'':10s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}")
+    print(
+        f"  {'':10s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}"
+        f" {'monitors us/event':>22s} {'subscribers us/event':>22s}"
+    )
     for who in [*engines, "floor", "nats"]:
         if who not in res:
             continue
@@ -170,7 +178,12 @@ def main() -> int:
         print(
             f"  {who:10s} {fig(d.get('latency', [])):>26s} {fig(d.get('latency_median', [])):>26s} "
             f"{fig(d.get('throughput', []), ',.0f'):>28s} {fig(d.get('cpu_us', []), '.1f'):>26s}"
+            f" {fig(d.get('mon_cpu_us', []), '.1f'):>22s} {fig(d.get('sub_cpu_us', []), '.1f'):>22s}"
         )
+    print(
+        "  (CPU per published event at 100 %, flat out, from the processes' counters: the brokers (NATS: its 3 servers), the "
+        "runtime's monitors that carry the multi-hop channels' frames, the subscriber processes; two CPUs give 2,000,000 us a second)"
+    )
     nat = res.get("native", {})
     py = res.get("python", {})
     floor = res.get("floor", {})

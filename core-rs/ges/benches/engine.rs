@@ -38,6 +38,9 @@ impl FrameChannel for Mem {
     fn readable(&self) -> bool {
         !self.inbox.lock().unwrap().is_empty()
     }
+    fn writable(&self, _len: usize) -> bool {
+        true
+    }
 }
 
 /// This thread's CPU time so far (Linux: the first field of /proc/thread-self/schedstat, in ns): the

@@ -357,7 +357,11 @@ impl Engine {
             self.counters.waits += 1;
             let links = &self.links;
             let w0 = thread_cpu_ns();
-            let w = dispatcher.wait(wake, &mut || links.values().any(|l| l.ch.readable()) || control.iter().any(|c| c.readable()));
+            // (a link with frames waiting for credit wakes the loop when its peer makes room)
+            let w = dispatcher.wait(wake, &mut || {
+                links.values().any(|l| l.ch.readable() || l.out.front().is_some_and(|f| l.ch.writable(f.len())))
+                    || control.iter().any(|c| c.readable())
+            });
             self.counters.wait_cpu_ns += thread_cpu_ns().saturating_sub(w0);
             if w == Waited::Slice {
                 return Ran::Slice;
@@ -451,6 +455,9 @@ mod tests {
         }
         fn readable(&self) -> bool {
             !self.inbox.lock().unwrap().is_empty() || *self.closed.lock().unwrap()
+        }
+        fn writable(&self, _len: usize) -> bool {
+            *self.credit.lock().unwrap() > 0 || *self.closed.lock().unwrap()
         }
         fn try_send(&self, frame: &[u8]) -> Sent {
             if *self.closed.lock().unwrap() {

@@ -34,6 +34,9 @@ pub trait FrameChannel: Send + Sync {
     fn try_send(&self, frame: &[u8]) -> Sent;
     /// Whether a frame is there (or the channel is closed: a receive would say so).
     fn readable(&self) -> bool;
+    /// Whether a frame of `len` bytes could be sent now (or the channel is closed); a no asks the peer
+    /// to ring this process's doorbell when it makes room.
+    fn writable(&self, len: usize) -> bool;
 }
 
 /// How a wait ended.

@@ -2,7 +2,8 @@
 //! crate `multihop-ges`): a `Channel` object as a [`FrameChannel`] and a `Dispatcher` object as a
 //! [`Dispatcher`](multihop_ges::io::Dispatcher), the narrow interfaces that module reads, writes and
 //! waits through. A channel end: receive the frames that are there (`Endpoint::try_recv_many`),
-//! send one frame without waiting (`Endpoint::try_send`), readable or not (`Endpoint::readable`). A
+//! send one frame without waiting (`Endpoint::try_send`), readable or writable (`Endpoint::readable`,
+//! `Endpoint::is_ready`, which asks the peer to ring when it makes room). A
 //! dispatcher: wait as `Dispatcher.poll` waits (spin, then park on the process's doorbell, in
 //! slices: `park::wait_until`), and cork its link's wake-ups of the monitor as `d.corked()` does.
 //! Nothing of GES is here: the interfaces are the module's, the implementations the runtime's.
@@ -18,6 +19,7 @@ use pyo3::prelude::*;
 use super::args::to_py;
 use super::channel::Channel;
 use super::dispatcher::Dispatcher;
+use crate::channel::Want;
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
 use crate::mhlink::DispatcherLink;
@@ -49,6 +51,10 @@ impl FrameChannel for Frames {
 
     fn readable(&self) -> bool {
         self.0.readable()
+    }
+
+    fn writable(&self, len: usize) -> bool {
+        self.0.is_ready(Want::Writable(len))
     }
 }
 

@@ -173,6 +173,8 @@ class CaseResult:
     broker_cpu: float = 0.0
     #: CPU seconds the subscriber processes (background and measuring) used during the case
     subscriber_cpu: float = 0.0
+    #: CPU seconds the runtime's monitors (which carry the multi-hop channels' frames) used during the case
+    monitor_cpu: float = 0.0
 
     @property
     def broker_cpu_per_event(self) -> float:
@@ -244,6 +246,7 @@ class Testbed:
                     raise RuntimeError("a subscriber process did not get ready")
             self.publisher = ges.connect(name, publisher, "publisher")
             self._broker_procs = [psutil.Process(self.system.pid(a)) for a in self.system.addresses]
+            self._monitor_procs = [psutil.Process(pid) for pid in self.system.runtime.monitor_pids.values()]
             self._sub_procs = [psutil.Process(p.pid) for p in self._procs]
         except BaseException:
             self.close()
@@ -265,7 +268,7 @@ class Testbed:
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in conns:
             c.send(("count", expect))
-        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs)
+        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs), cpu_seconds(self._monitor_procs)
         pad = b"\0" * max(0, size - 8)
         pub = self.publisher.publish
         clock = time.monotonic_ns
@@ -294,6 +297,7 @@ class Testbed:
             res.measured[addr] = c.recv()
         res.broker_cpu = cpu_seconds(self._broker_procs) - cpu0[0]
         res.subscriber_cpu = cpu_seconds(self._sub_procs) - cpu0[1]
+        res.monitor_cpu = cpu_seconds(self._monitor_procs) - cpu0[2]
         return res
 
     def close(self) -> None:
