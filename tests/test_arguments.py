@@ -64,12 +64,12 @@ def test_bind_arguments_have_the_same_ranges_on_both_transports(rt: mh.Runtime, 
         def bind(**kw: Any) -> mh.Channel:
             return cli.bind(**{"name": "args", "transport": transport, "timeout": 5, **kw})
 
-        _named(ValueError, "max_message must be in 1..=", lambda: bind(max_message=0))
+        _named(ValueError, "max_message must be an int from 1 to ", lambda: bind(max_message=0))
         _named(ValueError, "max_message", lambda: bind(max_message=-1))
         _named(ValueError, "max_message", lambda: bind(max_message=2**70))
-        _named(ValueError, "window must be in 1..=4096", lambda: bind(window=0))
+        _named(ValueError, "window must be an int from 1 to 4096", lambda: bind(window=0))
         _named(ValueError, "window", lambda: bind(window=-1))
-        _named(ValueError, "window must be in 1..=4096", lambda: bind(window=2**20))
+        _named(ValueError, "window must be an int from 1 to 4096", lambda: bind(window=2**20))
         _named(ValueError, "timeout", lambda: bind(timeout=-1))
         _named(ValueError, "service name", lambda: bind(name=SURROGATE))
         _named(TypeError, "service name", lambda: bind(name=42))
@@ -123,3 +123,66 @@ def test_runtime_method_arguments(rt: mh.Runtime) -> None:
     _named(ValueError, "timeout", lambda: rt.stop(timeout=-1))
     _named(ValueError, "core", lambda: _core.Dispatcher.attach(str(rt.dir), -1))
     assert rt.alive
+
+
+# ---- issue 26 §4: type errors are TypeErrors, ranges are said in words ------------------------------
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_bind_ranges_are_said_in_words(rt: mh.Runtime, transport: str) -> None:
+    with rt.dispatcher(1) as srv, rt.dispatcher(0) as cli:
+        srv.export("words")
+
+        def bind(**kw: Any) -> mh.Channel:
+            return cli.bind(**{"name": "words", "transport": transport, "timeout": 5, **kw})
+
+        e = _named(ValueError, "window must be an int from 1 to 4096", lambda: bind(window=-1))
+        assert "-1 is not a valid window" in str(e) and "4294967295" not in str(e)
+        assert "1099511627776 is not a valid window" in str(_named(ValueError, "window", lambda: bind(window=2**40)))
+        limit = 1 << 26 if transport == "ump" else 1 << 20
+        e = _named(ValueError, f"max_message must be an int from 1 to {limit} bytes on a {transport} channel, got -1", lambda: bind(max_message=-1))
+        assert "18446744073709551615" not in str(e)
+        _named(TypeError, "timeout must be a number of seconds or None, got str '1'", lambda: bind(timeout="1"))
+        _named(TypeError, "timeout must be a number of seconds or None, got bool True", lambda: bind(timeout=True))
+        _named(TypeError, "window must be an int, got str", lambda: bind(window="16"))
+        # bind_async checks them the same way, when it is called (it raised OverflowError for 2**70).
+        _named(ValueError, "2361183241434822606848 is not a valid window", lambda: cli.bind_async("words", transport=transport, window=2**71))
+        _named(TypeError, "timeout must be a number of seconds or None", lambda: cli.bind_async("words", transport=transport, timeout="1"))
+
+
+def test_runtime_arguments_of_the_wrong_type_are_type_errors(rt: mh.Runtime) -> None:
+    for bad in ("0", None, 1.0, True):
+        _named(TypeError, f"core must be an int, got {type(bad).__name__}", lambda bad=bad: rt.dispatcher(core=bad))
+        _named(TypeError, "core must be an int", lambda bad=bad: rt.cpu_of(bad))
+    _named(ValueError, "core 7 is not part of runtime", lambda: rt.dispatcher(core=7))
+    _named(TypeError, "pin must be True or False, got str 'yes'", lambda: rt.dispatcher(0, pin="yes"))
+    _named(TypeError, "limit must be an int >= 0 or None, got str", lambda: rt.status(limit="x"))
+    _named(ValueError, "limit must be an int >= 0 or None", lambda: rt.status(limit=-1))
+    _named(TypeError, "the runtime name must be a str, got int 3", lambda: mh.Runtime.attach(3))  # type: ignore[arg-type]
+    name = unique_name("types")
+    _named(TypeError, "routing must be a str", lambda: mh.Runtime.start(name, cores=[0], routing=3))  # type: ignore[arg-type]
+    _named(TypeError, "detached must be True or False", lambda: mh.Runtime.start(name, cores=[0], detached="yes"))  # type: ignore[arg-type]
+    _named(ValueError, "fd must be an int from 0 to 2147483647, got -1", lambda: mh.Handle(-1))
+    _named(ValueError, "backlog must be an int from 1 to 65536", lambda: rt.dispatcher(0).export("w", backlog=0))
+    assert rt.alive
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_arrays_of_references_are_refused_naming_their_dtype(rt: mh.Runtime, transport: str) -> None:
+    import numpy as np
+
+    with channel_pair(rt, transport) as (client, server):
+        _named(TypeError, "dtype object", lambda: client.send_records(np.array([object(), object()], dtype=object)))
+        with_refs = np.zeros(2, dtype=[("Output", "i4"), ("ref", "O")])
+        e = _named(TypeError, "holds references to Python objects", lambda: client.send_records(with_refs))
+        assert "ref" in str(e), "the dtype is named"
+        _named(TypeError, "dtype object", lambda: client.send(memoryview(np.array([None], dtype=object))))
+        _named(TypeError, "dtype object", lambda: client.send_batch([b"fine", np.array([1, None], dtype=object)]))
+        _named(TypeError, "message 1 of the batch", lambda: client.send_batch([b"fine", 3]))
+        _named(TypeError, "messages must be an iterable of bytes-like objects, got int", lambda: client.send_batch(3))
+        _named(TypeError, "records must be a C-contiguous array of rows", lambda: client.send_records(3))
+        # A field named with an O is no object; plain dtypes go.
+        plain = np.zeros(3, dtype=[("Output", "i4"), ("Other", "f8")])
+        assert client.send_records(plain, timeout=5) == 3
+        assert [len(server.recv(timeout=5)) for _ in range(3)] == [12] * 3
+        assert server.try_recv() is None, "nothing of the refused calls was sent"

@@ -438,3 +438,20 @@ def test_cores_and_routing_reach_the_suites_with_their_own_topology(tmp_path: Pa
     r = _cli("bench", "resources", "--quick", "--cores", "3", "--out", str(tmp_path / "x"))
     assert r.returncode == 1 and "suite resources needs at least 2 cores" in r.stderr and "--cores gives [3]" in r.stderr
     assert "--cores CORES" in _cli("bench", "--help").stdout and "virtual cores 0-3" in _cli("bench", "--help").stdout
+
+
+def test_repeats_option_reaches_the_suite(tmp_path: Path) -> None:
+    """``--repeats N`` measures each case N times (cases rows for repeats 0 .. N-1); 0 is refused before anything runs."""
+    import pyarrow.parquet as pq
+
+    bad = _cli("bench", "window", "--quick", "--repeats", "0", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 1 and "repeats must be a positive integer, got 0" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    r = _cli("bench", "window", "--quick", "--repeats", "2", "--out", str(tmp_path), timeout=240)
+    assert r.returncode == 0, r.stderr
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "bad"]
+    cases = pq.read_table(run / "cases.parquet").to_pylist()
+    by_case: dict[str, set[int]] = {}
+    for c in cases:
+        by_case.setdefault(c["case"], set()).add(c["repeat"])
+    assert by_case and all(reps == {0, 1} for reps in by_case.values()), by_case

@@ -53,6 +53,7 @@ CODES = {
     "MH_E_INTERNAL": -12,
     "MH_E_EXISTS": -13,
     "MH_E_CAP": -14,
+    "MH_E_HELD_LOST": -15,
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import multihop as mh
-from liveness_util import until
+from liveness_util import stopped, until
 from test_capi import CODES, C, c, capi, unique_name  # noqa: F401  (fixtures)
 
 TRANSPORTS = ["ump", "multihop"]
@@ -56,7 +56,7 @@ def test_export_backlog_range(c: C, rt: mh.Runtime) -> None:
     d = c.attach(rt.name, 1)
     out = c.ffi.new("mh_service **")
     assert c.lib.mh_export_backlog(d, b"zero", 0, out) == CODES["MH_E_INVALID"]
-    assert "backlog must be in 1..=65536" in c.err() and out[0] == c.ffi.NULL
+    assert "backlog must be from 1 to 65536 connections" in c.err() and out[0] == c.ffi.NULL
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -118,3 +118,40 @@ def test_flush_returns_once_consumed_and_times_out_with_the_count(c: C, rt: mh.R
     assert c.send(client, b"end") == 0
     t.join(10)
     assert got == [b"1", b"2", b"3", b"end"]
+
+
+def test_mh_close_says_how_many_held_messages_did_not_leave(c: C, rt: mh.Runtime) -> None:
+    # Issue 26 §1, in C. The client's first-hop monitor is stopped: the window's 16 messages of
+    # 12 KiB wait in the link (3,520 of the 4,096 slots its soft capacity lets small messages use),
+    # then 40 of 100 KiB are held (4 frames of 10, 1 MiB each); no held frame fits what is left of
+    # the link, so the close cannot hand them on and must say so.
+    name = unique_name("capi-held")
+    srv = rt.dispatcher(1)
+    svc = srv.export(name)
+    try:
+        d0 = c.attach(rt.name, 0)
+        ch = c.bind(d0, name, transport="multihop")
+        server = svc.accept(timeout=10)
+        lost = c.ffi.new("size_t *")
+        with stopped(rt.monitor_pids[0]):
+            for i in range(16):
+                assert c.send(ch, bytes([i]) * 12_288, timeout_ms=5000) == 0, c.err()
+            for i in range(40):
+                assert c.send(ch, bytes([100 + i]) * 102_400, timeout_ms=5000) == 0, c.err()
+            assert c.lib.mh_close_timeout(ch, 300, lost) == CODES["MH_E_HELD_LOST"]
+            assert lost[0] == 40 and "40 held message(s) did not leave" in c.err()
+            assert "did not leave" in c.ffi.string(c.lib.mh_strerror(CODES["MH_E_HELD_LOST"])).decode()
+        got = [server.recv(timeout=10) for _ in range(16)]
+        assert got == [bytes([i]) * 12_288 for i in range(16)]
+        with pytest.raises(mh.ChannelClosed):
+            server.recv(timeout=10)
+        # A close that hands everything on says nothing, and sets *lost to 0.
+        ch2 = c.bind(d0, name, transport="multihop")
+        svc.accept(timeout=10)
+        lost[0] = 99
+        c.ok(c.lib.mh_close_timeout(ch2, -1, lost))
+        assert lost[0] == 0
+        assert c.lib.mh_close_timeout(c.ffi.NULL, 0, lost) == CODES["MH_E_INVALID"]
+        c.lib.mh_detach(d0)
+    finally:
+        srv.detach()

@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -144,9 +144,24 @@ def test_cap_is_duplicated_and_give_away_closes_the_senders_copy(rt: mh.Runtime,
     assert peer.try_recv_with_handles() is None
 
 
+def made_by(call: Any, kind: str) -> tuple[Any, list[int]]:
+    """call()'s result, and the descriptors of `kind` it made in this process (new since before it).
+
+    Only what this library made counts: a process may hold another copy's (the plain C library the
+    C ABI tests load in this very process keeps its own table of what it made).
+    """
+    before = set(own_fds(kind))
+    out = call()
+    return out, [fd for fd in own_fds(kind) if fd not in before]
+
+
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
 def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Runtime, transport: str) -> None:
-    ch, peer, _keep = pair(rt, transport)
+    srv = rt.dispatcher(core=1)
+    svc = srv.export("caps")
+    cli, cli_segments = made_by(lambda: rt.dispatcher(core=0), "memfd:multihop:")  # its link to monitor 0
+    (ch, peer), more = made_by(lambda: (cli.bind("caps", transport=transport, timeout=10), svc.accept(timeout=10)), "memfd:multihop:")
+    _keep = (srv, svc, cli)
     good = memfd(b"good")
 
     def still_works(tag: bytes) -> None:
@@ -154,14 +169,18 @@ def test_refused_handles_name_the_reason_and_leave_the_channel_working(rt: mh.Ru
         assert peer.recv_with_handles(timeout=10) == (tag, [])
 
     # A runtime-owned handle: this process's own ring segments and control sockets, checked here
-    # first and, bypassing that, by the sending side's monitor.
-    owned = own_fds("multihop:")
-    assert owned
+    # first (every one of them, by identity) and, bypassing that, by the sending side's monitor
+    # (the ones it has seen: here the client's link, which monitor 0 maps).
+    assert cli_segments
+    for fd in cli_segments + more:
+        with pytest.raises(mh.CapSendError) as e:
+            ch.send(b"x", handles=[good, fd])
+        if e.value.reason == "not_open" and not is_open(fd):
+            continue  # a segment of this process that went away since the listing
+        assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
+        assert "runtime's shared-memory segment" in str(e.value)
     with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
-        ch.send(b"x", handles=[good, owned[0]])
-    assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
-    with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
-        ch._send_handles_unchecked(b"x", [good, owned[0]])
+        ch._send_handles_unchecked(b"x", [good, cli_segments[0]])
     assert (e.value.reason, e.value.index) == ("runtime_owned", 1)
     ctl = own_fds("socket:")
     with pytest.raises(mh.CapSendError) as e:
@@ -351,3 +370,119 @@ def test_handle_objects(tmp_path) -> None:
     assert h2.closed and not is_open(f)
     with pytest.raises(ValueError, match="not open"):
         mh.Handle(f)
+
+
+# ---- issue 26 §2, §4: repeated descriptors, and refusals that say what is wrong ------------------
+
+
+class _Passed:
+    """A descriptor passed as an object: fileno(), and a close() that counts itself and, as a handle
+    arriving in another thread would, puts something else under the freed number at once."""
+
+    def __init__(self, fd: int, stand_in: int) -> None:
+        self.fd, self.stand_in, self.closes = fd, stand_in, 0
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        self.closes += 1
+        os.close(self.fd)
+        os.dup2(self.stand_in, self.fd)  # the number is taken again, by someone else's file
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_a_repeated_descriptor_given_away_travels_per_entry_and_is_closed_once(rt: mh.Runtime, transport: str) -> None:
+    ch, peer, _keep = pair(rt, transport)
+    stand_in = os.open("/dev/null", os.O_RDONLY)
+    try:
+        # The same descriptor twice, as an object and as its number: closed once, through the object.
+        p = _Passed(memfd(b"twice"), stand_in)
+        ch.send(b"both", handles=[p, p.fd], give_away=True)
+        assert p.closes == 1, "given away once, closed once"
+        assert is_open(p.fd) and os.path.samestat(os.fstat(p.fd), os.fstat(stand_in)), "the file now under the number was closed"
+        os.close(p.fd)
+        data, hs = peer.recv_with_handles(timeout=10)
+        assert data == b"both" and [read_all(h.fileno()) for h in hs] == [b"twice", b"twice"]
+        # The same object twice.
+        q = _Passed(memfd(b"again"), stand_in)
+        ch.send(b"same object", handles=[q, q], give_away=[True, True])
+        assert q.closes == 1
+        os.close(q.fd)
+        assert [read_all(h.fileno()) for h in peer.recv_with_handles(timeout=10)[1]] == [b"again", b"again"]
+        # Given away in one entry and kept in the other: refused before anything travels.
+        fd = memfd(b"kept")
+        with pytest.raises(ValueError, match=rf"handles\[0\] and handles\[1\] are the same descriptor {fd}"):
+            ch.send(b"x", handles=[fd, fd], give_away=[True, False])
+        assert is_open(fd) and peer.try_recv_with_handles() is None
+        ch.send(b"kept twice", handles=[fd, fd])  # not given away: duplicated per entry, yours to keep
+        assert is_open(fd) and len(peer.recv_with_handles(timeout=10)[1]) == 2
+        os.close(fd)
+    finally:
+        os.close(stand_in)
+
+
+def test_handle_arguments_say_what_is_wrong(rt: mh.Runtime) -> None:
+    ch, peer, _keep = pair(rt, "multihop")
+    fd = memfd(b"x")
+    try:
+        with pytest.raises(ValueError, match=r"handles\[0\] is 1099511627776, out of range: a descriptor is an int in 0\.\.=2147483647"):
+            ch.send(b"x", handles=[2**40])
+        with pytest.raises(ValueError, match=r"handles\[1\] is -3, out of range"):
+            ch.send(b"x", handles=[fd, -3])
+        with pytest.raises(TypeError, match="give_away must be a bool or a sequence of bools"):
+            ch.send(b"x", handles=[fd], give_away="yes")
+        with pytest.raises(TypeError, match=r"give_away\[0\] must be a bool, got int"):
+            ch.send(b"x", handles=[fd], give_away=[1])
+        with pytest.raises(TypeError, match="give_away must be a bool or a sequence of bools"):
+            ch.send(b"x", handles=[fd], give_away=1)
+        with pytest.raises(ValueError, match="give_away has 2 entries for 1 handles"):
+            ch.send(b"x", handles=[fd], give_away=[True, False])
+        with pytest.raises(TypeError, match="handles must be a list of descriptors, got str"):
+            ch.send(b"x", handles="3")
+        assert is_open(fd) and peer.try_recv_with_handles() is None, "nothing travelled"
+    finally:
+        os.close(fd)
+
+
+def test_runtime_owned_is_decided_by_identity_not_by_name(rt: mh.Runtime) -> None:
+    (ch, peer, _keep), pidfds = made_by(lambda: pair(rt, "ump"), "anon_inode:[pidfd]")
+    _, segments = made_by(lambda: pair(rt, "ump", name="caps2"), "memfd:multihop:")
+    # A user's memfd named like the runtime's segments is the user's: it travels.
+    mine = os.memfd_create("multihop:mine")
+    os.write(mine, b"user data")
+    ch.send(b"named like ours", handles=[mine], give_away=True)
+    data, [h] = peer.recv_with_handles(timeout=10)
+    assert data == b"named like ours" and read_all(h.fileno()) == b"user data"
+    h.close()
+    # The library's own pidfds (it watches its peers and monitors with them) never leave.
+    assert pidfds, "the UMP end and the dispatchers watch their peers through pidfds"
+    for fd in pidfds:
+        with pytest.raises(mh.CapSendError, match="runtime's pidfd") as e:
+            ch.send(b"x", handles=[fd])
+        assert e.value.reason == "runtime_owned"
+    # A user's own pidfd (of the very same process) is the user's.
+    users = os.pidfd_open(os.getpid())
+    ch.send(b"user pidfd", handles=[users], give_away=True)
+    assert len(peer.recv_with_handles(timeout=10)[1]) == 1
+    # A duplicate of a runtime segment is the same file: refused.
+    dup = os.dup(segments[0])
+    try:
+        with pytest.raises(mh.CapSendError, match="runtime's shared-memory segment") as e:
+            ch.send(b"x", handles=[dup])
+        assert e.value.reason == "runtime_owned"
+    finally:
+        os.close(dup)
+    assert peer.try_recv_with_handles() is None
+
+
+def test_the_runtimes_own_async_bell_is_refused_as_runtime_owned(rt: mh.Runtime) -> None:
+    from multihop import _core
+
+    ch, peer, _keep = pair(rt, "multihop")
+    bell = _core.AsyncBell()
+    with pytest.raises(mh.CapSendError, match="runtime's async doorbell") as e:
+        ch.send(b"x", handles=[bell.fileno()])
+    assert (e.value.reason, e.value.index) == ("runtime_owned", 0)
+    ch.send(b"still works")
+    assert peer.recv_with_handles(timeout=10) == (b"still works", [])

@@ -58,3 +58,33 @@ def test_c_and_python_pass_descriptors_both_ways(c: C, rt: mh.Runtime, transport
         os.close(a)
         h.close()
     assert finished(p) == 0
+
+
+def test_c_a_repeated_descriptor_given_away_is_closed_once_and_must_agree(c: C, rt: mh.Runtime) -> None:
+    # Issue 26 §2 in C: fds[] may list a descriptor twice; it travels per entry and, given away, is
+    # closed once; given away in one entry and kept in another is refused before anything travels.
+    from test_capi import unique_name
+
+    name = unique_name("capi-dup")
+    srv = rt.dispatcher(1)
+    svc = srv.export(name)
+    try:
+        d0 = c.attach(rt.name, 0)
+        ch = c.bind(d0, name, transport="ump")
+        peer = svc.accept(timeout=10)
+        fd = os.memfd_create("twice")
+        os.write(fd, b"T")
+        twice = c.ffi.new("int[]", [fd, fd])
+        assert c.lib.mh_send_handles(ch, b"x", 1, twice, 2, 0b01, 1000) == CODES["MH_E_INVALID"]
+        assert f"fds[0] and fds[1] are the same descriptor {fd}" in c.err()
+        assert is_open(fd) and peer.try_recv_with_handles() is None
+        c.ok(c.lib.mh_send_handles(ch, b"both", 4, twice, 2, 0b11, 10_000))
+        assert not is_open(fd)
+        data, hs = peer.recv_with_handles(timeout=10)
+        assert data == b"both" and [os.pread(h.fileno(), 8, 0) for h in hs] == [b"T", b"T"]
+        for h in hs:
+            h.close()
+        c.lib.mh_close(ch)
+        c.lib.mh_detach(d0)
+    finally:
+        srv.detach()

@@ -16,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 import multihop as mh
-from liveness_util import until
+from liveness_util import stopped, until
 from test_batch_frames import data_counters, mh_pair
 
 _CTX = mp.get_context("spawn")
@@ -258,5 +259,176 @@ def test_with_holding_off_a_blocking_send_waits_at_the_window(rt: mh.Runtime) ->
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["4", "0"], out.stdout
+    finally:
+        srv.detach()
+
+
+# ---- a close that cannot hand what it holds to a stopped monitor (issue 26 §1) --------------------
+
+
+def _fill_link(filler: Any) -> int:
+    """Send on `filler` until the link to its (stopped) monitor has no room even for an empty
+    message (64 KiB messages, then smaller ones); how many went."""
+    sent = 0
+    for size in (65536, 4096, 256, 0):
+        for _ in range(10_000):  # bounded: a link's ring holds under 2 MiB
+            try:
+                filler.try_send(b"f" * size)
+                sent += 1
+            except mh.TxBusy as e:
+                assert "link to the monitor is full" in str(e), e
+                break
+        else:
+            raise AssertionError("the link to the monitor never filled")
+    return sent
+
+
+@contextmanager
+def _held_and_filler(rt: mh.Runtime) -> Iterator[tuple[mh.Channel, mh.Channel, mh.Channel]]:
+    """(held end, filler end, held's service end): two multi-hop channels of one client dispatcher on
+    core 0 (one link to monitor 0) to services on core 1; the held one has a window of 16, the filler
+    one of 4096 (its sends fill the link, not the window). Closed and detached on exit."""
+    with ExitStack() as stack:
+        srv = stack.enter_context(rt.dispatcher(1))
+        cli = stack.enter_context(rt.dispatcher(0))
+        tag = f"{os.getpid()}-{time.monotonic_ns()}"
+        svc_h, svc_f = srv.export(f"held-{tag}"), srv.export(f"fill-{tag}")
+        held = stack.enter_context(cli.bind(f"held-{tag}", transport="multihop", window=16, timeout=10))
+        filler = stack.enter_context(cli.bind(f"fill-{tag}", transport="multihop", window=4096, timeout=10))
+        server = stack.enter_context(svc_h.accept(timeout=10))
+        stack.enter_context(svc_f.accept(timeout=10))
+        yield held, filler, server
+
+
+def test_a_close_that_cannot_hand_held_messages_to_the_monitor_raises_held_lost(rt: mh.Runtime) -> None:
+    # The client's first-hop monitor is stopped: the window's 16 messages wait in the link, 256 more
+    # are held, and the filler channel fills the link. close() cannot hand anything on: it must say
+    # how many accepted messages are lost (it returned None, held_lost=256, before).
+    with _held_and_filler(rt) as (held, filler, server):
+        with stopped(rt.monitor_pids[0]):
+            for i in range(16 + 256):
+                held.send(i.to_bytes(4, "little"), timeout=5)
+            assert held.stats()["held"] == 256
+            assert _fill_link(filler) > 0
+            with pytest.raises(mh.HeldLost) as e:
+                held.close(timeout=0.3)
+            assert e.value.count == 256 and "256 held message(s) did not leave" in str(e.value)
+            assert isinstance(e.value, mh.MultihopError)
+            assert held.closed and held.stats()["held_lost"] == 256 and held.stats()["held"] == 0
+            held.close(timeout=0.3)  # idempotent: already closed, nothing more to say
+        # The monitor runs again: the window's 16 arrive, then the end of the channel.
+        assert _drain(server, 16) == [i.to_bytes(4, "little") for i in range(16)]
+        with pytest.raises(mh.ChannelClosed):
+            server.recv(timeout=10)
+
+
+def test_a_with_block_that_raised_gets_held_lost_as_a_warning(rt: mh.Runtime) -> None:
+    with _held_and_filler(rt) as (held, filler, _server):
+        with stopped(rt.monitor_pids[0]):
+            for i in range(16 + 10):
+                held.send(bytes([i]), timeout=5)
+            _fill_link(filler)
+            with pytest.warns(RuntimeWarning, match="10 held message"), pytest.raises(KeyError):
+                with held:
+                    raise KeyError("the block's own error goes on")
+            assert held.closed and held.stats()["held_lost"] == 10
+
+
+def test_close_timeout_is_checked(rt: mh.Runtime) -> None:
+    with mh_pair(rt) as (_, client, _, _server):
+        with pytest.raises(ValueError, match="timeout must be >= 0"):
+            client.close(timeout=-1)
+        assert not client.closed
+        client.close(timeout=None)  # no limit: a live monitor takes everything at once
+        assert client.closed
+
+
+_LOSER = (
+    "import gc, sys, threading, multihop as mh\n"
+    "rt = mh.Runtime.attach(sys.argv[1]); d = rt.dispatcher(0)\n"
+    "held = d.bind(sys.argv[2], transport='multihop', window=2, timeout=10)\n"
+    "filler = d.bind(sys.argv[3], transport='multihop', window=4096, timeout=10)\n"
+    "print('bound', flush=True); sys.stdin.readline()\n"  # the parent stops monitor 0 meanwhile
+    "for i in range(2 + 256):\n"
+    "    held.send(i.to_bytes(4, 'little'), timeout=5)\n"
+    "for size in (65536, 4096, 256, 0):\n"
+    "    for _ in range(10_000):\n"
+    "        try:\n"
+    "            filler.try_send(b'f' * size)\n"
+    "        except mh.TxBusy:\n"
+    "            break\n"
+    "print('held', held.stats()['held'], flush=True)\n"
+    "if sys.argv[4] == 'drop':\n"
+    "    del held; gc.collect()\n"
+    "else:\n"  # never closed nor dropped: a daemon thread keeps it
+    "    threading.Thread(target=lambda c=held: threading.Event().wait(), daemon=True).start()\n"
+    "print('done', flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("how", ["exit", "drop"])
+def test_held_messages_lost_without_a_close_are_said_on_stderr(rt: mh.Runtime, how: str) -> None:
+    # Nobody can be told with an exception at exit (the atexit hook) or when an unclosed end is
+    # collected: the loss is said on stderr, with the count.
+    tag = f"{os.getpid()}-{how}"
+    srv = rt.dispatcher(1)
+    svcs = [srv.export(f"lost-{tag}"), srv.export(f"fill-{tag}")]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LOSER, rt.name, f"lost-{tag}", f"fill-{tag}", how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent,
+    )
+    try:
+        ends = [svc.accept(timeout=20) for svc in svcs]
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().split() == ["bound"]
+        with stopped(rt.monitor_pids[0]):
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        assert out.split() == ["held", "256", "done"], out
+        assert "multihop: warning:" in err and "256" in err and "lost" in err, err
+        del ends
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        srv.detach()
+
+
+def test_detach_sends_what_its_channels_hold_and_says_what_it_could_not(rt: mh.Runtime, capfd: Any) -> None:
+    # A dispatcher's multi-hop channels end with its detach: what they held for their next credit
+    # goes first (it was lost quietly), and what cannot go (the monitor stopped) is said on stderr.
+    srv = rt.dispatcher(1)
+    try:
+        svc = srv.export(f"detach-held-{os.getpid()}")
+        cli = rt.dispatcher(0)
+        ch = cli.bind(svc.name, transport="multihop", window=2, timeout=10)
+        server = svc.accept(timeout=10)
+        for i in range(2 + 50):
+            ch.send(i.to_bytes(4, "little"), timeout=5)
+        assert ch.stats()["held"] == 50
+        cli.detach()
+        assert _drain(server, 52) == [i.to_bytes(4, "little") for i in range(52)]
+        with pytest.raises(mh.ChannelClosed):
+            server.recv(timeout=10)
+        capfd.readouterr()
+        # The same with the monitor stopped and the link full: nothing can go, and it is said.
+        cli2 = rt.dispatcher(0)
+        held = cli2.bind(svc.name, transport="multihop", window=2, timeout=10)
+        filler = cli2.bind(svc.name, transport="multihop", window=4096, timeout=10)
+        ends = [svc.accept(timeout=10), svc.accept(timeout=10)]
+        with stopped(rt.monitor_pids[0]):
+            for i in range(2 + 30):
+                held.send(bytes([i]), timeout=5)
+            _fill_link(filler)
+            cli2.detach()
+        err = capfd.readouterr().err
+        assert "multihop: warning: detaching from monitor 0: 30 message(s) held" in err, err
+        del ends
     finally:
         srv.detach()

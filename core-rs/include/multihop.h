@@ -60,6 +60,8 @@ extern "C" {
 #define MH_E_EXISTS -13    /* a live runtime of that name exists */
 #define MH_E_CAP -14       /* handles refused (runtime-owned, not open, too many, no room at the
                             * receiver, receiving end closed); mh_last_error says which and why */
+#define MH_E_HELD_LOST -15 /* mh_close: the channel is closed and freed, but messages held for the
+                            * next credit did not leave (the monitor took nothing in time): lost */
 
 /* Most handles (file descriptors) one message carries. */
 #define MH_MAX_HANDLES 32
@@ -132,8 +134,12 @@ int mh_send_batch(mh_channel *ch, const void *const *msgs, const size_t *lens, s
  * arrive with exactly this message, in channel order; the call returns once the receiver holds
  * them and the message is written. A handle is duplicated (you keep your descriptor) unless bit i
  * of `give_away_mask` is set: then fds[i] is closed once the send went (Flounder's give_away_cap).
- * MH_E_CAP if one is refused (a runtime's own segment, doorbell or control socket; not open; too
- * many; the receiver has no room): nothing was sent, the channel goes on, you keep every handle.
+ * A descriptor listed more than once travels once per entry and, given away, is closed once; its
+ * entries must agree on giving it away (else MH_E_INVALID, nothing sent).
+ * MH_E_CAP if one is refused (one of the runtime's own descriptors, known by identity: a segment,
+ * doorbell, control socket, peer pidfd or async doorbell, duplicates included; not open; an io_uring
+ * instance, which the kernel does not pass; too many; the receiver has no room): nothing was sent,
+ * the channel goes on, you keep every handle.
  * timeout_ms < 0 waits without limit. nfds 0 is mh_send. */
 int mh_send_handles(mh_channel *ch, const void *data, size_t len, const int *fds, size_t nfds,
                     uint64_t give_away_mask, int64_t timeout_ms);
@@ -153,8 +159,16 @@ int mh_flush(mh_channel *ch, int64_t timeout_ms, size_t *unconsumed);
  * and tells the monitor the moment it knows (it then forgets the channel). */
 int mh_closed(const mh_channel *ch);
 /* Close this end (the peer reads what was sent, then gets MH_E_CLOSED) and free the handle.
- * NULL gives MH_E_INVALID. */
+ * NULL gives MH_E_INVALID. A multi-hop end first hands the messages it holds for the next credit
+ * (see mh_send) to its monitor, waiting up to 5 s for room on the link; if some did not leave (the
+ * monitor took nothing: stopped or overloaded) they are lost and mh_close returns MH_E_HELD_LOST
+ * (mh_last_error says how many). The handle is freed whatever it returns. A channel already over
+ * (the peer closed it or died) loses what it held with it, without an error, as messages in
+ * flight are: mh_flush first says whether everything was consumed. */
 int mh_close(mh_channel *ch);
+/* mh_close, waiting up to `timeout_ms` (< 0: no limit) for room for the held messages; `*lost`
+ * (if not NULL) is set to how many did not leave (0 unless MH_E_HELD_LOST). */
+int mh_close_timeout(mh_channel *ch, int64_t timeout_ms, size_t *lost);
 /* The largest message the channel carries, in bytes (0 for NULL). */
 size_t mh_max_message(const mh_channel *ch);
 

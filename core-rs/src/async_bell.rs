@@ -128,6 +128,8 @@ fn map(fd: RawFd, len: usize, off: i64) -> io::Result<Map> {
 
 /// A two-entry io_uring used for one futex wait at a time.
 struct Uring {
+    /// The runtime's own (`caps::owned`): never sent as a handle. Before `fd`: forgotten first.
+    _owned: crate::caps::owned::Mark,
     fd: OwnedFd,
     sq: Map,
     cq: Map,
@@ -152,7 +154,8 @@ impl Uring {
         let sq = map(fd.as_raw_fd(), p.sq_off.array as usize + p.sq_entries as usize * 4, IORING_OFF_SQ_RING)?;
         let cq = map(fd.as_raw_fd(), p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<Cqe>(), IORING_OFF_CQ_RING)?;
         let sqes = map(fd.as_raw_fd(), p.sq_entries as usize * std::mem::size_of::<Sqe>(), IORING_OFF_SQES)?;
-        Ok(Uring { fd, sq, cq, sqes, p })
+        let _owned = crate::caps::owned::Mark::file(fd.as_raw_fd(), crate::caps::owned::Kind::AsyncBell);
+        Ok(Uring { _owned, fd, sq, cq, sqes, p })
     }
 
     fn u32_at(m: &Map, off: u32) -> &AtomicU32 {
@@ -227,6 +230,8 @@ enum Engine {
     Uring(Uring),
     /// A bridge thread parks on the doorbell and writes this eventfd.
     Bridge {
+        /// The runtime's own (`caps::owned`). Before `efd`: forgotten first.
+        _owned: crate::caps::owned::Mark,
         efd: Arc<OwnedFd>,
         wanted: Arc<(Mutex<Option<u32>>, std::sync::Condvar)>,
         stop: Arc<AtomicBool>,
@@ -290,7 +295,8 @@ impl AsyncBell {
             .name("mh-async-bell".into())
             .spawn(move || bridge_loop(&b, &e, &w, &s))
             .map_err(|e| Error::os("spawn the async doorbell's bridge thread", e))?;
-        Ok(Engine::Bridge { efd, wanted, stop })
+        let _owned = crate::caps::owned::Mark::file(efd.as_raw_fd(), crate::caps::owned::Kind::AsyncBell);
+        Ok(Engine::Bridge { _owned, efd, wanted, stop })
     }
 
     /// The descriptor to watch for readability.

@@ -39,6 +39,7 @@ pub const MH_E_OS: c_int = -11;
 pub const MH_E_INTERNAL: c_int = -12;
 pub const MH_E_EXISTS: c_int = -13;
 pub const MH_E_CAP: c_int = -14;
+pub const MH_E_HELD_LOST: c_int = -15;
 
 /// The one map from engine error kinds to C return codes.
 pub fn code_of(kind: ErrorKind) -> c_int {
@@ -58,6 +59,7 @@ pub fn code_of(kind: ErrorKind) -> c_int {
         // system call outside them: report it as the OS failure it is.
         ErrorKind::Os | ErrorKind::Interrupted => MH_E_OS,
         ErrorKind::CapSend => MH_E_CAP,
+        ErrorKind::HeldLost => MH_E_HELD_LOST,
     }
 }
 
@@ -79,6 +81,7 @@ fn describe(code: c_int) -> &'static CStr {
         MH_E_INTERNAL => c"internal error in libmultihop_core",
         MH_E_EXISTS => c"a live runtime of that name exists",
         MH_E_CAP => c"handles refused (runtime-owned, not open, too many, or no room at the receiver)",
+        MH_E_HELD_LOST => c"closed, but messages held for the next credit did not leave (the monitor took nothing in time)",
         _ => c"unknown error code",
     }
 }
@@ -455,10 +458,20 @@ pub unsafe extern "C" fn mh_send_handles(
         if fds.is_empty() {
             return ch.send_blocking(&[msg], (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
         }
+        let given = |i: usize| i < 64 && give_away_mask & (1 << i) != 0;
+        // A repeated descriptor travels once per entry and is closed once: its entries must agree.
+        for (i, fd) in fds.iter().enumerate() {
+            if let Some(j) = fds[..i].iter().enumerate().position(|(j, f)| f == fd && given(j) != given(i)) {
+                return Err(Error::invalid(format!(
+                    "mh_send_handles: fds[{j}] and fds[{i}] are the same descriptor {fd}, given away in one and kept in the other \
+                     (a repeated descriptor is given away in all its entries or in none)"
+                )));
+            }
+        }
         ch.send_with_handles(msg, fds, deadline(timeout_ms), &mut || Ok(()))?;
         for (i, fd) in fds.iter().enumerate() {
-            if i < 64 && give_away_mask & (1 << i) != 0 {
-                libc::close(*fd); // given away: the send went
+            if given(i) && !fds[..i].contains(fd) {
+                libc::close(*fd); // given away: the send went (once, however often it was listed)
             }
         }
         Ok(())
@@ -643,14 +656,30 @@ pub unsafe extern "C" fn mh_closed(ch: *const mh_channel) -> c_int {
 /// `ch` NULL or a live channel handle, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn mh_close(ch: *mut mh_channel) -> c_int {
-    guard("mh_close", || {
+    mh_close_timeout(ch, crate::mhchannel::CLOSE_HELD_WAIT.as_millis() as i64, std::ptr::null_mut())
+}
+
+/// # Safety
+/// `ch` NULL or a live channel handle, not used again; `lost` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn mh_close_timeout(ch: *mut mh_channel, timeout_ms: i64, lost: *mut usize) -> c_int {
+    let mut n = 0usize;
+    let rc = guard("mh_close", || {
         if ch.is_null() {
             return Err(null("mh_close", "ch"));
         }
         let ch = Box::from_raw(ch);
-        ch.ch.close();
-        Ok(())
-    })
+        let wait = (timeout_ms >= 0).then(|| duration(timeout_ms));
+        let r = ch.ch.close_within(wait, &mut || Ok(()));
+        if let Err(Error { progress: Some(Progress::Lost(k)), .. }) = &r {
+            n = *k;
+        }
+        r
+    });
+    if let Some(l) = lost.as_mut() {
+        *l = n;
+    }
+    rc
 }
 
 /// # Safety
@@ -686,8 +715,22 @@ mod tests {
     #[test]
     fn every_kind_has_a_distinct_code_with_a_description() {
         use ErrorKind::*;
-        let kinds =
-            [RuntimeNotFound, RuntimeExists, Monitor, Export, Bind, ChannelClosed, TxBusy, Timeout, MessageTooLarge, Protocol, InvalidArgument, Os];
+        let kinds = [
+            RuntimeNotFound,
+            RuntimeExists,
+            Monitor,
+            Export,
+            Bind,
+            ChannelClosed,
+            TxBusy,
+            Timeout,
+            MessageTooLarge,
+            Protocol,
+            InvalidArgument,
+            Os,
+            CapSend,
+            HeldLost,
+        ];
         let mut codes: Vec<c_int> = kinds.iter().map(|k| code_of(*k)).collect();
         codes.sort();
         codes.dedup();

@@ -328,6 +328,11 @@ impl Msg {
     }
 }
 
+/// The request id a message carries (0 if it carries none), for a failure answering it.
+pub fn req_of(msg: &Msg) -> u64 {
+    serde_json::to_value(msg).ok().and_then(|v| v.get("req")?.as_u64()).unwrap_or(0)
+}
+
 /// Send a message with descriptors on a connected socket.
 pub fn send(sock: &SeqSocket, msg: &Msg, fds: &[RawFd]) -> Result<()> {
     sock.send(&msg.encode(), fds).map_err(|e| Error::new(ErrorKind::Monitor, format!("control send failed: {e}")))
@@ -347,7 +352,7 @@ pub fn recv(sock: &SeqSocket) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
 pub fn recv_at_most(sock: &SeqSocket, limit: usize) -> Result<Option<(Msg, Vec<OwnedFd>)>> {
     match recv_keeping_truncated(sock, limit)? {
         None => Ok(None),
-        Some((_, _, true)) => Err(Error::protocol("bad control frame: its descriptors were truncated")),
+        Some((msg, _, true)) => Err(Error::descriptors_cut(format!("control frame {}", msg.op()))),
         Some((msg, fds, false)) => Ok(Some((msg, fds))),
     }
 }
@@ -375,10 +380,12 @@ pub fn connect(path: &Path, role: Role, core: u32) -> Result<(SeqSocket, u32)> {
 /// Connect to a monitor socket and say hello, waiting up to `timeout` for
 /// the answer (a stopped monitor accepts connections but never answers).
 pub fn connect_within(path: &Path, role: Role, core: u32, timeout: Duration) -> Result<(SeqSocket, u32)> {
-    let sock = SeqSocket::connect(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => {
+    let sock = SeqSocket::connect(path).map_err(|e| match (e.kind(), e.raw_os_error()) {
+        (std::io::ErrorKind::PermissionDenied, _) => {
             Error::new(ErrorKind::Monitor, format!("permission denied: the monitor at {} belongs to another user", path.display()))
         }
+        // No descriptor left for the socket: say which limit, not that the runtime is missing.
+        (_, Some(libc::EMFILE | libc::ENFILE)) => Error::os(format_args!("cannot open a socket to the monitor at {}", path.display()), e),
         _ => Error::new(ErrorKind::RuntimeNotFound, format!("cannot reach monitor at {}: {e}", path.display())),
     })?;
     let timeout = timeout.max(Duration::from_millis(1));

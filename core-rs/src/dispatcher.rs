@@ -98,23 +98,30 @@ pub struct BindOptions {
 }
 
 impl BindOptions {
+    /// The largest message a channel of `transport` may carry ("auto": what both carry).
+    pub fn max_message_limit(transport: &str) -> Result<usize> {
+        match transport {
+            "ump" => Ok(LIMIT_MAX_MESSAGE),
+            "multihop" => Ok(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
+            "auto" => Ok(LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES)),
+            other => Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
+        }
+    }
+
     /// Check every argument, with the same ranges on both transports where
     /// they mean the same thing.
     pub fn check(&self) -> Result<()> {
-        let limit = match self.transport.as_str() {
-            "ump" => LIMIT_MAX_MESSAGE,
-            "multihop" => LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES,
-            // Either may be chosen: what both carry.
-            "auto" => LIMIT_MAX_MESSAGE.min(LINK_MAX_MESSAGE - crate::wire::HEADER_BYTES),
-            other => return Err(Error::invalid(format!("transport must be \"ump\", \"multihop\" or \"auto\", got {other:?}"))),
-        };
+        let limit = Self::max_message_limit(&self.transport)?;
         if let Some(m) = self.max_message {
             if m == 0 || m > limit {
-                return Err(Error::invalid(format!("max_message must be in 1..={limit} on a {} channel, got {m}", self.transport)));
+                return Err(Error::invalid(format!("max_message must be from 1 to {limit} bytes on a {} channel, got {m}", self.transport)));
             }
         }
         if self.window == 0 || self.window > MAX_WINDOW {
-            return Err(Error::invalid(format!("window must be in 1..={MAX_WINDOW}, got {}", self.window)));
+            return Err(Error::invalid(format!(
+                "window must be from 1 to {MAX_WINDOW} (the most messages in flight on the channel, each way), got {}",
+                self.window
+            )));
         }
         Ok(())
     }
@@ -296,7 +303,7 @@ impl Dispatcher {
     /// whether to take each connection.
     pub fn export(&self, name: &str, backlog: usize, on_connect: Option<crate::service::OnConnect>) -> Result<Service> {
         if backlog == 0 || backlog > MAX_BACKLOG {
-            return Err(Error::invalid(format!("backlog must be in 1..={MAX_BACKLOG}, got {backlog}")));
+            return Err(Error::invalid(format!("backlog must be from 1 to {MAX_BACKLOG} connections, got {backlog}")));
         }
         let acceptor = Acceptor::of(self)?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -372,6 +379,18 @@ impl Dispatcher {
         for iref in irefs {
             self.withdraw(iref);
         }
+        // Its multi-hop channels end with the link: what they hold for their next credit goes first.
+        if let Some(link) = self.inner.link.get() {
+            let lost = link.send_held_before_end(crate::mhchannel::DROP_HELD_WAIT);
+            if lost > 0 {
+                crate::held::warn_lost(&format!(
+                    "detaching from monitor {}: {lost} message(s) held on its multi-hop channels did not leave (the monitor took \
+                     nothing from the link for {} s): they are lost; close() the channels first to be told, with an error",
+                    self.inner.core,
+                    crate::mhchannel::DROP_HELD_WAIT.as_secs()
+                ));
+            }
+        }
         if !self.inner.detached.swap(true, Ordering::Relaxed) {
             self.inner.sock.shutdown();
         }
@@ -411,7 +430,14 @@ fn read_loop(inner: std::sync::Weak<Inner>, sock: SeqSocket) {
         match got {
             // Only a message's handles may arrive short (the receiver refuses them).
             Ok(Some((msg @ Msg::Cap { .. }, fds, truncated))) => dispatch_cap(&me, msg, fds, truncated),
-            Ok(Some((_, _, true))) => continue,
+            // A reply whose descriptors our full table dropped: its request fails now, saying why.
+            Ok(Some((msg, _, true))) => {
+                let req = control::req_of(&msg);
+                if let Some(tx) = lock(&me.waiters).remove(&req) {
+                    let e = Error::descriptors_cut(format!("the monitor's answer {}", msg.op()));
+                    let _ = tx.send((Msg::fail(req, &e), vec![]));
+                }
+            }
             Ok(Some((msg, fds, false))) => dispatch(&me, msg, fds),
             Err(e) if e.kind == ErrorKind::Protocol => continue,
             Ok(None) | Err(_) => {

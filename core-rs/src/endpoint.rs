@@ -13,6 +13,10 @@ use crate::channel::{ChannelInfo, UmpChannel, Waited, Want};
 use crate::error::{Error, ErrorKind, Progress, Result};
 use crate::mhchannel::MhChannel;
 
+// A UMP end is the larger (its ring, the peer's doorbell and its pidfd, each with an identity mark:
+// `caps::owned`); an Endpoint is made once per channel and lives behind an Arc, and boxing the UMP end
+// would put a pointer chase on its hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum Endpoint {
     Ump(UmpChannel),
     Multihop(MhChannel),
@@ -124,8 +128,24 @@ impl Endpoint {
         Error::timeout(format!("flush timed out: {n} of the messages sent were not consumed by the peer yet")).with_progress(Progress::Unconsumed(n))
     }
 
+    /// Close this end; a multi-hop end that could not hand what it held to
+    /// its monitor says so on stderr (see `close_within` to be told).
     pub fn close(&self) {
         both!(self, c => c.close())
+    }
+
+    /// Close this end, trying for `wait` (None: no limit) to hand what a
+    /// multi-hop end holds for its next credit to its monitor: Err(HeldLost)
+    /// with their count if some did not leave (`MhChannel::close_within`);
+    /// `interrupt` runs between waits. The end is closed either way.
+    pub fn close_within(&self, wait: Option<Duration>, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        match self {
+            Endpoint::Ump(c) => {
+                c.close();
+                Ok(())
+            }
+            Endpoint::Multihop(c) => c.close_within(wait, interrupt),
+        }
     }
 
     pub fn set_on_close(&self, f: crate::channel::CloseHook) {

@@ -30,6 +30,14 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("MULTIHOP_HOLD").map_or(true, |v| v.trim() != "0"))
 }
 
+/// Say on stderr that held messages were lost where no caller can be told
+/// (an end dropped without a close, the exit hook): one line, `multihop:`
+/// first, as a C library's warning would be.
+pub fn warn_lost(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "multihop: warning: {what}");
+}
+
 /// Most frames an end holds: with every credit in use a blocking send
 /// returns at once for up to this many frames' worth of messages (256 small
 /// ones), so a sender and its receiver trade a window's worth of credits per

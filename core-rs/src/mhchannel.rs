@@ -27,8 +27,15 @@ use crate::wire::{encode_batch, Header, Kind, BATCH_ENTRY_BYTES, BATCH_PREFIX_BY
 
 pub use crate::mhlink::LINK_MAX_MESSAGE;
 
-/// How long `close` waits for room on the link for what it held (`send_held_closing`).
-const CLOSE_HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a close tries by default to hand what its end held to the
+/// monitor (`close_within`, `send_held_closing`): a live monitor drains its
+/// link in microseconds; one at idle priority on a loaded machine may not
+/// run for a second or more.
+pub const CLOSE_HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The same for an end dropped without a close (`Drop`, with Python's lock
+/// held maybe): shorter, and a loss is only said on stderr.
+pub const DROP_HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Largest credit window a bind may ask for.
 pub const MAX_WINDOW: u32 = 4096;
@@ -786,19 +793,40 @@ impl MhChannel {
         Ok(false)
     }
 
-    /// Close this end: a TEARDOWN follows the data already sent, in band.
-    /// If the link to the monitor is full, the close hook asks the monitor
-    /// (over the control socket) to send it once it has drained the link,
-    /// which keeps it behind the data and never blocks here. No TEARDOWN
-    /// when the channel is already over (the path is gone). Idempotent.
+    /// Close this end as `close_within` does, trying for `DROP_HELD_WAIT` to
+    /// hand what it holds to the monitor; one that could not says so on
+    /// stderr (what `Drop` and other callers that cannot be told use).
     pub fn close(&self) {
+        if let Err(e) = self.close_within(Some(DROP_HELD_WAIT), &mut || Ok(())) {
+            crate::held::warn_lost(&e.message);
+        }
+    }
+
+    /// Close this end: what it holds for the next credit goes first
+    /// (`send_held_closing`), then a TEARDOWN follows the data, in band.
+    /// If the link to the monitor is full, the close hook asks the monitor
+    /// (over the control socket) to send the TEARDOWN once it has drained
+    /// the link, which keeps it behind the data and never blocks here. No
+    /// TEARDOWN when the channel is already over (the path is gone).
+    ///
+    /// Err(HeldLost) when held messages did not leave because the monitor
+    /// took nothing from the link for `wait` (None: no limit), with their
+    /// count; an error of `interrupt` (run between waits) ends the wait the
+    /// same way and is returned. Either way the end is closed. A channel
+    /// already over loses what it held with it (counted in `held_lost`, no
+    /// error: its next call said ChannelClosed, as for messages in flight).
+    /// Idempotent: Ok once closed.
+    pub fn close_within(&self, wait: Option<std::time::Duration>, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         if self.closed_here.swap(true, Ordering::Relaxed) {
-            return;
+            return Ok(());
         }
         let over = self.link.is_dead() || lock(&self.shared.state).peer_closed;
-        if !over {
-            self.send_held_closing();
-        }
+        let outcome = if over {
+            self.forget_held();
+            Ok(())
+        } else {
+            self.send_held_closing(wait, interrupt)
+        };
         let hdr = self.header(Kind::Teardown, 0);
         let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
         self.link.unregister(self.vci_in);
@@ -812,19 +840,37 @@ impl MhChannel {
         }
         // Wake our own waiters on this channel (another thread, an event loop), as a UMP end does.
         self.link.ring().doorbell().ring();
+        outcome
+    }
+
+    /// The channel is over: what this end held can never leave. Counted in
+    /// `held_lost`; returns how many.
+    fn forget_held(&self) -> u32 {
+        let mut st = lock(&self.shared.state);
+        let n = st.held.count();
+        st.held_lost += u64::from(n);
+        st.held.clear();
+        n
     }
 
     /// Closing: what this end holds for the next credit goes now, beyond
     /// the window, right before the TEARDOWN. If the link to the monitor has
     /// no room it waits for some (the monitor drains its links whatever the
-    /// credits say) up to `CLOSE_HELD_WAIT`; a monitor that takes nothing
-    /// for that long (stopped) loses those messages, counted in `held_lost`.
-    fn send_held_closing(&self) {
-        let deadline = Instant::now() + CLOSE_HELD_WAIT;
+    /// credits say) up to `wait`; a monitor that takes nothing for that long
+    /// (stopped) loses those messages: counted in `held_lost` and returned
+    /// as HeldLost. The channel ending meanwhile loses them without an error
+    /// (see `close_within`).
+    fn send_held_closing(&self, wait: Option<std::time::Duration>, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let deadline = wait.map(|w| Instant::now() + w);
         loop {
             let mut st = lock(&self.shared.state);
-            if st.held.is_empty() || st.peer_closed {
-                return;
+            if st.held.is_empty() {
+                return Ok(());
+            }
+            if st.peer_closed {
+                drop(st);
+                self.forget_held();
+                return Ok(());
             }
             let r = self.shared.write_held(&mut st, self.link.ring(), true);
             let len = st.held.front().map_or(0, |f| f.0.len());
@@ -832,22 +878,45 @@ impl MhChannel {
                 self.link.wake_monitor(); // what went may be what the monitor needs to drain the link
             }
             match r {
-                Ok(w) if w.empty => return,
-                Ok(_) if Instant::now() < deadline => {}
-                Ok(_) | Err(_) => {
-                    let n = u64::from(st.held.count());
-                    st.held_lost += n;
-                    st.held.clear();
-                    return;
+                Ok(w) if w.empty => return Ok(()),
+                Ok(_) => {}
+                Err(_) => {
+                    // The link broke: the monitor is gone, and the channel with it.
+                    drop(st);
+                    self.forget_held();
+                    return Ok(());
                 }
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                drop(st);
+                let n = self.forget_held();
+                let secs = wait.map_or(0.0, |w| w.as_secs_f64());
+                return Err(Error::new(
+                    ErrorKind::HeldLost,
+                    format!(
+                        "closing multi-hop channel {:#x} to {:?}: {n} held message(s) did not leave: this core's monitor took nothing \
+                         from the link for {secs} s (stopped or overloaded); they are lost, and the channel is closed",
+                        self.info.id, self.info.service
+                    ),
+                )
+                .with_progress(Progress::Lost(n as usize)));
             }
             drop(st);
             let bell = self.link.ring().doorbell().clone();
             let room = len + HEADER_BYTES;
-            wait_until(&bell, &self.parks, relay_spin_budget(), Some(deadline), &mut || self.link.ring().want_room(room), &mut || {
+            let waited = wait_until(&bell, &self.parks, relay_spin_budget(), deadline, &mut || self.link.ring().want_room(room), &mut || {
                 self.link.pump();
                 self.link.is_dead()
             });
+            if waited != Waited::Ready {
+                if let Err(e) = interrupt() {
+                    let n = self.forget_held();
+                    return Err(Error::new(
+                        e.kind,
+                        format!("{}; closing multi-hop channel {:#x}: {n} held message(s) did not leave and are lost", e.message, self.info.id),
+                    ));
+                }
+            }
         }
     }
 

@@ -251,6 +251,11 @@ struct Flusher {
 }
 
 impl Flusher {
+    /// Messages the ends of this link still hold, of channels not over.
+    fn held_count(&self) -> u64 {
+        lock(&self.holding).iter().filter_map(Weak::upgrade).map(|s| u64::from(lock(&s.state).held.count())).sum()
+    }
+
     /// Send every held frame of the holding ends that can go now (with
     /// `closing`, beyond the window, as `close` does), and forget the ends
     /// that hold nothing any more (or are gone). (a frame went, something is
@@ -335,6 +340,29 @@ impl DispatcherLink {
         &self.link
     }
 
+    /// The link is about to end (its dispatcher detaches): send every frame its ends hold, beyond
+    /// the window as a close does, waiting up to `wait` for room (the monitor drains the link before
+    /// it tears the channels down). Returns how many held messages did not leave.
+    pub(crate) fn send_held_before_end(&self, wait: std::time::Duration) -> u64 {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.is_dead() {
+                return self.flusher.held_count();
+            }
+            let (sent, left) = self.flusher.send_held(&self.link, true);
+            if sent {
+                self.wake_monitor();
+            }
+            if !left {
+                return 0;
+            }
+            if std::time::Instant::now() > deadline {
+                return self.flusher.held_count();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Largest payload of a multi-hop message on this link.
     pub fn max_payload(&self) -> usize {
         self.link.max_message() - HEADER_BYTES
@@ -409,6 +437,9 @@ impl DispatcherLink {
     }
 }
 
+/// How long the exit hook tries to hand held messages to the monitors.
+const AT_EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Every link of this process that ever held messages (its flusher and the link), for the exit hook.
 static HOLDING_LINKS: Mutex<Vec<(Arc<Flusher>, Weak<DispatcherLink>)>> = Mutex::new(Vec::new());
 
@@ -424,22 +455,36 @@ fn at_exit_send_held() {
             // A panic must not unwind into C's exit path.
             let _ = std::panic::catch_unwind(|| {
                 let links: Vec<_> = lock(&HOLDING_LINKS).iter().filter_map(|(f, l)| Some((f.clone(), l.upgrade()?))).collect();
+                let mut lost = 0u64;
                 for (flusher, link) in links {
                     if link.is_dead() {
+                        lost += flusher.held_count();
                         continue;
                     }
                     // A link that is full now is drained by its monitor at once: a few tries, 100 ms at most.
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+                    let deadline = std::time::Instant::now() + AT_EXIT_WAIT;
                     loop {
                         let (sent, left) = flusher.send_held(&link.link, true);
                         if sent {
                             link.wake_monitor();
                         }
-                        if !left || std::time::Instant::now() > deadline {
+                        if !left {
+                            break;
+                        }
+                        if std::time::Instant::now() > deadline {
+                            lost += flusher.held_count();
                             break;
                         }
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }
+                }
+                if lost > 0 {
+                    crate::held::warn_lost(&format!(
+                        "the process exits with {lost} message(s) held on unclosed multi-hop channels that did not leave \
+                         (the monitor took nothing from the link for {} ms, or the channel was over): they are lost; \
+                         close() channels before exit to be told, with an error",
+                        AT_EXIT_WAIT.as_millis()
+                    ));
                 }
             });
         }

@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 /// A handle on another process that tells whether it is still alive.
 pub struct PeerWatch {
     pid: u32,
+    /// The runtime's own (`caps::owned`): never sent as a handle. Before `pidfd`: forgotten first.
+    _owned: crate::caps::owned::Mark,
     pidfd: Option<OwnedFd>,
     /// Latched once the peer is seen dead; read and written only with
     /// Relaxed: it is a cache of the pidfd's state, not a publication.
@@ -37,11 +39,13 @@ impl PeerWatch {
         let fd = match rustix::process::pidfd_open(target, rustix::process::PidfdFlags::empty()) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::SRCH) => {
-                return Ok(PeerWatch { pid, pidfd: None, dead: AtomicBool::new(true), last_check_ns: AtomicU64::new(0) });
+                let _owned = crate::caps::owned::Mark::none();
+                return Ok(PeerWatch { pid, _owned, pidfd: None, dead: AtomicBool::new(true), last_check_ns: AtomicU64::new(0) });
             }
             Err(e) => return Err(Error::os(format_args!("pidfd_open({pid})"), e.into())),
         };
-        Ok(PeerWatch { pid, pidfd: Some(fd), dead: AtomicBool::new(false), last_check_ns: AtomicU64::new(0) })
+        let _owned = crate::caps::owned::Mark::file(std::os::fd::AsRawFd::as_raw_fd(&fd), crate::caps::owned::Kind::Pidfd);
+        Ok(PeerWatch { pid, _owned, pidfd: Some(fd), dead: AtomicBool::new(false), last_check_ns: AtomicU64::new(0) })
     }
 
     pub fn pid(&self) -> u32 {

@@ -40,6 +40,8 @@ fn required_seals() -> SealFlags {
 
 /// A mapped memfd segment. Unmapped and closed on drop.
 pub struct Segment {
+    /// The runtime's own (`caps::owned`): never sent as a handle. Before `fd`: forgotten first.
+    _owned: crate::caps::owned::Mark,
     ptr: NonNull<u8>,
     len: usize,
     fd: OwnedFd,
@@ -89,7 +91,8 @@ impl Segment {
         // it replaces no memory of ours; it lives until Drop unmaps it.
         let ptr = unsafe { mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, &fd, 0) }
             .map_err(|e| Error::os(format_args!("mmap {len} bytes"), e.into()))?;
-        Ok(Segment { ptr: NonNull::new(ptr.cast::<u8>()).expect("mmap returned null"), len, fd })
+        let _owned = crate::caps::owned::Mark::inode(fd.as_raw_fd(), crate::caps::owned::Kind::Segment);
+        Ok(Segment { _owned, ptr: NonNull::new(ptr.cast::<u8>()).expect("mmap returned null"), len, fd })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {

@@ -59,6 +59,8 @@ pub const PIECE_LAST: u8 = 1;
 
 /// A connected SEQPACKET socket.
 pub struct SeqSocket {
+    /// The runtime's own (`caps::owned`): never sent as a handle. Before `fd`: forgotten first.
+    _owned: crate::caps::owned::Mark,
     fd: OwnedFd,
     /// Held while one frame's pieces are sent, so two threads sending on
     /// one socket never interleave pieces.
@@ -67,6 +69,7 @@ pub struct SeqSocket {
 
 /// A listening SEQPACKET socket bound to a path.
 pub struct SeqListener {
+    _owned: crate::caps::owned::Mark,
     fd: OwnedFd,
 }
 
@@ -110,7 +113,7 @@ impl SeqListener {
         let addr = sockaddr(path)?;
         rustix::net::bind(&fd, &addr).map_err(|e| Error::os(format_args!("bind {}", path.display()), e.into()))?;
         rustix::net::listen(&fd, 1024).map_err(|e| Error::os("listen", e.into()))?;
-        Ok(SeqListener { fd })
+        Ok(SeqListener { _owned: crate::caps::owned::Mark::inode(fd.as_raw_fd(), crate::caps::owned::Kind::ControlSocket), fd })
     }
 
     /// Accept one connection (blocking).
@@ -145,12 +148,13 @@ fn sock_timeout(t: Duration) -> Option<Duration> {
 
 impl SeqSocket {
     fn from_owned(fd: OwnedFd) -> SeqSocket {
-        SeqSocket { fd, sending: Mutex::new(()) }
+        SeqSocket { _owned: crate::caps::owned::Mark::inode(fd.as_raw_fd(), crate::caps::owned::Kind::ControlSocket), fd, sending: Mutex::new(()) }
     }
 
     /// Connect to a listener at `path`.
     pub fn connect(path: &Path) -> io::Result<SeqSocket> {
-        let fd = new_socket().map_err(|e| io::Error::other(e.message))?;
+        // The OS error as it is (EMFILE stays EMFILE: the caller names the limit).
+        let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         let addr = sockaddr(path).map_err(|e| io::Error::other(e.message))?;
         rustix::net::connect(&fd, &addr)?;
         Ok(SeqSocket::from_owned(fd))

@@ -40,6 +40,8 @@ def format_status(st: dict[str, Any]) -> str:
     """Human-readable status of a runtime (monitors, dispatchers, services, channels)."""
     live = "" if st.get("live", True) else "  (NOT LIVE: no monitor holds its lock)"
     out = [f"runtime {st['name']!r}  routing={st['routing']}  cores={st['cores']}  dir={st['dir']}{live}"]
+    for cpu, cores in (st.get("shared_cpus") or {}).items():
+        out.append(f"  cores {', '.join(map(str, cores))} share CPU {cpu} (their monitors take turns on it)")
     out.append("monitors:")
     for m in st["monitors"]:
         if "error" in m:
@@ -169,7 +171,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
     from multihop.bench import suites
 
     cores = tuple(parse_cores(a.cores)) if a.cores is not None else None
-    options = suites.BenchOptions(quick=a.quick, cores=cores, routing=a.routing, attach=a.attach, every=a.trace_every)
+    options = suites.BenchOptions(quick=a.quick, cores=cores, routing=a.routing, attach=a.attach, every=a.trace_every, repeats=a.repeats)
     run_dir = suites.run(a.suite, a.out, options)
     print(f"trace written to {run_dir}")
     return 0
@@ -271,7 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a benchmark suite and write its Parquet trace")
     bench.add_argument("suite", help=f"suite to run: {', '.join(suites_names())}")
-    bench.add_argument("--quick", action="store_true", help="a few seconds per suite (default: the full suite)")
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="short cases, each measured 3 times (the whole 'all' run takes a few minutes) (default: the full suite, 5 repeats per case)",
+    )
+    bench.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="measure each case N times, interleaved with the suite's other cases; findings need 2 or more (default: 3 with --quick, else 5)",
+    )
     bench.add_argument("--out", default="bench-out", help="trace directory (default: bench-out)")
     bench.add_argument(
         "--cores",

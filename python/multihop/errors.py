@@ -24,6 +24,7 @@ __all__ = [
     "Timeout",
     "MessageTooLarge",
     "CapSendError",
+    "HeldLost",
     "ProtocolError",
     "RoutingError",
     "IdlError",
@@ -73,17 +74,35 @@ class MessageTooLarge(MultihopError, ValueError):
 class CapSendError(MultihopError, OSError):
     """Handles sent with a message were refused, and nothing was sent (TN-006 2.7's cap reply).
 
-    ``reason`` says why: ``"runtime_owned"`` (a ring segment, doorbell or
-    control socket of a runtime), ``"not_open"``, ``"too_many"`` (more than
-    ``multihop.MAX_HANDLES`` on one message), ``"no_room"`` (the receiver
-    keeps too many handles for messages it has not received, or its
-    descriptor table is full), ``"closed"`` (the receiving end is gone) or
-    ``"unsupported"``; ``index`` is the position of the handle at fault in
+    ``reason`` says why: ``"runtime_owned"`` (one of the runtime's own
+    descriptors, known by identity, duplicates included: a ring segment,
+    doorbell, control socket, the pidfds it watches its peers with, its
+    async doorbell; a user's memfd named ``multihop:...`` is not one),
+    ``"not_open"``, ``"too_many"`` (more than ``multihop.MAX_HANDLES`` on
+    one message), ``"no_room"`` (the receiver keeps too many handles for
+    messages it has not received, or its descriptor table is full),
+    ``"closed"`` (the receiving end is gone) or ``"unsupported"`` (an
+    io_uring instance, which the kernel does not pass, or an end that cannot
+    carry handles); ``index`` is the position of the handle at fault in
     ``handles``, when one is.  The channel is left as it was.
     """
 
     reason: str = ""
     index: int | None = None
+
+
+class HeldLost(MultihopError):
+    """``Channel.close`` could not hand messages its multi-hop end held to its monitor in time: they are lost.
+
+    A blocking ``send`` with no credit free holds the message for the next
+    credit and returns (see ``Channel.send``); ``close`` sends what is held
+    first, waiting up to its ``timeout`` for room on the link to the
+    monitor.  A monitor that takes nothing for that long (stopped, or
+    starved of CPU) leaves them behind: ``count`` says how many accepted
+    messages never left this process.  The channel is closed all the same.
+    """
+
+    count: int = 0
 
 
 class ProtocolError(MultihopError, ValueError):

@@ -3,6 +3,11 @@
 A runtime is one monitor process per core (``python -m multihop.monitor``),
 each pinned to a real CPU (virtual cores beyond the machine's are pinned
 modulo the real ones), plus a directory of mode 0700 with their sockets.
+The machine's CPUs are those the process may be scheduled on, its cgroup's
+cpuset (:func:`multihop.topology.machine_cpus`), not the starting thread's
+affinity mask: a program pinned to one CPU still gets one CPU per monitor.
+When cores must share a CPU, ``start`` warns (RuntimeWarning, naming them)
+and ``status()`` says so (``shared_cpus``).
 The first core's monitor is the *initial* monitor: it keeps the name
 registry.
 
@@ -32,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Sequence
@@ -40,7 +46,7 @@ from multihop import _core
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
 from multihop.rts import hand_off, links, routing_table
-from multihop.topology import Topology
+from multihop.topology import Topology, machine_cpus
 
 __all__ = ["Runtime", "Dispatcher"]
 
@@ -53,13 +59,26 @@ MAX_CORE = 65535
 KILLED_EXIT_WAIT = 30.0
 
 
-def _real_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
 def _cpu_for(core: int, cpus: Sequence[int]) -> int:
     """The real CPU a (possibly virtual) core's monitor is pinned to."""
     return core if core in cpus else cpus[core % len(cpus)]
+
+
+def _shared_cpus(placement: dict[int, int]) -> dict[int, list[int]]:
+    """CPU -> the cores whose monitors share it (only CPUs with two or more), from core -> CPU."""
+    on: dict[int, list[int]] = {}
+    for core, cpu in sorted(placement.items()):
+        on.setdefault(cpu, []).append(core)
+    return {cpu: cores for cpu, cores in sorted(on.items()) if len(cores) > 1}
+
+
+def _say_shared(shared: dict[int, list[int]], ncpus: int, ncores: int) -> str:
+    """One sentence naming which cores share which CPU."""
+    parts = "; ".join(f"cores {', '.join(map(str, cores))} share CPU {cpu}" for cpu, cores in shared.items())
+    return (
+        f"{parts}: the machine (this process's cgroup cpuset) has {ncpus} CPU(s) for {ncores} core(s), so their "
+        f"monitors take turns on a CPU, and messages between them wait for each other's turn"
+    )
 
 
 def _machine_topology(cores: Sequence[int], cpus: Sequence[int]) -> Topology:
@@ -138,6 +157,25 @@ def _check_cores(cores: Sequence[int]) -> list[int]:
     return out
 
 
+def _check_core(core: object) -> int:
+    """`core` as an int (TypeError for anything else, a bool included); whether the runtime has it is the caller's check."""
+    if isinstance(core, bool) or not isinstance(core, numbers.Integral):
+        raise TypeError(f"core must be an int, got {type(core).__name__} {core!r}")
+    return int(core)
+
+
+def _check_bool(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_name_type(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"the runtime name must be a str, got {type(name).__name__} {name!r}")
+    return name
+
+
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
@@ -189,9 +227,11 @@ class Runtime:
     ) -> "Runtime":
         """Start runtime `name` with one monitor per core; returns when all are ready.
 
-        `cores` defaults to the topology's cores (the machine's CPUs).  Cores
-        beyond the machine's are virtual: their monitors are pinned modulo the
-        real CPUs.  `topology` is a :class:`Topology` (declared, or None for
+        `cores` defaults to the topology's cores (the machine's CPUs: those
+        this process may be scheduled on, its cgroup's cpuset, whatever the
+        calling thread's affinity).  Cores beyond the machine's are virtual:
+        their monitors are pinned modulo the real CPUs, and ``start`` warns
+        (RuntimeWarning) naming which cores share which CPU.  `topology` is a :class:`Topology` (declared, or None for
         the machine's from sysfs, where a virtual core joins the socket of the
         CPU it is pinned to).  `routing` is one of ``direct``, ``ring``,
         ``fat-tree``.  The routing-table set-up (:func:`multihop.rts.hand_off`)
@@ -207,19 +247,25 @@ class Runtime:
 
         Every argument is checked before anything starts.
         """
-        check_name(name)
+        check_name(_check_name_type(name))
         timeout = _check_timeout(timeout)
+        _check_bool(detached, "detached")
+        if not isinstance(routing, str):
+            raise TypeError(f"routing must be a str (direct, ring or fat-tree), got {type(routing).__name__} {routing!r}")
         if topology is not None and not isinstance(topology, Topology):
             raise TypeError(
                 f"topology must be a multihop.Topology, e.g. Topology(sockets=[[0, 1], [2, 3]]), or None; got {type(topology).__name__} {topology!r}"
             )
-        cpus = _real_cpus()
+        cpus = machine_cpus()  # what the process may run on, not this thread's affinity mask
         if cores is None:
             cores = list(topology.cores) if topology is not None else cpus
         cores = _check_cores(cores)
         if topology is None:
             topology = _machine_topology(cores, cpus)
         table = routing_table(topology, routing, cores)  # validates cores against the topology
+        shared = _shared_cpus({core: _cpu_for(core, cpus) for core in cores})
+        if shared:
+            warnings.warn(_say_shared(shared, len(cpus), len(cores)), RuntimeWarning, stacklevel=2)
 
         directory = runtime_dir(name)
         try:
@@ -349,7 +395,7 @@ class Runtime:
         running). One that is still starting is waited for, at most
         `timeout` seconds.
         """
-        check_name(name)
+        check_name(_check_name_type(name))
         timeout = _check_timeout(timeout)
         directory = runtime_dir(name)
         deadline = time.monotonic() + timeout
@@ -392,7 +438,8 @@ class Runtime:
         return {m["core"]: m["pid"] for m in self._meta["monitors"]}
 
     def cpu_of(self, core: int) -> int:
-        """The real CPU the monitor of `core` is pinned to."""
+        """The real CPU the monitor of `core` is pinned to (TypeError if `core` is not an int, ValueError if not the runtime's)."""
+        core = _check_core(core)
         for m in self._meta["monitors"]:
             if m["core"] == core:
                 return int(m["cpu"])
@@ -402,7 +449,10 @@ class Runtime:
         """Attach this process to the monitor of `core` (a context manager).
 
         With ``pin=True`` the calling thread is also pinned to that core's CPU.
+        TypeError if `core` is not an int or `pin` not a bool; ValueError if
+        `core` is not one of the runtime's.
         """
+        _check_bool(pin, "pin")
         cpu = self.cpu_of(core)
         d = _core.Dispatcher.attach(str(self.dir), core)
         if pin:
@@ -418,14 +468,20 @@ class Runtime:
     def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
         """A dict: name, directory, cores, routing, and each monitor's status.
 
+        ``cpus`` maps each core (as a str) to the CPU its monitor is pinned to;
+        ``shared_cpus`` maps each CPU that two or more cores' monitors share
+        to those cores (empty when every monitor has a CPU of its own).
+
         Each monitor's lists (dispatchers, services, channels, registry) hold
         at most `limit` entries (None: all; the reply streams whatever its
         size); its ``counts`` are always whole. A monitor that does not answer
         within `timeout` seconds shows as ``{"core": c, "error": ...}``: that
         says nothing about liveness (``"live"``, :attr:`alive`).
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0):
-            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral)):
+            raise TypeError(f"limit must be an int >= 0 or None, got {type(limit).__name__} {limit!r}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be an int >= 0 or None (None: every entry), got {limit!r}")
         timeout = _check_timeout(timeout)
         monitors = []
         for core in self.cores:
@@ -434,10 +490,13 @@ class Runtime:
             except Exception as e:
                 st = {"core": core, "error": str(e)}
             monitors.append(st)
+        placement = {m["core"]: int(m["cpu"]) for m in self._meta["monitors"]}
         return {
             "name": self.name,
             "dir": str(self.dir),
             "cores": self.cores,
+            "cpus": {str(core): cpu for core, cpu in sorted(placement.items())},
+            "shared_cpus": {str(cpu): cores for cpu, cores in _shared_cpus(placement).items()},
             "routing": self.routing,
             "detached": self._meta.get("detached", False),
             "owner_pid": self._meta.get("owner_pid"),

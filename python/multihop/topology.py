@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from multihop.errors import RoutingError
 
-__all__ = ["Topology", "parse_cores", "format_cores"]
+__all__ = ["Topology", "parse_cores", "format_cores", "machine_cpus"]
 
 SYSFS_CPU_ROOT = "/sys/devices/system/cpu"
 
@@ -276,3 +276,67 @@ def _read_text(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+def _mount_of(mountinfo: str, match: Callable[[str, list[str]], bool]) -> tuple[str, str] | None:
+    """(root within the hierarchy, mount point) of the first mount in `mountinfo` that `match(fstype, options)` accepts."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if sep and len(fields) >= 5 and len(tail) >= 3 and match(tail[0], tail[2].split(",")):
+            return fields[3], fields[4]
+    return None
+
+
+def _cgroup_cpus(proc: Path) -> list[int] | None:
+    """The effective cpuset of this process's cgroup (v2, else v1), or None when there is none to read."""
+    try:
+        cgroups = (proc / "self" / "cgroup").read_text()
+        mountinfo = (proc / "self" / "mountinfo").read_text()
+    except OSError:
+        return None
+    for line in cgroups.splitlines():
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hid == "0" and controllers == "":  # cgroup v2: the unified hierarchy
+            mount = _mount_of(mountinfo, lambda fs, opts: fs == "cgroup2")
+            names: tuple[str, ...] = ("cpuset.cpus.effective",)
+        elif "cpuset" in controllers.split(","):  # cgroup v1: the cpuset hierarchy
+            mount = _mount_of(mountinfo, lambda fs, opts: fs == "cgroup" and "cpuset" in opts)
+            names = ("cpuset.effective_cpus", "cpuset.cpus")
+        else:
+            continue
+        if mount is None:
+            continue
+        root, point = mount
+        rel = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+        # The file of the process's own cgroup; where its controller is not enabled, the nearest ancestor's.
+        here = (Path(point) / rel).resolve()
+        while True:
+            for name in names:
+                text = _read_text(here / name)
+                if text:
+                    return sorted(parse_cores(text))
+            if here == Path(point) or here == here.parent:
+                break
+            here = here.parent
+    return None
+
+
+def machine_cpus(proc: str | os.PathLike[str] = "/proc", sysfs: str | os.PathLike[str] = SYSFS_CPU_ROOT) -> list[int]:
+    """The CPUs this process may be scheduled on, sorted: the machine as a runtime sees it.
+
+    That is its cgroup's cpuset (``cpuset.cpus.effective`` of cgroup v2, else
+    ``cpuset.effective_cpus`` of cgroup v1) within the online CPUs, never the
+    calling thread's affinity mask: a program pinned to one CPU (``taskset``,
+    a benchmark harness, ``os.sched_setaffinity``) still starts a runtime whose
+    monitors each get a CPU of their own. Without a cgroup cpuset to read, the
+    online CPUs.
+    """
+    online = _online_cores(Path(sysfs)) or sorted(os.sched_getaffinity(0))
+    allowed = _cgroup_cpus(Path(proc))
+    if allowed:
+        inside = [c for c in online if c in set(allowed)]
+        if inside:
+            return inside
+    return online

@@ -32,6 +32,7 @@
 //!
 //! - [`marker`]: the in-band prefix of a message that carries handles;
 //! - [`check`]: what may not leave (runtime-owned, not open);
+//! - [`owned`]: the runtime's own descriptors in this process, by identity;
 //! - [`inbox`]: a receiving end's groups of handles, and a dispatcher's
 //!   table of inboxes;
 //! - [`end`]: a channel end's side of it (send, take);
@@ -44,6 +45,7 @@ pub mod deliver;
 pub mod end;
 pub mod inbox;
 pub mod marker;
+pub mod owned;
 pub mod routes;
 
 pub use end::CapEnd;

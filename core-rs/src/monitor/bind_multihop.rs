@@ -48,7 +48,7 @@ impl Monitor {
             let timeout_ms = timeout_ms.min(MAX_BIND_TIMEOUT_MS);
             let hop = Hop { iref, service: &name, target_core: core, chan, window, client_pid, client_core, timeout_ms };
             let (v_left, hops, server_pid, server_core) = self.route_bind(left, vci, 0, &hop)?;
-            let entry = ChannelEntry { service: name.clone(), transport: "multihop".into(), client_pid, server_pid, role: "client" };
+            let entry = ChannelEntry { service: name.clone(), transport: "multihop".into(), client_pid, server_pid, role: "client", _marks: vec![] };
             self.record_channel(chan, conn, entry);
             Ok((Msg::Bound { req, chan, iref, service: name, server_pid, server_core, vci: v_left, hops }, vec![]))
         })();

@@ -54,7 +54,8 @@ impl Monitor {
             let (reply, rfds) = control::call(&path, Role::Monitor, &fwd, &Self::raw(&fds), Duration::from_millis(timeout_ms + 2000))?;
             match reply {
                 Msg::Bound { chan, iref, service, server_pid, server_core, .. } => {
-                    let entry = ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "client" };
+                    let marks = super::ump_marks(&[Self::raw(&fds), Self::raw(&rfds)].concat());
+                    let entry = ChannelEntry { service: service.clone(), transport, client_pid, server_pid, role: "client", _marks: marks };
                     self.record_channel(chan, conn, entry);
                     self.caps.routes.add(chan, 0, conn, server_core, self.cfg.core);
                     Ok((Msg::Bound { req, chan, iref, service, server_pid, server_core, vci: 0, hops: 0 }, rfds))

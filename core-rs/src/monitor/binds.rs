@@ -73,7 +73,15 @@ impl Monitor {
         }
         match answer {
             Ok((Msg::ConnectReply { accept: true, vci, .. }, rfds)) => {
-                let entry = ChannelEntry { service: service.to_string(), transport: transport.to_string(), client_pid, server_pid, role: "server" };
+                let marks = if transport == "ump" { super::ump_marks(&[fds, &Self::raw(&rfds)].concat()) } else { vec![] };
+                let entry = ChannelEntry {
+                    service: service.to_string(),
+                    transport: transport.to_string(),
+                    client_pid,
+                    server_pid,
+                    role: "server",
+                    _marks: marks,
+                };
                 self.record_channel(chan, disp, entry);
                 Ok((vci, rfds, server_pid))
             }

@@ -114,7 +114,11 @@ impl Monitor {
         };
         if stage == CapStage::Send {
             if truncated {
-                return refuse(reason::NO_ROOM, None, format!("monitor {}'s descriptor table is full (RLIMIT_NOFILE)", self.cfg.core));
+                return refuse(
+                    reason::NO_ROOM,
+                    None,
+                    format!("monitor {}'s descriptor table is full: {}", self.cfg.core, crate::error::limit_note()),
+                );
             }
             if fds.len() != count as usize {
                 return refuse(reason::CLOSED, None, format!("a group announced {count} handles and carried {}", fds.len()));

@@ -23,8 +23,11 @@ impl Monitor {
                     self.cap_from_dispatcher(conn, msg, fds, truncated);
                     continue;
                 }
-                Ok(Some((_, _, true))) => {
+                Ok(Some((msg, _, true))) => {
+                    // Its descriptors did not fit in our table: say so to the waiting request at once.
                     self.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                    let e = Error::descriptors_cut(format!("monitor {}: request {}", self.cfg.core, msg.op()));
+                    let _ = control::send(&sock, &Msg::fail(control::req_of(&msg), &e), &[]);
                     continue;
                 }
                 Ok(Some((msg, fds, false))) => (msg, fds),

@@ -100,6 +100,14 @@ struct ChannelEntry {
     client_pid: u32,
     server_pid: u32,
     role: &'static str,
+    /// A UMP channel's segment and doorbells, which this monitor passed on
+    /// at its bind: known as the runtime's (`caps::owned`) while it lives.
+    _marks: Vec<crate::caps::owned::Mark>,
+}
+
+/// Marks (`caps::owned`) of the segments and doorbells a UMP bind passes through this monitor.
+fn ump_marks(fds: &[std::os::fd::RawFd]) -> Vec<crate::caps::owned::Mark> {
+    fds.iter().map(|&fd| crate::caps::owned::Mark::inode(fd, crate::caps::owned::Kind::Segment)).collect()
 }
 
 #[derive(Default)]
@@ -109,6 +117,9 @@ struct Counters {
     bad_frames: AtomicU64,
     refused_peers: AtomicU64,
     idle_hangups: AtomicU64,
+    /// Connections refused because this process's descriptor table was full
+    /// (Relaxed, like the others: a status counter, it orders nothing).
+    refused_full: AtomicU64,
 }
 
 type Table = BTreeMap<u32, BTreeMap<u32, u32>>;
@@ -160,6 +171,11 @@ fn log(core: u32, msg: impl std::fmt::Display) {
 }
 
 /// Start a thread or say which one could not start.
+/// A descriptor held in reserve for the accept loop (`/dev/null`), if one can be opened.
+fn open_spare() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<()> {
     std::thread::Builder::new()
         .name(name.into())
@@ -186,6 +202,7 @@ pub fn run(mut cfg: MonitorConfig) -> Result<i32> {
         }
         None => crate::liveness::claim(&cfg.dir)?,
     };
+    crate::error::set_process_label(format!("monitor {}", cfg.core));
     if let Some(cpu) = cfg.cpu {
         lifecycle::pin_to_cpu(cpu)?;
     }
@@ -254,11 +271,22 @@ impl Monitor {
     }
 
     fn accept_loop(self: &Arc<Self>) {
+        // One descriptor kept in reserve: when the table is full (EMFILE), it is let go to take the
+        // waiting connection and tell it why at once, instead of leaving it to time out.
+        let mut spare = open_spare();
+        let mut said_full: Option<std::time::Instant> = None;
         loop {
             match self.listener.accept() {
                 Ok(sock) => {
                     if self.stopping.load(Ordering::Relaxed) {
                         break;
+                    }
+                    if spare.is_none() {
+                        spare = open_spare(); // a connection taken in the reserve's place: is there room now?
+                        if spare.is_none() {
+                            self.refuse_full(sock);
+                            continue;
+                        }
                     }
                     let m = self.clone();
                     if let Err(e) = spawn("conn", move || m.serve(sock)) {
@@ -269,11 +297,32 @@ impl Monitor {
                     if self.stopping.load(Ordering::Relaxed) {
                         break;
                     }
-                    log(self.cfg.core, format_args!("accept failed: {e}"));
+                    let full = e.raw_os_error() == Some(libc::EMFILE);
+                    if !full || said_full.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                        log(self.cfg.core, format_args!("accept failed: {}", Error::os("accept", e)));
+                        said_full = full.then(std::time::Instant::now);
+                    }
+                    if full && spare.is_some() {
+                        drop(spare.take()); // the next accept takes its place (and is refused if the table is still full)
+                        continue;
+                    }
+                    spare = spare.or_else(open_spare);
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
         }
+    }
+
+    /// A connection that came while the descriptor table is full: read its
+    /// hello (hanging up on unread data would reset it before it reads why),
+    /// answer with the limit, hang up.
+    fn refuse_full(&self, sock: SeqSocket) {
+        let _ = sock.set_recv_timeout(Some(Duration::from_millis(50)));
+        let _ = sock.set_send_timeout(Duration::from_millis(200));
+        let _ = sock.recv_at_most(4096);
+        let e = Error::new(ErrorKind::Os, format!("monitor {} cannot take a connection: {}", self.cfg.core, crate::error::limit_note()));
+        let _ = crate::control::send(&sock, &Msg::fail(0, &e), &[]);
+        self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
     }
 
     fn is_initial(&self) -> bool {

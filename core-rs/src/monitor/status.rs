@@ -69,6 +69,7 @@ impl Monitor {
             "binds_failed": self.counters.binds_failed.load(Ordering::Relaxed),
             "bad_frames": self.counters.bad_frames.load(Ordering::Relaxed),
             "refused_peers": self.counters.refused_peers.load(Ordering::Relaxed),
+            "refused_descriptor_table_full": self.counters.refused_full.load(Ordering::Relaxed),
             "idle_hangups": self.counters.idle_hangups.load(Ordering::Relaxed),
             "handles": self.caps_status(),
         })

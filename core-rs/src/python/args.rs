@@ -14,7 +14,7 @@ use pyo3::types::{PyBool, PyInt, PyString, PyType};
 
 use crate::error::{Error, ErrorKind, Progress};
 
-fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+pub(crate) fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
     let module = ERRORS.get_or_try_init(py, || py.import("multihop.errors").map(|m| m.unbind()))?;
     Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
@@ -33,6 +33,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let attr = match e.progress {
         Some(Progress::Sent(n)) => Some(("sent", n)),
         Some(Progress::Unconsumed(n)) => Some(("unconsumed", n)),
+        Some(Progress::Lost(n)) => Some(("count", n)),
         None => None,
     };
     if let Some((name, n)) = attr {
@@ -53,6 +54,24 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
+/// A `timeout` argument: None, or a number of seconds (int or float; a bool
+/// is not one), as given: its range is `timeout`'s check.
+pub(crate) fn secs(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let number = !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<PyInt>() || obj.hasattr("__float__")?);
+    match number.then(|| obj.extract::<f64>()) {
+        Some(Ok(t)) => Ok(Some(t)),
+        _ => Err(PyTypeError::new_err(format!(
+            "timeout must be a number of seconds or None, got {} {}",
+            type_name(obj),
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))),
+    }
+}
+
 /// A timeout in seconds: None (forever) or a number >= 0.
 pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> {
     match t {
@@ -61,6 +80,9 @@ pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> 
         Some(t) => Ok(Some(Duration::from_secs_f64(t.min(1e9)))),
     }
 }
+
+// `Channel.close`'s default timeout (a literal in its signature, so Python shows it) is the engine's.
+const _: () = assert!(crate::mhchannel::CLOSE_HELD_WAIT.as_secs() == 5);
 
 /// Check a timeout argument without converting it (the hot paths only
 /// read the clock when they have to wait).
@@ -84,11 +106,13 @@ pub(crate) fn int(obj: &Bound<'_, PyAny>, name: &str, lo: i128, hi: i128) -> PyR
     }
     let v = match obj.extract::<i128>() {
         Ok(v) => v,
-        Err(_) if obj.is_instance_of::<PyInt>() => return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {}", obj.repr()?))),
+        Err(_) if obj.is_instance_of::<PyInt>() => {
+            return Err(PyValueError::new_err(format!("{name} must be an int from {lo} to {hi}, got {}", obj.repr()?)))
+        }
         Err(_) => return Err(PyTypeError::new_err(format!("{name} must be an int, got {} {}", type_name(obj), obj.repr()?))),
     };
     if v < lo || v > hi {
-        return Err(PyValueError::new_err(format!("{name} must be in {lo}..={hi}, got {v}")));
+        return Err(PyValueError::new_err(format!("{name} must be an int from {lo} to {hi}, got {v}")));
     }
     Ok(v)
 }
@@ -111,10 +135,30 @@ pub(crate) fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
     })
 }
 
-/// `window` of a bind: an int (its range is the engine's check, the same on
-/// both transports).
+/// `window` of a bind: an int from 1 to `MAX_WINDOW` (the engine's range, the same on both transports),
+/// said in words whatever the int.
 pub(crate) fn window(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
-    Ok(int(obj, "window", 0, u32::MAX as i128)? as u32)
+    let hi = crate::mhchannel::MAX_WINDOW as i128;
+    match int(obj, "window", 1, hi) {
+        Ok(w) => Ok(w as u32),
+        Err(e) if e.is_instance_of::<PyValueError>(obj.py()) => Err(PyValueError::new_err(format!(
+            "window must be an int from 1 to {hi} (the most messages in flight on the channel, each way); {} is not a valid window",
+            obj.repr()?
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// `max_message` of a bind: an int from 1 to the transport's largest message (`BindOptions::max_message_limit`).
+pub(crate) fn max_message(obj: &Bound<'_, PyAny>, transport: &str) -> PyResult<usize> {
+    let hi = crate::dispatcher::BindOptions::max_message_limit(transport).map_err(|e| PyValueError::new_err(e.message))?;
+    match int(obj, "max_message", 1, hi as i128) {
+        Ok(m) => Ok(m as usize),
+        Err(e) if e.is_instance_of::<PyValueError>(obj.py()) => {
+            Err(PyValueError::new_err(format!("max_message must be an int from 1 to {hi} bytes on a {transport} channel, got {}", obj.repr()?)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `backlog` of an export.

@@ -74,6 +74,22 @@ impl Channel {
     }
 }
 
+/// Close `ch`, trying for `wait` to hand what it held to its monitor, with
+/// the GIL released and signals checked between waits; HeldLost if some did
+/// not leave.
+pub(crate) fn close_reporting(py: Python<'_>, ch: &Endpoint, wait: Option<std::time::Duration>) -> PyResult<()> {
+    let mut pending: Option<PyErr> = None;
+    let r = py.detach(|| {
+        ch.close_within(wait, &mut || {
+            Python::attach(|py| py.check_signals()).map_err(|e| {
+                pending = Some(e);
+                Error::new(ErrorKind::Interrupted, "interrupted")
+            })
+        })
+    });
+    r.map_err(|e| pending.unwrap_or_else(|| to_py(py, e)))
+}
+
 #[pymethods]
 impl Channel {
     /// Send one message (any bytes-like object), waiting while the ring is
@@ -98,7 +114,7 @@ impl Channel {
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         handles: Option<&Bound<'_, PyAny>>,
         give_away: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
@@ -122,7 +138,11 @@ impl Channel {
     /// empty list for a message sent without). The handles are yours: each
     /// ``Handle`` closes its descriptor when collected unless detached.
     #[pyo3(signature = (timeout=None))]
-    fn recv_with_handles<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    fn recv_with_handles<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         let until = deadline(timeout)?;
         loop {
             if let Some(t) = super::handles::try_recv(py, &self.ch)? {
@@ -180,7 +200,7 @@ impl Channel {
 
     /// Receive one message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
-    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+    fn recv<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
         super::args::check_timeout(timeout)?;
         let mut until: Option<Option<Instant>> = None;
         loop {
@@ -208,7 +228,7 @@ impl Channel {
     /// takes nothing off the channel; one that finds a message at once
     /// returns without a turn of the loop (``AsyncCall``).
     #[pyo3(signature = (timeout=None))]
-    fn recv_async(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+    fn recv_async(slf: &Bound<'_, Self>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<AsyncCall> {
         super::args::check_timeout(timeout)?;
         aio(slf.py())?; // registers AsyncCall as a coroutine
         Ok(AsyncCall::new(slf.clone().unbind(), Op::Recv, timeout))
@@ -218,7 +238,11 @@ impl Channel {
     /// for credit or ring room without blocking the event loop
     /// (``multihop.aio.send``). Nothing is sent before the awaiting task runs it.
     #[pyo3(signature = (data, timeout=None))]
-    fn send_async(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<AsyncCall> {
+    fn send_async(
+        slf: &Bound<'_, Self>,
+        data: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<AsyncCall> {
         super::args::check_timeout(timeout)?;
         aio(slf.py())?;
         Ok(AsyncCall::new(slf.clone().unbind(), Op::Send(data.clone().unbind()), timeout))
@@ -253,9 +277,32 @@ impl Channel {
     /// channel consecutive messages travel packed, up to 64 in a frame that
     /// takes one credit (they are received one by one, in order).
     #[pyo3(signature = (messages, timeout=None))]
-    fn send_batch(&self, py: Python<'_>, messages: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+    fn send_batch(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<usize> {
         let until = deadline(timeout)?;
-        let held: Vec<Bytes<'_>> = messages.try_iter()?.map(|m| Bytes::get(&m?)).collect::<PyResult<_>>()?;
+        let items = messages.try_iter().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "messages must be an iterable of bytes-like objects, got {}",
+                super::args::type_name(messages)
+            ))
+        })?;
+        let held: Vec<Bytes<'_>> = items
+            .enumerate()
+            .map(|(i, m)| {
+                let m = m?;
+                Bytes::get(&m).map_err(|e| {
+                    if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
+                        pyo3::exceptions::PyTypeError::new_err(format!("message {i} of the batch: {}", e.value(py)))
+                    } else {
+                        e
+                    }
+                })
+            })
+            .collect::<PyResult<_>>()?;
         let slices: Vec<&[u8]> = held.iter().map(|b| b.as_slice()).collect();
         self.ch.check_batch(&mut slices.iter().map(|s| s.len())).map_err(|e| to_py(py, e))?;
         self.send_all(py, &slices, until)
@@ -268,7 +315,7 @@ impl Channel {
         &self,
         py: Python<'py>,
         #[pyo3(from_py_with = super::args::max_count)] max_count: usize,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let until = deadline(timeout)?;
         let out = PyList::empty(py);
@@ -307,9 +354,19 @@ impl Channel {
     /// (all unless the timeout passed). Checked whole first, like
     /// `send_batch`; a close part-way carries ``e.sent``.
     #[pyo3(signature = (records, timeout=None))]
-    fn send_records(&self, py: Python<'_>, records: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+    fn send_records(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<usize> {
         let until = deadline(timeout)?;
-        let rows: usize = records.len()?;
+        let rows: usize = records.len().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "records must be a C-contiguous array of rows (e.g. numpy, shape (n, ...)), got {}",
+                super::args::type_name(records)
+            ))
+        })?;
         let bytes = Bytes::get(records)?;
         let data = bytes.as_slice();
         if rows == 0 {
@@ -334,7 +391,7 @@ impl Channel {
         py: Python<'py>,
         max_count: &Bound<'py, PyAny>,
         record_size: &Bound<'py, PyAny>,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let max_count = count(max_count, "max_count", 0, MAX_BATCH)?;
         let record_size = count(record_size, "record_size", 0, self.ch.max_message())?;
@@ -385,7 +442,7 @@ impl Channel {
     /// ChannelClosed if the channel ends first; both say how many sent
     /// messages were not consumed in ``e.unconsumed``.
     #[pyo3(signature = (timeout=None))]
-    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+    fn flush(&self, py: Python<'_>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<()> {
         let until = deadline(timeout)?;
         let mut asked = false;
         loop {
@@ -440,8 +497,19 @@ impl Channel {
     }
 
     /// Close this end; the peer gets ChannelClosed after draining. Idempotent.
-    fn close(&self) {
-        self.ch.close();
+    ///
+    /// A multi-hop end first hands what it holds for its next credit (see
+    /// ``send``) to its monitor, waiting up to ``timeout`` seconds (None: no
+    /// limit) for room on the link. Messages that still did not leave (the
+    /// monitor took nothing: stopped or overloaded) are lost: ``close``
+    /// raises HeldLost, whose ``count`` says how many. The channel is closed
+    /// either way. A channel already over (the peer closed it or died)
+    /// loses what it held with it, counted in ``stats()["held_lost"]``, as
+    /// messages in flight are: ``flush`` first says whether all were consumed.
+    #[pyo3(signature = (timeout=Some(5.0)), text_signature = "($self, timeout=5.0)")]
+    fn close(&self, py: Python<'_>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<()> {
+        let wait = super::args::timeout("timeout", timeout)?;
+        close_reporting(py, &self.ch, wait)
     }
 
     /// A native send callable for one Flounder message of scalars (a
@@ -523,10 +591,20 @@ impl Channel {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.ch.close();
-        false
+    /// Close (as ``close()``); if the block raised, a HeldLost of the close is
+    /// a RuntimeWarning instead, so the block's own exception goes on.
+    #[pyo3(signature = (*args))]
+    fn __exit__(&self, py: Python<'_>, args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        let r = close_reporting(py, &self.ch, Some(crate::mhchannel::CLOSE_HELD_WAIT));
+        let raised = args.get_item(0).is_ok_and(|t| !t.is_none());
+        match r {
+            Err(e) if raised && e.is_instance(py, super::args::error_class(py, "HeldLost")?.as_any()) => {
+                let msg = std::ffi::CString::new(e.value(py).str()?.to_string().replace('\0', "")).unwrap_or_default();
+                PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &msg, 1)?;
+                Ok(false)
+            }
+            other => other.map(|()| false),
+        }
     }
 
     fn __repr__(&self) -> String {

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyWeakrefReference};
 
-use super::args::{count, deadline, int, text, to_py};
+use super::args::{deadline, int, text, to_py};
 use super::channel::Channel;
 use super::pending_bind::PendingBind;
 use super::service::{on_connect_hook, Service};
@@ -34,7 +34,7 @@ fn bind_args(
     };
     let opts = BindOptions {
         transport: transport.to_string(),
-        max_message: max_message.map(|m| count(m, "max_message", 0, usize::MAX)).transpose()?,
+        max_message: max_message.map(|m| super::args::max_message(m, transport)).transpose()?,
         window,
         timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(5.0)))?.unwrap_or_default(),
     };
@@ -150,7 +150,7 @@ impl Dispatcher {
         py: Python<'_>,
         name: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         max_message: Option<&Bound<'_, PyAny>>,
         iref: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = super::args::window)] window: u32,
@@ -180,7 +180,7 @@ impl Dispatcher {
         slf: &Bound<'_, Self>,
         name: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         max_message: Option<&Bound<'_, PyAny>>,
         iref: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = super::args::window)] window: u32,
@@ -201,11 +201,12 @@ impl Dispatcher {
     fn bind_async<'py>(
         slf: &Bound<'py, Self>,
         name: Option<&Bound<'py, PyAny>>,
-        transport: &str,
-        timeout: Option<f64>,
+        // Checked as `bind` checks them (a window of 2**70 is a ValueError in words, not an OverflowError).
+        #[pyo3(from_py_with = super::args::transport)] transport: &'static str,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         max_message: Option<&Bound<'py, PyAny>>,
         iref: Option<&Bound<'py, PyAny>>,
-        window: i64,
+        #[pyo3(from_py_with = super::args::window)] window: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let args = (slf, name, transport, timeout, max_message, iref, window);
         super::channel::aio(slf.py())?.getattr("bind")?.call1(args)
@@ -229,7 +230,7 @@ impl Dispatcher {
     /// this dispatcher has a message or was closed; returns those channels
     /// ([] on timeout). Serves many clients from one thread.
     #[pyo3(signature = (timeout=None))]
-    fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+    fn poll<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         let until = deadline(timeout)?;
         let list: Vec<Bound<'py, Channel>> = self.live_channels(py).into_iter().filter(|c| !c.get().ch.closed_here()).collect();
         let eps: Vec<Arc<Endpoint>> = list.iter().map(|c| c.get().ch.clone()).collect();
@@ -268,7 +269,7 @@ impl Dispatcher {
         on_leave: Option<&Bound<'py, PyAny>>,
         on_view: Option<&Bound<'py, PyAny>>,
         reply: Option<&Bound<'py, PyAny>>,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
         auto_ack: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let f = slf.py().import("multihop.groups.endpoint")?.getattr("join")?;
@@ -281,7 +282,11 @@ impl Dispatcher {
 
     /// Leave application group `name`: see `multihop.groups.endpoint.leave`.
     #[pyo3(signature = (name, timeout=30.0))]
-    fn leave<'py>(slf: &Bound<'py, Self>, name: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    fn leave<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyAny>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let f = slf.py().import("multihop.groups.endpoint")?.getattr("leave")?;
         f.call1((slf, name, timeout))
     }

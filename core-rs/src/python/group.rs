@@ -62,7 +62,7 @@ impl GroupPort {
     /// Send one encoded group frame, waiting for a credit of its tree up to
     /// `timeout` seconds (None: forever). Timeout, ChannelClosed, MessageTooLarge.
     #[pyo3(signature = (frame, timeout=None))]
-    fn send(&self, py: Python<'_>, frame: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+    fn send(&self, py: Python<'_>, frame: &Bound<'_, PyAny>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<()> {
         let until = deadline(timeout)?;
         let b = Bytes::get(frame)?;
         let data = b.as_slice().to_vec();
@@ -86,7 +86,12 @@ impl GroupPort {
 
     /// Up to `max` frames that arrived ([] after `timeout` seconds with none; None: wait forever).
     #[pyo3(signature = (max=None, timeout=None))]
-    fn recv_many<'py>(&self, py: Python<'py>, max: Option<&Bound<'py, PyAny>>, timeout: Option<f64>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    fn recv_many<'py>(
+        &self,
+        py: Python<'py>,
+        max: Option<&Bound<'py, PyAny>>,
+        #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let max = max.map(|m| count(m, "max", 1, 1 << 20)).transpose()?.unwrap_or(256);
         let until = deadline(timeout)?;
         loop {

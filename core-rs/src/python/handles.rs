@@ -104,74 +104,135 @@ impl Handle {
 
 /// The descriptors of a `handles=` argument (ints, `Handle`s, objects with
 /// `fileno()`), and whether each is given away.
+///
+/// A descriptor may appear more than once: it travels once per entry (the
+/// receiver gets a handle for each), and if given away it is closed once,
+/// after the send. Its entries must agree on whether it is given away
+/// (closing it and keeping it cannot both hold).
 pub(crate) struct Outgoing<'py> {
     objs: Vec<Bound<'py, PyAny>>,
     pub fds: Vec<RawFd>,
     give: Vec<bool>,
 }
 
+/// One `handles=` entry as a descriptor number: a closed `Handle` is -1
+/// (refused as not open); an int out of a descriptor's range is a ValueError.
+fn descriptor(i: usize, o: &Bound<'_, PyAny>) -> PyResult<RawFd> {
+    let bad_type =
+        || PyTypeError::new_err(format!("handles[{i}] must be a descriptor (int, Handle, or an object with fileno()), got {}", type_name(o)));
+    let number = |n: &Bound<'_, PyAny>, what: &str| -> PyResult<RawFd> {
+        let v: i128 = n.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "handles[{i}]{what} is {}, out of range: a descriptor is an int in 0..={}",
+                n.repr().map(|r| r.to_string()).unwrap_or_default(),
+                i32::MAX
+            ))
+        })?;
+        if !(0..=i32::MAX as i128).contains(&v) {
+            return Err(PyValueError::new_err(format!("handles[{i}]{what} is {v}, out of range: a descriptor is an int in 0..={}", i32::MAX)));
+        }
+        Ok(v as RawFd)
+    };
+    if let Ok(h) = o.cast::<Handle>() {
+        return Ok(h.get().raw().unwrap_or(-1));
+    }
+    if o.is_instance_of::<PyBool>() {
+        return Err(bad_type());
+    }
+    if o.is_instance_of::<pyo3::types::PyInt>() || (!o.is_instance_of::<pyo3::types::PyFloat>() && o.hasattr("__index__")?) {
+        return number(o, ""); // an int, or an int-like (numpy's) object
+    }
+    if o.hasattr("fileno")? {
+        let n = o.call_method0("fileno")?;
+        if n.is_instance_of::<PyBool>() || !n.is_instance_of::<pyo3::types::PyInt>() {
+            return Err(PyTypeError::new_err(format!("handles[{i}].fileno() must return an int, got {}", type_name(&n))));
+        }
+        return number(&n, ".fileno()");
+    }
+    Err(bad_type())
+}
+
 impl<'py> Outgoing<'py> {
     pub(crate) fn get(handles: &Bound<'py, PyAny>, give_away: &Bound<'py, PyAny>) -> PyResult<Outgoing<'py>> {
+        if handles.is_instance_of::<pyo3::types::PyString>() || handles.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(format!("handles must be a list of descriptors, got {}", type_name(handles))));
+        }
         let objs: Vec<Bound<'py, PyAny>> = handles
             .try_iter()
             .map_err(|_| PyTypeError::new_err(format!("handles must be a list of descriptors, got {}", type_name(handles))))?
             .collect::<PyResult<_>>()?;
-        let mut fds = Vec::with_capacity(objs.len());
-        for (i, o) in objs.iter().enumerate() {
-            let fd = if let Ok(h) = o.cast::<Handle>() {
-                h.get().raw().unwrap_or(-1) // a closed Handle: refused as not open
-            } else if o.is_instance_of::<PyBool>() {
-                return Err(PyTypeError::new_err(format!("handles[{i}] must be a descriptor (int or an object with fileno()), got bool")));
-            } else if let Ok(n) = o.extract::<i64>() {
-                n.clamp(-1, i32::MAX as i64) as RawFd
-            } else if o.hasattr("fileno")? {
-                o.call_method0("fileno")?.extract::<RawFd>()?
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "handles[{i}] must be a descriptor (int or an object with fileno()), got {}",
-                    type_name(o)
-                )));
-            };
-            fds.push(fd);
-        }
-        let give = if let Ok(b) = give_away.cast::<PyBool>() {
-            vec![b.is_true(); objs.len()]
-        } else {
-            let g: Vec<bool> = give_away
-                .try_iter()
-                .map_err(|_| PyTypeError::new_err("give_away must be a bool or a list of bools, one per handle"))?
-                .map(|x| x.and_then(|x| x.is_truthy()))
-                .collect::<PyResult<_>>()?;
-            if g.len() != objs.len() {
-                return Err(PyValueError::new_err(format!("give_away has {} entries for {} handles", g.len(), objs.len())));
+        let fds = objs.iter().enumerate().map(|(i, o)| descriptor(i, o)).collect::<PyResult<Vec<_>>>()?;
+        let give = give_away_flags(give_away, objs.len())?;
+        for (i, (&fd, &g)) in fds.iter().zip(&give).enumerate() {
+            if fd < 0 {
+                continue;
             }
-            g
-        };
+            if let Some(j) = fds[..i].iter().zip(&give[..i]).position(|(&f, &h)| f == fd && h != g) {
+                return Err(PyValueError::new_err(format!(
+                    "handles[{j}] and handles[{i}] are the same descriptor {fd}, given away in one and kept in the other; \
+                     a repeated descriptor travels once per entry and is given away in all of them or in none"
+                )));
+            }
+        }
         Ok(Outgoing { objs, fds, give })
     }
 
-    /// The send went: close what was given away (a `Handle` or an object
-    /// with `close()` is closed through itself, so it never closes a reused
-    /// descriptor number later).
+    /// The send went: close what was given away, each descriptor once (a
+    /// `Handle` or an object with `close()` among its entries is closed
+    /// through itself, so it never closes a reused descriptor number later;
+    /// its other entries are then not closed again).
     pub(crate) fn give_away(&self) -> PyResult<()> {
-        for ((o, fd), give) in self.objs.iter().zip(&self.fds).zip(&self.give) {
-            if !give {
+        let mut done: Vec<RawFd> = Vec::new();
+        for (i, (&fd, &give)) in self.fds.iter().zip(&self.give).enumerate() {
+            if !give || done.contains(&fd) {
                 continue;
             }
-            if let Ok(h) = o.cast::<Handle>() {
+            done.push(fd);
+            // The entry to close it through: a Handle first, then an object with close(), else the number.
+            let same: Vec<&Bound<'py, PyAny>> = (i..self.fds.len()).filter(|&k| self.fds[k] == fd).map(|k| &self.objs[k]).collect();
+            if let Some(h) = same.iter().find_map(|o| o.cast::<Handle>().ok()) {
                 h.get().close();
-            } else if o.extract::<i64>().is_ok() {
-                // SAFETY: the caller gave this descriptor away; it is ours to close.
-                unsafe { libc::close(*fd) };
-            } else if o.hasattr("close")? {
-                o.call_method0("close")?;
-            } else {
-                // SAFETY: as above.
-                unsafe { libc::close(*fd) };
+                continue;
+            }
+            let closer = same.iter().find(|o| !o.is_instance_of::<pyo3::types::PyInt>() && o.hasattr("close").unwrap_or(false));
+            match closer {
+                Some(o) => {
+                    o.call_method0("close")?;
+                }
+                // SAFETY: the caller gave this descriptor away; it is ours to close, once.
+                None => unsafe {
+                    libc::close(fd);
+                },
             }
         }
         Ok(())
     }
+}
+
+/// `give_away`: a bool for every handle, or a sequence of bools, one per handle.
+fn give_away_flags(give_away: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<bool>> {
+    let must = || format!("give_away must be a bool or a sequence of bools (one per handle), got {}", type_name(give_away));
+    if let Ok(b) = give_away.cast::<PyBool>() {
+        return Ok(vec![b.is_true(); n]);
+    }
+    if give_away.is_instance_of::<pyo3::types::PyString>() || give_away.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(must()));
+    }
+    let items: Vec<Bound<'_, PyAny>> = give_away.try_iter().map_err(|_| PyTypeError::new_err(must()))?.collect::<PyResult<_>>()?;
+    let mut g = Vec::with_capacity(items.len());
+    for (i, x) in items.iter().enumerate() {
+        match x.cast::<PyBool>() {
+            Ok(b) => g.push(b.is_true()),
+            Err(_) => return Err(PyTypeError::new_err(format!("give_away[{i}] must be a bool, got {}", type_name(x)))),
+        }
+    }
+    if g.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "give_away has {} entries for {n} handles: one bool per handle, or a single bool for all",
+            g.len()
+        )));
+    }
+    Ok(g)
 }
 
 /// `send(data, handles=...)`: the whole protocol with the GIL released,

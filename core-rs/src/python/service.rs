@@ -113,7 +113,7 @@ impl Service {
     /// callback raised for an earlier client (which was refused), that
     /// exception is raised here.
     #[pyo3(signature = (timeout=None))]
-    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Channel>> {
+    fn accept(&self, py: Python<'_>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Py<Channel>> {
         let until = deadline(timeout)?;
         let longest = accept_slice(py)?;
         loop {
@@ -149,7 +149,7 @@ impl Service {
     /// ``await svc.accept_async(timeout=None)``: ``accept`` without
     /// blocking the event loop (``multihop.aio.accept``).
     #[pyo3(signature = (timeout=None))]
-    fn accept_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    fn accept_async<'py>(slf: &Bound<'py, Self>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
         super::channel::aio(slf.py())?.getattr("accept")?.call1((slf, timeout))
     }
 

@@ -26,6 +26,19 @@ impl<'py> Bytes<'py> {
             return Ok(Bytes::Bytes(b.clone()));
         }
         let buf = PyUntypedBuffer::get(obj).map_err(|_| PyTypeError::new_err(format!("expected a bytes-like object, got {}", type_name(obj))))?;
+        if holds_references(buf.format().to_bytes()) {
+            // numpy's name of the dtype, of the array or of the one a memoryview shows; else the buffer's format.
+            let dtype = obj
+                .getattr("dtype")
+                .or_else(|_| obj.getattr("obj").and_then(|o| o.getattr("dtype")))
+                .and_then(|d| d.str())
+                .map(|d| format!("dtype {d}"))
+                .unwrap_or_else(|_| format!("format {:?}", buf.format().to_string_lossy()));
+            return Err(PyTypeError::new_err(format!(
+                "cannot send an array of {dtype}: it holds references to Python objects (pointers that mean \
+                 nothing in another process), not data; send plain values (numbers, bytes) or encode them first"
+            )));
+        }
         if !buf.is_c_contiguous() {
             return Err(PyValueError::new_err("the buffer must be C-contiguous"));
         }
@@ -40,6 +53,21 @@ impl<'py> Bytes<'py> {
             Bytes::Buffer(b) => unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) },
         }
     }
+}
+
+/// Whether a buffer's struct-module format has an object (`O`) item anywhere (numpy's
+/// `dtype.hasobject`: an object dtype, or a structured one with an object field); field names
+/// (`:name:` in a `T{...}` format) are not items.
+fn holds_references(format: &[u8]) -> bool {
+    let mut in_name = false;
+    for &c in format {
+        match c {
+            b':' => in_name = !in_name,
+            b'O' if !in_name => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// How long a receiver polls with the GIL held before it releases it: a
