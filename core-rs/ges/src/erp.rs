@@ -64,7 +64,7 @@ pub struct Event {
     pub pub_id: u32,
     pub sig_id: u32,
     /// where each value lies in `values` (they are split by \x1f)
-    spans: Vec<(u32, u32)>,
+    spans: Small<(u32, u32), 8>,
     /// what the driver keeps with the event (the Python glue: the `EventData` it came as)
     pub attachment: Option<Box<dyn Any + Send + Sync>>,
 }
@@ -143,14 +143,12 @@ pub struct ToPeer {
     pub ack: Option<i64>,
 }
 
-/// What a graph's symbols are for the names of each signature and for the last values matched
-/// (valid while the graph's generation is `generation`).
+/// What a graph's symbols are for the names of each signature (valid while the graph's generation
+/// is `generation`).
 #[derive(Default)]
 struct Resolved {
     generation: u64,
     names: FxHashMap<u32, Vec<Option<Sym>>>,
-    values: Vec<Option<Sym>>,
-    values_text: Box<str>,
 }
 
 /// Targets of a copy grouped by next hop, in the order the hops were first chosen.
@@ -180,6 +178,8 @@ pub struct Erp {
     publisher_text: Vec<Arc<str>>,
     signatures: FxHashMap<Arc<str>, u32>,
     signature_names: Vec<(Arc<str>, Vec<Box<str>>)>,
+    /// the publisher and signature of the last event made
+    last_ids: (u32, u32),
     /// the duplicate filter: last `(timestamp, sequence)` per (publisher, incarnation, role)
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
@@ -210,6 +210,7 @@ impl Erp {
             publisher_text: Vec::new(),
             signatures: FxHashMap::default(),
             signature_names: Vec::new(),
+            last_ids: (0, 0),
             dedup: FxHashMap::default(),
             seq: FxHashMap::default(),
             unacked: FxHashMap::default(),
@@ -259,17 +260,27 @@ impl Erp {
         payload: &[u8],
         attachment: Option<Box<dyn Any + Send + Sync>>,
     ) -> Arc<Event> {
-        let pub_id = match self.publishers.get(publisher) {
-            Some(&k) => k,
-            None => {
-                let t: Arc<str> = publisher.into();
-                self.publisher_text.push(t.clone());
-                self.publishers.insert(t, (self.publisher_text.len() - 1) as u32);
-                (self.publisher_text.len() - 1) as u32
-            }
-        };
-        let sig_id = match self.signatures.get(signature) {
-            Some(&k) => k,
+        // (the events of a batch mostly share publisher and signature: the last ones are looked at first)
+        let (lp, ls) = self.last_ids;
+        let pub_id =
+            match self.publisher_text.get(lp as usize).filter(|t| ***t == *publisher).map(|_| lp).or_else(|| self.publishers.get(publisher).copied())
+            {
+                Some(k) => k,
+                None => {
+                    let t: Arc<str> = publisher.into();
+                    self.publisher_text.push(t.clone());
+                    self.publishers.insert(t, (self.publisher_text.len() - 1) as u32);
+                    (self.publisher_text.len() - 1) as u32
+                }
+            };
+        let sig_id = match self
+            .signature_names
+            .get(ls as usize)
+            .filter(|t| *t.0 == *signature)
+            .map(|_| ls)
+            .or_else(|| self.signatures.get(signature).copied())
+        {
+            Some(k) => k,
             None => {
                 let t: Arc<str> = signature.into();
                 // (name:type) pairs joined by \x1f; the name is what precedes the last ':'
@@ -283,7 +294,8 @@ impl Erp {
                 (self.signature_names.len() - 1) as u32
             }
         };
-        let mut spans = Vec::with_capacity(self.signature_names[sig_id as usize].1.len());
+        self.last_ids = (pub_id, sig_id);
+        let mut spans = Small::new();
         let mut at = 0u32;
         for v in values.split('\x1f') {
             spans.push((at, at + v.len() as u32));
@@ -329,19 +341,18 @@ impl Erp {
             return Vec::new();
         }
         let graph = lock(g);
-        // the graph's symbols for the signature's names (kept per signature) and for the values (kept
-        // for the last values seen: a publisher's events often repeat them), while its strings stay
+        // the graph's symbols for the signature's names (kept per signature while its strings stay);
+        // the values are looked up as the walk reaches them
         let r = self.resolved.entry(Arc::as_ptr(g) as usize).or_default();
         if r.generation != graph.generation() {
             *r = Resolved { generation: graph.generation(), ..Resolved::default() };
         }
         let n = r.names.entry(ev.sig_id).or_insert_with(|| names.iter().map(|x| graph.resolve(x)).collect());
-        if *r.values_text != *ev.values || r.values.is_empty() {
-            r.values.clear();
-            r.values.extend(ev.value_list().map(|x| graph.resolve(x)));
-            r.values_text = ev.values.clone();
+        let mut values: Small<&str, 16> = Small::new();
+        for v in ev.value_list() {
+            values.push(v);
         }
-        graph.match_syms(n, &r.values, &mut self.scratch, &mut self.hits);
+        graph.match_lazy(n, &values, &mut self.scratch, &mut self.hits);
         let mut out: Vec<Dest> = self.hits.iter().map(|&k| graph.dest(k)).collect();
         out.sort_unstable();
         out

@@ -30,9 +30,12 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
+            // (the last bytes folded in a register: a copy into a buffer of variable length is a call)
+            let mut last = 0u64;
+            for (i, b) in rest.iter().enumerate() {
+                last |= (*b as u64) << (8 * i);
+            }
+            self.add(last);
         }
     }
     #[inline]

@@ -558,6 +558,16 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
     /// [`Self::match_into`] with the names and values resolved ([`Self::resolve`], valid for this
     /// [`Self::generation`]).
     pub fn match_syms(&self, names: &[Option<Sym>], values: &[Option<Sym>], s: &mut Scratch, out: &mut Vec<Di>) {
+        self.match_with(names, values.len(), |i| values[i], s, out)
+    }
+
+    /// [`Self::match_into`] with the names resolved and each value looked up only when the walk gets
+    /// to it (an event's later attributes often go unread: profiles constrain its first ones).
+    pub fn match_lazy<V: AsRef<str>>(&self, names: &[Option<Sym>], values: &[V], s: &mut Scratch, out: &mut Vec<Di>) {
+        self.match_with(names, values.len(), |i| self.resolve(values[i].as_ref()), s, out)
+    }
+
+    fn match_with(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> Option<Sym>, s: &mut Scratch, out: &mut Vec<Di>) {
         out.clear();
         let Some(&Some(first)) = names.first() else { return };
         let Some(&root) = self.roots.get(&first) else { return };
@@ -571,7 +581,7 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         }
         let stamp = s.stamp;
         let everyone = self.dests.live;
-        let n = names.len().min(values.len());
+        let n = names.len().min(nvalues);
         let mut frontier = std::mem::take(&mut s.frontier);
         let mut reached = std::mem::take(&mut s.reached);
         frontier.clear();
@@ -579,7 +589,7 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         let mut i = 0;
         while i < n {
             // an unknown value matches only `*` edges (`None`); an unknown next attribute has no edge
-            let v = values[i];
+            let v = value(i);
             let nxt = if i + 1 < n { Some(names[i + 1]) } else { None };
             reached.clear();
             for &k in &frontier {

@@ -126,14 +126,12 @@ impl ProfileGraph {
             let mut guard = lock(&self.scratch);
             let (scratch, out) = &mut *guard;
             let mut total = 0u64;
-            let (mut n, mut v) = (Vec::new(), Vec::new());
+            let mut n = Vec::new();
             for (names, values) in events.iter() {
-                // (resolved as the engine resolves an event: each name and value looked up once)
+                // (as the engine matches an event: its names looked up, each value when the walk gets to it)
                 n.clear();
                 n.extend(names.iter().map(|x| graph.resolve(x)));
-                v.clear();
-                v.extend(values.iter().map(|x| graph.resolve(x)));
-                graph.match_syms(&n, &v, scratch, out);
+                graph.match_lazy(&n, values, scratch, out);
                 total += out.len() as u64;
             }
             total
