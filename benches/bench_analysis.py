@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from multihop.bench.trace import TraceWriter
 
 

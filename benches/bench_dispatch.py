@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 import multihop as mh  # noqa: E402
-from multihop.dispatch import measure  # noqa: E402
+from multihop.bench.news import measure  # noqa: E402
 
 
 def main() -> int:

@@ -54,7 +54,6 @@ import time
 import tracemalloc
 
 from multihop import _ges
-
 from multihop.ges.event import canonical
 from multihop.ges.profile import chain_matches
 from multihop.ges.profile_graph import ProfileGraph

@@ -20,10 +20,10 @@ other subscribers, the measuring subscriber 9 broker hops from the publisher):
    with the publisher flat out (figure 19; every other subscriber still gets every event), and the
    brokers' CPU per event, all 22 together, from their processes' counters (user + system: it does not
    depend on what else runs on the machine the way the wall-clock figures do).
-2. **The floor** (``multihop.ges.floor``): the same processes and channels with no GES in them, a
+2. **The floor** (``multihop.bench.ges.floor``): the same processes and channels with no GES in them, a
    relay per broker that floods each event along the tree to the same subscribers: what the machine's
    processes, monitors and channels cost the 9-hop path before any broker logic, at the low rate.
-3. **NATS**: 3 clustered servers on loopback, the same clients (``multihop.ges.nats_peer``).
+3. **NATS**: 3 clustered servers on loopback, the same clients (``multihop.bench.ges.nats_peer``).
 
 Then figure 20 (latency against broker hops, 50 % matching) with the default engine, once.
 
@@ -50,8 +50,8 @@ import numpy as np
 
 os.environ.setdefault("MULTIHOP_RUNTIME_ROOT", f"/tmp/multihop-bench-ges-{os.getuid()}")
 
-from multihop.ges.floor import Floor  # noqa: E402
-from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed  # noqa: E402
+from multihop.bench.ges.floor import Floor  # noqa: E402
+from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed  # noqa: E402
 
 PAPER_LATENCY_MS = 15.54  # 1 event/s, 50 B, 100 % matching, 9 hops (figure 15)
 PAPER_THROUGHPUT = 480.76  # events/s at the measuring client (figure 19)
@@ -119,7 +119,7 @@ def main() -> int:
 
     nats: Any = None
     if not a.no_nats:
-        from multihop.ges.nats_peer import NatsTestbed, nats_available
+        from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
 
         missing = nats_available()
         if missing:

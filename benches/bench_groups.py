@@ -5,7 +5,7 @@ Run: .venv/bin/python benches/bench_groups.py [--quick] [--max-cores 32] [--roun
 For N = 2, 4, 8, 16, 32 cores (virtual cores on this machine's CPUs, declared as
 4 sockets once N >= 8; root core 0, one member process on each other core), in
 one run, the median shoot-down (the root sends, every member acknowledges, the
-root has every ack; :mod:`multihop.groups.shootdown`) of:
+root has every ack; :mod:`multihop.bench.groups.shootdown`) of:
 
 * ``unicast``: the root's dispatcher sends one message per member, each member
   acknowledges straight back to the root (``convergecast(unicast=True)``);
@@ -21,7 +21,7 @@ unicast); from 8 cores on, radix and numa again with every ack straight back to
 the root (``aggregate=False``: what the monitors' aggregation is measured
 against, in the same run); then on 2 real and 4 and 8 virtual cores the machine
 model's prediction against the measured ``unicast`` (goal: within 25 %): a calibration of the live
-group path from the root (:mod:`multihop.groups.calibrate_group`: UMP latency and
+group path from the root (:mod:`multihop.bench.groups.calibrate_group`: UMP latency and
 switch, a parked receiver's wake-up, the monitors' forward cost per frame, the
 endpoints' CPU per request from one- and two-member reference rounds), simulated
 flat unicast with direct acks through the monitors; and total-order throughput
@@ -37,14 +37,14 @@ import statistics
 import time
 
 import multihop as mh
-from multihop.groups import simulate
-from multihop.groups.calibrate_group import calibrate_group_path
-from multihop.groups.shootdown import (
+from multihop.bench.groups.calibrate_group import calibrate_group_path
+from multihop.bench.groups.shootdown import (
     MODES,
     measure_group_shootdown,
     measure_pipe_shootdown,
     measure_throughput,
 )
+from multihop.groups import simulate
 from multihop.groups.trees import flat
 
 

@@ -26,9 +26,9 @@ import statistics
 import time
 
 import multihop as mh
+from multihop.bench.groups.calibrate import calibrate
+from multihop.bench.groups.live import measure_shootdown
 from multihop.groups import build_tree, load_model, machine_tree, simulate
-from multihop.groups.calibrate import calibrate
-from multihop.groups.live import measure_shootdown
 from multihop.groups.simulate import Workload
 from multihop.groups.trees import flat
 

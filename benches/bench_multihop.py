@@ -6,7 +6,7 @@ Run: .venv/bin/python benches/bench_multihop.py [--scale 1.0] [--repeat 3]
   round trip and one-way 64 B throughput, multi-hop against UMP and Pipe,
   per message and in batches of 16 (``send_batch`` / ``recv_records``); per
   message with the sender holding what finds no credit (the default,
-  ``core-rs/src/held.rs``) and with ``MULTIHOP_HOLD=0`` (one message a frame),
+  ``core-rs/dispatcher/src/multihop/held.rs``) and with ``MULTIHOP_HOLD=0`` (one message a frame),
   both between fresh processes;
 - credit windows 1, 4, 16, 64;
 - every process layout (``multihop.bench.layouts``: ends in the starter's session,
@@ -15,7 +15,7 @@ Run: .venv/bin/python benches/bench_multihop.py [--scale 1.0] [--repeat 3]
 - ring mode on 8 virtual cores: 1, 2, 4 and 8 monitors on the path;
 - the monitors' own forwarding cost in the live runtime: their CPU time over
   the messages they forwarded during a stream (the Rust bench
-  ``cargo bench -p multihop-core --bench pingpong`` measures the bare step);
+  ``cargo bench -p multihop-monitor --bench pingpong`` measures the bare step);
 - memory: a multi-hop channel's state in the monitors (measured as their RSS
   growth over many open channels) against a UMP channel's rings;
 - monitor-to-monitor links per routing mode for 4, 16 and 64 cores;
@@ -86,7 +86,7 @@ def forwarded(rt: mh.Runtime) -> int:
 
 def window_bound(window: int, work_ns: int, batch: bool, hold: bool = False) -> float | None:
     """Messages per second of benches/window_bound.c, the scheduling-only model of this path (None without gcc);
-    `hold`: the sender holds what finds no credit for the next one (frames of up to 64, core-rs/src/held.rs)."""
+    `hold`: the sender holds what finds no credit for the next one (frames of up to 64, core-rs/dispatcher/src/multihop/held.rs)."""
     gcc = shutil.which("gcc")
     if gcc is None:
         return None
@@ -162,7 +162,7 @@ def main() -> None:
         print(row("one-way 64 B, UMP", med(lambda: ump.stream_ours(n_stream), rep), "msg/s", pipe_stream))
         print(row("one-way 64 B, multi-hop window 16", mh_stream, "msg/s", pipe_stream))
         print(row("one-way 64 B, multi-hop window 16, batches of 16", mh_batched, "msg/s", pipe_stream))
-        # Holding (core-rs/src/held.rs) against the strict send it replaced, both ends fresh processes, same run.
+        # Holding (core-rs/dispatcher/src/multihop/held.rs) against the strict send it replaced, both ends fresh processes, same run.
         with layouts.running("same-session") as run:
             held = med(lambda: run.case("multihop", "stream", n_stream), rep)
             strict = med(lambda: run.case("multihop", "stream", n_stream, env={"MULTIHOP_HOLD": "0"}), rep)
@@ -244,7 +244,7 @@ def main() -> None:
     )
     print(
         f"  forwarding step <= 100 ns per message (live, CPU time): {fwd_ns:.0f} ns -> {'met' if fwd_ns <= 100 else 'NOT met'}"
-        " (the bare step: cargo bench -p multihop-core --bench pingpong)"
+        " (the bare step: cargo bench -p multihop-monitor --bench pingpong)"
     )
 
 

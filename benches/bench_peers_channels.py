@@ -16,7 +16,7 @@ under 10 % of the frames) and in which they parked (over 50 %), per case.
 What it shows: the two suites' figures do not differ by suite; the multi-hop
 round trip is bimodal, fast while the monitors poll and several times slower
 once foreign load stops them polling (their autogroup goes to nice 0:
-``group_weight.rs``, ``docs/design.md`` §5), while Pipe's two wake-ups per
+``sched/weight.rs``, ``docs/design.md`` §5), while Pipe's two wake-ups per
 round trip change little.  ``--no-poll`` starts the runtime with
 ``MULTIHOP_MONITOR_POLL_US=0`` (monitors that never poll): every repeat then
 gives the parked figure, whatever the load.

@@ -13,7 +13,7 @@
  *   gcc -O2 benches/window_bound.c -o /tmp/window_bound
  *   /tmp/window_bound WINDOW WORK_NS BATCH [HOLD]   # BATCH 1: send/receive all that fits at once
  *
- * HOLD 1 models a sender that holds what finds no credit (core-rs/src/held.rs):
+ * HOLD 1 models a sender that holds what finds no credit (core-rs/dispatcher/src/multihop/held.rs):
  * credits count frames; a message sent while the window is used up joins the
  * held frames (up to four of 64 messages), which go first, a credit each, as
  * credits come back; the receiver does its per-message work for every message
@@ -83,7 +83,7 @@ static void busy(double ns) {
     }
 }
 
-/* Event-count doorbell, as core-rs/src/park.rs. */
+/* Event-count doorbell, as core-rs/base/src/park.rs. */
 static void ring(int i) {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(WAITERS(i))) {

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from multihop import dispatch
+from multihop import news
 
 
 def record_sink(
@@ -14,14 +14,14 @@ def record_sink(
 ) -> None:
     """Join, say ready (with the sink's id), read until ``want`` news or ``seconds`` pass, report what came."""
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    snk = dispatch.sink(runtime, topics, qos=dispatch.SinkQoS(**qos), system=system)
+    snk = news.sink(runtime, topics, qos=news.SinkQoS(**qos), system=system)
     ready.put((snk.id.hi, snk.id.lo))
     got: list[tuple[int, int, int, int, int, int]] = []
     deadline = time.monotonic() + seconds
     while len(got) < want and time.monotonic() < deadline:
         try:
             n = snk.next(timeout=0.5)
-        except dispatch.DispatchError:
+        except news.DispatchError:
             raise
         except TimeoutError:
             continue

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark
 import pytest
+
 from multihop import cli
 from multihop.analysis import AnalysisUnavailable, SparkUnavailable, TraceError, main, run
 from multihop.analysis.command import build_parser

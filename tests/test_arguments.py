@@ -16,9 +16,9 @@ from typing import Any, Callable
 import pytest
 
 import multihop as mh
-from multihop import _core
 from chanpair import channel_pair
 from conftest import monitor_processes, unique_name
+from multihop import _core
 
 SURROGATE = "bad\udc80name"
 

@@ -19,9 +19,9 @@ from typing import Awaitable, Callable, TypeVar
 
 import pytest
 
+import aio_procs
 import multihop as mh
 import multihop.aio
-import aio_procs
 import procs
 from generated import import_file
 
@@ -174,7 +174,7 @@ def test_sigkilled_peer_raises_channel_closed_in_the_awaiting_task(rt: mh.Runtim
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_send_async_waits_for_room_without_blocking_the_loop(rt: mh.Runtime, transport: str) -> None:
     """A reader that reads nothing yet: a multi-hop window of 4 (credit) and then the held frames (four of
-    64 messages; core-rs/src/held.rs), or a small UMP ring (room), fills up, the next send_async waits on
+    64 messages; core-rs/dispatcher/src/multihop/held.rs), or a small UMP ring (room), fills up, the next send_async waits on
     the doorbell while another task keeps running, and it goes once the reader drains; everything
     arrives, in order."""
     service = unique_name("gate")

@@ -1,6 +1,6 @@
 """A multi-hop batch crosses every ring and monitor as one unit (issue 17 §2).
 
-`send_batch` packs consecutive messages into BATCH frames (core-rs/src/wire.rs)
+`send_batch` packs consecutive messages into BATCH frames (core-rs/base/src/wire/mod.rs)
 of up to 64 messages and the channel's maximum message size; each frame takes
 one credit; monitors forward it with one lookup; the receiving end unpacks it
 into separate messages, in order, and returns the frame's credit with its last

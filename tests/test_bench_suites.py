@@ -25,13 +25,11 @@ import pytest
 
 import multihop as mh
 import multihop.analysis as analysis
-from multihop import cli
-from multihop import rts
+from conftest import unique_name
+from multihop import cli, rts
 from multihop.bench.peers import available_peers
 from multihop.bench.suites import SUITES
 from multihop.bench.suites.options import QUICK_REPEATS
-
-from conftest import unique_name
 
 PNG = b"\x89PNG\r\n\x1a\n"
 CLI = [sys.executable, "-m", "multihop.cli"]
@@ -166,7 +164,7 @@ def _check_dispatch(report: Path, plots: list[str]) -> None:
 
 
 def _check_ges(report: Path, plots: list[str]) -> None:
-    from multihop.ges.nats_peer import nats_available
+    from multihop.bench.ges.nats_peer import nats_available
 
     rows = _csv(report / "ges_latency.csv")
     want = {

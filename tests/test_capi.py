@@ -23,9 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 import cffi  # noqa: E402  (the test extra)
+import pytest
 
 import multihop as mh  # noqa: E402
 import procs  # noqa: E402
@@ -69,7 +68,8 @@ def unique_name(prefix: str = "t") -> str:
 
 
 def _sources_mtime() -> float:
-    files = [*(ROOT / "core-rs" / "src").rglob("*.rs"), ROOT / "core-rs" / "Cargo.toml", ROOT / "Cargo.toml"]
+    # every crate of the engine's workspace (core-rs/base, dispatcher, monitor, testkit and the bindings)
+    files = [*(ROOT / "core-rs").rglob("*.rs"), *(ROOT / "core-rs").rglob("Cargo.toml"), ROOT / "Cargo.toml"]
     return max(f.stat().st_mtime for f in files if f.exists())
 
 
@@ -313,7 +313,7 @@ def test_too_large_keeps_the_message(c: C, rt: mh.Runtime, transport: str) -> No
 
 def test_a_multihop_mh_send_holds_what_finds_no_credit_and_keeps_the_order(c: C, rt: mh.Runtime) -> None:
     """mh_send on a multi-hop channel whose window (16) is used up holds the message for the next credit
-    (core-rs/src/held.rs) and returns at once, up to 4 frames of 64; the messages arrive in order."""
+    (core-rs/dispatcher/src/multihop/held.rs) and returns at once, up to 4 frames of 64; the messages arrive in order."""
     n, gate = 400, procs.CTX.Event()
     with served(c, rt, [("wait_event", gate), ("expect_seq", n), ("send", b"done"), ("wait_closed",)], "multihop") as (p, h):
         ch = h.ptr

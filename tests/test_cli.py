@@ -59,8 +59,9 @@ def _start_group_service(name: str) -> int:
     does), with a member that stays joined; the service's pid."""
     script = (
         "import multihop as mh\n"
+        "from multihop import groups\n"
         f"rt = mh.Runtime.attach({name!r})\n"
-        "rt.group('g')\n"
+        "groups.group(rt, 'g')\n"
         "with rt.dispatcher(1) as d:\n"
         "    g = d.join('g')\n"
         "    g.send(g.broadcast, b'x')\n"
@@ -137,8 +138,8 @@ def _own_parsers() -> dict[str, argparse.ArgumentParser]:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, child in action.choices.items():
-                    if prefix == "multihop" and name in ("analyze", "dispatch", "ges"):
-                        continue  # their arguments are their packages' (python/multihop/{analysis,dispatch,ges})
+                    if prefix == "multihop" and name in ("analyze", "news", "dispatch", "ges"):
+                        continue  # their arguments are their packages' (python/multihop/{analysis,news,ges})
                     walk(f"{prefix} {name}", child)
 
     walk("multihop", build_parser())

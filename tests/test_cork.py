@@ -1,4 +1,4 @@
-"""A corked burst of multi-hop sends wakes the monitor once (core-rs/src/cork.rs).
+"""A corked burst of multi-hop sends wakes the monitor once (core-rs/dispatcher/src/multihop/cork.rs).
 
 ``with d.corked():`` lets a thread write to many channels (a broker's round) and
 wake its core's monitor once, at the block's end. The test keeps the monitor of

@@ -17,18 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from multihop.dispatch import dispatch_if
-from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.ids import ZERO, Nid, domain_id, hex_id, identity_of, new_identity, proves
-from multihop.dispatch.partition import NO_PARTITION
-from multihop.dispatch.peer import PeerMachine
-from multihop.dispatch.qos import NO_BOUND, SinkQoS, SourceQoS
-from multihop.dispatch.relay import RelayMachine
-from multihop.dispatch.sim import Sim
-from multihop.dispatch.sink_machine import MAX_NOTICE_KEPT, SinkMachine
-from multihop.dispatch.source_machine import MAX_ALARM_UNITS, SourceMachine
-from multihop.dispatch.validate import MAX_MEMBERS, MAX_SEQ, MAY_SEND, reason
-from multihop.dispatch.wire import M, Record, decode, encode
+from multihop.news import dispatch_if
+from multihop.news.config import PeerConfig
+from multihop.news.ids import ZERO, Nid, domain_id, hex_id, identity_of, new_identity, proves
+from multihop.news.partition import NO_PARTITION
+from multihop.news.peer import PeerMachine
+from multihop.news.qos import NO_BOUND, SinkQoS, SourceQoS
+from multihop.news.relay import RelayMachine
+from multihop.news.sim import Sim
+from multihop.news.sink_machine import MAX_NOTICE_KEPT, SinkMachine
+from multihop.news.source_machine import MAX_ALARM_UNITS, SourceMachine
+from multihop.news.validate import MAX_MEMBERS, MAX_SEQ, MAY_SEND, reason
+from multihop.news.wire import M, Record, decode, encode
 
 S = 1_000_000_000
 T0 = 1_000 * S  # the machines' clock at the start (CLOCK_MONOTONIC-like: far from 0)

@@ -1,12 +1,12 @@
-"""The GES testbed's floor (multihop.ges.floor): relays that flood each event along the tree and deliver it
+"""The GES testbed's floor (multihop.bench.ges.floor): relays that flood each event along the tree and deliver it
 to every subscriber, real processes, real multi-hop channels (benches/bench_ges_testbed.py prints it)."""
 
 from __future__ import annotations
 
 import numpy as np
-from conftest import unique_name
 
-from multihop.ges.floor import Floor
+from conftest import unique_name
+from multihop.bench.ges.floor import Floor
 from multihop.ges.topology import Topology
 
 

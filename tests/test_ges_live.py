@@ -14,8 +14,7 @@ import pytest
 import multihop as mh
 from conftest import unique_name
 from multihop import ges
-from multihop.ges.live import LiveSystem
-from multihop.ges.live import wire
+from multihop.ges.live import LiveSystem, wire
 from multihop.ges.live.system import signature
 
 FIG5 = Path(ges.__file__).parent / "examples" / "paper_fig5.toml"

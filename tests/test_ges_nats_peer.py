@@ -1,4 +1,4 @@
-"""The NATS baseline of the GES testbed (multihop.ges.nats_peer) where nats-server is not installed:
+"""The NATS baseline of the GES testbed (multihop.bench.ges.nats_peer) where nats-server is not installed:
 a clear error naming the extra to install, raised before anything is started or created.
 
 The check runs in a Python of its own, in a virtual environment with this one's packages but without
@@ -17,7 +17,7 @@ from pathlib import Path
 
 SCRIPT = """\
 import os, sys
-from multihop.ges.nats_peer import NatsTestbed, nats_available
+from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
 print(nats_available())
 try:
     NatsTestbed(servers=1, subscribers=1, per_process=1)

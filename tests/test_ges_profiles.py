@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multihop import ges
-from multihop.ges.dedup import DuplicateFilter
 from multihop.ges import event as event_module
+from multihop.ges.dedup import DuplicateFilter
 from multihop.ges.event import EventId, canonical, decode_value, make_event, names_and_values, validate_event
 from multihop.ges.profile import WILDCARD, chain_matches, chain_text, make_chain, parse_chain
 from multihop.ges.profile_graph import ProfileGraph

@@ -7,13 +7,15 @@ import inspect
 import pkgutil
 from typing import Any
 
+import multihop.bench.groups
 import multihop.groups
 import multihop.groups.ordering
 
 
 def modules() -> list[Any]:
+    """multihop.groups and its measurements (multihop.bench.groups), every module of them."""
     out = []
-    for pkg in (multihop.groups, multihop.groups.ordering):
+    for pkg in (multihop.groups, multihop.groups.ordering, multihop.bench.groups):
         out.append(pkg)
         out += [importlib.import_module(f"{pkg.__name__}.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
     return out
@@ -44,6 +46,7 @@ def test_every_public_name_is_documented_and_annotated() -> None:
         "model",
         "simulate",
         "machine_tree",
+        "stored",
         "calibrate",
         "live",
         "fifo",

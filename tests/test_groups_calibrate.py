@@ -12,13 +12,14 @@ from typing import Iterator
 
 import psutil
 import pytest
-from conftest import unique_name
 
 import multihop as mh
+from conftest import unique_name
+from multihop.bench.groups.calibrate import calibrate
+from multihop.bench.groups.live import measure_shootdown
 from multihop.groups import GroupError, ModelError, flat, load_model, simulate
-from multihop.groups.calibrate import STORED_NAME, calibrate, model_dir, stored_model, stored_path
-from multihop.groups.live import measure_shootdown
 from multihop.groups.simulate import Workload
+from multihop.groups.stored import STORED_NAME, model_dir, stored_model, stored_path
 
 
 def children() -> set[int]:

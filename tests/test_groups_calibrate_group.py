@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from test_groups_calibrate import children
 
 import multihop as mh
+from multihop.bench.groups.calibrate_group import calibrate_group_path, cpu_ns, measure_group_path, reference_members
 from multihop.groups import GroupError, flat, load_model, simulate
-from multihop.groups.calibrate_group import PATH_STORED_NAME, calibrate_group_path, cpu_ns, measure_group_path, reference_members
-from multihop.groups.calibrate import stored_path
 from multihop.groups.gsd import ensure_service
+from multihop.groups.stored import PATH_STORED_NAME, stored_path
+from test_groups_calibrate import children
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from multihop.groups import GroupError, numa
-from multihop.topology import Topology
 from multihop.groups.convergecast import Convergecast, Partial
+from multihop.topology import Topology
 
 
 def run(seed: int, dead_members: set[int], dead_cores: set[int]) -> Partial:

@@ -17,15 +17,16 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from conftest import unique_name
-from group_procs import replier, reply_bytes, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import replier, reply_bytes, wait_view
+from multihop import groups
 from multihop.groups import BROADCAST, GroupError
 from multihop.groups.endpoint import ConvergecastTimeout
-from multihop.groups.gsd import _table, view_entries
+from multihop.groups.gsd import view_entries
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 SIZE = 1024
@@ -49,7 +50,7 @@ def wait_for(what: str, cond: Any, timeout: float = 30.0) -> None:
 @contextlib.contextmanager
 def six_members(rt: mh.Runtime, tree: str) -> Iterator[tuple[Any, dict[int, int], dict[int, Any]]]:
     """A group of six (this process on core 0, a :func:`replier` on each of cores 1-5): (group, node by core, procs)."""
-    rt.group("cc", order="fifo", tree=tree)
+    groups.group(rt, "cc", order="fifo", tree=tree)
     q, finish = CTX.Queue(), CTX.Event()
     with contextlib.ExitStack() as stack:
         stack.callback(finish.set)
@@ -65,10 +66,12 @@ def six_members(rt: mh.Runtime, tree: str) -> Iterator[tuple[Any, dict[int, int]
 @pytest.mark.parametrize("tree", ["numa", "radix:2"])
 def test_replies_are_merged_per_monitor_and_the_root_gets_one_report_per_child(rt6: mh.Runtime, tree: str) -> None:
     with six_members(rt6, tree) as (g, nodes, _):
-        root = [e for e in view_entries(g.view, rt6.topology, _table(rt6))[0] if e["dest"] == BROADCAST and e["root_core"] == 0]
+        root = [e for e in view_entries(g.view, rt6.topology, rt6.routing_table)[0] if e["dest"] == BROADCAST and e["root_core"] == 0]
         children = root[0]["children"]
         on_tree = [
-            c for c, es in view_entries(g.view, rt6.topology, _table(rt6)).items() if any(e["dest"] == BROADCAST and e["root_core"] == 0 for e in es)
+            c
+            for c, es in view_entries(g.view, rt6.topology, rt6.routing_table).items()
+            if any(e["dest"] == BROADCAST and e["root_core"] == 0 for e in es)
         ]
         assert 1 <= len(children) < 5, f"a {tree} tree over 6 cores: the root has fewer children than remote members"
         before = counters(rt6)
@@ -144,7 +147,7 @@ def test_a_stopped_member_times_out_with_the_survivors_replies_and_the_state_is_
 def test_a_member_without_auto_ack_answers_when_it_is_ready() -> None:
     rt = mh.Runtime.start(unique_name("gcr"), cores=[0, 1, 2])
     try:
-        rt.group("later", order="total", tree="radix:2")  # total order: the request is rooted at the sequencer
+        groups.group(rt, "later", order="total", tree="radix:2")  # total order: the request is rooted at the sequencer
         with rt.dispatcher(0) as d0, rt.dispatcher(1) as d1, rt.dispatcher(2) as d2:
             a, b, c = d0.join("later"), d1.join("later", auto_ack=False), d2.join("later")
             c.sync()

@@ -12,13 +12,14 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from conftest import unique_name
-from group_procs import payload, sender, stoppable_receiver, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import payload, sender, stoppable_receiver, wait_view
+from multihop import groups
 from multihop.groups.checkers import History, check_delivery, check_fifo
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 
@@ -40,7 +41,7 @@ def wait_for(what: str, cond: Any, timeout: float = 30.0) -> None:
 
 
 def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt4: mh.Runtime) -> None:
-    rt4.group("k", order="fifo", tree="flat")
+    groups.group(rt4, "k", order="fifo", tree="flat")
     # A queue and a finish event per process: a process killed while it writes a report, or while it looks
     # at its event (every delivery), holds that queue's or event's lock for good (multiprocessing's documented
     # hazard), and the survivor's "done" must not wait behind it, nor the clean-up on a killed one's event.
@@ -90,7 +91,7 @@ def test_a_member_killed_mid_stream_leaves_and_convergecast_names_the_missing(rt
 
 def test_a_stopped_member_bounds_every_monitor_queue_by_the_window(rt4: mh.Runtime) -> None:
     window = 8
-    rt4.group("s", order="fifo", tree="flat", window=window)
+    groups.group(rt4, "s", order="fifo", tree="flat", window=window)
     q, go, finish = CTX.Queue(), CTX.Event(), CTX.Event()
     n = 3000
     with contextlib.ExitStack() as stack:
@@ -131,7 +132,7 @@ def test_a_send_held_back_by_a_stopped_member_times_out_and_its_message_still_go
     # A group send's timeout bounds its wait for the tree's credit. The message that timed out is not
     # withdrawn (it has its place in the group's FIFO order): it goes first once the member resumes.
     window = 4
-    rt4.group("t", order="fifo", tree="flat", window=window)
+    groups.group(rt4, "t", order="fifo", tree="flat", window=window)
     q, finish = CTX.Queue(), CTX.Event()
     n = 200
     with contextlib.ExitStack() as stack:

@@ -11,11 +11,12 @@ import weakref
 from typing import Any, Iterator
 
 import pytest
-from group_procs import member
-from procs import child
 
 import multihop as mh
+from group_procs import member
+from multihop import groups
 from multihop.groups.checkers import History, check_causal, check_delivery, check_fifo, check_total
+from procs import child
 
 CTX = mp.get_context("spawn")
 
@@ -69,7 +70,7 @@ def members(rt: mh.Runtime, group: str, cores: list[int], n_send: list[int], exp
 
 @pytest.mark.parametrize("tree", ["flat", "numa"])
 def test_six_fifo_members_deliver_every_message_once_through_the_monitors(rt6: mh.Runtime, tree: str) -> None:
-    info = rt6.group("g", order="fifo", tree=tree)
+    info = groups.group(rt6, "g", order="fifo", tree=tree)
     assert (info.order, info.tree, info.window, info.members) == ("fifo", tree, 16, {})
     n = 300  # each member: 300 sends, every 5th a unicast to the next node
     per = n - n // 5
@@ -90,12 +91,12 @@ def test_six_fifo_members_deliver_every_message_once_through_the_monitors(rt6: m
         assert all(d["group_dropped"] == 0 and d["group_malformed"] == 0 for d in data)
         finish.set()
         collect(q, "left", 6, 120)
-    assert rt6.group("g", create=False).members == {}
+    assert groups.group(rt6, "g", create=False).members == {}
 
 
 @pytest.mark.parametrize("order", ["fifo", "causal", "total"])
 def test_three_senders_of_ten_thousand_keep_each_ordering(rt6: mh.Runtime, order: str) -> None:
-    rt6.group("o", order=order, tree="numa")
+    groups.group(rt6, "o", order=order, tree="numa")
     n = 10_000
     sends = [n, 0, n, 0, n, 0]  # senders on cores 0, 2, 4 (both sockets), receivers between them
     expect = [3 * n] * 6

@@ -10,9 +10,10 @@ import time
 from typing import Iterator
 
 import pytest
-from conftest import unique_name
 
 import multihop as mh
+from conftest import unique_name
+from multihop import groups
 from multihop.groups import BROADCAST, GroupError
 from multihop.groups.gsd import SERVICE
 
@@ -31,7 +32,7 @@ def group_data(rt: mh.Runtime) -> list[dict[str, int]]:
 
 
 def test_multicast_groups_convergecast_and_callbacks(rt3: mh.Runtime) -> None:
-    rt3.group("m", order="causal", tree="radix:2")
+    groups.group(rt3, "m", order="causal", tree="radix:2")
     seen: list[tuple[str, int]] = []
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
         g0 = d0.join("m", on_join=lambda n, v: seen.append(("join", n)), on_leave=lambda n, v: seen.append(("leave", n)))
@@ -65,16 +66,16 @@ def test_multicast_groups_convergecast_and_callbacks(rt3: mh.Runtime) -> None:
 
 def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> None:
     with pytest.raises(GroupError, match="unknown tree mode|tree"):
-        rt3.group("x", tree="spiral")
+        groups.group(rt3, "x", tree="spiral")
     with pytest.raises(GroupError, match="unknown ordering 'sorted'"):
-        rt3.group("x", order="sorted")
+        groups.group(rt3, "x", order="sorted")
     with pytest.raises(GroupError, match="window"):
-        rt3.group("x", window=0)
+        groups.group(rt3, "x", window=0)
     with pytest.raises(GroupError, match="unknown group 'x'"):
-        rt3.group("x", create=False)
-    rt3.group("g", order="fifo", tree="flat")
+        groups.group(rt3, "x", create=False)
+    groups.group(rt3, "g", order="fifo", tree="flat")
     with pytest.raises(GroupError, match="exists with order 'fifo'"):
-        rt3.group("g", order="causal", tree="flat")
+        groups.group(rt3, "g", order="causal", tree="flat")
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1:
         with pytest.raises(GroupError, match="unknown group 'nope'"):
             d0.join("nope")
@@ -94,7 +95,7 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> Non
         with pytest.raises(GroupError, match="bytes"):
             g0.send(BROADCAST, "text")  # type: ignore[arg-type]
         g1 = d1.join("g")
-        rt3.group("t", order="total")
+        groups.group(rt3, "t", order="total")
         t0, t1 = d0.join("t"), d1.join("t")
         mc = t1.create_multicast()
         t1.join_multicast(mc)
@@ -116,7 +117,7 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(rt3: mh.Runtime) -> Non
 
 
 def test_a_dispatcher_detached_without_leaving_drops_out_and_the_group_goes_on(rt3: mh.Runtime) -> None:
-    rt3.group("d", order="total")
+    groups.group(rt3, "d", order="total")
     with rt3.dispatcher(0) as d0:
         a = d0.join("d")
         with rt3.dispatcher(1) as d1:
@@ -136,7 +137,7 @@ def test_a_dispatcher_detached_without_leaving_drops_out_and_the_group_goes_on(r
 
 def test_the_service_survives_a_process_that_reattaches_on_the_same_core(rt3: mh.Runtime) -> None:
     for i in range(3):  # each round: a new dispatcher of this process on core 0, the old one gone
-        rt3.group(f"r{i}")
+        groups.group(rt3, f"r{i}")
         with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1:
             a, b = d0.join(f"r{i}"), d1.join(f"r{i}")
             a.sync()
@@ -148,7 +149,7 @@ def test_the_service_survives_a_process_that_reattaches_on_the_same_core(rt3: mh
 
 
 def test_without_the_service_installed_views_keep_working_and_membership_calls_say_why(rt3: mh.Runtime) -> None:
-    rt3.group("s", order="fifo")
+    groups.group(rt3, "s", order="fifo")
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
         a, b = d0.join("s"), d1.join("s")
         a.sync()
@@ -169,8 +170,8 @@ def test_without_the_service_installed_views_keep_working_and_membership_calls_s
 
 
 def test_a_dead_monitor_closes_the_groups_on_its_core_and_nothing_hangs(rt3: mh.Runtime) -> None:
-    rt3.group("far", order="fifo", tree="flat")  # members on cores 1 and 2
-    rt3.group("near", order="fifo", tree="flat")  # members on cores 0 and 1 only
+    groups.group(rt3, "far", order="fifo", tree="flat")  # members on cores 1 and 2
+    groups.group(rt3, "near", order="fifo", tree="flat")  # members on cores 0 and 1 only
     with rt3.dispatcher(0) as d0, rt3.dispatcher(1) as d1, rt3.dispatcher(2) as d2:
         a, _ = d1.join("far"), d2.join("far")
         n0, n1 = d0.join("near"), d1.join("near")

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import unique_name
-from group_procs import stoppable_receiver, wait_view
-from procs import child
-from test_groups_live import collect
 
 import multihop as mh
+from conftest import unique_name
+from group_procs import stoppable_receiver, wait_view
+from multihop import groups
+from procs import child
+from test_groups_live import collect
 
 CTX = mp.get_context("spawn")
 HANG = 30.0  # a thread still running after this long is hung (the calls under test take at most a few seconds)
@@ -79,7 +80,7 @@ def waiting_in_recv(run: Run) -> None:
 
 
 def test_send_returns_while_another_thread_waits_in_recv_without_timeout(rt2: mh.Runtime) -> None:
-    rt2.group("th", order="fifo", tree="flat")
+    groups.group(rt2, "th", order="fifo", tree="flat")
     with rt2.dispatcher(0) as d:
         g = d.join("th", timeout=30)
         rx = Run(lambda: g.recv(timeout=None), "recv-forever")
@@ -105,7 +106,7 @@ def test_send_returns_while_another_thread_waits_in_recv_without_timeout(rt2: mh
 def test_send_times_out_on_a_spent_window_while_other_threads_wait_forever(rt2: mh.Runtime) -> None:
     """A stopped member downstream spends the tree's window: a send with a timeout raises Timeout in time,
     while one thread waits in recv(timeout=None) and another in send(timeout=None)."""
-    rt2.group("sp", order="fifo", tree="flat", window=2)
+    groups.group(rt2, "sp", order="fifo", tree="flat", window=2)
     q, finish = CTX.Queue(), CTX.Event()
     with contextlib.ExitStack() as stack:
         p = stack.enter_context(child(stoppable_receiver, rt2.name, 1, "sp", q, finish))

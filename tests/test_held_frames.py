@@ -1,4 +1,4 @@
-"""A blocking multi-hop send holds what cannot leave yet (issue 17 §1; core-rs/src/held.rs).
+"""A blocking multi-hop send holds what cannot leave yet (issue 17 §1; core-rs/dispatcher/src/multihop/held.rs).
 
 When a blocking ``send`` finds the credit window used up, the message goes into
 the channel's held frames (up to 4 frames of 64 messages, each at most the

@@ -173,3 +173,56 @@ def test_an_unknown_type_names_the_import_option(tmp_path: Path) -> None:
     r = multihop("stubgen", str(SHIPPED / "bench.if"), "-o", str(tmp_path))
     assert r.returncode == 1 and f"--import {TYPES_IF}" in r.stderr, r.stderr
     assert written(multihop("stubgen", str(SHIPPED / "bench.if"), "--import", str(TYPES_IF), "-o", str(tmp_path)))
+
+
+# ---- the generated files the repository keeps: one list, one gate -------------------------------------
+
+
+def _copy_checkout(tmp_path: Path) -> Path:
+    """The interface files and generated files of this checkout, copied under ``tmp_path`` (a root of its own)."""
+    from multihop.idl.generated_files import GENERATED
+
+    root = tmp_path / "repo"
+    shutil.copytree(SHIPPED, root / "flounder-idl")
+    for e in GENERATED:
+        (root / e.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / e.path, root / e.path)
+    return root
+
+
+def test_every_generated_file_is_listed_once_and_fresh() -> None:
+    """The gate .ci/test runs: every committed generated file is what the compiler makes today."""
+    from multihop.idl.generated_files import GENERATED
+
+    paths = [e.path for e in GENERATED]
+    assert len(paths) == len(set(paths)), "a generated file is listed twice"
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "python").rglob("*_if.py*")}
+    assert on_disk == set(paths), "every committed *_if.py / *_if.pyi is in multihop.idl.generated_files.GENERATED"
+    r = multihop("stubgen", "--check")
+    assert r.returncode == 0 and r.stdout.startswith(f"all {len(paths)} generated files are fresh"), r.stdout + r.stderr
+
+
+def test_check_names_a_stale_file_and_all_rewrites_it(tmp_path: Path) -> None:
+    from multihop.idl.generated_files import GENERATED
+
+    root = _copy_checkout(tmp_path)
+    stale = GENERATED[0]
+    (root / stale.path).write_text((root / stale.path).read_text() + "# edited by hand\n")
+    (root / GENERATED[1].path).unlink()
+    r = multihop("stubgen", "--check", "--root", str(root))
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    assert r.stderr.splitlines() == [f"{e.path} is stale: regenerate it with `multihop stubgen --all` (or {e.command})" for e in GENERATED[:2]]
+    r = multihop("stubgen", "--all", "--root", str(root))
+    assert r.returncode == 0 and r.stdout.splitlines() == [GENERATED[0].path, GENERATED[1].path], r.stdout + r.stderr
+    assert (root / stale.path).read_text() == (ROOT / stale.path).read_text()
+    assert multihop("stubgen", "--check", "--root", str(root)).returncode == 0
+    assert multihop("stubgen", "--all", "--root", str(root)).stdout == ""  # nothing left to change
+
+
+def test_check_and_all_take_no_interface_file_and_need_a_checkout(tmp_path: Path) -> None:
+    r = multihop("stubgen", "--check", str(SHIPPED / "echo.if"))
+    assert r.returncode == 1 and "give no interface file" in r.stderr
+    r = multihop("stubgen", "--check", "--all")
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = multihop("stubgen", "--check", "--root", str(tmp_path))
+    assert r.returncode == 1 and "is not a checkout of multihop" in r.stderr

@@ -18,12 +18,12 @@ from typing import Any, Iterator
 
 import pytest
 
+import idl_procs
 import multihop as mh
 import multihop.idl as idl
-import idl_procs
 import procs
 from conftest import unique_name
-from multihop.idl.connect import choose_transport
+from multihop.flounder.connect import choose_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 ECHO_IF = ROOT / "flounder-idl" / "echo.if"

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import multihop as mh
-from multihop import idl
 from chanpair import runtime_pair
+from multihop import idl
 
 SOURCE = """
 interface scalars "every scalar the fast path takes" {

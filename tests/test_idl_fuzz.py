@@ -8,7 +8,7 @@
 * Files that are not UTF-8 (issue 17 §7: 143,707 of 332,345 mutated files of
   an outside fuzz run raised ``UnicodeDecodeError`` with no file name): an
   IdlSyntaxError at the first bad byte, through the API and ``multihop stubgen``.
-* The generated decoders of every shipped interface and :mod:`multihop.idl.wire`'s
+* The generated decoders of every shipped interface and :mod:`multihop.flounder.wire`'s
   ``message_number`` over arbitrary bytes and over mutated valid encodings:
   a record (that encodes to bytes decoding to it again) or a DecodeError, never
   anything else.
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import multihop as mh
 import multihop.idl as idl
-from multihop.idl import wire
+from multihop.flounder import wire
 from multihop.idl.errors import DecodeError, IdlError, IdlSyntaxError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 import multihop as mh
-from generated import import_file
 import multihop.idl  # noqa: F401  (mh.idl)
 import procs
+from generated import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 IDL = ROOT / "flounder-idl"

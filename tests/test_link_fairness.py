@@ -17,10 +17,10 @@ import time
 from typing import Any, Callable
 
 import multihop as mh
-from multihop import _core
-from multihop.paths import monitor_socket
 from chanpair import channel_pair
 from conftest import unique_name
+from multihop import _core
+from multihop.paths import monitor_socket
 
 FLOOD = 3000
 SIZE = 64  # bytes of payload; 16 more of header on the link

@@ -17,9 +17,9 @@ import sys
 import pytest
 
 import multihop as mh
-from multihop import _core
 from conftest import unique_name
 from liveness_util import process_gone, stopped, until
+from multihop import _core
 
 
 def test_a_runtime_whose_monitors_cannot_answer_is_still_live_and_never_taken_over() -> None:

@@ -8,9 +8,9 @@ import time
 import psutil
 
 import multihop as mh
+import procs
 from chanpair import channel_pair
 from conftest import unique_name
-import procs
 from parked import all_threads_asleep
 
 
@@ -54,6 +54,6 @@ def test_a_cpu_hog_on_the_monitors_cpu_does_not_stall_forwarding() -> None:
         # A monitor polling at SCHED_IDLE next to a CPU hog would stall for a
         # second or more at a time (its poll budget turns polling off when
         # steps come far apart, and a guard thread promotes a starved poller:
-        # core-rs/src/idle_poll.rs, whose unit test covers the guard); 300
+        # core-rs/monitor/src/idle_poll.rs, whose unit test covers the guard); 300
         # round trips would take minutes. The bound is loose on purpose.
         assert elapsed < 30, f"300 round trips next to a CPU hog took {elapsed:.1f} s"

@@ -13,16 +13,16 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import multihop as mh
-from multihop import _core, rts
-from conftest import unique_name
 import procs
+from conftest import unique_name
+from multihop import _core, rts
 
 SIX = mh.Topology(sockets=[[0, 1, 2], [3, 4, 5]])
 KIND_DATA, KIND_DUMMY, KIND_TEARDOWN = 1, 2, 3
 
 
 def frame(vci: int, payload: bytes, kind: int = KIND_DATA, direction: int = 1) -> bytes:
-    """A raw multi-hop frame as core-rs/src/wire.rs lays it out (for forgers)."""
+    """A raw multi-hop frame as core-rs/base/src/wire/mod.rs lays it out (for forgers)."""
     return struct.pack("<QBBHI", vci, direction, kind, 0, 0) + payload
 
 
@@ -187,7 +187,7 @@ def test_stalled_receiver_blocks_sender_after_window_and_bounds_monitor_queues()
     with runtime([0, 1, 2], "ring") as rt:
         c, s = pair(rt, 0, 2, "stall", window=window)
         sent = 0
-        most = 4 * ((1 << 20) // (size + 4))  # four held frames of the 1 MiB maximum (core-rs/src/held.rs): 60
+        most = 4 * ((1 << 20) // (size + 4))  # four held frames of the 1 MiB maximum (core-rs/dispatcher/src/multihop/held.rs): 60
         with pytest.raises(mh.Timeout):
             for _ in range(window * most // 4 + most + 1):  # every frame full at the most
                 c.send(sent.to_bytes(8, "little") * (size // 8), timeout=1.0)

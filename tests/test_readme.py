@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import unique_name
-from test_capi import ensure_cdylib
 
 import multihop as mh
+from conftest import unique_name
+from test_capi import ensure_cdylib
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -119,7 +119,7 @@ def test_the_c_headers_build_lines_work(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == "ping\n", r.stderr
 
 
-_BARE = re.compile(r"(?<![\w/.-])multihop (?:up|down|status|demo|bench|stubgen|analyze|dispatch|ges|groups)\b")
+_BARE = re.compile(r"(?<![\w/.-])multihop (?:up|down|status|demo|bench|stubgen|analyze|news|dispatch|ges|groups)\b")
 
 
 def test_the_readme_says_to_activate_the_venv_before_its_first_bare_multihop_command() -> None:

@@ -8,13 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import multihop.bench.trace as trace_mod
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import multihop.bench.trace as trace_mod
 from multihop.bench.trace import (
     KINDS,
     LOAD_COLUMNS,
@@ -374,9 +375,8 @@ def test_load_probe_tells_own_cpu_from_foreign_cpu() -> None:
 def test_monitor_state_of_a_runtime() -> None:
     """With a runtime, the probe reads its monitors: frames forwarded, parks and the scheduling weight."""
     import multihop as mh
-    from multihop.bench.load import sampling
-
     from conftest import unique_name
+    from multihop.bench.load import sampling
 
     with mh.Runtime.start(unique_name("load"), cores=[0, 1]) as rt:
         with rt.dispatcher(1) as d1, rt.dispatcher(0) as d0:

@@ -12,9 +12,9 @@ import psutil
 import pytest
 
 import multihop as mh
+import procs
 from conftest import monitor_processes, unique_name
 from parked import until_parked
-import procs
 
 
 def bind_when_ready(d: mh.Dispatcher, ready, service: str, **kw) -> mh.Channel:  # type: ignore[no-untyped-def]

@@ -7,10 +7,10 @@ Run them with ``pytest benches/micro --benchmark-only`` (they are outside
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
-import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager

@@ -14,7 +14,7 @@ import pytest
 
 import multihop as mh
 import multihop.idl as idl
-from multihop.idl.connect import choose_transport
+from multihop.flounder.connect import choose_transport
 
 greeter = idl.load('interface greeter "" { rpc greet(in String name[64], out String greeting[80]); };')
 

@@ -17,12 +17,12 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use crate::channel::{Waited, Want};
-use crate::dispatcher::{BindOptions, Dispatcher};
-use crate::endpoint::Endpoint;
-use crate::error::{Error, ErrorKind, Progress, Result};
-use crate::paths;
-use crate::service::{Service, DEFAULT_BACKLOG};
+use multihop_base::defaults::{BACKLOG as DEFAULT_BACKLOG, CLOSE_HELD_WAIT, WINDOW as DEFAULT_WINDOW};
+use multihop_base::error::{Error, ErrorKind, Progress, Result};
+use multihop_base::handles::reason;
+use multihop_base::paths;
+use multihop_base::ringpair::{Waited, Want};
+use multihop_dispatcher::{BindOptions, Channel as Endpoint, Dispatcher, Service};
 
 pub const MH_OK: c_int = 0;
 pub const MH_E_TIMEOUT: c_int = -1;
@@ -333,7 +333,7 @@ pub unsafe extern "C" fn mh_bind(
         let d = handle("mh_bind", "d", d)?;
         let name = string("mh_bind", "name", name)?;
         let transport = string("mh_bind", "transport", transport)?;
-        let opts = BindOptions { transport: transport.to_string(), max_message: None, window: 16, timeout: duration(timeout_ms) };
+        let opts = BindOptions { transport: transport.to_string(), max_message: None, window: DEFAULT_WINDOW, timeout: duration(timeout_ms) };
         let ch = d.disp.bind(name, 0, &opts, &mut || Ok(())).map_err(|e| Error::new(e.kind, format!("bind to {name:?}: {}", e.message)))?;
         *out = Box::into_raw(Box::new(mh_channel { ch }));
         Ok(())
@@ -421,7 +421,7 @@ pub unsafe extern "C" fn mh_recv(ch: *mut mh_channel, buf: *mut u8, cap: usize, 
 }
 
 /// Most handles one message carries (`MH_MAX_HANDLES`).
-pub const MH_MAX_HANDLES: usize = crate::caps::MAX_HANDLES;
+pub const MH_MAX_HANDLES: usize = multihop_base::handles::MAX_HANDLES;
 
 /// # Safety
 /// `ch` NULL or a live channel handle; `data` NULL or `len` readable bytes;
@@ -448,7 +448,7 @@ pub unsafe extern "C" fn mh_send_handles(
             (true, _) => return Err(null("mh_send_handles", "fds (with nfds > 0)")),
             (false, n) if n > 64 => {
                 return Err(Error::cap_refused(
-                    crate::caps::reason::TOO_MANY,
+                    reason::TOO_MANY,
                     Some(MH_MAX_HANDLES),
                     format!("mh_send_handles: {n} handles on one message; at most {MH_MAX_HANDLES}"),
                 ))
@@ -656,7 +656,7 @@ pub unsafe extern "C" fn mh_closed(ch: *const mh_channel) -> c_int {
 /// `ch` NULL or a live channel handle, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn mh_close(ch: *mut mh_channel) -> c_int {
-    mh_close_timeout(ch, crate::mhchannel::CLOSE_HELD_WAIT.as_millis() as i64, std::ptr::null_mut())
+    mh_close_timeout(ch, CLOSE_HELD_WAIT.as_millis() as i64, std::ptr::null_mut())
 }
 
 /// # Safety

@@ -12,9 +12,11 @@ b'ping'
 
 from __future__ import annotations
 
-from multihop._core import MAX_HANDLES, Channel, Dispatcher, Handle, Service
-from multihop import idl  # noqa: F401  (mh.idl.parse, mh.idl.load)
+import importlib
+import types
+
 from multihop import aio  # noqa: F401  (mh.aio.stats; the coroutines behind the *_async methods)
+from multihop._core import MAX_HANDLES, Channel, Dispatcher, GroupPort, Handle, Service
 from multihop.errors import (
     BindError,
     CapSendError,
@@ -37,6 +39,18 @@ from multihop.topology import Topology
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> types.ModuleType:
+    """``mh.idl`` (the Flounder compiler: ``mh.idl.load``, ``mh.idl.parse``), imported on first use.
+
+    The core does not import the compiler, which stands a layer above it (docs/architecture.md);
+    ``import multihop.idl`` is the same module.
+    """
+    if name == "idl":
+        return importlib.import_module("multihop.idl")
+    raise AttributeError(f"module 'multihop' has no attribute {name!r}")
+
+
 __all__ = [
     "BindError",
     "CapSendError",
@@ -44,6 +58,7 @@ __all__ = [
     "ChannelClosed",
     "Dispatcher",
     "ExportError",
+    "GroupPort",
     "Handle",
     "HeldLost",
     "IdlError",

@@ -7,9 +7,35 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+
+# The engine's defaults and limits, defined once in Rust (core-rs/base/src/defaults.rs): read them, do not restate
+# them. Durations in seconds, sizes in bytes.
+DEFAULT_WINDOW: int
+"""Credit window of a multi-hop channel (each way) and of a multicast group's tree edge: 16."""
+MAX_WINDOW: int
+"""Largest window a bind may ask for: 4096."""
+DEFAULT_TIMEOUT: float
+"""Seconds a bind (and a blocking call that names no timeout of its own) waits: 5.0."""
+REQUEST_TIMEOUT: float
+"""Seconds a control request to a monitor may take: 10.0."""
 DEFAULT_MAX_MESSAGE: int
+"""Largest message of a channel unless its bind says otherwise, and of every multi-hop channel: 1 MiB."""
+LIMIT_MAX_MESSAGE: int
+"""Largest max_message a UMP bind may ask for: 64 MiB."""
+MAX_BATCH: int
+"""Most messages in one multi-hop frame (a send_batch frame, a held frame): 64."""
+HELD_FRAMES: int
+"""Most frames a multi-hop end holds for its next credits: 4."""
+CLOSE_HELD_WAIT: float
+"""Seconds Channel.close tries by default to hand held messages to the monitor: 5.0."""
 DEFAULT_BACKLOG: int
+"""Connections a service keeps for accept unless told otherwise: 16."""
+MAX_BACKLOG: int
+"""Largest backlog a service may ask for: 65536."""
 MAX_HANDLES: int
+"""Most handles (file descriptors) one message may carry: 32."""
+DEFAULT_HANDLE_ROOM: int
+"""Most handles a receiving end keeps for messages not received yet, unless told otherwise: 1024."""
 
 _T = TypeVar("_T")
 

@@ -5,10 +5,10 @@ The coroutines behind ``await ch.recv_async()``, ``await ch.send_async(data)``,
 ``await d.bind_async(...)`` (UMP and multi-hop alike).
 
 How a task waits: every ring this process reads rings one doorbell, a futex
-word (``core-rs/src/park.rs``).  :class:`multihop._core.AsyncBell` turns it
+word (``core-rs/base/src/park.rs``).  :class:`multihop._core.AsyncBell` turns it
 into one descriptor the event loop watches with ``loop.add_reader``: an
 io_uring with a ``FUTEX_WAIT`` on the doorbell's word (Linux 6.7+), else one
-bridge thread per bell and an eventfd (``core-rs/src/async_bell.rs``).  So
+bridge thread per bell and an eventfd (``core-rs/base/src/async_bell.rs``).  So
 one descriptor per event loop serves every channel, and nothing polls: no
 thread per channel, no sleeps.  A task that must wait registers what it waits
 for (a channel and "a message" or "room for n bytes", a service's backlog, a
@@ -65,6 +65,7 @@ import weakref
 from typing import Any
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT, DEFAULT_WINDOW
 from multihop.errors import ChannelClosed, Timeout, TxBusy
 
 # `recv_async` / `send_async` return a `_core.AsyncCall`: it tries once when the
@@ -345,10 +346,10 @@ async def bind(
     d: _core.Dispatcher,
     name: Any = None,
     transport: str = "ump",
-    timeout: float | None = 5.0,
+    timeout: float | None = DEFAULT_TIMEOUT,
     max_message: int | None = None,
     iref: int | None = None,
-    window: int = 16,
+    window: int = DEFAULT_WINDOW,
 ) -> _core.Channel:
     """Bind ``d`` to service ``name`` (or ``iref``) without blocking the loop (``Dispatcher.bind_async``).
 

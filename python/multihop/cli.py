@@ -1,5 +1,9 @@
-"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``dispatch``, ``ges``,
+"""The ``multihop`` command: ``up``, ``down``, ``status``, ``demo``, ``stubgen``, ``analyze``, ``news``, ``ges``,
 ``groups``.
+
+The top layer: it registers each application's subcommand (its arguments and what it runs are the
+application's own ``command`` module). ``multihop dispatch ...`` is the old name of ``multihop news
+...``, kept for one release with a warning on stderr.
 
 Every subcommand exits 0 on success and 1 with a one-line error (naming what
 was wrong) on failure; ``--debug`` shows the traceback instead.
@@ -195,13 +199,22 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     return run_args(a)
 
 
-def _cmd_dispatch(a: argparse.Namespace) -> int:
-    from multihop.dispatch import command
+def _cmd_news(a: argparse.Namespace) -> int:
+    from multihop.news import command
 
     return command.run(a)
 
 
+def _cmd_dispatch(a: argparse.Namespace) -> int:
+    print("multihop dispatch: deprecated, use `multihop news` (the same command; this name goes in the next release)", file=sys.stderr)
+    return _cmd_news(a)
+
+
 def _cmd_groups(a: argparse.Namespace) -> int:
+    if a.groups_cmd == "calibrate":  # a measurement run: the benchmarks' part of `multihop groups`
+        from multihop.bench.groups import command as calibrate_command
+
+        return calibrate_command.run(a)
     from multihop.groups import command
 
     return command.run(a)
@@ -317,11 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_command.add_arguments(an)
     an.set_defaults(func=_cmd_analyze)
 
-    from multihop.dispatch import command as dispatch_command
+    from multihop.news import command as news_command
 
-    dp = sub.add_parser("dispatch", help=dispatch_command.HELP, description=dispatch_command.HELP)
-    dispatch_command.add_arguments(dp)
-    dp.set_defaults(func=_cmd_dispatch)
+    nw = sub.add_parser("news", help=news_command.HELP, description=news_command.HELP)
+    news_command.add_arguments(nw)
+    nw.set_defaults(func=_cmd_news)
+    old = sub.add_parser("dispatch", help="deprecated: the old name of `multihop news`", description=news_command.HELP)
+    news_command.add_arguments(old)
+    old.set_defaults(func=_cmd_dispatch)
 
     from multihop.ges import command as ges_command
 
@@ -340,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="group communication: live groups through the monitors (rt.group, d.join), machine models, trees, simulated shoot-down, calibration",
         description=groups_command.DESCRIPTION,
     )
-    groups_command.add_arguments(gr)
+    from multihop.bench.groups import command as calibrate_command
+
+    calibrate_command.add_arguments(groups_command.add_arguments(gr))
     gr.set_defaults(func=_cmd_groups)
     return p
 

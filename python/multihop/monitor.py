@@ -6,7 +6,7 @@ process pins itself to ``--cpu``, listens on ``mon-<core>.sock`` in
 when ``--owner-pid`` is given, until that process exits.  ``--lock-fd`` is
 the runtime lock the starter took and passed down (an inherited
 descriptor): the monitor holds it for its whole life, which is what makes
-the runtime live (see ``core-rs/src/liveness.rs``).  The GIL is released for
+the runtime live (see ``core-rs/base/src/liveness.rs``).  The GIL is released for
 the whole life of the loop.
 """
 

@@ -7,7 +7,7 @@ under ``$XDG_RUNTIME_DIR/multihop`` when that is set and usable, else under
 use it to keep runtimes apart).  No shared memory is reachable through it:
 segments are passed as file descriptors over the sockets.
 
-``core-rs/src/paths.rs`` is this module's twin for the C ABI (``mh_attach``);
+``core-rs/base/src/paths.rs`` is this module's twin for the C ABI (``mh_attach``);
 ``tests/test_capi.py`` checks that both name the same directory.
 """
 

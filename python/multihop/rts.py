@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.errors import RoutingError
 from multihop.topology import Topology, format_cores
 
@@ -210,7 +211,7 @@ def _spell(cores: Iterable[object]) -> str:
     return ", ".join(sorted(map(repr, listed)))
 
 
-def hand_off(initial_monitor_socket: str | os.PathLike[str], table: Mapping[int, Mapping[int, int]], timeout: float = 5.0) -> None:
+def hand_off(initial_monitor_socket: str | os.PathLike[str], table: Mapping[int, Mapping[int, int]], timeout: float = DEFAULT_TIMEOUT) -> None:
     """Hand the whole routing table to the runtime's initial monitor (TN-006 2.9).
 
     The initial monitor keeps the table, takes its own row, and opens its

@@ -18,7 +18,7 @@ watch it through a pidfd) unless started with ``detached=True``, as
 
 Liveness is a lock, never a status request: the starter takes an exclusive
 ``flock`` on ``<dir>/lock`` and passes that very open file to every monitor,
-which holds it for its whole life (``core-rs/src/liveness.rs``).  A runtime
+which holds it for its whole life (``core-rs/base/src/liveness.rs``).  A runtime
 is live while the lock is held; ``start`` of a live name raises
 RuntimeExists, ``attach`` of a name that is not live raises RuntimeNotFound,
 and a directory is emptied or removed only by whoever holds the lock.
@@ -28,6 +28,7 @@ and a directory is emptied or removed only by whoever holds the lock.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import numbers
@@ -43,6 +44,8 @@ from types import TracebackType
 from typing import Any, Sequence
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT
+from multihop.deprecation import warn_deprecated
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound
 from multihop.paths import check_name, monitor_socket, runtime_dir
 from multihop.rts import hand_off, links, routing_table
@@ -333,7 +336,7 @@ class Runtime:
             cmd += ["--owner-pid", str(os.getpid())]
         # Every monitor leads a session of its own (owned and detached alike):
         # with autogroup scheduling a session is a scheduling group, and the
-        # monitor keeps its own group light (sched_group.rs) so its polling
+        # monitor keeps its own group light (sched/session.rs) so its polling
         # gives way to every process on its CPU, whoever started them. Ctrl-C
         # at the terminal goes to the program, which stops an owned runtime's
         # monitors in order; a detached runtime outlives the terminal.
@@ -387,7 +390,7 @@ class Runtime:
         return "\n".join(text.splitlines()[-lines:])
 
     @classmethod
-    def attach(cls, name: str, *, timeout: float = 5.0) -> "Runtime":
+    def attach(cls, name: str, *, timeout: float = DEFAULT_TIMEOUT) -> "Runtime":
         """Attach to a running runtime of this user. Raises RuntimeNotFound.
 
         A runtime is running while its monitors hold its lock, whatever its
@@ -459,11 +462,40 @@ class Runtime:
             os.sched_setaffinity(0, {cpu})
         return d
 
-    def group(self, name: str, order: str = "fifo", tree: str = "numa", **kwargs: Any) -> Any:
-        """The application group `name`, created if need be: see :func:`multihop.groups.endpoint.group`."""
-        from multihop.groups.endpoint import group
+    @property
+    def routing_table(self) -> dict[int, dict[int, int]]:
+        """The routing table the monitors were given: source core -> {destination core: next-hop core}."""
+        return {int(s): {int(d): int(n) for d, n in row.items()} for s, row in self._meta["table"].items()}
 
-        return group(self, name, order, tree, **kwargs)
+    def monitor_running(self, core: int) -> bool:
+        """Whether the monitor process of `core` is still running, and is the one started (its pid and start time)."""
+        core = _check_core(core)
+        for m in self._meta["monitors"]:
+            if m["core"] == core:
+                return _is_process(m["pid"], m.get("start_ticks"))
+        raise ValueError(f"core {core} is not part of runtime {self.name!r}; its cores are {self.cores}")
+
+    def monitor_group(self, core: int, body: str, timeout: float = 10.0) -> str:
+        """Send the monitor of `core` one multicast-group table request and return its reply (JSON text both ways).
+
+        The monitors' group tables (fan-out entries per view, the credits per tree edge, the closing marks
+        of a dead member) are installed and read through this call by the groups application's service
+        (:mod:`multihop.groups.gsd`, ``docs/groups.md`` §5). Raises MonitorError if the monitor refuses.
+        """
+        core = _check_core(core)
+        if core not in self.cores:
+            raise ValueError(f"core {core} is not part of runtime {self.name!r}; its cores are {self.cores}")
+        return _core.monitor_group(str(monitor_socket(self.dir, core)), body, _check_timeout(timeout))
+
+    def group(self, name: str, order: str = "fifo", tree: str = "numa", **kwargs: Any) -> Any:
+        """Deprecated (goes in the next release): ``multihop.groups.group(rt, name, ...)``, which this calls.
+
+        The core imports no application (``docs/architecture.md``); until this shim goes, it finds the groups
+        application by its module name.
+        """
+        warn_deprecated("Runtime.group(name, ...) is deprecated: call multihop.groups.group(rt, name, ...) (the same function)")
+        groups = importlib.import_module("multihop.groups.endpoint")
+        return groups.group(self, name, order, tree, **kwargs)
 
     def status(self, limit: int | None = None, *, timeout: float = 10.0) -> dict[str, Any]:
         """A dict: name, directory, cores, routing, and each monitor's status.
@@ -509,7 +541,7 @@ class Runtime:
         """Whether every monitor process is running (each checked against its start time)."""
         return not self._stopped and all(_is_process(m["pid"], m.get("start_ticks")) for m in self._meta["monitors"])
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Stop every monitor and remove the runtime directory. Idempotent.
 
         Monitors are asked to shut down, then killed if they have not exited

@@ -27,22 +27,22 @@ import pytest
 
 import multihop as mh
 from conftest import unique_name
-from multihop import dispatch
-from multihop.dispatch.ids import Nid, domain_id, hex_id, new_identity
-from multihop.dispatch.naming import peer_service
-from multihop.dispatch.source_machine import SourceMachine
-from multihop.dispatch.wire import M, DecodeError, Record, decode, encode
+from multihop import news
+from multihop.news.ids import Nid, domain_id, hex_id, new_identity
+from multihop.news.naming import peer_service
+from multihop.news.source_machine import SourceMachine
+from multihop.news.wire import DecodeError, M, Record, decode, encode
 
-FAST = dispatch.PeerConfig(heartbeat=0.05, dead_after=0.4)
+FAST = news.PeerConfig(heartbeat=0.05, dead_after=0.4)
 
 
 @contextmanager
-def domain(peers: int) -> Iterator[tuple[mh.Runtime, dispatch.System]]:
+def domain(peers: int) -> Iterator[tuple[mh.Runtime, news.System]]:
     """A runtime and its dispatch peers, all stopped at the end whatever happens."""
     rt = mh.Runtime.start(unique_name("dspatk"), cores=[0, 1])
     system = None
     try:
-        system = dispatch.start(rt.name, peers, config=FAST)
+        system = news.start(rt.name, peers, config=FAST)
         yield rt, system
     finally:
         if system is not None:
@@ -53,7 +53,7 @@ def domain(peers: int) -> Iterator[tuple[mh.Runtime, dispatch.System]]:
 class Rogue:
     """Raw channels from this process to every peer of a domain: frames as the attacker writes them."""
 
-    def __init__(self, rt: mh.Runtime, system: dispatch.System) -> None:
+    def __init__(self, rt: mh.Runtime, system: news.System) -> None:
         self.d = rt.dispatcher(0)
         self.domain = domain_id(rt.name, "main")
         self.chans: dict[Nid, mh.Channel] = {p.id: self.d.bind(peer_service("main", p.id), timeout=5) for p in system.live}
@@ -108,9 +108,9 @@ class Rogue:
         self.d.detach()
 
 
-def _read_all(snk: dispatch.Sink, want: int, seconds: float = 20.0) -> list[dispatch.News]:
+def _read_all(snk: news.Sink, want: int, seconds: float = 20.0) -> list[news.News]:
     """What the sink gets until it has ``want`` news or ``seconds`` pass."""
-    got: list[dispatch.News] = []
+    got: list[news.News] = []
     deadline = time.monotonic() + seconds
     while len(got) < want and time.monotonic() < deadline:
         try:
@@ -127,9 +127,9 @@ def _counter(status: dict[str, dict], name: str) -> list[int]:
 def test_a_news_with_sequence_number_2_64_minus_1_kills_no_peer_and_the_queued_news_still_arrive() -> None:
     """Issue 26 §1: the frame that killed every peer (next_seq 2**64 out of range for uint64)."""
     with domain(3) as (rt, system), ExitStack() as stack:
-        snk = stack.enter_context(dispatch.sink(rt.name, ["n"]))  # reliable; does not read until the end
-        good = stack.enter_context(dispatch.source(rt.name))
-        evil = stack.enter_context(dispatch.source(rt.name))
+        snk = stack.enter_context(news.sink(rt.name, ["n"]))  # reliable; does not read until the end
+        good = stack.enter_context(news.source(rt.name))
+        evil = stack.enter_context(news.source(rt.name))
         for i in range(100):
             good.send(["n"], b"%d" % i)
         good.flush()
@@ -159,15 +159,15 @@ def test_a_news_with_sequence_number_2_64_minus_1_kills_no_peer_and_the_queued_n
 def test_a_source_id_cannot_be_taken_over_while_it_is_connected_or_after_it_left() -> None:
     """Issue 26 §1: a hello with another source's id and its next sequence number was delivered as its news."""
     with domain(3) as (rt, system), ExitStack() as stack:
-        snk = stack.enter_context(dispatch.sink(rt.name, ["n"]))
-        victim = dispatch.source(rt.name)
+        snk = stack.enter_context(news.sink(rt.name, ["n"]))
+        victim = news.source(rt.name)
         stack.callback(victim.close)
         for i in range(5):
             victim.send(["n"], b"genuine %d" % i)
         victim.flush()
         rogue = Rogue(rt, system)
         stack.callback(rogue.close)
-        fake = SourceMachine(victim.id, rogue.domain, dispatch.SourceQoS(priority=9), time.monotonic_ns())
+        fake = SourceMachine(victim.id, rogue.domain, news.SourceQoS(priority=9), time.monotonic_ns())
         fake.seq = 5
         for peer in rogue.chans:
             fake.handle_connected(peer, time.monotonic_ns())
@@ -192,7 +192,7 @@ def test_a_source_id_cannot_be_taken_over_while_it_is_connected_or_after_it_left
             rogue2.send_to(out[0], out[1])
         rogue2.send(fake.make_news(["n"], b"forged 10", time.monotonic_ns()))
         assert rogue2.wait(lambda: all(rogue2.refusals(p) for p in rogue2.chans)), rogue2.got
-        marker = stack.enter_context(dispatch.source(rt.name))
+        marker = stack.enter_context(news.source(rt.name))
         marker.send(["n"], b"marker")
         marker.flush()
         after = _read_all(snk, 1)
@@ -205,8 +205,8 @@ def test_a_source_id_cannot_be_taken_over_while_it_is_connected_or_after_it_left
 def test_a_news_claiming_a_higher_priority_than_its_source_registered_is_not_delivered_at_it() -> None:
     """Issue 26 §1: a priority-0 source's news claiming 255 was delivered at 255."""
     with domain(3) as (rt, system), ExitStack() as stack:
-        snk = stack.enter_context(dispatch.sink(rt.name, ["n"]))
-        low = stack.enter_context(dispatch.source(rt.name, qos=dispatch.SourceQoS(priority=0)))
+        snk = stack.enter_context(news.sink(rt.name, ["n"]))
+        low = stack.enter_context(news.source(rt.name, qos=news.SourceQoS(priority=0)))
         low.send(["n"], b"honest 0")
         claim = M.messages.news(low.id, 1, 255, time.monotonic_ns(), low.domain, "n", b"claims 255")
         low.machine.seq = 2
@@ -228,8 +228,8 @@ def test_a_news_claiming_a_higher_priority_than_its_source_registered_is_not_del
 def test_a_relay_cannot_speak_for_a_source_of_this_domain_nor_bring_this_domains_news() -> None:
     """Relays carry foreign ids and priorities legitimately; what they may claim is bounded."""
     with domain(2) as (rt, system), ExitStack() as stack:
-        snk = stack.enter_context(dispatch.sink(rt.name, ["n"]))
-        local = stack.enter_context(dispatch.source(rt.name))
+        snk = stack.enter_context(news.sink(rt.name, ["n"]))
+        local = stack.enter_context(news.source(rt.name))
         local.send(["n"], b"local 0")
         rogue = Rogue(rt, system)
         stack.callback(rogue.close)
@@ -260,10 +260,10 @@ def test_a_relay_cannot_speak_for_a_source_of_this_domain_nor_bring_this_domains
 def test_a_client_cannot_send_what_only_peers_or_administrators_send(kind: str) -> None:
     """A source or sink that sends ``shutdown``, ``sink_left`` or ``stored_news`` is refused and cut off; the domain serves on."""
     with domain(2) as (rt, system), ExitStack() as stack:
-        snk = stack.enter_context(dispatch.sink(rt.name, ["n"]))
-        src = stack.enter_context(dispatch.source(rt.name))
-        client: dispatch.Source | dispatch.Sink = (
-            stack.enter_context(dispatch.source(rt.name)) if kind == "source" else stack.enter_context(dispatch.sink(rt.name, ["x"]))
+        snk = stack.enter_context(news.sink(rt.name, ["n"]))
+        src = stack.enter_context(news.source(rt.name))
+        client: news.Source | news.Sink = (
+            stack.enter_context(news.source(rt.name)) if kind == "source" else stack.enter_context(news.sink(rt.name, ["x"]))
         )
         forged = [
             M.messages.sink_left(system.peers[0].id, snk.id),

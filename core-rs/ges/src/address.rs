@@ -59,6 +59,10 @@ pub fn level_of_difference(a: u64, b: u64) -> i32 {
     }
 }
 
+/// A unit list (of an event copy, of the units a link leaves): a few unit ids, kept inline. Here, below both
+/// the event routing (`erp.rs`) and the routing tables (`routing.rs`) that use it.
+pub type Units = crate::small::Small<u64, 4>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

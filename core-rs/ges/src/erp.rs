@@ -95,8 +95,7 @@ pub struct Copy {
     pub left: Units,
 }
 
-/// A unit list of a copy (a few units: kept inline).
-pub type Units = Small<u64, 4>;
+pub use crate::address::Units;
 
 /// The counters of `EventRouting.counters`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

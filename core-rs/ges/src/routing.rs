@@ -13,8 +13,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::address::{ancestor, contains, level_of_difference, unit_id, unit_level};
-use crate::erp::Units;
+use crate::address::{ancestor, contains, level_of_difference, unit_id, unit_level, Units};
 use crate::fxhash::{FxHashMap, FxHashSet};
 
 /// One node of the connectivity graph.

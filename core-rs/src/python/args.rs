@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt, PyString, PyType};
 
-use crate::error::{Error, ErrorKind, Progress};
+use multihop_base::error::{Error, ErrorKind, Progress};
 
 pub(crate) fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -82,7 +82,7 @@ pub(crate) fn timeout(name: &str, t: Option<f64>) -> PyResult<Option<Duration>> 
 }
 
 // `Channel.close`'s default timeout (a literal in its signature, so Python shows it) is the engine's.
-const _: () = assert!(crate::mhchannel::CLOSE_HELD_WAIT.as_secs() == 5);
+const _: () = assert!(multihop_base::defaults::CLOSE_HELD_WAIT.as_secs() == 5);
 
 /// Check a timeout argument without converting it (the hot paths only
 /// read the clock when they have to wait).
@@ -138,7 +138,7 @@ pub(crate) fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
 /// `window` of a bind: an int from 1 to `MAX_WINDOW` (the engine's range, the same on both transports),
 /// said in words whatever the int.
 pub(crate) fn window(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
-    let hi = crate::mhchannel::MAX_WINDOW as i128;
+    let hi = multihop_base::defaults::MAX_WINDOW as i128;
     match int(obj, "window", 1, hi) {
         Ok(w) => Ok(w as u32),
         Err(e) if e.is_instance_of::<PyValueError>(obj.py()) => Err(PyValueError::new_err(format!(
@@ -151,7 +151,7 @@ pub(crate) fn window(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
 
 /// `max_message` of a bind: an int from 1 to the transport's largest message (`BindOptions::max_message_limit`).
 pub(crate) fn max_message(obj: &Bound<'_, PyAny>, transport: &str) -> PyResult<usize> {
-    let hi = crate::dispatcher::BindOptions::max_message_limit(transport).map_err(|e| PyValueError::new_err(e.message))?;
+    let hi = multihop_dispatcher::BindOptions::max_message_limit(transport).map_err(|e| PyValueError::new_err(e.message))?;
     match int(obj, "max_message", 1, hi as i128) {
         Ok(m) => Ok(m as usize),
         Err(e) if e.is_instance_of::<PyValueError>(obj.py()) => {
@@ -163,16 +163,16 @@ pub(crate) fn max_message(obj: &Bound<'_, PyAny>, transport: &str) -> PyResult<u
 
 /// `backlog` of an export.
 pub(crate) fn backlog(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    count(obj, "backlog", 1, crate::service::MAX_BACKLOG)
+    count(obj, "backlog", 1, multihop_base::defaults::MAX_BACKLOG)
 }
 
 /// `max_count` of a batch receive.
 pub(crate) fn max_count(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    count(obj, "max_count", 0, MAX_BATCH)
+    count(obj, "max_count", 0, MAX_RECV_COUNT)
 }
 
 /// Most messages one `recv_batch` or `recv_records` call asks for.
-pub(crate) const MAX_BATCH: usize = 1 << 24;
+pub(crate) const MAX_RECV_COUNT: usize = 1 << 24;
 
 /// `transport` of a bind: "ump", "multihop" or "auto" (resolved by the engine, `transport_choice.rs`).
 pub(crate) fn transport(obj: &Bound<'_, PyAny>) -> PyResult<&'static str> {

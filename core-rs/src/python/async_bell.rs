@@ -21,10 +21,10 @@ use super::args::{to_py, type_name};
 use super::channel::Channel;
 use super::pending_bind::PendingBind;
 use super::service::Service;
-use crate::async_bell::AsyncBell as EngineBell;
-use crate::channel::Want;
-use crate::dispatcher::process_doorbell;
-use crate::endpoint::Endpoint;
+use multihop_base::async_bell::AsyncBell as EngineBell;
+use multihop_base::park::process_doorbell;
+use multihop_base::ringpair::Want;
+use multihop_dispatcher::Channel as Endpoint;
 
 /// What one token waits for.
 enum Watched {
@@ -62,7 +62,7 @@ pub struct AsyncBell {
 
 impl AsyncBell {
     fn registry(&self) -> std::sync::MutexGuard<'_, (HashMap<u64, Watched>, u64)> {
-        self.watched.lock().unwrap_or_else(|p| p.into_inner())
+        multihop_base::sync::lock(&self.watched)
     }
 }
 

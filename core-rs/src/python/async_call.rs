@@ -12,10 +12,12 @@
 //! take it.
 
 use pyo3::exceptions::PyStopIteration;
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 
-use super::channel::Channel;
-use super::wait::Bytes;
+use super::wait::{aio, try_recv_bytes, Bytes};
+use multihop_dispatcher::Channel as Endpoint;
 
 /// What the call does.
 pub(crate) enum Op {
@@ -26,7 +28,9 @@ pub(crate) enum Op {
 enum State {
     /// Not run yet.
     Start {
-        ch: Py<Channel>,
+        /// The `Channel` object (what the coroutine is given) and its engine end.
+        ch: Py<PyAny>,
+        end: Arc<Endpoint>,
         op: Op,
         timeout: Option<f64>,
     },
@@ -42,29 +46,29 @@ pub struct AsyncCall {
 }
 
 impl AsyncCall {
-    pub(crate) fn new(ch: Py<Channel>, op: Op, timeout: Option<f64>) -> AsyncCall {
-        AsyncCall { state: State::Start { ch, op, timeout } }
+    pub(crate) fn new(ch: Py<PyAny>, end: Arc<Endpoint>, op: Op, timeout: Option<f64>) -> AsyncCall {
+        AsyncCall { state: State::Start { ch, end, op, timeout } }
     }
 
     /// One step: the first tries at once, then hands over to the waiting coroutine.
     fn step(&mut self, py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Start { ch, op, timeout } => {
+            State::Start { ch, end, op, timeout } => {
                 let c = ch.bind(py);
                 let quick: Option<Py<PyAny>> = match &op {
-                    Op::Recv => match c.get().try_recv_bytes(py) {
+                    Op::Recv => match try_recv_bytes(py, &end) {
                         Ok(Some(b)) => Some(b.into_any().unbind()),
                         _ => None, // nothing there, or an error the coroutine raises
                     },
                     Op::Send(data) => match Bytes::get(data.bind(py)) {
-                        Ok(bytes) if c.get().ch.send_or_hold(&[bytes.as_slice()]).is_ok() => Some(py.None()),
+                        Ok(bytes) if end.send_or_hold(&[bytes.as_slice()]).is_ok() => Some(py.None()),
                         _ => None,
                     },
                 };
                 if let Some(v) = quick {
                     return Err(PyStopIteration::new_err((v,)));
                 }
-                let aio = super::channel::aio(py)?;
+                let aio = aio(py)?;
                 let coro = match op {
                     Op::Recv => aio.getattr("recv")?.call1((c, timeout))?,
                     Op::Send(data) => aio.getattr("send")?.call1((c, data, timeout))?,

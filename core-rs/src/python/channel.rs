@@ -9,19 +9,13 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::args::{count, deadline, to_py, MAX_BATCH};
+use super::args::{count, deadline, to_py, MAX_RECV_COUNT};
 use super::async_call::{AsyncCall, Op};
 use super::fixed_layout::FixedLayout;
-use super::wait::{send_waiting, wait, Bytes};
-use crate::channel::Want;
-use crate::endpoint::Endpoint;
-use crate::error::{Error, ErrorKind, Progress};
-
-/// `multihop.aio`, where the coroutines behind the `*_async` methods live.
-pub(crate) fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    static AIO: pyo3::sync::PyOnceLock<Py<PyModule>> = pyo3::sync::PyOnceLock::new();
-    Ok(AIO.get_or_try_init(py, || py.import("multihop.aio").map(|m| m.unbind()))?.bind(py))
-}
+use super::wait::{aio, send_waiting, try_recv_bytes, wait, Bytes};
+use multihop_base::error::{Error, ErrorKind, Progress};
+use multihop_base::ringpair::Want;
+use multihop_dispatcher::Channel as Endpoint;
 
 /// Most bytes one `recv_records` call may allocate for its array.
 const MAX_RECORDS_BYTES: usize = 1 << 30;
@@ -39,21 +33,7 @@ impl Channel {
     }
 
     pub(crate) fn try_recv_bytes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let mut err = None;
-        let got = self.ch.try_recv_with(|len, copy| {
-            PyBytes::new_with(py, len, |buf| {
-                copy(buf);
-                Ok(())
-            })
-            .map_err(|e| {
-                err = Some(e);
-                Error::new(ErrorKind::Interrupted, "allocation failed")
-            })
-        });
-        match got {
-            Ok(v) => Ok(v),
-            Err(e) => Err(err.unwrap_or_else(|| to_py(py, e))),
-        }
+        try_recv_bytes(py, &self.ch)
     }
 
     /// Send `msgs` (already checked), waiting while there is no room, until
@@ -231,7 +211,7 @@ impl Channel {
     fn recv_async(slf: &Bound<'_, Self>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<AsyncCall> {
         super::args::check_timeout(timeout)?;
         aio(slf.py())?; // registers AsyncCall as a coroutine
-        Ok(AsyncCall::new(slf.clone().unbind(), Op::Recv, timeout))
+        Ok(AsyncCall::new(slf.clone().into_any().unbind(), slf.get().ch.clone(), Op::Recv, timeout))
     }
 
     /// ``await ch.send_async(data, timeout=None)``: send one message, waiting
@@ -245,7 +225,7 @@ impl Channel {
     ) -> PyResult<AsyncCall> {
         super::args::check_timeout(timeout)?;
         aio(slf.py())?;
-        Ok(AsyncCall::new(slf.clone().unbind(), Op::Send(data.clone().unbind()), timeout))
+        Ok(AsyncCall::new(slf.clone().into_any().unbind(), slf.get().ch.clone(), Op::Send(data.clone().unbind()), timeout))
     }
 
     /// ``async for msg in ch``: messages until the peer closes the channel
@@ -265,7 +245,7 @@ impl Channel {
             2 => Want::Flushed,
             other => return Err(PyValueError::new_err(format!("want must be 0, 1 or 2, got {other}"))),
         };
-        Ok(crate::park::spin_until(std::time::Duration::from_micros(spin_us), &mut || self.ch.is_ready(want)))
+        Ok(multihop_base::park::spin_until(std::time::Duration::from_micros(spin_us), &mut || self.ch.is_ready(want)))
     }
 
     /// Send every message of `messages` in order, waiting while there is no
@@ -393,7 +373,7 @@ impl Channel {
         record_size: &Bound<'py, PyAny>,
         #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let max_count = count(max_count, "max_count", 0, MAX_BATCH)?;
+        let max_count = count(max_count, "max_count", 0, MAX_RECV_COUNT)?;
         let record_size = count(record_size, "record_size", 0, self.ch.max_message())?;
         if max_count.saturating_mul(record_size) > MAX_RECORDS_BYTES {
             return Err(PyValueError::new_err(format!(
@@ -526,7 +506,7 @@ impl Channel {
     /// program that bypasses the library). Raises CapSendError when refused.
     fn _send_handles_unchecked(&self, py: Python<'_>, data: &[u8], fds: Vec<i32>) -> PyResult<()> {
         let until = Some(Instant::now() + std::time::Duration::from_secs(10));
-        py.detach(|| self.ch.send_with_handles_unchecked(data, &fds, until)).map_err(|e| to_py(py, e))
+        py.detach(|| multihop_testkit::send_with_handles_unchecked(&self.ch, data, &fds, until)).map_err(|e| to_py(py, e))
     }
 
     /// Test hook: (VCI received on, VCI sent with) on the link to this
@@ -595,7 +575,7 @@ impl Channel {
     /// a RuntimeWarning instead, so the block's own exception goes on.
     #[pyo3(signature = (*args))]
     fn __exit__(&self, py: Python<'_>, args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        let r = close_reporting(py, &self.ch, Some(crate::mhchannel::CLOSE_HELD_WAIT));
+        let r = close_reporting(py, &self.ch, Some(multihop_base::defaults::CLOSE_HELD_WAIT));
         let raised = args.get_item(0).is_ok_and(|t| !t.is_none());
         match r {
             Err(e) if raised && e.is_instance(py, super::args::error_class(py, "HeldLost")?.as_any()) => {

@@ -1,5 +1,5 @@
 //! `Cork`: `with d.corked():` defers this thread's monitor wake-ups on the
-//! dispatcher's link to the block's end (`crate::cork`). Left from another
+//! dispatcher's link to the block's end (`multihop_dispatcher::multihop::cork`). Left from another
 //! thread it still ends the cork it was (and rings).
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::thread::ThreadId;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::mhlink::DispatcherLink;
+use multihop_dispatcher::DispatcherLink;
 
 /// A cork of one dispatcher's link, entered and left on one thread.
 #[pyclass(module = "multihop._core")]

@@ -5,17 +5,23 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyWeakrefReference};
+use pyo3::types::PyList;
 
+use super::adopt::Adopted;
 use super::args::{deadline, int, text, to_py};
 use super::channel::Channel;
 use super::pending_bind::PendingBind;
 use super::service::{on_connect_hook, Service};
-use crate::channel::Waited;
-use crate::dispatcher::{process_doorbell, BindOptions, Dispatcher as EngineDispatcher};
-use crate::endpoint::Endpoint;
-use crate::error::{Error, ErrorKind};
-use crate::service::DEFAULT_BACKLOG;
+use multihop_base::defaults::{BACKLOG as DEFAULT_BACKLOG, TIMEOUT, WINDOW};
+
+// The bind methods' signatures show their defaults as literals (so Python's `inspect` reads them); they are
+// the engine's, defined once in `multihop_base::defaults` (and `_core.DEFAULT_WINDOW` / `DEFAULT_TIMEOUT`).
+const _: () = assert!(WINDOW == 16 && TIMEOUT.as_secs() == 5 && TIMEOUT.subsec_nanos() == 0, "the bind signatures' defaults");
+use multihop_base::error::{Error, ErrorKind};
+use multihop_base::park::process_doorbell;
+use multihop_base::ringpair::Waited;
+use multihop_dispatcher::Channel as Endpoint;
+use multihop_dispatcher::{BindOptions, Dispatcher as EngineDispatcher};
 
 /// Check `bind`'s arguments: (name, iref, options).
 fn bind_args(
@@ -36,7 +42,7 @@ fn bind_args(
         transport: transport.to_string(),
         max_message: max_message.map(|m| super::args::max_message(m, transport)).transpose()?,
         window,
-        timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(5.0)))?.unwrap_or_default(),
+        timeout: super::args::timeout("timeout", Some(timeout.unwrap_or(TIMEOUT.as_secs_f64())))?.unwrap_or_default(),
     };
     opts.check().map_err(|e| to_py(py, e))?;
     Ok((name, iref, opts))
@@ -46,10 +52,8 @@ fn bind_args(
 #[pyclass(frozen, module = "multihop._core")]
 pub struct Dispatcher {
     d: EngineDispatcher,
-    /// Weak references to this dispatcher's channels, for `poll`; pruned of
-    /// dead ones whenever it has doubled since the last pruning (amortised
-    /// O(1) per channel, also with 100,000 channels).
-    channels: Mutex<(Vec<Py<PyWeakrefReference>>, usize)>,
+    /// This dispatcher's channels, held weakly for `poll`.
+    channels: Arc<Adopted>,
 }
 
 impl Dispatcher {
@@ -60,22 +64,7 @@ impl Dispatcher {
 
     /// Remember a new channel (weakly) for `poll` and hand it out.
     pub(crate) fn adopt(&self, py: Python<'_>, ch: Channel) -> PyResult<Py<Channel>> {
-        let obj = Bound::new(py, ch)?;
-        let weak = PyWeakrefReference::new(&obj)?;
-        let mut guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let (list, pruned_at) = &mut *guard;
-        if list.len() >= 2 * (*pruned_at).max(32) {
-            list.retain(|w| w.bind(py).upgrade().is_some());
-            *pruned_at = list.len();
-        }
-        list.push(weak.unbind());
-        Ok(obj.unbind())
-    }
-
-    /// The live channels of this dispatcher.
-    fn live_channels<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, Channel>> {
-        let guard = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        guard.0.iter().filter_map(|w| w.bind(py).upgrade()).filter_map(|o| o.cast_into::<Channel>().ok()).collect()
+        self.channels.adopt(py, ch)
     }
 }
 
@@ -86,7 +75,7 @@ impl Dispatcher {
     fn attach(py: Python<'_>, runtime_dir: PathBuf, core: &Bound<'_, PyAny>) -> PyResult<Dispatcher> {
         let core = int(core, "core", 0, u32::MAX as i128)? as u32;
         let d = py.detach(|| EngineDispatcher::attach(&runtime_dir, core)).map_err(|e| to_py(py, e))?;
-        Ok(Dispatcher { d, channels: Mutex::new((Vec::new(), 0)) })
+        Ok(Dispatcher { d, channels: Arc::default() })
     }
 
     /// The core this dispatcher is attached to.
@@ -133,7 +122,7 @@ impl Dispatcher {
         let errors = Arc::new(Mutex::new(None));
         let hook = on_connect.map(|cb| on_connect_hook(cb, errors.clone()));
         let svc = py.detach(|| me.d.export(&name, backlog, hook)).map_err(|e| to_py(py, e))?;
-        Ok(Service { svc, owner: slf.clone().unbind(), callback_error: errors })
+        Ok(Service { svc, _owner: slf.clone().into_any().unbind(), adopted: slf.get().channels.clone(), callback_error: errors })
     }
 
     /// Bind to service `name` (or `iref`) over `transport` ("ump": a ring
@@ -191,7 +180,7 @@ impl Dispatcher {
         }
         let (name, iref, opts) = bind_args(py, name, transport, timeout, max_message, iref, window)?;
         let p = slf.get().d.bind_start(&name, iref, &opts).map_err(|e| to_py(py, e))?;
-        Ok(PendingBind::new(p, slf.clone().unbind()))
+        Ok(PendingBind::new(p, slf.clone().into_any().unbind(), slf.get().channels.clone()))
     }
 
     /// ``await d.bind_async(...)``: ``bind`` without blocking the event
@@ -209,7 +198,7 @@ impl Dispatcher {
         #[pyo3(from_py_with = super::args::window)] window: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let args = (slf, name, transport, timeout, max_message, iref, window);
-        super::channel::aio(slf.py())?.getattr("bind")?.call1(args)
+        super::wait::aio(slf.py())?.getattr("bind")?.call1(args)
     }
 
     /// The transport `bind(..., transport="auto")` takes to service `name`
@@ -223,7 +212,7 @@ impl Dispatcher {
             (None, Some(i)) => (String::new(), int(i, "iref", 1, u64::MAX as i128)? as u64),
             _ => return Err(PyTypeError::new_err("choose_transport needs exactly one of name or iref")),
         };
-        py.detach(|| crate::transport_choice::choose(&self.d, &name, iref)).map_err(|e| to_py(py, e))
+        py.detach(|| multihop_dispatcher::transport_choice::choose(self.d.runtime_dir(), self.d.core(), &name, iref)).map_err(|e| to_py(py, e))
     }
 
     /// Wait up to `timeout` seconds (None: forever) until some channel of
@@ -232,7 +221,7 @@ impl Dispatcher {
     #[pyo3(signature = (timeout=None))]
     fn poll<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         let until = deadline(timeout)?;
-        let list: Vec<Bound<'py, Channel>> = self.live_channels(py).into_iter().filter(|c| !c.get().ch.closed_here()).collect();
+        let list: Vec<Bound<'py, Channel>> = self.channels.live(py).into_iter().filter(|c| !c.get().ch.closed_here()).collect();
         let eps: Vec<Arc<Endpoint>> = list.iter().map(|c| c.get().ch.clone()).collect();
         let bell = process_doorbell().map_err(|e| to_py(py, e))?;
         let parks = std::sync::atomic::AtomicU64::new(0);
@@ -247,9 +236,14 @@ impl Dispatcher {
                 return Ok(ready);
             }
             let w = py.detach(|| {
-                crate::park::wait_until(&bell, &parks, crate::park::relay_spin_budget(), until, &mut || eps.iter().any(|e| e.readable()), &mut || {
-                    false
-                })
+                multihop_base::park::wait_until(
+                    &bell,
+                    &parks,
+                    multihop_base::park::relay_spin_budget(),
+                    until,
+                    &mut || eps.iter().any(|e| e.readable()),
+                    &mut || false,
+                )
             });
             match w {
                 Waited::TimedOut => return Ok(PyList::empty(py)),
@@ -308,7 +302,7 @@ impl Dispatcher {
     /// Test hook: write a raw multi-hop frame (16-byte header + payload) on
     /// this dispatcher's link to its monitor, as a forger would.
     fn _inject_raw(&self, py: Python<'_>, frame: &[u8]) -> PyResult<()> {
-        self.d.inject_raw(frame).map_err(|e| to_py(py, e))
+        multihop_testkit::inject_raw(&self.d, frame).map_err(|e| to_py(py, e))
     }
 
     /// Status of this core's monitor (a dict; lists cut at `limit` entries each).

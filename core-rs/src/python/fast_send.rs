@@ -23,8 +23,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
-use crate::endpoint::Endpoint;
-use crate::fixed_layout::{Field, FixedLayout, Value};
+use multihop_base::fixed_layout::{Field, FixedLayout, Value};
+use multihop_dispatcher::Channel as Endpoint;
 
 /// Marks an argument slot not given (calls have at most 64 arguments here).
 const UNSET: u8 = u8::MAX;

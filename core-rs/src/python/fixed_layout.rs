@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 /// built once per message by a generated stub.
 #[pyclass(frozen, module = "multihop._core")]
 pub struct FixedLayout {
-    pub(crate) layout: crate::fixed_layout::FixedLayout,
+    pub(crate) layout: multihop_base::fixed_layout::FixedLayout,
 }
 
 #[pymethods]
@@ -17,7 +17,7 @@ impl FixedLayout {
     /// ``("i", bytes)``, ``("bool", 0)`` or ``("enum", number of values)``.
     #[new]
     fn new(number: u16, fields: Vec<(String, u32)>) -> PyResult<FixedLayout> {
-        use crate::fixed_layout::Field;
+        use multihop_base::fixed_layout::Field;
         let mut out = Vec::with_capacity(fields.len());
         for (kind, n) in fields {
             out.push(match (kind.as_str(), n) {
@@ -35,7 +35,9 @@ impl FixedLayout {
         if out.len() > 64 {
             return Err(PyValueError::new_err(format!("a fixed layout takes at most 64 fields, got {}", out.len())));
         }
-        crate::fixed_layout::FixedLayout::new(number, out).map(|layout| FixedLayout { layout }).map_err(|e| PyValueError::new_err(e.to_string()))
+        multihop_base::fixed_layout::FixedLayout::new(number, out)
+            .map(|layout| FixedLayout { layout })
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Bytes of an encoded message.

@@ -11,7 +11,7 @@ use super::args::to_py;
 /// (see `forgery.rs`), for writing raw frames a neighbour could send.
 #[pyclass(frozen, module = "multihop._core")]
 pub struct ForgedMonitorLink {
-    link: crate::forgery::ForgedMonitorLink,
+    link: multihop_testkit::ForgedMonitorLink,
 }
 
 #[pymethods]
@@ -20,7 +20,7 @@ impl ForgedMonitorLink {
     /// claiming to be the monitor of `claimed_core`.
     #[new]
     fn new(py: Python<'_>, runtime_dir: PathBuf, core: u32, claimed_core: u32) -> PyResult<ForgedMonitorLink> {
-        let link = py.detach(|| crate::forgery::ForgedMonitorLink::open(&runtime_dir, core, claimed_core)).map_err(|e| to_py(py, e))?;
+        let link = py.detach(|| multihop_testkit::ForgedMonitorLink::open(&runtime_dir, core, claimed_core)).map_err(|e| to_py(py, e))?;
         Ok(ForgedMonitorLink { link })
     }
 

@@ -8,10 +8,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::args::{int, to_py};
-use crate::control::{self, Msg, Role};
-use crate::error::Error;
-use crate::liveness;
-use crate::monitor::{self, MonitorConfig};
+use multihop_base::control::{self, Msg, Role};
+use multihop_base::error::Error;
+use multihop_base::liveness;
+use multihop_monitor::{self as monitor, MonitorConfig};
 
 fn seconds(timeout: f64) -> PyResult<std::time::Duration> {
     Ok(super::args::timeout("timeout", Some(timeout))?.unwrap_or_default())
@@ -40,6 +40,9 @@ fn run_monitor(
     let cfg = MonitorConfig { dir: runtime_dir, core, cpu, initial_core, owner_pid, lock_fd };
     py.detach(|| monitor::run(cfg)).map_err(|e| to_py(py, e))
 }
+
+// The tool functions' default timeout (a literal in their signatures, so Python shows it) is the engine's.
+const _: () = assert!(multihop_base::defaults::TIMEOUT.as_secs() == 5);
 
 /// Query a monitor's status over its socket without attaching (for tools).
 /// `limit`: most entries per list (counts are always whole).

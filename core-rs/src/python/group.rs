@@ -1,4 +1,4 @@
-//! `GroupPort` (a dispatcher's group frames, `group/port.rs`) and
+//! `GroupPort` (a dispatcher's group frames, `multicast/port.rs`) and
 //! `monitor_group` (the group service's requests to a monitor).
 
 use std::path::PathBuf;
@@ -10,12 +10,15 @@ use pyo3::types::{PyBytes, PyDict};
 use super::args::{count, deadline, int, to_py};
 use super::dispatcher::Dispatcher;
 use super::wait::Bytes;
-use crate::control::{self, Msg, Role};
-use crate::error::{Error, ErrorKind};
-use crate::group::port::GroupPort as EnginePort;
+use multihop_base::control::{self, Msg, Role};
+use multihop_base::error::{Error, ErrorKind};
+use multihop_dispatcher::GroupPort as EnginePort;
 
 /// One wait with the GIL released lasts at most this long (then signals are checked).
-const SLICE: Duration = Duration::from_millis(50);
+const SLICE: Duration = multihop_base::defaults::WAIT_SLICE;
+
+// `monitor_group`'s default timeout (a literal in its signature, so Python shows it) is the engine's.
+const _: () = assert!(multihop_base::defaults::REQUEST_TIMEOUT.as_secs() == 10);
 
 fn slice_end(until: Option<Instant>) -> Instant {
     let s = Instant::now() + SLICE;
@@ -35,7 +38,7 @@ impl GroupPort {
     #[new]
     fn new(py: Python<'_>, dispatcher: &Bound<'_, Dispatcher>) -> PyResult<GroupPort> {
         let d = dispatcher.get().engine();
-        let port = EnginePort::new(d).map_err(|e| to_py(py, e))?;
+        let port = EnginePort::new(d.conn()).map_err(|e| to_py(py, e))?;
         Ok(GroupPort { port, dir: d.runtime_dir().to_path_buf(), core: d.core() })
     }
 

@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
 
 use super::args::{to_py, type_name};
-use crate::endpoint::Endpoint;
-use crate::error::{Error, ErrorKind};
+use multihop_base::error::{Error, ErrorKind};
+use multihop_dispatcher::Channel as Endpoint;
 
 /// A file descriptor received with a message: ``fileno()`` (also ``int(h)``
 /// and ``operator.index``) reads it, ``detach()`` takes it over (the object
@@ -30,7 +30,7 @@ impl Handle {
     }
 
     fn raw(&self) -> Option<RawFd> {
-        self.fd.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|f| f.as_raw_fd())
+        multihop_base::sync::lock(&self.fd).as_ref().map(|f| f.as_raw_fd())
     }
 
     fn open_fd(&self) -> PyResult<RawFd> {
@@ -44,7 +44,7 @@ impl Handle {
     #[new]
     fn new(fd: &Bound<'_, PyAny>) -> PyResult<Handle> {
         let fd = super::args::int(fd, "fd", 0, i32::MAX as i128)? as RawFd;
-        if !crate::caps::check::is_open(fd) {
+        if !multihop_base::handles::check::is_open(fd) {
             return Err(PyValueError::new_err(format!("descriptor {fd} is not open")));
         }
         // SAFETY: an open descriptor the caller hands over to us.
@@ -66,13 +66,13 @@ impl Handle {
 
     /// Give up ownership: returns the descriptor, which the caller now closes.
     fn detach(&self) -> PyResult<RawFd> {
-        let fd = self.fd.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let fd = multihop_base::sync::lock(&self.fd).take();
         fd.map(IntoRawFd::into_raw_fd).ok_or_else(|| PyValueError::new_err("the handle is closed (or was detached)"))
     }
 
     /// Close the descriptor now (idempotent).
     fn close(&self) {
-        drop(self.fd.lock().unwrap_or_else(|p| p.into_inner()).take());
+        drop(multihop_base::sync::lock(&self.fd).take());
     }
 
     /// Whether the descriptor was closed or detached.

@@ -18,6 +18,7 @@
 //! - [`fast_send`]: generated stubs' native send methods;
 //! - [`native_channels`]: the channels and dispatchers of native modules registered here (`multihop._ges`).
 
+mod adopt;
 mod args;
 mod async_bell;
 mod async_call;
@@ -54,8 +55,26 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // GES's native engine is a module of its own (crate multihop-ges): registered here, nothing of it lives here
     multihop_ges::python::register(m, native_channels::hooks())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DEFAULT_MAX_MESSAGE", crate::channel::DEFAULT_MAX_MESSAGE)?;
-    m.add("DEFAULT_BACKLOG", crate::service::DEFAULT_BACKLOG)?;
-    m.add("MAX_HANDLES", crate::caps::MAX_HANDLES)?;
+    defaults(m)?;
+    Ok(())
+}
+
+/// The engine's defaults and limits (`multihop_base::defaults`, defined once), for the Python side to read
+/// rather than restate: durations in seconds (float), sizes in bytes, counts as ints.
+fn defaults(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use multihop_base::defaults as d;
+    m.add("DEFAULT_WINDOW", d::WINDOW)?;
+    m.add("MAX_WINDOW", d::MAX_WINDOW)?;
+    m.add("DEFAULT_TIMEOUT", d::TIMEOUT.as_secs_f64())?;
+    m.add("REQUEST_TIMEOUT", d::REQUEST_TIMEOUT.as_secs_f64())?;
+    m.add("DEFAULT_MAX_MESSAGE", d::MAX_MESSAGE)?;
+    m.add("LIMIT_MAX_MESSAGE", d::LIMIT_MAX_MESSAGE)?;
+    m.add("MAX_BATCH", d::MAX_BATCH)?;
+    m.add("HELD_FRAMES", d::HELD_FRAMES)?;
+    m.add("CLOSE_HELD_WAIT", d::CLOSE_HELD_WAIT.as_secs_f64())?;
+    m.add("DEFAULT_BACKLOG", d::BACKLOG)?;
+    m.add("MAX_BACKLOG", d::MAX_BACKLOG)?;
+    m.add("MAX_HANDLES", d::MAX_HANDLES)?;
+    m.add("DEFAULT_HANDLE_ROOM", d::HANDLE_ROOM)?;
     Ok(())
 }

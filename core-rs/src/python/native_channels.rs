@@ -19,11 +19,10 @@ use pyo3::prelude::*;
 use super::args::to_py;
 use super::channel::Channel;
 use super::dispatcher::Dispatcher;
-use crate::channel::Want;
-use crate::endpoint::Endpoint;
-use crate::error::ErrorKind;
-use crate::mhlink::DispatcherLink;
-use crate::park::{self, Doorbell, Waited};
+use multihop_base::error::ErrorKind;
+use multihop_base::park::{self, Doorbell, Waited};
+use multihop_base::ringpair::Want;
+use multihop_dispatcher::{Channel as Endpoint, DispatcherLink};
 
 /// A channel end as a [`FrameChannel`].
 struct Frames(Arc<Endpoint>);
@@ -95,7 +94,7 @@ fn dispatcher(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn DispatcherIo>> {
     let py = obj.py();
     let d = obj.cast::<Dispatcher>()?;
     let link = d.borrow().engine().link().map_err(|e| to_py(py, e))?.clone();
-    let bell = crate::dispatcher::process_doorbell().map_err(|e| to_py(py, e))?;
+    let bell = park::process_doorbell().map_err(|e| to_py(py, e))?;
     Ok(Arc::new(Waiter { link, bell, parks: AtomicU64::new(0) }))
 }
 

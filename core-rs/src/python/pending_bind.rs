@@ -1,15 +1,15 @@
 //! `PendingBind`: a bind whose request is out and whose reply has not been
-//! taken yet (what `Dispatcher.bind_async` awaits; `pending_bind.rs`).
+//! taken yet (what `Dispatcher.bind_async` awaits; `bind.rs`).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
+use super::adopt::Adopted;
 use super::args::to_py;
 use super::channel::Channel;
-use super::dispatcher::Dispatcher;
-use crate::error::Error;
-use crate::pending_bind::PendingBind as EnginePending;
+use multihop_base::error::Error;
+use multihop_dispatcher::PendingBind as EnginePending;
 
 /// A bind in flight: ``poll()`` says whether it is decided, ``finish()``
 /// returns the channel (or raises the bind's error). Dropping it, or
@@ -17,16 +17,19 @@ use crate::pending_bind::PendingBind as EnginePending;
 #[pyclass(frozen, module = "multihop._core")]
 pub struct PendingBind {
     pending: Mutex<Option<EnginePending>>,
-    owner: Py<Dispatcher>,
+    /// The `Dispatcher` object that started the bind (kept alive with it).
+    _owner: Py<PyAny>,
+    /// Its channels, which the finished bind's joins.
+    adopted: Arc<Adopted>,
 }
 
 impl PendingBind {
-    pub(crate) fn new(pending: EnginePending, owner: Py<Dispatcher>) -> PendingBind {
-        PendingBind { pending: Mutex::new(Some(pending)), owner }
+    pub(crate) fn new(pending: EnginePending, owner: Py<PyAny>, adopted: Arc<Adopted>) -> PendingBind {
+        PendingBind { pending: Mutex::new(Some(pending)), _owner: owner, adopted }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<EnginePending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        multihop_base::sync::lock(&self.pending)
     }
 }
 
@@ -56,7 +59,7 @@ impl PendingBind {
             return Err(to_py(py, Error::invalid("the bind is not decided yet: wait until poll() is True")));
         }
         let ch = p.finish().map_err(|e| to_py(py, e))?;
-        self.owner.bind(py).get().adopt(py, Channel::new(ch))
+        self.adopted.adopt(py, Channel::new(ch))
     }
 
     /// Give the bind up (as a timed-out bind does); a reply that comes

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::adopt::Adopted;
 use super::args::{deadline, to_py};
 use super::channel::Channel;
-use super::dispatcher::Dispatcher;
-use crate::error::Error;
-use crate::service::{OnConnect, PendingConnect, Service as EngineService};
+use multihop_base::error::Error;
+use multihop_dispatcher::{OnConnect, PendingConnect, Service as EngineService};
 
 /// An exception the `on_connect` callback raised, kept for the next `accept`.
 pub(crate) type CallbackError = Arc<Mutex<Option<PyErr>>>;
@@ -19,7 +19,10 @@ pub(crate) type CallbackError = Arc<Mutex<Option<PyErr>>>;
 #[pyclass(frozen, module = "multihop._core")]
 pub struct Service {
     pub(crate) svc: EngineService,
-    pub(crate) owner: Py<Dispatcher>,
+    /// The `Dispatcher` object this service was exported from (kept alive with it).
+    pub(crate) _owner: Py<PyAny>,
+    /// Its channels, which an accepted one joins.
+    pub(crate) adopted: Arc<Adopted>,
     pub(crate) callback_error: CallbackError,
 }
 
@@ -43,9 +46,9 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
             let verdict = connect_info(py, p).and_then(|info| cb.bind(py).call1((info,))).and_then(|v| v.is_truthy());
             verdict.map_err(|e| {
                 let reason = format!("the service's on_connect callback raised: {e}");
-                *errors.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                *multihop_base::sync::lock(&errors) = Some(e);
                 // An `accept_async` waiting on the doorbell raises it now.
-                if let Ok(bell) = crate::dispatcher::process_doorbell() {
+                if let Ok(bell) = multihop_base::park::process_doorbell() {
                     bell.ring();
                 }
                 reason
@@ -55,7 +58,7 @@ pub(crate) fn on_connect_hook(cb: Py<PyAny>, errors: CallbackError) -> OnConnect
 }
 
 /// How long one wait of `accept` lasts at most. Only Python's main thread runs signal handlers
-/// (Ctrl-C), so it waits in slices of 50 ms and looks at them in between. Another thread (a
+/// (Ctrl-C), so it waits in slices (`WAIT_SLICE`, 50 ms) and looks at them in between. Another thread (a
 /// server's accept loop, a GES broker's acceptor) has nothing to look at: it is woken by what it
 /// waits for (a connection in the backlog, a refusal whose `on_connect` raised, the monitor gone,
 /// a detach: `service.rs` notifies for each), so it sleeps until then, with a long slice only as
@@ -64,13 +67,13 @@ fn accept_slice(py: Python<'_>) -> PyResult<Duration> {
     let threading = py.import("threading")?;
     let main = threading.call_method0("main_thread")?.getattr("ident")?;
     let me = threading.call_method0("get_ident")?;
-    Ok(if main.eq(me)? { Duration::from_millis(50) } else { Duration::from_secs(60) })
+    Ok(if main.eq(me)? { multihop_base::defaults::WAIT_SLICE } else { Duration::from_secs(60) })
 }
 
 impl Service {
     /// Whether ``try_accept`` would return or raise now (async waiters look with it).
     pub(crate) fn acceptable(&self) -> bool {
-        self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).is_some() || self.svc.acceptable()
+        multihop_base::sync::lock(&self.callback_error).is_some() || self.svc.acceptable()
     }
 }
 
@@ -117,12 +120,12 @@ impl Service {
         let until = deadline(timeout)?;
         let longest = accept_slice(py)?;
         loop {
-            if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Some(e) = multihop_base::sync::lock(&self.callback_error).take() {
                 return Err(e);
             }
             let slice = until.map_or(longest, |u| u.saturating_duration_since(Instant::now()).min(longest));
             match py.detach(|| self.svc.accept_next(slice)).map_err(|e| to_py(py, e))? {
-                Some(ch) => return self.owner.bind(py).get().adopt(py, Channel::new(ch)),
+                Some(ch) => return self.adopted.adopt(py, Channel::new(ch)),
                 None => {
                     py.check_signals()?;
                     if until.is_some_and(|u| Instant::now() >= u) {
@@ -137,11 +140,11 @@ impl Service {
     /// None (never waits). Raises the ``on_connect`` error kept for the
     /// next accept, and MonitorError when the monitor is gone.
     fn try_accept(&self, py: Python<'_>) -> PyResult<Option<Py<Channel>>> {
-        if let Some(e) = self.callback_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(e) = multihop_base::sync::lock(&self.callback_error).take() {
             return Err(e);
         }
         match self.svc.try_accept().map_err(|e| to_py(py, e))? {
-            Some(ch) => self.owner.bind(py).get().adopt(py, Channel::new(ch)).map(Some),
+            Some(ch) => self.adopted.adopt(py, Channel::new(ch)).map(Some),
             None => Ok(None),
         }
     }
@@ -150,7 +153,7 @@ impl Service {
     /// blocking the event loop (``multihop.aio.accept``).
     #[pyo3(signature = (timeout=None))]
     fn accept_async<'py>(slf: &Bound<'py, Self>, #[pyo3(from_py_with = super::args::secs)] timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
-        super::channel::aio(slf.py())?.getattr("accept")?.call1((slf, timeout))
+        super::wait::aio(slf.py())?.getattr("accept")?.call1((slf, timeout))
     }
 
     fn __repr__(&self) -> String {

@@ -10,9 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::args::{deadline, to_py, type_name};
-use crate::channel::{Waited, Want};
-use crate::endpoint::Endpoint;
-use crate::error::{Error, ErrorKind};
+use multihop_base::error::{Error, ErrorKind};
+use multihop_base::ringpair::{Waited, Want};
+use multihop_dispatcher::Channel as Endpoint;
 
 /// Holds a borrowed view of a bytes-like object's memory.
 pub(crate) enum Bytes<'py> {
@@ -130,5 +130,30 @@ pub(crate) fn send_waiting(py: Python<'_>, ch: &Endpoint, data: &[u8], timeout: 
             }
             Err(e) => return Err(to_py(py, e)),
         }
+    }
+}
+
+/// `multihop.aio`, where the coroutines behind the `*_async` methods live.
+pub(crate) fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static AIO: pyo3::sync::PyOnceLock<Py<PyModule>> = pyo3::sync::PyOnceLock::new();
+    Ok(AIO.get_or_try_init(py, || py.import("multihop.aio").map(|m| m.unbind()))?.bind(py))
+}
+
+/// Receive one message into a new `bytes` if one is there (no waiting).
+pub(crate) fn try_recv_bytes<'py>(py: Python<'py>, ch: &Endpoint) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let mut err = None;
+    let got = ch.try_recv_with(|len, copy| {
+        PyBytes::new_with(py, len, |buf| {
+            copy(buf);
+            Ok(())
+        })
+        .map_err(|e| {
+            err = Some(e);
+            Error::new(ErrorKind::Interrupted, "allocation failed")
+        })
+    });
+    match got {
+        Ok(v) => Ok(v),
+        Err(e) => Err(err.unwrap_or_else(|| to_py(py, e))),
     }
 }

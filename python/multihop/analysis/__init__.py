@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import Any
 
 from multihop.analysis.deps import AnalysisUnavailable

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from multihop.analysis.collect import to_table
+from multihop.analysis.figures import figure, save
 from multihop.analysis.table import Table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,8 +99,6 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
     t = tables.get("ges_latency")
     if t is None or not t.rows:
         return []
-    from multihop.analysis.plots import _figure, _save
-
     rows = list(t.records())
     drawn = []
     by_match: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -108,7 +107,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
             by_match[(r["run_id"], r["match"])].append(r)
     runs = sorted({r["run_id"] for r in rows})
     for (run, match), rs in sorted(by_match.items()):
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         for engine, size in _series(rs):
             pts = sorted((r["publish_rate"], r["mean_ms"]) for r in rs if r["size"] == size and r["engine"] == engine)
@@ -120,7 +119,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_title(f"{rs[0]['fanout']} subscribers, {match} % matching, {rs[0]['hops']} broker hops" + (f" ({run})" if len(runs) > 1 else ""))
         ax.legend(fontsize="small")
         file = f"ges_latency_match{match}" + (f"_{run}" if len(runs) > 1 else "") + ".png"
-        _save(fig, out / file)
+        save(fig, out / file)
         drawn.append(
             (
                 file,
@@ -130,7 +129,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         )
     full = [r for r in rows if r["topology"] == "fig14" and r["match"] == 100 and r["received_per_s"] is not None]
     if full:
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         for engine, size in _series(full):
             pts = sorted((r["publish_rate"], r["received_per_s"]) for r in full if r["size"] == size and r["engine"] == engine)
@@ -141,13 +140,13 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_ylabel("events received per second at the measuring client")
         ax.set_title("Throughput at the client, 100 % matching: GES native, GES Python, NATS")
         ax.legend(fontsize="small")
-        _save(fig, out / "ges_throughput.png")
+        save(fig, out / "ges_throughput.png")
         drawn.append(
             ("ges_throughput.png", "GES throughput at the client", "Figure 19 of the routing paper: every other subscriber gets every event too.")
         )
     hops = [r for r in rows if r["topology"] == "fig20" and r["mean_ms"] is not None]
     if hops:
-        fig = _figure()
+        fig = figure()
         ax = fig.add_subplot(1, 1, 1)
         series: dict[tuple[str, int, int], list[tuple[int, float]]] = defaultdict(list)
         for r in hops:
@@ -162,7 +161,7 @@ def ges_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, str]]
         ax.set_ylabel("mean latency (ms), mean over the publish rates")
         ax.set_title("GES latency against broker hops (figure 20 topology)")
         ax.legend(fontsize="small")
-        _save(fig, out / "ges_latency_hops.png")
+        save(fig, out / "ges_latency_hops.png")
         drawn.append(("ges_latency_hops.png", "GES latency against broker hops", "Figures 20-26 of the routing paper."))
     side = _side_by_side(rows, out)
     if side is not None:
@@ -183,8 +182,6 @@ def _series(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 def _side_by_side(rows: list[dict[str, Any]], out: Path) -> tuple[str, str, str] | None:
     """Bars: the engines (and NATS) at figure 14's 100 % cases of the smallest size: mean latency at the lowest
     rate, throughput at the client flat out, brokers' CPU per event flat out (each bar the mean over the runs)."""
-    from multihop.analysis.plots import _figure, _save
-
     fig14 = [r for r in rows if r["topology"] == "fig14" and r["match"] == 100]
     engines = [e for e in ENGINE_LABELS if any(r["engine"] == e for r in fig14)]
     if len(engines) < 2:
@@ -202,14 +199,14 @@ def _side_by_side(rows: list[dict[str, Any]], out: Path) -> tuple[str, str, str]
         panels.append((f"mean latency (ms), {rates[0]:g} events/s", [mean_of(e, rates[0], "mean_ms") for e in engines]))
     panels.append(("events/s at the client, flat out", [mean_of(e, 0.0, "received_per_s") for e in engines]))
     panels.append(("brokers' CPU per event (us), flat out", [mean_of(e, 0.0, "broker_cpu_us") for e in engines]))
-    fig = _figure(width=4.0 * len(panels), height=3.6)
+    fig = figure(width=4.0 * len(panels), height=3.6)
     for k, (title, values) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), k + 1)
         bars = ax.bar([_label(e) for e in engines], values, color=["C0", "C1", "C2"][: len(engines)])
         ax.bar_label(bars, fmt="%.3g", fontsize="small")
         ax.set_title(title, fontsize="small")
     fig.suptitle(f"Figure 14, 100 % matching, {size} B: GES native, GES Python, NATS")
-    _save(fig, out / "ges_engines.png")
+    save(fig, out / "ges_engines.png")
     return (
         "ges_engines.png",
         "GES native, GES Python and NATS side by side",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # matplotlib (the analysis extra) is imported when drawing
     from matplotlib.figure import Figure
 
+from multihop.analysis.figures import figure, save, value_ticks
 from multihop.analysis.table import Table
 
 __all__ = ["draw_groups", "groups_plots"]
@@ -24,13 +25,11 @@ def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, st
     ]
     if not rows:
         return []
-    from multihop.analysis.plots import _save
-
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
         series[str(r["transport"])].append((int(r["fanout"]), r["p50_ns"] / 1000.0))
     fig = draw_groups(series)
-    _save(fig, out / "groups_shootdown.png")
+    save(fig, out / "groups_shootdown.png")
     return [
         (
             "groups_shootdown.png",
@@ -43,9 +42,7 @@ def groups_plots(tables: dict[str, Table], out: Path) -> list[tuple[str, str, st
 
 def draw_groups(series: dict[str, list[tuple[int, float]]]) -> Figure:
     """The shoot-down figure: median round against members, one line per mode; ticks at the member counts measured."""
-    from multihop.analysis.plots import _figure, value_ticks
-
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot(1, 1, 1)
     for name in sorted(series):
         pts = sorted(series[name])

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +48,7 @@ from multihop.analysis.latency import PERCENTILE_ACCURACY, QUANTILES, case_stats
 from multihop.analysis.pairs import core_pairs
 from multihop.analysis.repeats import repeat_frame, repeats_table, spread_frame, spread_table
 from multihop.analysis.resources import resources_table
+from multihop.analysis.result import Analysis
 from multihop.analysis.summary import summary
 from multihop.analysis.table import Table
 from multihop.analysis.throughput import throughput_tables, with_throughput
@@ -58,16 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["PERCENTILE_ACCURACY", "QUANTILES", "Analysis", "analyze", "run"]
-
-
-@dataclass
-class Analysis:
-    """The result of :func:`analyze`: the tables, notes for the report, and the inputs."""
-
-    tables: dict[str, Table]
-    notes: list[str] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)
-    inputs: TraceFiles | None = None
 
 
 def _run_ids(frames: list[DataFrame]) -> list[str]:

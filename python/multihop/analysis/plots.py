@@ -34,6 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from multihop.analysis.figures import figure as _figure
+from multihop.analysis.figures import save as _save
+from multihop.analysis.figures import value_ticks
+from multihop.analysis.ges import ges_plots
+from multihop.analysis.groups import groups_plots
 from multihop.analysis.scope import covers
 from multihop.analysis.table import Table
 
@@ -68,20 +73,6 @@ class PlotSet:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
-
-
-def _figure(width: float = 7.5, height: float = 4.8) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Figure, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, format="png")
 
 
 def _legend(ax: Axes, count: int) -> str:
@@ -385,17 +376,6 @@ def _window_ticks(ax: Axes, windows: list[int]) -> None:
     value_ticks(ax, windows)
 
 
-def value_ticks(ax: Axes, values: Sequence[int], log_from: float = 16) -> None:
-    """Ticks at the values measured and nowhere else; a log-2 axis when they span `log_from` times or more."""
-    from matplotlib.ticker import NullLocator
-
-    ticks = sorted(set(values))
-    if ticks and min(ticks) > 0 and max(ticks) / min(ticks) >= log_from:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(ticks, [str(w) for w in ticks])
-    ax.xaxis.set_minor_locator(NullLocator())
-
-
 # ---------------------------------------------------------------- heat maps
 
 
@@ -549,10 +529,6 @@ def make_plots(tables: Mapping[str, Table], out_dir: str | Path) -> PlotSet:
     )  # fmt: skip
     _heatmaps(tables, out, result)
     _resources_plot(tables, out, result)
-    from multihop.analysis.ges import ges_plots
-
     result.plots += [Plot(f, title, caption) for f, title, caption in ges_plots(dict(tables), out)]
-    from multihop.analysis.groups import groups_plots
-
     result.plots += [Plot(f, title, caption) for f, title, caption in groups_plots(dict(tables), out)]
     return result

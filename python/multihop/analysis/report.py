@@ -23,17 +23,15 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from multihop.analysis.consistency import summary_cells
 from multihop.analysis.findings import format_amount, format_range
 from multihop.analysis.plots import PlotSet
+from multihop.analysis.result import Analysis
 from multihop.analysis.spread import RULE, heavy_text
 from multihop.analysis.table import Table
 from multihop.bench.trace import SCHEMA_VERSION
-
-if TYPE_CHECKING:  # pragma: no cover
-    from multihop.analysis.job import Analysis
 
 __all__ = ["MAX_SHOWN", "TABLE_ORDER", "format_value", "write_csv", "write_report"]
 
@@ -269,7 +267,7 @@ def write_report(out_dir: str | Path, analysis: Analysis, plots: PlotSet, spark_
 
     Args:
         out_dir: the report directory (must exist; the plots are already in it).
-        analysis: a :class:`multihop.analysis.job.Analysis`.
+        analysis: a :class:`multihop.analysis.result.Analysis`.
         plots: the plots drawn into ``out_dir`` and the skip notes.
         spark_master: shown in the report header.
     """

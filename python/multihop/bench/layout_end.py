@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 import multihop as mh
+from multihop.defaults import DEFAULT_WINDOW
 
 BATCH = 16
 _DONE = b"done"
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", choices=("rtt", "stream", "batch"), required=True)
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     ap.add_argument("--report", type=int, required=True, help="inherited descriptor for ready and the result")
     ap.add_argument("--runtime", default="")
     ap.add_argument("--core", type=int, default=0)

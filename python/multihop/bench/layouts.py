@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import multihop as mh
+from multihop.defaults import DEFAULT_WINDOW
 
 __all__ = ["LAYOUTS", "Layout", "LayoutFigures", "LayoutRun", "layout", "measure"]
 
@@ -187,7 +188,14 @@ class LayoutRun:
         return end
 
     def case(
-        self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0, env: dict[str, str] | None = None
+        self,
+        transport: str,
+        work: str,
+        n: int,
+        size: int = 64,
+        window: int = DEFAULT_WINDOW,
+        timeout: float = 300.0,
+        env: dict[str, str] | None = None,
     ) -> float:
         """Run one case (`transport` multihop, ump or pipe; `work` rtt, stream or batch); the client's figure.
 
@@ -198,7 +206,14 @@ class LayoutRun:
         return float(self.case_result(transport, work, n, size, window, timeout, env)["value"])
 
     def case_result(
-        self, transport: str, work: str, n: int, size: int = 64, window: int = 16, timeout: float = 300.0, env: dict[str, str] | None = None
+        self,
+        transport: str,
+        work: str,
+        n: int,
+        size: int = 64,
+        window: int = DEFAULT_WINDOW,
+        timeout: float = 300.0,
+        env: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Like :meth:`case`, the client's whole report: ``value``, and for ``rtt`` ``send_ns`` / ``recv_ns``."""
         self._seq += 1

@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import multiprocessing as mp
-from multiprocessing import resource_tracker
-from multiprocessing.connection import Connection
 import os
 import shutil
 import signal
@@ -34,12 +32,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Callable, TypeAlias, TypeVar
 
 import numpy as np
 import psutil
 
 import multihop as mh
+from multihop.defaults import DEFAULT_WINDOW
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnProcess
@@ -239,7 +240,7 @@ def spawned(target: Callable[..., None], *args: Any, grace: float = 30.0) -> Ite
 class PeerBench:
     """Runs the comparison against a live runtime: client on `client_core`, server on `server_core`."""
 
-    def __init__(self, runtime: mh.Runtime, client_core: int, server_core: int, transport: str = "ump", window: int = 16) -> None:
+    def __init__(self, runtime: mh.Runtime, client_core: int, server_core: int, transport: str = "ump", window: int = DEFAULT_WINDOW) -> None:
         self.rt = runtime
         self.transport = transport
         self.window = window

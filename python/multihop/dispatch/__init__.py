@@ -1,71 +1,16 @@
-"""RE.VE.N.GE. QoS news dispatching on the runtime: sources, sinks, replicated peers, relays.
+"""Deprecated: the QoS news dispatching application is :mod:`multihop.news` (renamed: it clashed with the core's
+``Dispatcher``).
 
-::
-
-    from multihop import dispatch
-    with dispatch.start("news", peers=3):                       # three peer processes on runtime "news"
-        src = dispatch.source("news", qos=dispatch.SourceQoS(priority=5, unit=1.0, max_per_unit=100))
-        snk = dispatch.sink("news", ["sport"], qos=dispatch.SinkQoS(max_delivery_time=2.0))
-        src.send(["sport"], b"goal")
-        snk.next(timeout=1.0).payload                            # b'goal'
-
-The parts, one per module: :mod:`.ids` (128-bit ids and the secrets that
-prove them), :mod:`.qos` (the QoS and their checks), :mod:`.validate` (what
-a node accepts from the wire), :mod:`.topics` (names and the topic table), :mod:`.queues`
-(per-priority sink queues), :mod:`.rates` (rate units), :mod:`.partition`
-(partitions and load sharing), :mod:`.membership` (heartbeats); the peer as
-a sans-IO machine, :mod:`.peer` with :mod:`.clients`, :mod:`.serving` and
-:mod:`.replication`; the clients as machines, :mod:`.source_machine` and
-:mod:`.sink_machine`; :mod:`.sim` (the simulator), :mod:`.driver` (the live
-peer), :mod:`.client` (live sources and sinks), :mod:`.relay` and
-:mod:`.relay_driver` (relays between domains), :mod:`.system` (peer
-processes), :mod:`.admin` and :mod:`.command` (``multihop dispatch
-up|status|down``), :mod:`.checkers` (the guarantees, checked on recorded
-deliveries), :mod:`.workload` and :mod:`.measure` (the benchmarks).  The
-messages are the Flounder interface ``flounder-idl/dispatch.if``; the
-protocol is written down in ``PROTOCOL.md`` next to this file.
+``import multihop.dispatch`` and ``multihop.dispatch.X`` (``.client``, ``.system``, ...) keep working for one
+release, with a ``DeprecationWarning``: each ``multihop.dispatch.X`` is the module ``multihop.news.X``
+itself, and this package re-exports the names of ``multihop.news`` (:mod:`multihop.deprecation`).
 """
 
 from __future__ import annotations
 
-from multihop.dispatch.client import Sink, Source, sink, source
-from multihop.dispatch.config import PeerConfig
-from multihop.dispatch.errors import (
-    DispatchError,
-    JoinRefused,
-    NoPeers,
-    PayloadTooLarge,
-    QosError,
-    SourceRefused,
-    TopicError,
-    UnknownTopic,
-)
-from multihop.dispatch.news import MAX_PAYLOAD, News
-from multihop.dispatch.qos import SinkQoS, SourceQoS
-from multihop.dispatch.relay import Relay, relay
-from multihop.dispatch.system import PeerProcess, System, start
+from multihop.deprecation import alias_package, moved
+from multihop.news import *  # noqa: F403  (the names of multihop.news, under the old path)
+from multihop.news import __all__ as __all__
 
-__all__ = [
-    "DispatchError",
-    "JoinRefused",
-    "MAX_PAYLOAD",
-    "News",
-    "NoPeers",
-    "PayloadTooLarge",
-    "PeerConfig",
-    "PeerProcess",
-    "QosError",
-    "Relay",
-    "Sink",
-    "SinkQoS",
-    "Source",
-    "SourceQoS",
-    "SourceRefused",
-    "System",
-    "TopicError",
-    "UnknownTopic",
-    "relay",
-    "sink",
-    "source",
-    "start",
-]
+moved(__name__, "multihop.news")
+alias_package(__name__, "multihop.news")

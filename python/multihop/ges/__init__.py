@@ -21,22 +21,24 @@ One module per concept: :mod:`~multihop.ges.address`, :mod:`~multihop.ges.topolo
 :mod:`~multihop.ges.scenarios`, :mod:`~multihop.ges.live` (broker processes),
 :mod:`~multihop.ges.picture` and :mod:`~multihop.ges.command` (``multihop ges``); durability:
 :mod:`~multihop.ges.storage`, :mod:`~multihop.ges.storage_sqlite`, :mod:`~multihop.ges.durability`,
-:mod:`~multihop.ges.durable_scenarios`.
+:mod:`~multihop.ges.durable_scenarios`.  The live testbed, its floor and the NATS peer
+comparison are the benchmarks': :mod:`multihop.bench.ges`.
 """
 
 from __future__ import annotations
 
+from multihop.deprecation import alias_modules
 from multihop.ges.address import BLOCK_LIMIT, Address, gateway_level
 from multihop.ges.costs import CostMatrix
 from multihop.ges.delivery import DeliveryReport, History, check_delivery
-from multihop.ges.event import Event, EventId
 from multihop.ges.errors import AddressError, ClientIdInUse, GesError, GesStateError, ResumeRefused, StorageError, StoreWriteError, TopologyError
+from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.client import LiveClient, connect
 from multihop.ges.scenarios import random_topology
+from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.storage import MemoryStorage, Storage
 from multihop.ges.storage_sqlite import SqliteStorage
-from multihop.ges.simulator import NotQuiet, SimClient, Simulator
 from multihop.ges.topology import Topology
 
 __all__ = [
@@ -69,3 +71,6 @@ __all__ = [
     "gateway_level",
     "random_topology",
 ]
+
+# Moved to the benchmarks (issue 25); the old names work one release, with a DeprecationWarning.
+alias_modules({f"multihop.ges.{m}": f"multihop.bench.ges.{m}" for m in ("testbed", "floor", "nats_peer")})

@@ -10,7 +10,9 @@ a clock.
 
 Machines: gateway propagation (:mod:`~multihop.ges.gpp`), node organization
 (:mod:`~multihop.ges.nap`), profile propagation (:mod:`~multihop.ges.ppp`),
-event routing (:mod:`~multihop.ges.erp`).
+event routing (:mod:`~multihop.ges.erp`), durability (:mod:`~multihop.ges.durability`).
+Each takes this class as its broker, typed by what it uses of it
+(:mod:`~multihop.ges.broker_view`), so none of them imports this module.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from multihop.ges.address import Address
 from multihop.ges.costs import CostMatrix
 from multihop.ges.durability import Durability
+from multihop.ges.erp import EventRouting
 from multihop.ges.gpp import GatewayPropagation
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.messages import (
@@ -44,9 +47,10 @@ from multihop.ges.messages import (
     Subscribe,
     Unsubscribe,
 )
+from multihop.ges.nap import NodeOrganization
+from multihop.ges.ppp import ProfilePropagation
 
 if TYPE_CHECKING:
-    from multihop.ges.erp import EventRouting
     from multihop.ges.native import NativeEventRouting
     from multihop.ges.storage import Storage
 
@@ -85,10 +89,6 @@ class BrokerCore:
         crate ``core-rs/ges``) instead of the Python reference (:class:`~multihop.ges.erp.EventRouting`); the
         profile graphs are then the native ones, which the engine decides with. Durable mode always runs the
         Python event path (``native`` is ignored there: :attr:`native` says which runs)."""
-        from multihop.ges.erp import EventRouting
-        from multihop.ges.nap import NodeOrganization
-        from multihop.ges.ppp import ProfilePropagation
-
         self.address = address
         self.code = address.code
         self.levels = address.levels
@@ -126,10 +126,8 @@ class BrokerCore:
             self.durability.start(epoch)
 
     @property
-    def reference_erp(self) -> "EventRouting":
+    def reference_erp(self) -> EventRouting:
         """The Python event routing (what durable mode, which never runs the native engine, works with)."""
-        from multihop.ges.erp import EventRouting
-
         erp = self.erp
         if not isinstance(erp, EventRouting):
             raise TypeError("this broker routes events natively; durable mode runs the Python event path")

@@ -52,9 +52,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections import deque
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from multihop.ges.address import Address, contains, unit_id
+from multihop.ges.broker_view import BrokerView, EventRouter
+from multihop.ges.errors import StoreWriteError
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import (
     REFUSED_IN_USE,
@@ -63,34 +65,32 @@ from multihop.ges.messages import (
     REFUSED_UNAVAILABLE,
     ActiveReply,
     AttachRefused,
-    ProfileResync,
     DurableAttach,
     DurableDeliver,
+    NotStored,
+    ProfileResync,
     Refused,
     Relay,
-    SActive,
     SAck,
+    SActive,
     SDeliver,
     SDetach,
+    SNotStored,
     SPublish,
     SRefuse,
     SRegister,
-    SNotStored,
     SStored,
     SSubAck,
     SSubscribe,
-    NotStored,
     Stored,
     SWelcome,
     Welcome,
 )
-from multihop.ges.errors import StoreWriteError
+from multihop.ges.ppp import ProfilePropagation
 from multihop.ges.storage import Storage, StoredClient, event_size
 
-if TYPE_CHECKING:
-    from multihop.ges.broker import BrokerCore
-
 __all__ = [
+    "DurableBroker",
     "Durability",
     "StoreRole",
     "credential_hash",
@@ -151,6 +151,27 @@ def storage_brokers_of(topology: Any) -> dict[int, int]:
     return out
 
 
+class DurableBroker(BrokerView, Protocol):
+    """The broker as durability sees it: a :class:`~multihop.ges.broker_view.BrokerView` with its profiles,
+    its event routing and its own durability side."""
+
+    @property
+    def ppp(self) -> ProfilePropagation:
+        """The broker's profile propagation (durable clients' subscriptions, deciders)."""
+        ...
+
+    @property
+    def reference_erp(self) -> EventRouter:
+        """The broker's Python event routing (stored entries are routed as origin; durable mode never runs the
+        native engine)."""
+        ...
+
+    @property
+    def durability(self) -> Durability:
+        """The broker's durability side (:class:`Durability`: the relay, and the store if it has one)."""
+        ...
+
+
 class _Session:
     """A homed client's delivery session (in memory: a restart starts a new one)."""
 
@@ -173,7 +194,7 @@ class _Session:
 class StoreRole:
     """The storage broker's side (see the module docstring)."""
 
-    def __init__(self, core: "BrokerCore", storage: Storage) -> None:
+    def __init__(self, core: DurableBroker, storage: Storage) -> None:
         self.core = core
         self.storage = storage
         st = storage.load()
@@ -715,7 +736,7 @@ class _Attached:
 class Durability:
     """The durability side of one broker: the relay for attached durable clients, and the store if it has one."""
 
-    def __init__(self, core: "BrokerCore", storage_brokers: dict[int, int], storage: Storage | None) -> None:
+    def __init__(self, core: DurableBroker, storage_brokers: dict[int, int], storage: Storage | None) -> None:
         self.core = core
         #: cluster unit -> its storage broker
         self.storage_brokers = storage_brokers

@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.errors import Timeout
 from multihop.ges.address import Address, unit_id
 from multihop.ges.delivery import DeliveryReport, History, check_delivery
@@ -117,7 +118,7 @@ def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = N
     for cid in subs:
         c = d.current[cid]
         for sid in list(hist.subs[cid]):
-            if c.active_level(sid, timeout=5.0) == levels + 1:
+            if c.active_level(sid, timeout=DEFAULT_TIMEOUT) == levels + 1:
                 hist.active(cid, sid, sim.now)
             else:
                 inactive += 1

@@ -54,18 +54,18 @@ being dropped.  Storage brokers originate the events published in their cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypeVar
+from typing import Callable, Protocol, TypeAlias, TypeVar
 
 from multihop.ges.address import contains, unit_id, unit_level
+from multihop.ges.broker_view import BrokerView, Cause
 from multihop.ges.dedup import DuplicateFilter
+from multihop.ges.durability import Durability
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
+from multihop.ges.ppp import ProfilePropagation
 from multihop.ges.profile_graph import GraphLike, ProfileGraph
 
-if TYPE_CHECKING:
-    from multihop.ges.broker import BrokerCore
-
-__all__ = ["EventRouting", "TTL"]
+__all__ = ["Cause", "EventRouting", "RoutingBroker", "TTL"]
 
 #: most brokers a copy may pass (legs are loop-free; this is the safety net)
 TTL = 255
@@ -88,10 +88,6 @@ _PARK = None  # the "hop" of targets with no route (durable mode parks them)
 _Fwd: TypeAlias = dict[int | None, list[int]]
 #: what a remembered decision is made while handling (an EventData published here, an EventCopy received)
 _Arg = TypeVar("_Arg")
-#: what copies are owed to in durable mode, told safe once every next hop acknowledged: a copy that
-#: came in over a gateway ``("in", peer, link epoch, link seq)``, or a stored entry a storage broker
-#: routes as origin ``("entry", entry)``
-Cause: TypeAlias = tuple[Literal["in"], int, int, int] | tuple[Literal["entry"], int]
 
 
 class _Plan:
@@ -117,10 +113,24 @@ class _Kind:
         self.by_values: dict[str, _Plan] = {}
 
 
+class RoutingBroker(BrokerView, Protocol):
+    """The broker as ERP sees it: a :class:`~multihop.ges.broker_view.BrokerView` with its profiles and durability."""
+
+    @property
+    def ppp(self) -> ProfilePropagation:
+        """The broker's profile propagation (the profile graphs ERP matches against)."""
+        ...
+
+    @property
+    def durability(self) -> Durability:
+        """The broker's durability side (stores, storage brokers, restarts)."""
+        ...
+
+
 class EventRouting:
     """ERP state of one broker (see the module docstring)."""
 
-    def __init__(self, core: "BrokerCore") -> None:
+    def __init__(self, core: RoutingBroker) -> None:
         self.core = core
         self.code = core.code
         self.levels = core.levels

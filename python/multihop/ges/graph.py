@@ -30,38 +30,18 @@ and the best hop to a unit is the neighbour of the vertex on that path:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from multihop.ges.address import contains, parse_unit, unit_id, unit_level, unit_str, ancestor
+from multihop.ges.address import ancestor, contains, parse_unit, unit_id, unit_level, unit_str
 from multihop.ges.connection import Connection
 from multihop.ges.costs import CostMatrix
+from multihop.ges.edge import Edge
 from multihop.ges.errors import AddressError
-
-if TYPE_CHECKING:
-    from multihop.ges.routing_cache import RoutingCache
+from multihop.ges.routing_cache import RoutingCache
 
 __all__ = ["ConnectivityGraph", "Edge"]
 
 _CODE_MASK = (1 << 60) - 1
-
-
-class Edge:
-    """One edge: its two nodes (``a`` at the lower level), level, and the gateways it stands for."""
-
-    __slots__ = ("a", "b", "level", "gateways", "hops")
-
-    def __init__(self, a: int, b: int, level: int) -> None:
-        self.a = a
-        self.b = b
-        self.level = level
-        #: gateway key -> smallest extra cost among the connections of that gateway on this edge
-        self.gateways: dict[int, int] = {}
-        #: for an edge at the vertex: peer broker -> extra cost of the vertex's own gateway to it
-        self.hops: dict[int, int] = {}
-
-    def extra(self) -> int:
-        """The smallest extra cost among the edge's gateways."""
-        return min(self.gateways.values())
 
 
 class ConnectivityGraph:
@@ -80,7 +60,7 @@ class ConnectivityGraph:
         self.costs = costs
         #: a broker's GPP state this graph follows (None: a fixed graph of ``records``)
         self._source = source
-        self._cache: "RoutingCache | None" = None
+        self._cache: RoutingCache | None = None
         self._build(records)
 
     def _build(self, records: Iterable[tuple[Connection, int]]) -> None:
@@ -180,12 +160,10 @@ class ConnectivityGraph:
     # ---- queries ----------------------------------------------------------
 
     @property
-    def cache(self) -> "RoutingCache":
+    def cache(self) -> RoutingCache:
         """The routing cache over this graph (computed on first use)."""
         self.refresh()
         if self._cache is None:
-            from multihop.ges.routing_cache import RoutingCache
-
             self._cache = RoutingCache(self)
         return self._cache
 

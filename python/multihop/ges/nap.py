@@ -26,13 +26,11 @@ from it; the driver brings the gateway up once the newcomer has the answer.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from multihop.ges.address import BLOCK_LIMIT, unit_id, unit_level
+from multihop.ges.broker_view import BrokerView
 from multihop.ges.messages import JoinReply, JoinRequest
-
-if TYPE_CHECKING:
-    from multihop.ges.broker import BrokerCore
 
 __all__ = ["NodeOrganization", "Joiner", "ANY_NEIGHBOUR"]
 
@@ -43,7 +41,7 @@ ANY_NEIGHBOUR = 0
 class NodeOrganization:
     """The member side of NAP inside one broker core."""
 
-    def __init__(self, core: "BrokerCore") -> None:
+    def __init__(self, core: BrokerView) -> None:
         self.core = core
         #: unit ids / codes this member gave away (not yet visible in its graph)
         self.reserved: set[int] = set()

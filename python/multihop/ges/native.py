@@ -22,21 +22,18 @@ broker runs the Python event path (``BrokerCore`` ignores ``native`` there).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from multihop import _ges
-from multihop.ges.erp import ACK_DELAY, ACK_TIMER
+from multihop.ges.erp import ACK_DELAY, ACK_TIMER, RoutingBroker
 from multihop.ges.event import EventData, EventId
 from multihop.ges.messages import EventAck, EventCopy, Events
-
-if TYPE_CHECKING:
-    from multihop.ges.broker import BrokerCore
 
 __all__ = ["NativeEventRouting", "routing_snapshot"]
 
 
 def routing_snapshot(
-    core: "BrokerCore",
+    core: RoutingBroker,
 ) -> tuple[int, dict[int, int], list[tuple[int, int, float, int | None, list[tuple[int, float]], int | None]], dict[int, set[int]], frozenset[int]]:
     """What the event routing reads of ``core``'s control plane, as ``EventRouting.set_routing`` takes it:
     ``(GPP version, {peer: gateway level}, nodes, deciders, decided levels)``, each node as ``(node, level,
@@ -61,7 +58,7 @@ class NativeEventRouting:
     """The event routing of one broker in the native engine, with :class:`~multihop.ges.erp.EventRouting`'s
     interface (see the module docstring)."""
 
-    def __init__(self, core: "BrokerCore") -> None:
+    def __init__(self, core: RoutingBroker) -> None:
         self.core = core
         self.code = core.code
         self.levels = core.levels

@@ -34,15 +34,13 @@ the node profile that brought its chain (level 0: at once, on its broker).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from multihop.ges.address import contains, unit_id
+from multihop.ges.broker_view import BrokerView
 from multihop.ges.messages import ProfileAck, ProfileResync, ProfileUpdate
 from multihop.ges.profile import Chain
 from multihop.ges.profile_graph import GraphLike, ProfileGraph
-
-if TYPE_CHECKING:
-    from multihop.ges.broker import BrokerCore
 
 __all__ = ["ProfilePropagation"]
 
@@ -50,7 +48,7 @@ __all__ = ["ProfilePropagation"]
 class ProfilePropagation:
     """PPP state of one broker (see the module docstring)."""
 
-    def __init__(self, core: "BrokerCore", graph_factory: Callable[[], GraphLike] = ProfileGraph) -> None:
+    def __init__(self, core: BrokerView, graph_factory: Callable[[], GraphLike] = ProfileGraph) -> None:
         """``graph_factory`` makes the profile graphs (the native engine's when the broker runs it)."""
         self.core = core
         self._new_graph = graph_factory

@@ -242,7 +242,7 @@ def _connect(a: argparse.Namespace, kind: str, state: _State | None) -> tuple[An
 
 def run_pub(a: argparse.Namespace, stdin: TextIO | None = None) -> int:
     """``multihop ges pub``: publish the events, wait until they are stored (stable storage), report."""
-    from multihop.ges.event import make_event, EventId
+    from multihop.ges.event import EventId, make_event
 
     if a.timeout is not None and a.timeout <= 0:
         raise ValueError(f"--timeout must be positive, got {a.timeout}")

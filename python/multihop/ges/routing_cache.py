@@ -25,16 +25,56 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from multihop.ges.address import unit_level
+from multihop.ges.edge import Edge
 
-if TYPE_CHECKING:
-    from multihop.ges.graph import ConnectivityGraph, Edge
-
-__all__ = ["RoutingCache"]
+__all__ = ["GraphView", "RoutingCache", "constrained_hop"]
 
 _NO_HOP = -1  # the vertex's own label: no hop needed
+
+
+class GraphView(Protocol):
+    """What the routing cache reads of a connectivity graph (:class:`~multihop.ges.graph.ConnectivityGraph` is one)."""
+
+    @property
+    def vertex(self) -> int:
+        """The broker the graph is seen from."""
+        ...
+
+    @property
+    def levels(self) -> int:
+        """Levels of the hierarchy."""
+        ...
+
+    @property
+    def node_level(self) -> dict[int, int]:
+        """Node id -> its level (the vertex is level 0)."""
+        ...
+
+    @property
+    def ul(self) -> dict[int, dict[int, Edge]]:
+        """Node -> {neighbour: Edge} for neighbours at its level or below (L_UL)."""
+        ...
+
+    @property
+    def d(self) -> dict[int, dict[int, Edge]]:
+        """Node -> {neighbour: Edge} for neighbours above its level (L_D)."""
+        ...
+
+    @property
+    def cache(self) -> RoutingCache:
+        """The routing cache over the graph."""
+        ...
+
+    def weight(self, e: Edge) -> float:
+        """The weight of an edge."""
+        ...
+
+    def refresh(self) -> None:
+        """Catch up with the records the graph follows."""
+        ...
 
 
 class RoutingCache:
@@ -42,7 +82,7 @@ class RoutingCache:
 
     __slots__ = ("graph", "_cost", "_hop", "_len", "_valid_rows", "computations")
 
-    def __init__(self, graph: "ConnectivityGraph") -> None:
+    def __init__(self, graph: GraphView) -> None:
         self.graph = graph
         self._cost: dict[int, float] = {}
         self._hop: dict[int, int] = {}
@@ -62,7 +102,7 @@ class RoutingCache:
                 self._hop.pop(u, None)
                 self._len.pop(u, None)
 
-    def rebind(self, graph: "ConnectivityGraph") -> None:
+    def rebind(self, graph: GraphView) -> None:
         """Use a rebuilt graph (same vertex); rows still valid are kept."""
         self.graph = graph
         for u in [u for u in self._cost if u not in graph.node_level]:
@@ -170,7 +210,7 @@ class RoutingCache:
         return v
 
 
-def constrained_hop(graph: "ConnectivityGraph", target: int, avoid: frozenset[int] | set[int]) -> int | None:
+def constrained_hop(graph: GraphView, target: int, avoid: frozenset[int] | set[int]) -> int | None:
     """The best hop toward graph node ``target`` on paths that pass through none of the nodes in ``avoid``.
 
     Routing information carried by a message lists the units it already left

@@ -27,20 +27,20 @@ import random
 import struct
 from typing import Any, Iterable, Mapping
 
+from multihop.defaults import DEFAULT_TIMEOUT
+from multihop.errors import ChannelClosed, Timeout
 from multihop.ges.address import Address, AddressLike, level_of_difference, unit_id, unit_str
 from multihop.ges.broker import BrokerCore
+from multihop.ges.client import ClientCore, DurableState, check_client_id, check_credential
 from multihop.ges.costs import CostMatrix
-from multihop.errors import ChannelClosed, Timeout
+from multihop.ges.durability import storage_brokers_of
 from multihop.ges.errors import GesStateError, TopologyError
 from multihop.ges.event import Event, EventId
 from multihop.ges.graph import ConnectivityGraph
-from multihop.ges.messages import Connections
-from multihop.ges.client import ClientCore, DurableState, check_client_id, check_credential
-from multihop.ges.messages import Attach, DurableAttach, Events
-from multihop.ges.durability import storage_brokers_of
-from multihop.ges.storage import MemoryStorage
+from multihop.ges.messages import Attach, Connections, DurableAttach, Events
 from multihop.ges.nap import Joiner
 from multihop.ges.reliable import ReliableReceiver, ReliableSender
+from multihop.ges.storage import MemoryStorage
 from multihop.ges.topology import Topology
 
 __all__ = ["Simulator", "SimClient", "NotQuiet"]
@@ -464,7 +464,7 @@ class Simulator:
         *,
         last_received: Mapping[str, EventId] | None = None,
         credential: str | None = None,
-        timeout: float = 5.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> "SimClient":
         """A client attached to broker ``broker_address`` (each call with the same id is a new incarnation).
 

@@ -10,15 +10,23 @@
   checkers over recorded deliveries (:mod:`.checkers`);
 * the Smelt-style machine model (:mod:`.model`, shipped files in
   ``models/``), the discrete-event simulator (:mod:`.simulate`), the
-  calibration run on a live runtime (:mod:`.calibrate`, :mod:`.agent`,
-  :mod:`.probe`) and the measured shoot-down over today's channels
-  (:mod:`.live`); ``multihop groups`` (:mod:`.command`) on the command line.
+  calibrated models kept per machine (:mod:`.stored`); ``multihop groups``
+  (:mod:`.command`) on the command line.
 
-Phase 2 (the monitors' fan-out) is designed in ``docs/groups.md``.
+Phase 2, live through the monitors (``docs/groups.md``): :func:`group` creates
+an application group on a runtime (``groups.group(rt, name, order=, tree=)``),
+:func:`join` / :func:`leave` (also ``d.join`` / ``d.leave``) make a dispatcher a
+member (:mod:`.endpoint`), the group service :mod:`.gsd` runs the membership
+machine and installs the trees in the monitors.
+
+The calibration runs and live shoot-downs are the benchmarks':
+:mod:`multihop.bench.groups` (``multihop groups calibrate`` included).
 """
 
 from __future__ import annotations
 
+from multihop.deprecation import alias_modules
+from multihop.groups.endpoint import Delivery, Group, GroupInfo, group, join, leave
 from multihop.groups.errors import GroupError, ModelError
 from multihop.groups.ids import BROADCAST
 from multihop.groups.machine_tree import MachineTree, machine_tree
@@ -33,7 +41,10 @@ from multihop.groups.view import ORDERS, Endpoint, View
 
 __all__ = [
     "BROADCAST",
+    "Delivery",
     "Endpoint",
+    "Group",
+    "GroupInfo",
     "GroupError",
     "GroupMember",
     "MachineModel",
@@ -50,6 +61,9 @@ __all__ = [
     "Workload",
     "build_tree",
     "flat",
+    "group",
+    "join",
+    "leave",
     "load_model",
     "machine_tree",
     "numa",
@@ -58,3 +72,6 @@ __all__ = [
     "shipped_models",
     "simulate",
 ]
+
+# Moved to the benchmarks (issue 25); the old names work one release, with a DeprecationWarning.
+alias_modules({f"multihop.groups.{m}": f"multihop.bench.groups.{m}" for m in ("calibrate", "calibrate_group", "agent", "probe", "live", "shootdown")})

@@ -1,8 +1,8 @@
-"""A dispatcher's group endpoint, live: ``rt.group``, ``d.join``, ``d.leave`` and :class:`Group`.
+"""A dispatcher's group endpoint, live: :func:`group` (``multihop.groups.group(rt, ...)``), ``d.join``, ``d.leave`` and :class:`Group`.
 
 Each dispatcher that uses groups gets one :class:`GroupEndpoint`: a channel
 to the runtime's group service (:mod:`multihop.groups.gsd`, started on
-demand), a :class:`multihop._core.GroupPort` on its link to its monitor (group
+demand), a :class:`multihop.GroupPort` on its link to its monitor (group
 frames, with the credits of every tree it sends on), and the sans-IO
 :class:`~multihop.groups.member.GroupMember` that orders what arrives (the
 phase-1 machines: fifo, causal, total, view changes, closing marks).
@@ -20,7 +20,7 @@ convergecast request, whose recipients answer at once with
 ``reply(delivery)`` (the join's ``reply`` callback; an empty ack without
 one).  Tag 1 (aggregated, the default): the reply goes up to the member's
 own monitor, the monitors merge the replies up the request's tree and the
-root monitor sends the sender one result (``core-rs/src/group/ccast.rs``,
+root monitor sends the sender one result (``core-rs/monitor/src/multicast/ccast.rs``,
 docs/groups.md §8).  Tag 2 (``unicast=True``, the flat baseline): the
 request goes to each node id and each reply straight to the sender, whose
 :class:`~multihop.groups.convergecast.Convergecast` gathers them.
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import multihop as mh
-from multihop import _core
+from multihop.defaults import DEFAULT_WINDOW
 from multihop.errors import ChannelClosed, MultihopError, ProtocolError, Timeout, TxBusy
 from multihop.groups import codec
 from multihop.groups.convergecast import Convergecast, Partial
@@ -50,8 +50,8 @@ from multihop.groups.events import (
     Failed,
     Joined,
     Left,
-    MulticastCreated,
     Multicast,
+    MulticastCreated,
     SendFailed,
     ToService,
     Unicast,
@@ -73,7 +73,7 @@ from multihop.groups.frames import (
     encode_submit,
     encode_up_reply,
 )
-from multihop.groups.gsd import DEFAULT_WINDOW, SERVICE, ensure_service
+from multihop.groups.gsd import SERVICE, ensure_service
 from multihop.groups.ids import BROADCAST
 from multihop.groups.member import GroupMember
 from multihop.groups.messages import CreateGroup, Data, Reply, Submit
@@ -313,9 +313,9 @@ class GroupEndpoint:
     the group) makes the member's other threads wait for it.
     """
 
-    def __init__(self, d: _core.Dispatcher, timeout: float = 30.0) -> None:
+    def __init__(self, d: mh.Dispatcher, timeout: float = 30.0) -> None:
         self.d = d
-        self.port = _core.GroupPort(d)
+        self.port = mh.GroupPort(d)
         rt = mh.Runtime.attach(Path(self.port.runtime_dir).name)
         ensure_service(rt, timeout)
         self.me = Endpoint(d.core, os.getpid())
@@ -940,10 +940,10 @@ class GroupEndpoint:
         self._wait(installed, deadline, "multicast change: not done within the timeout", service=True)
 
 
-_ENDPOINTS: dict[int, tuple[_core.Dispatcher, GroupEndpoint]] = {}
+_ENDPOINTS: dict[int, tuple[mh.Dispatcher, GroupEndpoint]] = {}
 
 
-def endpoint_of(d: _core.Dispatcher) -> GroupEndpoint:
+def endpoint_of(d: mh.Dispatcher) -> GroupEndpoint:
     """The group endpoint of dispatcher ``d`` (made on first use)."""
     got = _ENDPOINTS.get(id(d))
     if got is not None and got[0] is d:
@@ -954,7 +954,7 @@ def endpoint_of(d: _core.Dispatcher) -> GroupEndpoint:
 
 
 def join(
-    d: _core.Dispatcher,
+    d: mh.Dispatcher,
     name: str,
     on_join: Callable[[int, View], None] | None = None,
     on_leave: Callable[[int, View], None] | None = None,
@@ -984,7 +984,7 @@ def join(
     return endpoint_of(d).join(name, _Callbacks(on_join, on_leave, on_view, reply, auto_ack), _deadline(timeout))
 
 
-def leave(d: _core.Dispatcher, name: str, timeout: float | None = 30.0) -> None:
+def leave(d: mh.Dispatcher, name: str, timeout: float | None = 30.0) -> None:
     """``d.leave(name)``: leave group ``name`` once everything addressed here is delivered.
 
     Raises:
@@ -996,7 +996,7 @@ def leave(d: _core.Dispatcher, name: str, timeout: float | None = 30.0) -> None:
 def group(
     rt: mh.Runtime, name: str, order: str = "fifo", tree: str = "numa", *, create: bool = True, window: int = DEFAULT_WINDOW, timeout: float = 30.0
 ) -> GroupInfo:
-    """``rt.group(name, ...)``: the application group ``name``, created if it does not exist (``create``).
+    """``multihop.groups.group(rt, name, ...)``: the application group ``name``, created if it does not exist (``create``).
 
     ``order`` is ``fifo``, ``causal`` or ``total``; ``tree`` ``flat``,
     ``radix[:K]``, ``numa`` or ``machine``; ``window`` the credits per tree

@@ -1,4 +1,4 @@
-"""Group frames as bytes (the layout is ``core-rs/src/group/frame.rs``'s, docs/groups.md §4).
+"""Group frames as bytes (the layout is ``core-rs/base/src/wire/multicast.rs``'s, docs/groups.md §4).
 
 :func:`encode_data` and :func:`encode_submit` turn the member machine's
 :class:`~multihop.groups.messages.Data` and :class:`~multihop.groups.messages.Submit`

@@ -1,6 +1,6 @@
 """The group service (GSD): one process per runtime that runs the membership machine live.
 
-Started on demand (:func:`ensure_service`, the first ``rt.group``/``d.join`` of
+Started on demand (:func:`ensure_service`, the first ``groups.group``/``d.join`` of
 a runtime) as ``python -m multihop.groups.gsd NAME``, attached to the
 runtime's first core, it exports ``mh-groups``.  Each dispatcher's group
 endpoint binds one channel to it, says ``hello`` (its core and pid: the
@@ -10,7 +10,7 @@ service answers with replies, Prepare and Install.
 
 It runs :class:`~multihop.groups.service.MembershipService` unchanged.  Before
 the first Install of a view goes out, the view's fan-out entries are in
-every monitor (:func:`view_entries`, sent with ``_core.monitor_group``): one
+every monitor (:func:`view_entries`, sent with :meth:`multihop.Runtime.monitor_group`): one
 tree per destination (the broadcast id, each multicast id, each node id) and
 per member core as root, computed with :func:`~multihop.groups.trees.build_tree`
 and stretched along the routing table where two tree cores have no link.
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import multihop as mh
-from multihop import _core
+from multihop.defaults import DEFAULT_WINDOW
 from multihop.errors import MultihopError, ProtocolError
 from multihop.groups import codec
 from multihop.groups.errors import GroupError
@@ -60,20 +60,15 @@ from multihop.groups.messages import (
     StreamMark,
 )
 from multihop.groups.service import MembershipService, Outgoing
+from multihop.groups.stored import stored_model
 from multihop.groups.trees import build_tree
 from multihop.groups.view import Endpoint, View
-from multihop.paths import monitor_socket
 from multihop.rts import path as route_path
 
 __all__ = ["SERVICE", "DEFAULT_WINDOW", "ensure_service", "stop_service", "view_entries", "main"]
 
 SERVICE = "mh-groups"
-DEFAULT_WINDOW = 16
 PIDFILE = "gsd.pid"
-
-
-def _table(rt: mh.Runtime) -> dict[int, dict[int, int]]:
-    return {int(s): {int(d): int(n) for d, n in row.items()} for s, row in rt._meta["table"].items()}
 
 
 def view_entries(view: View, topology: Any, table: dict[int, dict[int, int]], model: Any = None) -> dict[int, list[dict[str, Any]]]:
@@ -164,10 +159,8 @@ class _Daemon:
         self.dead_cores: set[int] = set()
         self.closed: dict[str, str] = {}  # group -> why it is closed (a monitor on it died)
         self.topology = rt.topology
-        self.table = _table(rt)
+        self.table = rt.routing_table
         try:
-            from multihop.groups.calibrate import stored_model
-
             self.model = stored_model(rt)
         except Exception:
             self.model = None
@@ -178,7 +171,7 @@ class _Daemon:
     # ---- monitors ------------------------------------------------------------
 
     def monitor(self, core: int, body: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-        reply = _core.monitor_group(str(monitor_socket(self.rt.dir, core)), json.dumps(body), timeout)
+        reply = self.rt.monitor_group(core, json.dumps(body), timeout)
         return dict(json.loads(reply))
 
     def install_view(self, view: View) -> None:
@@ -241,7 +234,7 @@ class _Daemon:
             return
         ep = self.ep_of.get(id(ch))
         if ep is None and isinstance(msg, CreateGroup):
-            # rt.group: a channel with no endpoint of its own (no member), answered as one
+            # groups.group: a channel with no endpoint of its own (no member), answered as one
             self.anon += 1
             ep = Endpoint(-1, self.anon)
             self.chan_of[ep] = ch
@@ -293,7 +286,7 @@ class _Daemon:
             return
         self.chan_of.pop(ep, None)
         if ep.core < 0:
-            return  # an rt.group channel: no member
+            return  # a groups.group channel: no member
         self.log(f"endpoint {ep}: its channel closed")
         if ep.core not in self.dead_cores and ep.core in self.dead_monitors():
             self.monitor_died(ep.core)  # its monitor took it down: close its groups first
@@ -317,13 +310,8 @@ class _Daemon:
 
     def dead_monitors(self) -> set[int]:
         """The cores whose monitor process is no longer running (gone, or a zombie its starter has not reaped)."""
-        from multihop.runtime import _is_process
-
-        return {
-            int(m["core"])
-            for m in self.rt._meta["monitors"]
-            if not _is_process(m["pid"], m.get("start_ticks")) or _live_pid_of(int(m["pid"])) is None
-        }
+        pids = self.rt.monitor_pids
+        return {core for core in self.rt.cores if not self.rt.monitor_running(core) or _live_pid_of(pids[core]) is None}
 
     def monitor_died(self, core: int) -> None:
         """Close every group with a member on ``core`` or a tree through it (docs/groups.md §9): the frames

@@ -30,10 +30,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from multihop.groups.errors import GroupError
+from multihop.groups.fixed_trees import flat, numa, radix
 from multihop.groups.model import MachineModel
 from multihop.groups.simulate import SimResult, Workload, simulate
 from multihop.groups.tree import Tree
-from multihop.groups.trees import flat, numa, radix
 
 __all__ = ["MachineTree", "machine_tree", "greedy_tree", "socket_tree", "improve"]
 

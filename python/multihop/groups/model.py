@@ -59,7 +59,7 @@ shipped files describe):
 
 **Model files** are TOML.  A declared model gives costs per *distance level*
 (0: same socket, 1: one interconnect hop, 2: two hops) and the hop count
-between sockets; a calibrated model (:mod:`multihop.groups.calibrate`) gives
+between sockets; a calibrated model (:mod:`multihop.bench.groups.calibrate`) gives
 full per-pair matrices.  Both may override single pairs.  The shipped files
 (``2x8``, ``4x8``, ``8x8`` in ``multihop/groups/models/``) are declared, with
 representative magnitudes for multi-socket x86 servers, not measurements: edit

@@ -11,15 +11,17 @@
     multihop.idl.stubgen("flounder-idl/echo.if", "c", "out/")  # writes echo.h, echo.c
     # shell: multihop stubgen flounder-idl/echo.if --lang c -o out/   (multihop.idl.command)
 
-The pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.parser`
+The compiler's pieces, one per module: :mod:`~multihop.idl.lexer`, :mod:`~multihop.idl.parser`
 (syntax tree in :mod:`~multihop.idl.syntax`), :mod:`~multihop.idl.checker`
-(model in :mod:`~multihop.idl.model`), :mod:`~multihop.idl.pygen` and
+(model in :mod:`~multihop.idl.model`), :mod:`~multihop.idl.pygen`, :mod:`~multihop.idl.pyi` and
 :mod:`~multihop.idl.cgen` (back ends, with the name checks of
 :mod:`~multihop.idl.pycheck` and :mod:`~multihop.idl.ccheck`),
-:mod:`~multihop.idl.wire` and :mod:`~multihop.idl.binding` (run-time support
-of generated Python code), :mod:`~multihop.idl.connect` and
-:mod:`~multihop.idl.server` (a binding's bind and export side),
-:mod:`~multihop.idl.source` (bytes to text, with located errors).
+:mod:`~multihop.idl.source` (bytes to text, with located errors),
+:mod:`~multihop.idl.command` (``multihop stubgen``) and :mod:`~multihop.idl.generated`
+(every generated file the repository keeps, and the gate that checks them).
+What generated code imports at run time is not here but in the core, :mod:`multihop.flounder`
+(binding, server, wire, connect; the old paths ``multihop.idl.binding`` etc. are
+deprecated aliases for one release).
 The wire format is written down in ``flounder-idl/WIRE.md``.
 """
 

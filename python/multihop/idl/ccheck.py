@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from multihop.idl.namespace import Namespace
 from multihop.idl.model import Array, Builtin, DynArray, Enum, Interface, String, Struct
 from multihop.idl.names import C_KEYWORDS, c_name
+from multihop.idl.namespace import Namespace
 from multihop.idl.syntax import Pos
 
 __all__ = ["check_c_names", "generated_globals", "BACKLOG_MAX"]

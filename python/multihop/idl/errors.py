@@ -2,8 +2,10 @@
 
 Every class here subclasses one of :mod:`multihop.errors`, so callers catch
 them as :class:`~multihop.errors.IdlError` (a bad interface file or a back end
-that cannot generate it) or :class:`~multihop.errors.ProtocolError` (a received
-message that does not decode).
+that cannot generate it).  The errors of generated code at run time,
+:class:`DecodeError` and :class:`UnhandledMessage` (both
+:class:`~multihop.errors.ProtocolError`), live with the runtime support in
+:mod:`multihop.flounder.errors` and are re-exported here.
 
 Errors about an interface file carry ``file``, ``line`` and ``column`` (1-based)
 and their text starts with ``file:line:col:``, the way compilers say it.
@@ -11,7 +13,8 @@ and their text starts with ``file:line:col:``, the way compilers say it.
 
 from __future__ import annotations
 
-from multihop.errors import IdlError, ProtocolError
+from multihop.errors import IdlError
+from multihop.flounder.errors import DecodeError, UnhandledMessage
 
 __all__ = [
     "IdlError",
@@ -68,26 +71,3 @@ class IdlFileTooLarge(IdlError):
         self.file = file
         self.limit = limit
         super().__init__(f"{file}: longer than {limit // (1 << 20)} MiB, the most a Flounder file may be (read no further: is it the right file?)")
-
-
-class DecodeError(ProtocolError):
-    """A received message does not decode under the interface.
-
-    Only that message is lost: decoding keeps no state between messages, so
-    the next message on the channel decodes normally.  ``data`` holds the bytes
-    that failed.
-    """
-
-    def __init__(self, interface: str, text: str, data: bytes = b"") -> None:
-        self.interface = interface
-        self.data = bytes(data)
-        super().__init__(f"{interface}: cannot decode message: {text}")
-
-
-class UnhandledMessage(ProtocolError):
-    """A message arrived for which no handler is registered; ``.message`` holds it."""
-
-    def __init__(self, interface: str, message: object) -> None:
-        self.message = message
-        name = getattr(message, "name", "?")
-        super().__init__(f"{interface}: no handler for message '{name}'")

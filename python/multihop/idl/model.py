@@ -4,13 +4,17 @@ This is what :func:`multihop.idl.parse` returns and what the back ends read.
 Aliases are resolved away (an argument of type ``coreid`` has the type
 ``uint8``); :attr:`Interface.aliases` keeps the names for documentation.
 
-Wire sizes are fixed here, once, for every back end (see ``flounder-idl/WIRE.md``).
+Wire sizes are fixed here for every back end (see ``flounder-idl/WIRE.md``); the integer
+formats come from the run-time codec (:data:`multihop.flounder.wire.INT_FORMATS`), which
+decodes what the back ends encode.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
+from multihop.flounder.wire import INT_FORMATS
 from multihop.idl.syntax import Annotation, Pos
 
 __all__ = [
@@ -61,30 +65,34 @@ class Builtin(Type):
     hi: int = 0
 
 
-def _u(name: str, size: int, fmt: str) -> Builtin:
+def _u(name: str) -> Builtin:
+    fmt = INT_FORMATS[name]
+    size = struct.calcsize("<" + fmt)
     return Builtin(name, "uint", size, fmt, 0, (1 << (8 * size)) - 1)
 
 
-def _s(name: str, size: int, fmt: str) -> Builtin:
+def _s(name: str) -> Builtin:
+    fmt = INT_FORMATS[name]
+    size = struct.calcsize("<" + fmt)
     return Builtin(name, "int", size, fmt, -(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1)
 
 
 #: Builtin scalar types by Flounder name.  ``int`` is Flounder's legacy spelling of int32.
 BUILTINS: dict[str, Builtin] = {
-    "uint8": _u("uint8", 1, "B"),
-    "uint16": _u("uint16", 2, "H"),
-    "uint32": _u("uint32", 4, "I"),
-    "uint64": _u("uint64", 8, "Q"),
-    "uintptr": _u("uintptr", 8, "Q"),
-    "size": _u("size", 8, "Q"),
-    "iref": _u("iref", 8, "Q"),
-    "errval": _u("errval", 8, "Q"),
-    "int8": _s("int8", 1, "b"),
-    "int16": _s("int16", 2, "h"),
-    "int32": _s("int32", 4, "i"),
-    "int64": _s("int64", 8, "q"),
-    "intptr": _s("intptr", 8, "q"),
-    "int": _s("int32", 4, "i"),
+    "uint8": _u("uint8"),
+    "uint16": _u("uint16"),
+    "uint32": _u("uint32"),
+    "uint64": _u("uint64"),
+    "uintptr": _u("uintptr"),
+    "size": _u("size"),
+    "iref": _u("iref"),
+    "errval": _u("errval"),
+    "int8": _s("int8"),
+    "int16": _s("int16"),
+    "int32": _s("int32"),
+    "int64": _s("int64"),
+    "intptr": _s("intptr"),
+    "int": _s("int32"),
     "bool": Builtin("bool", "bool", 1, "?", 0, 1),
     "char": Builtin("char", "char", 1, "c", 0, 255),
     "cap": Builtin("cap", "cap", 0, ""),

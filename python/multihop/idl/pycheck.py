@@ -27,9 +27,9 @@ import enum
 import keyword
 
 from multihop.idl.errors import IdlCodegenError
-from multihop.idl.namespace import Namespace, codegen_error
 from multihop.idl.model import Enum, Interface, Struct
 from multihop.idl.names import PY_ARG_RESERVED, PY_MODULE_RESERVED, py_arg, py_binding_class, py_name, py_type
+from multihop.idl.namespace import Namespace, codegen_error
 from multihop.idl.syntax import Pos
 
 __all__ = ["check_python_names"]

@@ -7,7 +7,7 @@ encoder that packs it in one call, and a decoder that unpacks it in one call.
 Nothing is looked up by name at run time.  Checks that ``struct`` does not make
 itself (enum ranges, array lengths and maxima, NUL in strings) are inline
 comparisons; only when a fast-path encode fails does
-:func:`multihop.idl.wire.explain` walk the arguments to name the bad one.
+:func:`multihop.flounder.wire.explain` walk the arguments to name the bad one.
 
 The module defines (``X`` = message, ``R`` = rpc; names as in
 :mod:`multihop.idl.names`):
@@ -17,11 +17,11 @@ The module defines (``X`` = message, ``R`` = rpc; names as in
 * ``messages.X``: the record class of message ``X`` (``R_call``/``R_response`` for rpcs);
 * ``results.R``: the namedtuple an rpc with several ``out`` arguments returns;
 * ``encode(name, **args) -> bytes`` and ``decode(data) -> record``;
-* ``<Name>Binding`` (also ``Binding``): see :mod:`multihop.idl.binding`.
+* ``<Name>Binding`` (also ``Binding``): see :mod:`multihop.flounder.binding`.
 
 A message that carries capabilities (``cap``, ``give_away_cap``, also inside structs and
-arrays) is encoded and decoded by :func:`multihop.idl.wire.encode_caps` /
-:func:`~multihop.idl.wire.decode_caps` over its descriptors instead: its encoder returns
+arrays) is encoded and decoded by :func:`multihop.flounder.wire.encode_caps` /
+:func:`~multihop.flounder.wire.decode_caps` over its descriptors instead: its encoder returns
 ``(bytes, handles, give_away)`` and its decoder takes the handles that came with the bytes.
 Its send method passes the handles to ``channel.send(..., handles=, give_away=)``; a binding of
 an interface with capabilities receives with ``channel.recv_with_handles``.
@@ -96,7 +96,7 @@ def _fmt(t: Type) -> str:
 
 
 def _desc(t: Type) -> tuple[object, ...]:
-    """The :mod:`multihop.idl.wire` descriptor of a type (used only to explain errors)."""
+    """The :mod:`multihop.flounder.wire` descriptor of a type (used only to explain errors)."""
     if isinstance(t, Builtin):
         if t.kind in ("int", "uint"):
             return ("int", t.name, t.lo, t.hi)
@@ -560,12 +560,12 @@ class _Gen:
             "from collections import namedtuple as _mh_namedtuple",
             "from functools import partial as _mh_partial",
             "from struct import Struct as _mh_Struct",
-            "from multihop._core import FixedLayout as _mh_FixedLayout",
             "",
-            "from multihop.idl.binding import Binding as _mh_Binding",
-            "from multihop.idl.errors import DecodeError as _mh_DecodeError",
-            "from multihop.idl.wire import (",
+            "from multihop.flounder.binding import Binding as _mh_Binding",
+            "from multihop.flounder.errors import DecodeError as _mh_DecodeError",
+            "from multihop.flounder.wire import (",
             "    DECODE_ERRORS as _mh_DECODE_ERRORS,",
+            "    FixedLayout as _mh_FixedLayout,",
             "    ENCODE_ERRORS as _mh_ENCODE_ERRORS,",
             "    U64 as _mh_U64,",
             "    Bad as _mh_Bad,",

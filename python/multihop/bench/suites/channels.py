@@ -21,6 +21,7 @@ import multihop as mh
 from multihop.bench import layouts, peers
 from multihop.bench.suites.common import SuiteContext, channel_rtt, channel_stream, record_samples, record_totals, sampling
 from multihop.bench.suites.options import BenchOptions
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "channels"
 
@@ -53,7 +54,7 @@ def run(ctx: SuiteContext) -> None:
                 ctx.progress.step(f"{transport} {size} B, repeat {rep + 1}/{ctx.repeats}")
                 # big messages cost more per message: fewer of them, same order of time
                 scale = 1 if size <= 4096 else 4
-                bench = peers.PeerBench(rt, src, dst, transport=transport, window=16)
+                bench = peers.PeerBench(rt, src, dst, transport=transport, window=DEFAULT_WINDOW)
                 params = {
                     "suite": NAME,
                     "transport": transport,
@@ -61,7 +62,7 @@ def run(ctx: SuiteContext) -> None:
                     "size": size,
                     "src_core": src,
                     "dst_core": dst,
-                    "window": 16 if transport == "multihop" else -1,
+                    "window": DEFAULT_WINDOW if transport == "multihop" else -1,
                 }
                 channel_rtt(ctx, bench, params, n_rtt // scale, size, rep)  # sets params["hops"]
                 channel_stream(ctx, bench, params, n_one // scale, size, rep)
@@ -96,7 +97,7 @@ def _layout_cases(ctx: SuiteContext, run: layouts.LayoutRun, n_rtt: int, n_one: 
             "size": 64,
             "src_core": src,
             "dst_core": dst,
-            "window": 16 if transport == "multihop" else -1,
+            "window": DEFAULT_WINDOW if transport == "multihop" else -1,
             "hops": 2 if transport == "multihop" else 0,
             "layout": lay.name,
         }

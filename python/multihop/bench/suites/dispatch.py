@@ -1,4 +1,4 @@
-"""Suite ``dispatch``: RE.VE.N.GE. news dispatching, live (see :mod:`multihop.dispatch.measure`).
+"""Suite ``dispatch``: RE.VE.N.GE. news dispatching, live (see :mod:`multihop.bench.news.measure`).
 
 On the shared runtime (``--cores`` / ``--routing``, or the attached one), each
 case with its own dispatch system (peers started and stopped by the case):
@@ -73,7 +73,7 @@ def _oneway(
 
 def run(ctx: SuiteContext) -> None:
     """Saturation (dispatch and plain), take-over, macro-sinks."""
-    from multihop.dispatch import measure
+    from multihop.bench.news import measure
 
     rt = ctx.runtime()
     secs = 1.0 if ctx.quick else 3.0

@@ -24,6 +24,7 @@ import multihop as mh
 from multihop.bench.suites.common import SuiteContext, record_rtt, record_totals, sampling
 from multihop.bench.suites.echo_server import SINK, echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "fanout"
 TRANSPORTS = ("ump", "multihop")
@@ -61,7 +62,9 @@ def run(ctx: SuiteContext) -> None:
             for transport in TRANSPORTS:
                 for k in ks:
                     ctx.progress.step(f"{transport}, {k} receiver(s), repeat {rep + 1}/{ctx.repeats}")
-                    chans = [d.bind(service_name(core, f"fanout{i}"), transport=transport, window=16, timeout=30) for i, core in receivers[:k]]
+                    chans = [
+                        d.bind(service_name(core, f"fanout{i}"), transport=transport, window=DEFAULT_WINDOW, timeout=30) for i, core in receivers[:k]
+                    ]
                     try:
                         _case(ctx, rt, chans, transport, src, n_rtt, n_one, rep)
                     finally:
@@ -78,7 +81,7 @@ def _case(ctx: SuiteContext, rt: mh.Runtime, chans: list[mh.Channel], transport:
         "size": 64,
         "src_core": src,
         "fanout": k,
-        "window": 16 if transport == "multihop" else -1,
+        "window": DEFAULT_WINDOW if transport == "multihop" else -1,
         "hops": max(int(ch.stats()["hops"]) for ch in chans),
     }
 

@@ -2,7 +2,7 @@
 
 22 broker processes in the topology of figure 14 (the measuring subscriber 9
 broker hops from the publisher) with 100 subscribing clients (5 on every other
-broker; :mod:`multihop.ges.testbed`), then figure 20 (measuring subscribers 4,
+broker; :mod:`multihop.bench.ges.testbed`), then figure 20 (measuring subscribers 4,
 2 and 1 hops away).  Per case: a matching rate, an event size (payload bytes,
 the first 8 the send time) and a publish rate (0: as fast as the publisher
 goes); each measuring subscriber's received events are message rows
@@ -21,7 +21,7 @@ together, from their processes' counters).
 Figure 14's cases run once per engine (:data:`ENGINES`: the native engine and
 the Python event path, side by side), and, when the ``ges-bench`` extra is
 installed, on NATS too (``transport = nats``: 3 clustered servers on loopback,
-the same clients; :mod:`multihop.ges.nats_peer`; ``hops`` 3, the servers on
+the same clients; :mod:`multihop.bench.ges.nats_peer`; ``hops`` 3, the servers on
 the path); figure 20's with the native engine.
 
 ``--quick``: matching 100 and 10 %, sizes 50 and 500 B, rates 100/s and flat out;
@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
+from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
+from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.bench.suites.common import SuiteContext, sampling
 from multihop.bench.suites.options import SHARED_CORES, BenchOptions
 from multihop.bench.trace import case_name
-from multihop.ges.nats_peer import NatsTestbed, nats_available
-from multihop.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.ges.topology import Topology
 
 NAME = "ges"

@@ -2,7 +2,7 @@
 
 For each core count (virtual cores on declared sockets: 2, 4, 8, 16, 32;
 ``--quick``: 2 and 4), on a runtime of its own (root core 0, a member process
-on every other core; :mod:`multihop.groups.shootdown`), every round of each
+on every other core; :mod:`multihop.bench.groups.shootdown`), every round of each
 mode is traced as a round trip (``transport`` = ``group-unicast``,
 ``group-broadcast``, ``group-radix``, ``group-numa``, or ``pipe`` for the
 ``multiprocessing`` baseline; ``fanout`` = members), and the largest size
@@ -15,9 +15,9 @@ measured once (``repeat`` 0; its rounds are the samples), with the load over it.
 from __future__ import annotations
 
 import multihop as mh
+from multihop.bench.groups.shootdown import MODES, measure_group_shootdown, measure_pipe_shootdown, measure_throughput
 from multihop.bench.suites.common import SuiteContext, record_samples, record_totals, sampling
 from multihop.bench.suites.options import BenchOptions
-from multihop.groups.shootdown import MODES, measure_group_shootdown, measure_pipe_shootdown, measure_throughput
 
 NAME = "groups"
 

@@ -18,6 +18,7 @@ from multihop import rts
 from multihop.bench import peers
 from multihop.bench.suites.common import SuiteContext, channel_rtt, channel_stream, need_cores
 from multihop.bench.suites.options import BenchOptions
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "hops"
 _ROUTING = "ring"
@@ -75,7 +76,15 @@ def run(ctx: SuiteContext) -> None:
         for rep in range(ctx.repeats):
             for src, dst, monitors in pairs(cores, routing, topology, ctx.quick):
                 ctx.progress.step(f"core {src} -> core {dst} ({monitors} monitor(s) on the path), repeat {rep + 1}/{ctx.repeats}")
-                bench = peers.PeerBench(rt, src, dst, transport="multihop", window=16)
-                params = {"suite": NAME, "transport": "multihop", "routing": routing, "size": 64, "src_core": src, "dst_core": dst, "window": 16}
+                bench = peers.PeerBench(rt, src, dst, transport="multihop", window=DEFAULT_WINDOW)
+                params = {
+                    "suite": NAME,
+                    "transport": "multihop",
+                    "routing": routing,
+                    "size": 64,
+                    "src_core": src,
+                    "dst_core": dst,
+                    "window": DEFAULT_WINDOW,
+                }
                 channel_rtt(ctx, bench, params, n_rtt, 64, rep)  # sets params["hops"]
                 channel_stream(ctx, bench, params, n_one, 64, rep)

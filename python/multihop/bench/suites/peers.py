@@ -22,6 +22,7 @@ import multihop as mh
 from multihop.bench.peers import PeerBench, available_peers
 from multihop.bench.suites.common import SuiteContext, channel_rtt, channel_stream, peer_rtt, peer_stream
 from multihop.bench.suites.options import BenchOptions
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "peers"
 SIZES = (64, 4096)
@@ -50,7 +51,7 @@ def run(ctx: SuiteContext) -> None:
             for transport in _transports():
                 ctx.progress.step(f"{transport} {size} B, repeat {rep + 1}/{ctx.repeats}")
                 ours = transport in ("ump", "multihop")
-                bench = PeerBench(rt, src, dst, transport=transport if ours else "ump", window=16)
+                bench = PeerBench(rt, src, dst, transport=transport if ours else "ump", window=DEFAULT_WINDOW)
                 params = {
                     "suite": NAME,
                     "transport": transport,
@@ -58,7 +59,7 @@ def run(ctx: SuiteContext) -> None:
                     "size": size,
                     "src_core": src,
                     "dst_core": dst,
-                    "window": 16 if transport == "multihop" else -1,
+                    "window": DEFAULT_WINDOW if transport == "multihop" else -1,
                 }
                 if ours:
                     channel_rtt(ctx, bench, params, n_rtt, size, rep)  # sets params["hops"]

@@ -37,6 +37,7 @@ from multihop.bench.suites.common import SuiteContext, need_cores, record_totals
 from multihop.bench.suites.echo_server import echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
 from multihop.bench.suites.routing import plan
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "resources"
 TRANSPORTS = ("ump", "multihop")
@@ -89,7 +90,7 @@ def run(ctx: SuiteContext) -> None:
                             "transport": transport,
                             "routing": mode,
                             "size": 64,
-                            "window": 16 if transport == "multihop" else -1,
+                            "window": DEFAULT_WINDOW if transport == "multihop" else -1,
                             "channels": n_chan,
                             "links": links,
                         }
@@ -114,7 +115,7 @@ def _measure(
     rep: int,
 ) -> None:
     rss0, _ = _usage(everyone)
-    chans = [ds[s].bind(service_name(d), transport=transport, window=16, timeout=30) for s, d in pairs]
+    chans = [ds[s].bind(service_name(d), transport=transport, window=DEFAULT_WINDOW, timeout=30) for s, d in pairs]
     try:
         msg = b"x" * 64
         fwd0 = _forwarded(rt)

@@ -23,6 +23,7 @@ import multihop as mh
 from multihop.bench.suites.common import SuiteContext, need_cores, record_rtt, record_samples, sampling
 from multihop.bench.suites.echo_server import echo_server, service_name
 from multihop.bench.suites.options import BenchOptions
+from multihop.defaults import DEFAULT_WINDOW
 from multihop.rts import MODES
 
 NAME = "routing"
@@ -85,7 +86,7 @@ def run(ctx: SuiteContext) -> None:
 
 
 def _pair(ctx: SuiteContext, rt: mh.Runtime, d: mh.Dispatcher, mode: str, src: int, dst: int, n_bind: int, n_rtt: int, rep: int) -> None:
-    params = {"suite": NAME, "transport": "multihop", "routing": mode, "src_core": src, "dst_core": dst, "window": 16}
+    params = {"suite": NAME, "transport": "multihop", "routing": mode, "src_core": src, "dst_core": dst, "window": DEFAULT_WINDOW}
     t_send: list[int] = []
     t_recv: list[int] = []
     ch = None
@@ -94,7 +95,7 @@ def _pair(ctx: SuiteContext, rt: mh.Runtime, d: mh.Dispatcher, mode: str, src: i
             if ch is not None:
                 ch.close()
             t0 = time.monotonic_ns()
-            ch = d.bind(service_name(dst), transport="multihop", window=16, timeout=30)
+            ch = d.bind(service_name(dst), transport="multihop", window=DEFAULT_WINDOW, timeout=30)
             t_recv.append(time.monotonic_ns())
             t_send.append(t0)
     assert ch is not None

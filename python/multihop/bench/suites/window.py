@@ -25,8 +25,9 @@ import multihop as mh
 from multihop import rts
 from multihop.bench import link_share, peers
 from multihop.bench.suites.common import SuiteContext, channel_stream, sampling
-from multihop.bench.trace import case_name
 from multihop.bench.suites.options import BenchOptions
+from multihop.bench.trace import case_name
+from multihop.defaults import DEFAULT_WINDOW
 
 NAME = "window"
 WINDOWS = (1, 4, 16, 64)
@@ -94,7 +95,7 @@ def _fairness(ctx: SuiteContext, rt: mh.Runtime, src: int, dst: int, hops: int) 
         "size": 64,
         "src_core": src,
         "dst_core": dst,
-        "window": 16,
+        "window": DEFAULT_WINDOW,
         "hops": hops,
         "flood_window": link_share.FLOOD_WINDOW,
     }

@@ -47,16 +47,16 @@ from typing import Any
 
 import multihop as mh
 from multihop import _ges
-from multihop.ges.address import Address
+from multihop.defaults import DRAIN_BATCH
+from multihop.ges.address import Address, unit_id
 from multihop.ges.broker import BrokerCore
+from multihop.ges.durability import storage_brokers_of
+from multihop.ges.errors import StorageError
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL, KIND_JOINER
-from multihop.ges.native import NativeEventRouting
-from multihop.ges.address import unit_id
-from multihop.ges.durability import storage_brokers_of
 from multihop.ges.messages import Attach, Deliver, JoinRequest, Refused
+from multihop.ges.native import NativeEventRouting
 from multihop.ges.storage_sqlite import SqliteStorage
-from multihop.ges.errors import StorageError
 from multihop.ges.topology import Topology
 
 __all__ = ["LiveBroker", "main"]
@@ -375,7 +375,7 @@ class LiveBroker:
 
     def _drain(self, peer: _Peer) -> None:
         try:
-            batch = peer.ch.recv_batch(256, timeout=0)
+            batch = peer.ch.recv_batch(DRAIN_BATCH, timeout=0)
         except mh.ChannelClosed:
             self._lost(peer)
             return

@@ -29,10 +29,11 @@ from collections import deque
 from typing import Any, Iterable, Mapping
 
 import multihop as mh
+from multihop.defaults import DRAIN_BATCH
 from multihop.ges.address import Address
 from multihop.ges.client import QUEUE_MAX, ClientCore, DurableState, check_client_id, check_credential
-from multihop.ges.event import Event, EventId
 from multihop.ges.errors import GesError, GesStateError, StorageError
+from multihop.ges.event import Event, EventId
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.system import CONFIG
 from multihop.ges.messages import ActiveQuery, Attach, DurableAck, DurableAttach, DurableNak, NotStored, Publish, Stored, Subscribe, Unsubscribe
@@ -333,7 +334,7 @@ class LiveClient:
         if self.core.durable is None:
             return 0
         for _ in range(1 << 20):  # bounded: a broker sends a finite backlog
-            batch = self.ch.recv_batch(256, timeout=0) if not self._closed else []
+            batch = self.ch.recv_batch(DRAIN_BATCH, timeout=0) if not self._closed else []
             for data in batch:
                 self._take(data)
             if not batch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.ges.address import Address
 from multihop.ges.live import wire
 from multihop.ges.live.wire import KIND_CONTROL
@@ -38,7 +39,7 @@ class Control:
 
     def shutdown(self) -> None:
         """Ask the broker to stop."""
-        self.binding.tx.shutdown(timeout=5.0)
+        self.binding.tx.shutdown(timeout=DEFAULT_TIMEOUT)
 
     def close(self) -> None:
         """Close the control channel."""

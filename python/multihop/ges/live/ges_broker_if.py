@@ -4,12 +4,12 @@ import enum as _mh_enum
 from collections import namedtuple as _mh_namedtuple
 from functools import partial as _mh_partial
 from struct import Struct as _mh_Struct
-from multihop._core import FixedLayout as _mh_FixedLayout
 
-from multihop.idl.binding import Binding as _mh_Binding
-from multihop.idl.errors import DecodeError as _mh_DecodeError
-from multihop.idl.wire import (
+from multihop.flounder.binding import Binding as _mh_Binding
+from multihop.flounder.errors import DecodeError as _mh_DecodeError
+from multihop.flounder.wire import (
     DECODE_ERRORS as _mh_DECODE_ERRORS,
+    FixedLayout as _mh_FixedLayout,
     ENCODE_ERRORS as _mh_ENCODE_ERRORS,
     U64 as _mh_U64,
     Bad as _mh_Bad,

@@ -5,8 +5,8 @@ import enum
 from collections.abc import Sequence
 from typing import ClassVar, NamedTuple, TypeAlias
 
-from multihop.idl.binding import Binding as _mh_Binding
-from multihop.idl.wire import Record as _mh_Record
+from multihop.flounder.binding import Binding as _mh_Binding
+from multihop.flounder.wire import Record as _mh_Record
 
 INTERFACE: str
 DESCRIPTION: str | None

@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 import multihop as mh
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.ges.address import Address, AddressLike
 from multihop.ges.connection import Connection
 from multihop.ges.costs import CostMatrix
@@ -184,7 +185,7 @@ class LiveSystem:
             system.shadow.run_until_quiet()
             system.wait_converged(timeout)
         except BaseException:
-            system.down(timeout=5.0)
+            system.down(timeout=DEFAULT_TIMEOUT)
             raise
         return system
 

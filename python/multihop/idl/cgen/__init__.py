@@ -46,8 +46,8 @@ its handles closed).
 from __future__ import annotations
 
 from multihop.idl.ccheck import check_c_names
-from multihop.idl.checker import check_generatable
 from multihop.idl.cgen.files import CFiles
+from multihop.idl.checker import check_generatable
 from multihop.idl.model import Interface
 
 __all__ = ["generate_c"]

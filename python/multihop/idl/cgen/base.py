@@ -17,7 +17,6 @@ from multihop.idl.model import (
 )
 from multihop.idl.names import c_name
 
-
 CTYPES = {
     "uint8": "uint8_t",
     "uint16": "uint16_t",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from multihop.idl.ccheck import BACKLOG_MAX
+from multihop.idl.cgen.base import CBase
 from multihop.idl.model import (
     DynArray,
     Rpc,
 )
 from multihop.idl.names import c_name
-from multihop.idl.cgen.base import CBase
 
 
 class Binding(CBase):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from multihop.idl.cgen.base import C_HELPERS, c_comment
+from multihop.idl.cgen.binding import Binding
+from multihop.idl.cgen.messages import Messages
 from multihop.idl.model import (
     Array,
     Builtin,
@@ -12,9 +15,6 @@ from multihop.idl.model import (
     arg_text,
 )
 from multihop.idl.names import c_name
-from multihop.idl.cgen.base import C_HELPERS, c_comment
-from multihop.idl.cgen.binding import Binding
-from multihop.idl.cgen.messages import Messages
 
 
 class CFiles(Messages, Binding):

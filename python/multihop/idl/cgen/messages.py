@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from multihop.idl.cgen.base import has_enum, is_bytes_elem
+from multihop.idl.cgen.values import ValueCodecs
 from multihop.idl.model import (
     Array,
     DynArray,
@@ -11,8 +13,6 @@ from multihop.idl.model import (
     fixed_size,
 )
 from multihop.idl.names import c_name
-from multihop.idl.cgen.base import has_enum, is_bytes_elem
-from multihop.idl.cgen.values import ValueCodecs
 
 
 class Messages(ValueCodecs):

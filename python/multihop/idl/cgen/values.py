@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from multihop.idl.cgen.base import CBase, has_enum, is_bytes_elem
 from multihop.idl.model import (
     Array,
     Builtin,
@@ -10,7 +11,6 @@ from multihop.idl.model import (
     Type,
 )
 from multihop.idl.names import c_name
-from multihop.idl.cgen.base import CBase, has_enum, is_bytes_elem
 
 
 class ValueCodecs(CBase):
