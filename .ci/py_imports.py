@@ -144,7 +144,7 @@ def private_uses(name: str, path: Path, known: dict[str, Path]) -> list[tuple[st
         ext = _extension(dotted, known) if _within(dotted, root) else None
         if ext is not None and APP_EXTENSIONS.get(ext) != app:
             out.append((ext, line))
-    return [(what, line) for what, line in out if (name, what) not in EXEMPT]
+    return sorted(((what, line) for what, line in out if (name, what) not in EXEMPT), key=lambda use: use[1])
 
 
 def circles(graph: dict[str, dict[str, list[int]]]) -> list[list[str]]:
@@ -208,9 +208,9 @@ def main(argv: list[str]) -> int:
     private = {name: private_uses(name, path, known) for name, path in known.items()}
     for name, uses in sorted(private.items()):
         for what, line in uses:
-            print(
-                f"{known[name].relative_to(root)}:{line}: application module {name} imports {what}, not the core's public API (nor a native module of its own)"
-            )
+            owner = APP_EXTENSIONS.get(what)
+            why = f"the native module of {owner}, not its own" if owner else "not the core's public API"
+            print(f"{known[name].relative_to(root)}:{line}: application module {name} imports {what}, {why}")
     breaches = sum(len(v) for v in private.values())
     edges = sum(len(v) for v in graph.values())
     print(
