@@ -11,7 +11,9 @@ files; each is printed with the import lines that close it.
 
 **The core's public API.** An application (:data:`APPLICATIONS`) imports neither the extension module
 ``multihop._core`` (import-linter sees only ``.py`` files, so a forbidden contract cannot name it) nor a
-private name (``_x``) of a core module. :data:`EXEMPT` lists the imports allowed for now, each with why.
+private name (``_x``) of a core module. An application's own native module (issue 25: GES's codec goes "into a
+clearly separate native module of its own"; :data:`APP_EXTENSIONS`) may be imported by that application and by no
+other. :data:`EXEMPT` lists the imports allowed for now, each with why.
 
 Usage: py_imports.py [ROOT] [PACKAGE]    (defaults: the repository's python/ and multihop)
 Exit 0 when every rule holds, 1 otherwise (each breach printed).
@@ -29,10 +31,15 @@ APPLICATIONS = ("multihop.ges", "multihop.groups", "multihop.news")
 
 CORE_EXTENSION = "multihop._core"
 
-EXEMPT = {
-    # GES's codec is in the core extension until the GES native module takes it (issue 28, branch ges28)
-    ("multihop.ges.live.wire", CORE_EXTENSION),
+APP_EXTENSIONS = {
+    # GES's native event engine: codec, profile graphs, event routing (crate core-rs/ges, issue 28); the core
+    # extension registers it, nothing of it is the core's
+    "multihop._ges": "multihop.ges",
 }
+"""An application's own native module -> the one application that may import it. Any other ``multihop._x`` that
+is no ``.py`` file of the package is an extension module too: no application imports one that is not its own."""
+
+EXEMPT: set[tuple[str, str]] = set()
 """(importing module, imported name) pairs the public-API rule lets through."""
 
 CORE_PACKAGES = ("multihop.flounder",)
@@ -101,23 +108,43 @@ def _is_core(module: str) -> bool:
     return module.count(".") == 1 or any(module == p or module.startswith(p + ".") for p in CORE_PACKAGES)
 
 
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _extension(dotted: str, known: dict[str, Path]) -> str | None:
+    """The extension module (``multihop._x``, no ``.py`` file of the package) ``dotted`` is or lies in."""
+    parts = dotted.split(".")
+    if len(parts) < 2 or not parts[1].startswith("_"):
+        return None
+    top = ".".join(parts[:2])
+    return None if top in known else top
+
+
 def private_uses(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
-    """What application module ``name`` imports that is not the core's public API: ``multihop._core``, or a
-    private name of a core module; as (what, line)."""
-    if not any(name == a or name.startswith(a + ".") for a in APPLICATIONS):
+    """What application module ``name`` imports that is not the core's public API: ``multihop._core``, an
+    extension module that is not the application's own (:data:`APP_EXTENSIONS`), or a private name of a core
+    module; as (what, line)."""
+    app = next((a for a in APPLICATIONS if _within(name, a)), None)
+    if app is None:
         return []
+    root = APPLICATIONS[0].partition(".")[0]
+    named: list[tuple[str, int]] = []  # (dotted name imported, line)
     out = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names if a.name == CORE_EXTENSION or a.name.startswith(CORE_EXTENSION + ".")]
+            named += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             for a in node.names:
                 full = f"{node.module}.{a.name}"
-                if node.module == CORE_EXTENSION or full == CORE_EXTENSION:
-                    out.append((CORE_EXTENSION, node.lineno))
-                elif a.name.startswith("_") and full not in known and _is_core(node.module) and node.module in known:
+                named.append((full if node.module == root else node.module, node.lineno))
+                if a.name.startswith("_") and full not in known and _is_core(node.module) and node.module in known:
                     out.append((full, node.lineno))
-    return [(what, line) for what, line in out if (name, what) not in EXEMPT]
+    for dotted, line in named:
+        ext = _extension(dotted, known) if _within(dotted, root) else None
+        if ext is not None and APP_EXTENSIONS.get(ext) != app:
+            out.append((ext, line))
+    return sorted(((what, line) for what, line in out if (name, what) not in EXEMPT), key=lambda use: use[1])
 
 
 def circles(graph: dict[str, dict[str, list[int]]]) -> list[list[str]]:
@@ -181,7 +208,9 @@ def main(argv: list[str]) -> int:
     private = {name: private_uses(name, path, known) for name, path in known.items()}
     for name, uses in sorted(private.items()):
         for what, line in uses:
-            print(f"{known[name].relative_to(root)}:{line}: application module {name} imports {what}, not the core's public API")
+            owner = APP_EXTENSIONS.get(what)
+            why = f"the native module of {owner}, not its own" if owner else "not the core's public API"
+            print(f"{known[name].relative_to(root)}:{line}: application module {name} imports {what}, {why}")
     breaches = sum(len(v) for v in private.values())
     edges = sum(len(v) for v in graph.values())
     print(

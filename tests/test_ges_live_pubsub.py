@@ -167,13 +167,17 @@ def test_publish_many_sends_the_events_before_a_refused_one(testbed: LiveSystem)
         pub.close()
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native-codec", "stub-codec"])
-def test_gateway_loss_mid_stream_live(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "engine,codec", [("native", "native"), ("python", "native"), ("python", "stub")], ids=["native-engine", "native-codec", "stub-codec"]
+)
+def test_gateway_loss_mid_stream_live(engine: str, codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gateway in use is closed mid-stream; the broker sends its unacknowledged copies over the other
-    gateway first: the subscriber gets every event once and in order. With the brokers' event batches
-    through the native codec (the default) and through the generated stub (``MULTIHOP_GES_NATIVE=0``)."""
-    if not native:
-        monkeypatch.setenv("MULTIHOP_GES_NATIVE", "0")  # read by the broker processes at start
+    gateway first: the subscriber gets every event once and in order. With the native engine (the default),
+    and with the Python event path (``MULTIHOP_GES_ENGINE=python``), its event batches through the native
+    codec (the default) and through the generated stub (``MULTIHOP_GES_NATIVE=0``)."""
+    monkeypatch.setenv("MULTIHOP_GES_ENGINE", engine)  # read by the broker processes at start
+    if codec == "stub":
+        monkeypatch.setenv("MULTIHOP_GES_NATIVE", "0")
     t = ges.Topology(levels=3)
     for a in ("1.1.1.1", "1.1.1.2", "1.1.2.1", "1.1.2.2", "1.1.2.3"):
         t.add_broker(a)
@@ -202,7 +206,7 @@ def test_gateway_loss_mid_stream_live(native: bool, monkeypatch: pytest.MonkeyPa
             got += [e.id for e in drain_until([sub], lambda g: len(g["s"]) >= missing)["s"]]
             assert got == sent
             system.wait_converged(20)
-            assert {system.status(a)["codec"] for a in system.addresses} == {"native" if native else "stub"}
+            assert {(system.status(a)["engine"], system.status(a)["codec"]) for a in system.addresses} == {(engine, codec)}
         finally:
             sub.close()
             pub.close()

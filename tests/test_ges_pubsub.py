@@ -189,14 +189,16 @@ def test_the_checker_classifies_every_pair() -> None:
     assert not r.ok and "lost 1" in r.summary()
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 @pytest.mark.parametrize("chunk", range(10))
-def test_1000_random_scenarios(chunk: int) -> None:
+def test_1000_random_scenarios(chunk: int, native: bool) -> None:
     """1,000 seeded scenarios (hierarchies up to 500+ brokers, random profiles, publishers, lossy links,
-    gateway losses that cut no unit, unsubscriptions): every delivery right, no event where it has no business."""
+    gateway losses that cut no unit, unsubscriptions): every delivery right, no event where it has no business;
+    with the Python event path and with the native engine (issue 28)."""
     bad = []
     checked = 0
     for seed in range(chunk * 100, chunk * 100 + 100):
-        r = run_scenario(seed)
+        r = run_scenario(seed, native=native)
         if not r.ok:
             bad.append(f"seed {seed} ({r.brokers} brokers, {r.inactive} inactive): {r.report.summary()} {r.violations[:2]}")
         checked += r.report.delivered

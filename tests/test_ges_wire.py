@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from multihop import _core
+from multihop import _ges
 from multihop.errors import ProtocolError
 from multihop.ges.event import EventData, EventId
 from multihop.ges.live import wire
@@ -97,7 +97,7 @@ def test_the_native_codec_gives_the_stubs_bytes_and_values(seed: int) -> None:
     rng = random.Random(seed)
     copies = _random_copies(rng, rng.choice([0, 1, 7, 300]))
     msg = Events(rng.randrange(1 << 40), copies)
-    native = _core.ges_encode_events(msg.first_seq, msg.copies, wire.BATCH_TEXT)
+    native = _ges.encode_events(msg.first_seq, msg.copies, wire.BATCH_TEXT)
     assert native == _reference_encode(msg)
     for part in native:
         got = wire.decode_events(part)
@@ -108,7 +108,7 @@ def test_the_native_codec_gives_the_stubs_bytes_and_values(seed: int) -> None:
 
 def test_the_native_codec_cuts_batches_where_the_stub_path_does() -> None:
     for copies in (_copies(9000), _copies(5, payload=100_000)):
-        assert _core.ges_encode_events(40, copies, wire.BATCH_TEXT) == _reference_encode(Events(40, copies))
+        assert _ges.encode_events(40, copies, wire.BATCH_TEXT) == _reference_encode(Events(40, copies))
 
 
 def test_malformed_batches_are_refused_natively_with_a_reason() -> None:
@@ -133,11 +133,11 @@ def test_malformed_batches_are_refused_natively_with_a_reason() -> None:
 def test_the_native_encoder_names_a_value_that_does_not_fit() -> None:
     copy = _copies(1)[0]
     with pytest.raises(ValueError, match="hops"):
-        _core.ges_encode_events(0, [copy._replace(hops=1 << 16)], wire.BATCH_TEXT)
+        _ges.encode_events(0, [copy._replace(hops=1 << 16)], wire.BATCH_TEXT)
     with pytest.raises(TypeError, match="not a str"):
-        _core.ges_encode_events(0, [copy._replace(event=copy.event._replace(signature=b"a:int"))], wire.BATCH_TEXT)
+        _ges.encode_events(0, [copy._replace(event=copy.event._replace(signature=b"a:int"))], wire.BATCH_TEXT)
     with pytest.raises(TypeError, match="NamedTuple"):
-        _core.ges_decode_events(wire.encode(Events(0, (copy,)))[0], EventId, dict, EventCopy)
+        _ges.decode_events(wire.encode(Events(0, (copy,)))[0], EventId, dict, EventCopy)
 
 
 def test_the_decoder_refuses_a_class_with_extra_fields_every_time_though_it_remembers_plain_ones() -> None:
@@ -145,28 +145,28 @@ def test_the_decoder_refuses_a_class_with_extra_fields_every_time_though_it_reme
     layout twice); a class that is not one is refused on every call, before and after more than the 16 it
     remembers, and every plain class decodes the same values."""
     data = wire.encode(Events(0, _copies(3)))[0]
-    want = _core.ges_decode_events(data, EventId, EventData, EventCopy)
+    want = _ges.decode_events(data, EventId, EventData, EventCopy)
 
     class WithDict(tuple):  # a tuple subclass with a __dict__: not laid out as a tuple
         pass
 
     for _ in range(2):
         with pytest.raises(TypeError, match="WithDict is not a NamedTuple"):
-            _core.ges_decode_events(data, EventId, WithDict, EventCopy)
+            _ges.decode_events(data, EventId, WithDict, EventCopy)
     for k in range(20):  # more plain classes than the decoder remembers
         plain = NamedTuple(f"Plain{k}", [(f, Any) for f in EventData._fields])
-        first, copies = _core.ges_decode_events(data, EventId, plain, EventCopy)
+        first, copies = _ges.decode_events(data, EventId, plain, EventCopy)
         assert type(copies[0].event) is plain and (first, tuple(c._replace(event=EventData(*c.event)) for c in copies)) == want
     with pytest.raises(TypeError, match="WithDict is not a NamedTuple"):
-        _core.ges_decode_events(data, EventId, WithDict, EventCopy)
+        _ges.decode_events(data, EventId, WithDict, EventCopy)
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_the_native_delivery_encoder_gives_the_stubs_bytes(seed: int) -> None:
     rng = random.Random(100 + seed)
     events = tuple(c.event for c in _random_copies(rng, rng.choice([0, 1, 9, 500])))
-    native = _core.ges_encode_deliver(events, wire.BATCH_TEXT)
+    native = _ges.encode_deliver(events, wire.BATCH_TEXT)
     assert native == wire._deliver(events, None)
     assert tuple(e for part in native for e in wire.decode_deliveries(wire.client_stub.decode(part))) == events
     big = tuple(c.event for c in _copies(5, payload=100_000))
-    assert _core.ges_encode_deliver(big, wire.BATCH_TEXT) == wire._deliver(big, None)  # cut by text size: 2, 2, 1
+    assert _ges.encode_deliver(big, wire.BATCH_TEXT) == wire._deliver(big, None)  # cut by text size: 2, 2, 1

@@ -58,14 +58,16 @@ def test_a_package_importing_its_own_submodules_is_no_circle(tmp_path: Path) -> 
     assert check(root).returncode == 0
 
 
-def test_an_application_may_not_import_the_extension_or_a_private_name(tmp_path: Path) -> None:
+def test_an_application_may_not_import_the_extension_a_private_name_or_another_applications_native_module(tmp_path: Path) -> None:
     root = package(
         tmp_path,
         {
             "multihop/runtime.py": "def _hidden():\n    pass\n\ndef shown():\n    pass\n",
             "multihop/ges/__init__.py": "",
             "multihop/ges/a.py": "from multihop import _core\nfrom multihop.runtime import _hidden, shown\n",
-            "multihop/groups/__init__.py": "import multihop._core\n",
+            "multihop/groups/__init__.py": "import multihop._core\nfrom multihop import _ges\n",
+            "multihop/ges/native.py": "from multihop import _ges\nfrom multihop._ges import Engine\n",  # GES's own native module
+            "multihop/news/__init__.py": "from multihop._ges import Engine\n",
             "multihop/bench/__init__.py": "from multihop import _core\nfrom multihop.runtime import _hidden\n",  # not an application
         },
     )
@@ -75,6 +77,8 @@ def test_an_application_may_not_import_the_extension_or_a_private_name(tmp_path:
         "multihop/ges/a.py:1: application module multihop.ges.a imports multihop._core, not the core's public API",
         "multihop/ges/a.py:2: application module multihop.ges.a imports multihop.runtime._hidden, not the core's public API",
         "multihop/groups/__init__.py:1: application module multihop.groups imports multihop._core, not the core's public API",
+        "multihop/groups/__init__.py:2: application module multihop.groups imports multihop._ges, the native module of multihop.ges, not its own",
+        "multihop/news/__init__.py:1: application module multihop.news imports multihop._ges, the native module of multihop.ges, not its own",
     ]
 
 

@@ -15,7 +15,8 @@
 //! - [`async_bell`], [`pending_bind`]: what `multihop.aio` waits with;
 //!   [`async_call`]: the awaitable of `recv_async` / `send_async`;
 //! - [`functions`]: module functions (monitor process, tools, runtime lock);
-//! - [`fast_send`]: generated stubs' native send methods.
+//! - [`fast_send`]: generated stubs' native send methods;
+//! - [`native_channels`]: the channels and dispatchers of native modules registered here (`multihop._ges`).
 
 mod adopt;
 mod args;
@@ -28,9 +29,9 @@ mod fast_send;
 mod fixed_layout;
 mod forged_link;
 mod functions;
-mod ges_codec;
 mod group;
 mod handles;
+mod native_channels;
 mod pending_bind;
 mod service;
 mod wait;
@@ -51,7 +52,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cork::Cork>()?;
     functions::register(m)?;
     group::register(m)?;
-    ges_codec::register(m)?;
+    // GES's native engine is a module of its own (crate multihop-ges): registered here, nothing of it lives here
+    multihop_ges::python::register(m, native_channels::hooks())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     defaults(m)?;
     Ok(())

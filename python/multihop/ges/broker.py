@@ -51,6 +51,7 @@ from multihop.ges.nap import NodeOrganization
 from multihop.ges.ppp import ProfilePropagation
 
 if TYPE_CHECKING:
+    from multihop.ges.native import NativeEventRouting
     from multihop.ges.storage import Storage
 
 __all__ = ["BrokerCore", "ClientSession"]
@@ -78,10 +79,16 @@ class BrokerCore:
         storage_brokers: dict[int, int] | None = None,
         storage: "Storage | None" = None,
         epoch: int = 0,
+        native: bool = False,
     ) -> None:
         """``storage_brokers`` (cluster unit -> its storage broker) turns durability on
         (:mod:`multihop.ges.durability`); ``storage`` is this broker's store if it is one;
-        ``epoch`` counts the broker's restarts (its profile versions start above the old ones)."""
+        ``epoch`` counts the broker's restarts (its profile versions start above the old ones).
+
+        ``native``: route events with the native engine (:class:`~multihop.ges.native.NativeEventRouting`,
+        crate ``core-rs/ges``) instead of the Python reference (:class:`~multihop.ges.erp.EventRouting`); the
+        profile graphs are then the native ones, which the engine decides with. Durable mode always runs the
+        Python event path (``native`` is ignored there: :attr:`native` says which runs)."""
         self.address = address
         self.code = address.code
         self.levels = address.levels
@@ -95,11 +102,21 @@ class BrokerCore:
         #: messages that did not fit the protocol (wrong kind, unknown peer): counted, dropped
         self.refused = 0
         self.nap = NodeOrganization(self)
-        self.ppp = ProfilePropagation(self)
-        self.erp = EventRouting(self)
+        self.durable = storage_brokers is not None
+        #: whether the native engine routes this broker's events (never in durable mode)
+        self.native = native and not self.durable
+        self.erp: EventRouting | NativeEventRouting
+        if self.native:
+            from multihop import _ges
+            from multihop.ges.native import NativeEventRouting
+
+            self.ppp = ProfilePropagation(self, graph_factory=_ges.ProfileGraph)
+            self.erp = NativeEventRouting(self)
+        else:
+            self.ppp = ProfilePropagation(self)
+            self.erp = EventRouting(self)
         #: client peer id (chosen by the driver) -> session
         self.clients: dict[int, ClientSession] = {}
-        self.durable = storage_brokers is not None
         self.durability = Durability(self, storage_brokers or {}, storage)
         if self.durable:
             self.erp.durable = True
@@ -107,6 +124,14 @@ class BrokerCore:
             # so a restarted decider knows when it has every profile
             self.ppp.version = (epoch << 32) + (storage is not None)
             self.durability.start(epoch)
+
+    @property
+    def reference_erp(self) -> EventRouting:
+        """The Python event routing (what durable mode, which never runs the native engine, works with)."""
+        erp = self.erp
+        if not isinstance(erp, EventRouting):
+            raise TypeError("this broker routes events natively; durable mode runs the Python event path")
+        return erp
 
     # ---- broker inputs ------------------------------------------------------------------------
 
@@ -282,11 +307,9 @@ class BrokerCore:
                         out.setdefault(peer, []).append(ack)
             for peer, msgs in erp_out.items():
                 out.setdefault(peer, []).extend(msgs)
-        if self.erp.deliveries:
-            for peer, evs in self.erp.deliveries.items():
-                if peer in self.clients:
-                    out.setdefault(peer, []).append(Deliver(tuple(evs)))
-            self.erp.deliveries = {}
+        for peer, evs in self.erp.take_deliveries().items():
+            if peer in self.clients:
+                out.setdefault(peer, []).append(Deliver(tuple(evs)))
         return out
 
     def _hold_ack(self, peer: int, ack: EventAck) -> None:

@@ -161,8 +161,9 @@ class DurableBroker(BrokerView, Protocol):
         ...
 
     @property
-    def erp(self) -> EventRouter:
-        """The broker's event routing (stored entries are routed as origin)."""
+    def reference_erp(self) -> EventRouter:
+        """The broker's Python event routing (stored entries are routed as origin; durable mode never runs the
+        native engine)."""
         ...
 
     @property
@@ -412,7 +413,7 @@ class StoreRole:
         if not batch:
             return
         self.inflight[pub] = set(batch)
-        erp = self.core.erp
+        erp = self.core.reference_erp
         for e in batch:
             erp.originate(self.entries[e][0], ("entry", e))
 
@@ -806,7 +807,7 @@ class Durability:
                 missing |= self.missing_profiles(lvl)
             if not missing and self.core.gpp.links:  # (no link yet: it decides nothing yet either)
                 self._restarted = False
-                self.core.erp.retry_parked()
+                self.core.reference_erp.retry_parked()
             elif self.core.gpp.version != self._resync_at:
                 self._resync_at = self.core.gpp.version
                 for s in sorted(missing):

@@ -63,7 +63,7 @@ from multihop.ges.durability import Durability
 from multihop.ges.event import EventData, EventId, names_and_values
 from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
 from multihop.ges.ppp import ProfilePropagation
-from multihop.ges.profile_graph import ProfileGraph
+from multihop.ges.profile_graph import GraphLike, ProfileGraph
 
 __all__ = ["Cause", "EventRouting", "RoutingBroker", "TTL"]
 
@@ -96,7 +96,7 @@ class _Plan:
     __slots__ = ("checks", "roles", "clients", "sends", "decisions")
 
     def __init__(self) -> None:
-        self.checks: list[tuple[ProfileGraph[int], set[int]]] = []  # profile graphs asked and their answers, in order
+        self.checks: list[tuple[GraphLike, set[int]]] = []  # profile graphs asked and their answers, in order
         self.roles: list[int] = []  # duplicate-filter roles the event passed, in order
         self.clients: list[int] = []  # local clients it was delivered to
         self.sends: list[tuple[int, EventCopy]] = []  # (neighbour, copy sent) in order; the copy's event is replaced
@@ -261,7 +261,7 @@ class EventRouting:
                 return plan
         return None
 
-    def _match(self, g: ProfileGraph[int], names: tuple[str, ...], values: list[str]) -> set[int]:
+    def _match(self, g: GraphLike, names: tuple[str, ...], values: list[str]) -> set[int]:
         """``g.match`` (noted in the plan being made)."""
         got = g.match(names, values)
         if self._rec is not None:
@@ -488,6 +488,11 @@ class EventRouting:
         """A client detached."""
         self.deliveries.pop(peer, None)
 
+    def take_deliveries(self) -> dict[int, list[EventData]]:
+        """Per client: the events to deliver (in order); empties them."""
+        d, self.deliveries = self.deliveries, {}
+        return d
+
     # ---- handling ------------------------------------------------------------------------------
 
     def _handle(self, copy: EventCopy) -> None:
@@ -570,7 +575,7 @@ class EventRouting:
         self.counters["decisions"] += 1
         me = self.code
         reached = copy.reached
-        for c in dests:
+        for c in sorted(dests):  # (in order: the native engine makes the same copies in the same order)
             if c in reached:
                 continue
             if contains(c, me):
@@ -601,7 +606,7 @@ class EventRouting:
                 came_from = unit_id(origin, lvl - 1, self.levels)
                 self.counters["decisions"] += 1
                 reached = reached + (came_from,)
-                for c in dests:
+                for c in sorted(dests):
                     if c not in reached:
                         self._toward(c, fwd, ())
                 lvl += 1
@@ -675,7 +680,7 @@ class EventRouting:
                     st.on_match(ev, matched)
             return
         rec = self._rec
-        for client in self._match(self.core.ppp.local, names, values):
+        for client in sorted(self._match(self.core.ppp.local, names, values)):
             self.deliveries.setdefault(client, []).append(ev)
             self.counters["delivered"] += 1
             if rec is not None:

@@ -34,11 +34,13 @@ the node profile that brought its chain (level 0: at once, on its broker).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from multihop.ges.address import contains, unit_id
 from multihop.ges.broker_view import BrokerView
 from multihop.ges.messages import ProfileAck, ProfileResync, ProfileUpdate
 from multihop.ges.profile import Chain
-from multihop.ges.profile_graph import ProfileGraph
+from multihop.ges.profile_graph import GraphLike, ProfileGraph
 
 __all__ = ["ProfilePropagation"]
 
@@ -46,12 +48,14 @@ __all__ = ["ProfilePropagation"]
 class ProfilePropagation:
     """PPP state of one broker (see the module docstring)."""
 
-    def __init__(self, core: BrokerView) -> None:
+    def __init__(self, core: BrokerView, graph_factory: Callable[[], GraphLike] = ProfileGraph) -> None:
+        """``graph_factory`` makes the profile graphs (the native engine's when the broker runs it)."""
         self.core = core
+        self._new_graph = graph_factory
         self.code = core.code
         self.levels = core.levels
         #: level-0 profile graph: destinations are client peer ids
-        self.local: ProfileGraph[int] = ProfileGraph()
+        self.local: GraphLike = graph_factory()
         #: (client peer, subscription id) -> chain
         self.subs: dict[tuple[int, int], Chain] = {}
         #: local subscriptions per chain (the node profile is the chains counted here)
@@ -72,7 +76,7 @@ class ProfilePropagation:
         # deciding side: origin broker -> (version, its chains)
         self.origins: dict[int, tuple[int, frozenset[Chain]]] = {}
         #: level -> profile graph of this broker's unit of that level (levels it decides)
-        self.graphs: dict[int, ProfileGraph[int]] = {}
+        self.graphs: dict[int, GraphLike] = {}
         self.decided: frozenset[int] = frozenset()
         self.counters = {"updates_sent": 0, "updates_applied": 0, "acks": 0, "resyncs": 0, "forwarded": 0}
 
@@ -142,7 +146,7 @@ class ProfilePropagation:
         decided = frozenset(range(1, min(top + 1, self.levels + 1) + 1)) if top >= 0 else frozenset()
         if decided != self.decided:
             self.decided = decided
-            self.graphs = {lvl: ProfileGraph() for lvl in decided}
+            self.graphs = {lvl: self._new_graph() for lvl in decided}
             for origin, (_, chains) in self.origins.items():
                 self._apply(origin, chains, (), levels=decided)
 

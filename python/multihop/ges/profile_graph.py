@@ -19,11 +19,11 @@ not on the number of profiles.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Hashable, Iterable, Sequence, TypeVar
+from typing import Any, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
 
 from multihop.ges.profile import WILDCARD, Chain
 
-__all__ = ["ProfileGraph"]
+__all__ = ["ProfileGraph", "GraphLike"]
 
 
 _NONE: dict[Any, Any] = {}  # the shared empty mapping of a node without edges (never written)
@@ -50,6 +50,45 @@ class _Node(Generic[U]):
         self.dests: dict[str, dict[U, int]] = _NONE
         #: {unit: count} of the edge that leads to this node (unused at a root)
         self.units: dict[U, int] = {}
+
+
+class GraphLike(Protocol):
+    """What the protocols use of a profile graph with integer destinations: a :class:`ProfileGraph` ``[int]``,
+    or the native one (``multihop._ges.ProfileGraph``, same semantics) that the native event engine decides with."""
+
+    def add(self, chain: Chain, unit: int, count: int = 1) -> bool:
+        """Add ``count`` predicates of ``unit`` for ``chain``; True if the chain was new for that unit."""
+        ...
+
+    def remove(self, chain: Chain, unit: int, count: int = 1) -> bool:
+        """Remove ``count`` predicates (KeyError if fewer are held); True if none is left for the chain."""
+        ...
+
+    def match(self, names: Sequence[str], values: Sequence[str]) -> set[int]:
+        """The destinations of an event with these attribute names and canonical values."""
+        ...
+
+    def chains(self) -> list[tuple[Chain, int, int]]:
+        """Every (chain, unit, count) held."""
+        ...
+
+    def units(self) -> set[int]:
+        """Every destination with at least one predicate."""
+        ...
+
+    def clear(self) -> None:
+        """Forget every profile."""
+        ...
+
+    @property
+    def profiles(self) -> int:
+        """Profiles held."""
+        ...
+
+    @property
+    def edges(self) -> int:
+        """Edges in the graph (destination edges included)."""
+        ...
 
 
 class ProfileGraph(Generic[U]):

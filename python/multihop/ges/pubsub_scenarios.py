@@ -49,6 +49,8 @@ class ScenarioResult:
     stats: dict[str, int] = field(default_factory=dict)
     inactive: int = 0
     """Subscriptions that had not reached the top level once the system was quiet (none should: no partition)."""
+    digest: str = ""
+    """The simulator's digest of every delivery of the run (equal runs, equal digests)."""
 
     @property
     def ok(self) -> bool:
@@ -93,15 +95,16 @@ def _content(rng: random.Random) -> dict[str, Any]:
     return {n: rng.choice(ATTRIBUTES[n]) for n in names[:k]}
 
 
-def run_scenario(seed: int, max_brokers: int = 500) -> ScenarioResult:
-    """Run one random scenario (see the module docstring)."""
+def run_scenario(seed: int, max_brokers: int = 500, native: bool = False) -> ScenarioResult:
+    """Run one random scenario (see the module docstring); ``native``: the brokers route events with the
+    native engine (``Simulator(native=True)``), else the Python reference."""
     rng = random.Random(seed)
     r = rng.random()  # mostly small systems (fast), some large ones, up to max_brokers
     size = rng.randint(2, 60) if r < 0.6 else rng.randint(2, 150) if r < 0.9 else rng.randint(2, max_brokers)
     levels = rng.choice([2, 3, 3])
     topo = random_topology(size, seed, levels=levels, extra=rng.choice([0.3, 0.8, 1.5]))
     loss = rng.choice([0.0, 0.0, 0.05])
-    sim = Simulator(topo, seed=seed, loss=loss, trace_events=True)
+    sim = Simulator(topo, seed=seed, loss=loss, trace_events=True, native=native)
     sim.run_until_quiet()
     addrs = sim.addresses()
     hist = History()
@@ -169,4 +172,4 @@ def run_scenario(seed: int, max_brokers: int = 500) -> ScenarioResult:
     for core in sim.brokers.values():
         for k, v in core.erp.counters.items():
             stats[k] = stats.get(k, 0) + v
-    return ScenarioResult(seed, len(sim.brokers), report, violations, events, len(clients), lost, sim.delivered, stats, inactive)
+    return ScenarioResult(seed, len(sim.brokers), report, violations, events, len(clients), lost, sim.delivered, stats, inactive, sim.digest)

@@ -199,6 +199,10 @@ class RoutingCache:
         """The hop label of ``v`` reached from ``u`` over edge ``e``."""
         if u != self.graph.vertex:
             return self._hop[u]
+        return self.first_hop(v, e)
+
+    def first_hop(self, v: int, e: Edge) -> int:
+        """The hop of a path that leaves the vertex over edge ``e`` to its neighbour ``v``."""
         if self.graph.node_level[v] == 0:
             return v  # a broker of the vertex's own cluster, joined by a level-0 link
         if e.hops:

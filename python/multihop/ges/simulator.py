@@ -82,6 +82,7 @@ class Simulator:
         trace: bool = False,
         trace_events: bool = False,
         durable: bool = False,
+        native: bool = False,
     ) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -127,6 +128,8 @@ class Simulator:
         self.event_trace: list[tuple[int, int, Any]] | None = [] if trace_events else None
         #: durable mode: cluster -> its storage broker (the cluster's lowest address), and the stores
         self.durable = durable
+        #: the brokers route events with the native engine (``BrokerCore(native=True)``; not in durable mode)
+        self.native = native
         self.storage_brokers: dict[int, int] | None = None
         self.stores: dict[int, MemoryStorage] = {}
         self._epochs: dict[int, int] = {}
@@ -146,7 +149,7 @@ class Simulator:
 
     def _make_core(self, addr: Address) -> BrokerCore:
         if not self.durable:
-            return BrokerCore(addr, self.costs, self.topology.thresholds)
+            return BrokerCore(addr, self.costs, self.topology.thresholds, native=self.native)
         return BrokerCore(
             addr,
             self.costs,

@@ -174,6 +174,8 @@ class CaseResult:
     broker_cpu: float = 0.0
     #: CPU seconds the subscriber processes (background and measuring) used during the case
     subscriber_cpu: float = 0.0
+    #: CPU seconds the runtime's monitors (which carry the multi-hop channels' frames) used during the case
+    monitor_cpu: float = 0.0
 
     @property
     def broker_cpu_per_event(self) -> float:
@@ -198,13 +200,28 @@ class Testbed:
         measuring: tuple[str, ...] = ("1.6.1.10",),
         per_broker: int = 5,
         cores: list[int] | None = None,
+        engine: str | None = None,
     ) -> None:
+        """``engine``: the brokers' event path, ``"native"`` (the default) or ``"python"`` (the reference):
+        ``MULTIHOP_GES_ENGINE`` in the brokers' environment; None leaves the environment's."""
+        if engine not in (None, "native", "python"):
+            raise ValueError(f"engine must be 'native' or 'python', got {engine!r}")
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
         self.per_broker = per_broker
         self.publisher_at = publisher
         self.measuring = tuple(measuring)
-        self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
+        #: the brokers' event path ("native" or "python")
+        self.engine = engine or os.environ.get("MULTIHOP_GES_ENGINE", "native")
+        old = os.environ.get("MULTIHOP_GES_ENGINE")
+        os.environ["MULTIHOP_GES_ENGINE"] = self.engine  # read by the broker processes at start
+        try:
+            self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
+        finally:
+            if old is None:
+                del os.environ["MULTIHOP_GES_ENGINE"]
+            else:
+                os.environ["MULTIHOP_GES_ENGINE"] = old
         self._procs: list[Any] = []
         self._bg: dict[str, Any] = {}
         self._ms: dict[str, Any] = {}
@@ -230,6 +247,7 @@ class Testbed:
                     raise RuntimeError("a subscriber process did not get ready")
             self.publisher = ges.connect(name, publisher, "publisher")
             self._broker_procs = [psutil.Process(self.system.pid(a)) for a in self.system.addresses]
+            self._monitor_procs = [psutil.Process(pid) for pid in self.system.runtime.monitor_pids.values()]
             self._sub_procs = [psutil.Process(p.pid) for p in self._procs]
         except BaseException:
             self.close()
@@ -251,7 +269,7 @@ class Testbed:
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in conns:
             c.send(("count", expect))
-        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs)
+        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs), cpu_seconds(self._monitor_procs)
         pad = b"\0" * max(0, size - 8)
         pub = self.publisher.publish
         clock = time.monotonic_ns
@@ -280,6 +298,7 @@ class Testbed:
             res.measured[addr] = c.recv()
         res.broker_cpu = cpu_seconds(self._broker_procs) - cpu0[0]
         res.subscriber_cpu = cpu_seconds(self._sub_procs) - cpu0[1]
+        res.monitor_cpu = cpu_seconds(self._monitor_procs) - cpu0[2]
         return res
 
     def close(self) -> None:

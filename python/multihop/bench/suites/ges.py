@@ -11,9 +11,18 @@ case row (messages received over the time from the first to the last one: the
 throughput at the client).  Typed columns: ``transport = ges``, ``size`` the
 event size, ``hops`` the brokers on the path (both ends counted, as the paper
 does), ``fanout`` the subscribing clients.  Parameters beyond them:
-``topology``, ``measuring``, ``match`` (%), ``rate`` (asked, events/s), and,
-measured, ``publish_rate`` and ``others_min`` (the fewest events any other
-subscriber got: every one gets every matching event).
+``topology``, ``measuring``, ``match`` (%), ``rate`` (asked, events/s), ``engine``
+(the brokers' event path: ``native``, the native engine, or ``python``, the
+reference; ``nats`` for NATS), and, measured, ``publish_rate``, ``others_min``
+(the fewest events any other subscriber got: every one gets every matching
+event) and ``broker_cpu_us`` (the brokers' CPU per published event, all
+together, from their processes' counters).
+
+Figure 14's cases run once per engine (:data:`ENGINES`: the native engine and
+the Python event path, side by side), and, when the ``ges-bench`` extra is
+installed, on NATS too (``transport = nats``: 3 clustered servers on loopback,
+the same clients; :mod:`multihop.bench.ges.nats_peer`; ``hops`` 3, the servers on
+the path); figure 20's with the native engine.
 
 ``--quick``: matching 100 and 10 %, sizes 50 and 500 B, rates 100/s and flat out;
 figure 20 at 10/s.  The full run sweeps 100/50/25/10 %, 30-500 B and 1/s up to
@@ -29,6 +38,7 @@ from typing import Any
 import numpy as np
 
 import multihop as mh
+from multihop.bench.ges.nats_peer import NatsTestbed, nats_available
 from multihop.bench.ges.testbed import EXAMPLES, CaseResult, Testbed
 from multihop.bench.suites.common import SuiteContext, sampling
 from multihop.bench.suites.options import SHARED_CORES, BenchOptions
@@ -36,6 +46,9 @@ from multihop.bench.trace import case_name
 from multihop.ges.topology import Topology
 
 NAME = "ges"
+
+#: the brokers' event paths figure 14 runs with, side by side (figure 20: the first)
+ENGINES = ("native", "python")
 
 FIG14 = ("fig14", "paper_fig14.toml", ("1.6.1.10",))
 FIG20 = ("fig20", "paper_fig20.toml", ("1.6.1.10", "1.5.1.1", "1.5.1.22"))
@@ -59,7 +72,7 @@ def check(options: BenchOptions, attached: mh.Runtime | None) -> None:
 def steps(ctx: SuiteContext) -> int:
     """Steps this suite reports."""
     a, b = _cases(ctx.quick)
-    return len(a) + len(b)
+    return len(a) * len(ENGINES) + len(b) + (len(a) if not nats_available() else 0)
 
 
 def hops_between(topo: Topology, a: str, b: str) -> int:
@@ -82,30 +95,46 @@ def hops_between(topo: Topology, a: str, b: str) -> int:
 
 
 def run(ctx: SuiteContext) -> None:
-    """Both topologies, every case."""
+    """Both topologies, every case: figure 14 with each engine, then NATS, figure 20 with the native engine."""
     fig14, fig20 = _cases(ctx.quick)
-    for (label, file, measuring), cases in ((FIG14, fig14), (FIG20, fig20)):
+    for (label, file, measuring), cases, engines in ((FIG14, fig14, ENGINES), (FIG20, fig20, ENGINES[:1])):
         topo = Topology.load(EXAMPLES / file)
-        name = ctx.attached.name if ctx.attached is not None else f"bench-ges-{label}-{__import__('os').getpid()}"
-        cores = list(ctx.options.cores or SHARED_CORES)
-        with Testbed(name, topo, measuring=measuring, cores=cores) as tb:
-            for match, size, rate, count in cases:
-                ctx.progress.step(f"{label}: {match} % matching, {size} B, " + (f"{rate:g}/s" if rate else "flat out"))
-                with sampling() as s:
-                    res = tb.run_case(match, size, rate, count)
-                _record(ctx, topo, label, tb, res, s.columns())
+        for engine in engines:
+            name = ctx.attached.name if ctx.attached is not None else f"bench-ges-{label}-{engine}-{__import__('os').getpid()}"
+            cores = list(ctx.options.cores or SHARED_CORES)
+            with Testbed(name, topo, measuring=measuring, cores=cores, engine=engine) as tb:
+                for match, size, rate, count in cases:
+                    ctx.progress.step(f"{label}, {engine} engine: {match} % matching, {size} B, " + (f"{rate:g}/s" if rate else "flat out"))
+                    with sampling() as s:
+                        res = tb.run_case(match, size, rate, count)
+                    _record(ctx, res, s.columns(), topology=label, engine=engine, transport="ges", fanout=tb.subscribers,
+                            hops=lambda m, tb=tb, topo=topo: hops_between(topo, tb.publisher_at, m))  # fmt: skip
+        if label == "fig14" and not nats_available():
+            with NatsTestbed() as nt:
+                for match, size, rate, count in cases:
+                    ctx.progress.step(f"{label}, NATS: {match} % matching, {size} B, " + (f"{rate:g}/s" if rate else "flat out"))
+                    with sampling() as s:
+                        res = nt.run_case(match, size, rate, count)
+                    _record(ctx, res, s.columns(), topology=label, engine="nats", transport="nats", fanout=nt.subscribers, hops=lambda m: 3)
 
 
-def _record(ctx: SuiteContext, topo: Topology, label: str, tb: Testbed, res: CaseResult, load: dict[str, Any] | None = None) -> None:
+def _record(
+    ctx: SuiteContext, res: CaseResult, load: dict[str, Any] | None, *, topology: str, engine: str, transport: str, fanout: int, hops: Any
+) -> None:
     others = min((min(v) for v in res.background.values()), default=-1)
     for measuring, (send, recv) in res.measured.items():
         base: dict[str, Any] = {
-            "suite": NAME, "transport": "ges", "topology": label, "measuring": measuring,
-            "hops": hops_between(topo, tb.publisher_at, measuring), "size": res.size, "match": res.match,
-            "rate": res.rate, "fanout": tb.subscribers, "kind": "oneway",
+            "suite": NAME, "transport": transport, "topology": topology, "measuring": measuring, "engine": engine,
+            "hops": hops(measuring), "size": res.size, "match": res.match, "rate": res.rate, "fanout": fanout, "kind": "oneway",
         }  # fmt: skip
         name = case_name(base)
-        params = dict(base, publish_rate=round(res.publish_rate, 1), others_min=others, published=res.published)
+        params = dict(
+            base,
+            publish_rate=round(res.publish_rate, 1),
+            others_min=others,
+            published=res.published,
+            broker_cpu_us=round(res.broker_cpu_per_event * 1e6, 2),
+        )
         if len(send):
             ctx.writer.add_messages(name, params, send, recv, kind="oneway", seq=np.arange(len(send), dtype=np.int64), every=1, suite=NAME)
         span = int(recv.max() - recv.min()) if len(recv) > 1 else 1

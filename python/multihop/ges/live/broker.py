@@ -17,6 +17,17 @@ core, then writes the core's outbox (one batch per neighbour).  A send that
 finds the peer's credit window full stays queued, and only then does the
 loop poll with a 1 ms timeout until the window opens.  A closed channel
 (the peer closed it or died) is a lost gateway: ``BrokerCore.link_down``.
+
+**The native engine** (the default; ``MULTIHOP_GES_ENGINE=python`` in a broker's environment runs the
+Python event path instead, and a durable system always does): the channels of the broker's gateways
+and of its attached clients are read, routed and written by ``multihop._ges.Engine`` (crate
+``core-rs/ges``), the GIL released: each round it decodes the event batches, acknowledgements and
+publications, routes them (duplicates, matching, next hops, routing information) and, at the round's
+end, encodes one batch and an acknowledgement per gateway and the deliveries per client and writes
+them after the control plane's frames for the same link. Every other frame (connection records,
+profiles, a client's subscriptions, hellos, control) comes back to this loop in its place, and is
+handled by the :class:`BrokerCore` as before; the core's event routing is then
+:class:`~multihop.ges.native.NativeEventRouting`, the same state as the engine's.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import multihop as mh
+from multihop import _ges
 from multihop.defaults import DRAIN_BATCH
 from multihop.ges.address import Address, unit_id
 from multihop.ges.broker import BrokerCore
@@ -43,6 +55,7 @@ from multihop.ges.errors import StorageError
 from multihop.ges.live import durable_wire, wire
 from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL, KIND_JOINER
 from multihop.ges.messages import Attach, Deliver, JoinRequest, Refused
+from multihop.ges.native import NativeEventRouting
 from multihop.ges.storage_sqlite import SqliteStorage
 from multihop.ges.topology import Topology
 
@@ -55,7 +68,7 @@ BIND_RETRY = 0.02  #: seconds between binds to a peer that has not exported its 
 class _Peer:
     """One channel of this broker and what is known about the other end."""
 
-    __slots__ = ("ch", "kind", "code", "out", "client", "incarnation")
+    __slots__ = ("ch", "kind", "code", "out", "client", "incarnation", "native")
 
     def __init__(self, ch: Any, kind: int = 0, code: int = -1) -> None:
         self.ch = ch
@@ -64,6 +77,7 @@ class _Peer:
         self.out: deque[bytes] = deque()
         self.client: str | None = None  # a client's id, once attached
         self.incarnation = 0
+        self.native = False  # read and written by the native engine (its frames queue there, not in out)
 
 
 class LiveBroker:
@@ -103,8 +117,16 @@ class LiveBroker:
                     )
             self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
         else:
-            self.core = BrokerCore(address, thresholds=topology.thresholds)
+            native = os.environ.get("MULTIHOP_GES_ENGINE", "native") != "python"
+            self.core = BrokerCore(address, thresholds=topology.thresholds, native=native)
         self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
+        #: the native engine (None: the Python event path, MULTIHOP_GES_ENGINE=python or a durable system)
+        self.engine: _ges.Engine | None = None
+        self.erp: NativeEventRouting | None = None
+        if isinstance(self.core.erp, NativeEventRouting):
+            self.erp = self.core.erp
+            self.erp.wire = True  # the engine writes what the routing makes
+            self.engine = _ges.Engine(self.erp.engine, self.d)
         self.name = wire.service_name(system, str(address))
         self.svc = self.d.export(self.name)
         self.wake_svc = self.d.export(self.name + "/wake")
@@ -190,6 +212,9 @@ class LiveBroker:
 
     def run(self) -> None:
         """Serve until told to stop (or the runtime goes away)."""
+        if self.engine is not None:
+            self._run_native(self.engine)
+            return
         poll = self.d.poll
         thread_ns = time.thread_time_ns
         timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
@@ -257,9 +282,22 @@ class LiveBroker:
         self.peers[id(peer.ch)] = peer
         self.by_code[code] = peer
         self.core.link_up(code, incarnation, cost)
+        self._go_native(peer)
+
+    def _go_native(self, peer: _Peer) -> None:
+        """From now on the engine reads and writes ``peer``'s channel (a gateway, or an attached client)."""
+        if self.engine is None:
+            return
+        kind = 1 if peer.kind == KIND_BROKER else 2
+        self.engine.add_link(peer.code, peer.ch, kind, peer.client, peer.incarnation, list(peer.out))
+        peer.out.clear()
+        peer.native = True
 
     def _lost(self, peer: _Peer) -> None:
         self.peers.pop(id(peer.ch), None)
+        if peer.native and self.engine is not None:
+            self.engine.remove_link(peer.code)
+            peer.native = False
         if peer.kind == KIND_BROKER and self.by_code.get(peer.code) is peer:
             del self.by_code[peer.code]
             self.core.link_down(peer.code)
@@ -285,46 +323,100 @@ class LiveBroker:
             elif gw.b == self.address and gw.a.code == code:
                 self.expected[code] = None
 
+    def _run_native(self, engine: _ges.Engine) -> None:
+        """The loop with the native engine: it runs the event path (waits, reads, routes, writes, the
+        acknowledgement timer) with the GIL released and comes back only when this control plane has
+        something to do: a frame of its own from one of the engine's links (handled here in its place,
+        then what it changed is pushed and what it made is written before the engine goes on), a closed
+        link, one of the channels this loop reads itself readable (the wake channel, channels before
+        their hello, control channels), a timer of the core, or a slice (signals)."""
+        erp = self.erp
+        assert erp is not None
+        thread_ns = time.thread_time_ns
+        timers: list[tuple[float, Any]] = []  # (due, name), the core's timers on the monotonic clock
+        counters = self.counters
+        erp.sync()
+        while not self.stopping:
+            timeout = None
+            if timers:
+                timeout = max(0.0, min(t for t, _ in timers) - time.monotonic())
+            own = [p.ch for p in self.peers.values() if not p.native]
+            own.append(self.wake)
+            c0 = thread_ns()
+            kind, code, data = engine.run(own, timeout)
+            t_busy = time.perf_counter_ns()
+            c_busy = thread_ns()
+            counters["poll_cpu_ns"] += c_busy - c0  # (the engine's own work included: it waits and works in one call)
+            if kind == 1 or kind == 2:
+                peer = self.by_code.get(code)
+                if peer is not None:
+                    if data is None:
+                        self._lost(peer)
+                    else:
+                        self._frame(peer, data)
+            elif kind == 3:
+                for peer in [p for p in self.peers.values() if not p.native]:
+                    if id(peer.ch) in self.peers:
+                        self._drain(peer)
+                self._drain_wake()
+            if timers:
+                now = time.monotonic()
+                for due, name in [t for t in timers if t[0] <= now]:
+                    timers.remove((due, name))
+                    self.core.fire(name)
+            erp.sync()
+            self._flush()
+            for delay, name in self.core.take_timers():
+                timers.append((time.monotonic() + delay, name))
+            counters["rounds"] += 1
+            counters["busy_ns"] += time.perf_counter_ns() - t_busy
+            counters["cpu_ns"] += thread_ns() - c_busy
+        self._close_all()
+
     def _drain(self, peer: _Peer) -> None:
         try:
             batch = peer.ch.recv_batch(DRAIN_BATCH, timeout=0)
         except mh.ChannelClosed:
             self._lost(peer)
             return
-        core = self.core
         for data in batch:
             if id(peer.ch) not in self.peers:
                 return  # refused and closed by an earlier message of this batch
             self.counters["messages_in"] += 1
-            if peer.kind == KIND_CLIENT:
-                self._from_client(peer, data)
-                continue
-            try:
-                rec: Any = None
-                msg = wire.decode_events(data) if peer.kind == KIND_BROKER else None  # (the common case, natively)
-                if msg is None:
-                    rec = wire.decode(data)
-                    msg = wire.decode_protocol(rec) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
-            except mh.ProtocolError:
-                self.counters["refused"] += 1
-                if peer.kind == 0:
-                    self._lost(peer)  # a channel that does not start with a hello is closed
-                continue
-            if peer.kind == KIND_BROKER:
-                if msg is not None:
-                    core.receive(peer.code, msg)
-                elif rec.name == "shutdown":
-                    self.stopping = True
-                else:
-                    self.counters["refused"] += 1
-            elif peer.kind == KIND_JOINER:
-                self._from_joiner(peer, msg)
-            elif peer.kind == KIND_CONTROL:
-                self._control(peer, rec)
-            elif peer.kind == 0:
-                self._hello(peer, rec)
+            self._frame(peer, data)
+
+    def _frame(self, peer: _Peer, data: bytes) -> None:
+        """One message of ``peer``'s channel."""
+        core = self.core
+        if peer.kind == KIND_CLIENT:
+            self._from_client(peer, data)
+            return
+        try:
+            rec: Any = None
+            msg = wire.decode_events(data) if peer.kind == KIND_BROKER else None  # (the common case, natively)
+            if msg is None:
+                rec = wire.decode(data)
+                msg = wire.decode_protocol(rec) if peer.kind in (KIND_BROKER, KIND_JOINER) else None
+        except mh.ProtocolError:
+            self.counters["refused"] += 1
+            if peer.kind == 0:
+                self._lost(peer)  # a channel that does not start with a hello is closed
+            return
+        if peer.kind == KIND_BROKER:
+            if msg is not None:
+                core.receive(peer.code, msg)
+            elif rec.name == "shutdown":
+                self.stopping = True
             else:
                 self.counters["refused"] += 1
+        elif peer.kind == KIND_JOINER:
+            self._from_joiner(peer, msg)
+        elif peer.kind == KIND_CONTROL:
+            self._control(peer, rec)
+        elif peer.kind == 0:
+            self._hello(peer, rec)
+        else:
+            self.counters["refused"] += 1
 
     def _hello(self, peer: _Peer, rec: Any) -> None:
         if rec.name != "hello" or rec.system != self.system:
@@ -395,6 +487,8 @@ class LiveBroker:
                 return
             peer.client, peer.incarnation = rec.client, rec.incarnation
             core.client_attach(peer.code, Attach(rec.client, rec.incarnation))
+            if peer.code in core.clients:
+                self._go_native(peer)
             return
         try:
             msg = wire.decode_from_client(rec, peer.client, peer.incarnation)
@@ -463,7 +557,8 @@ class LiveBroker:
             "pid": os.getpid(),
             "core": self.core_no,
             "uptime": time.time() - self.started,
-            "codec": "native" if wire.NATIVE else "stub",  # of the event batches (MULTIHOP_GES_NATIVE)
+            "codec": "native" if wire.NATIVE or self.engine is not None else "stub",  # of the event batches (MULTIHOP_GES_NATIVE)
+            "engine": "native" if self.engine is not None else "python",  # of the event path (MULTIHOP_GES_ENGINE)
             "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
             "links": [
                 {"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()
@@ -474,7 +569,7 @@ class LiveBroker:
             "unit_partitioned": sorted(g.unit_partitioned()),
             "system_partitioned": sorted(g.system_partitioned()),
             "counters": {
-                **self.counters,
+                **self._counters(),
                 "records_received": gpp.received,
                 "records_accepted": gpp.accepted,
                 "records_malformed": gpp.malformed,
@@ -488,6 +583,19 @@ class LiveBroker:
             "durability": self._durability_status() if self.durable else None,
             "profile_propagation": dict(self.core.ppp.counters),
         }
+
+    def _counters(self) -> dict[str, int]:
+        """The loop's counters, the engine's frames included."""
+        c = dict(self.counters)
+        if self.engine is not None:
+            e = self.engine.counters()
+            c["messages_in"] += e["frames_in"]
+            c["messages_out"] += e["frames_out"]
+            c["busy"] += e["busy"]
+            c["native_in"] = e["native_in"]
+            c["engine_work_cpu_ns"] = e["work_cpu_ns"]  # the engine's own CPU time working (reading, routing, writing)
+            c["engine_wait_cpu_ns"] = e["wait_cpu_ns"]  # and waiting (spinning, parking)
+        return c
 
     def _durability_status(self) -> dict[str, Any]:
         out = self.core.durability.status()
@@ -507,34 +615,49 @@ class LiveBroker:
         encoded: dict[tuple[int, ...], list[bytes]] = {}
         memo: wire.Memo = {}  # the stubs' path: each event's text made once for every neighbour and client
         outbox = self.core.take_outbox()
+        native: list[tuple[int, list[bytes]]] = []  # the control plane's frames for the engine's links
         for code, msgs in outbox.items():
             if code >= 0:
                 peer = self.by_code.get(code)
                 if peer is not None:
-                    for m in msgs:
-                        peer.out.extend(wire.encode(m, memo))
+                    frames = [f for m in msgs for f in wire.encode(m, memo)]
+                    if peer.native:
+                        native.append((code, frames))
+                        continue
+                    peer.out.extend(frames)
                     self._write(peer)
         for code, msgs in outbox.items():
             if code < 0:
                 peer = self.by_code.get(code)
                 if peer is None:
                     continue
+                out: list[bytes] = []
                 if peer.kind == KIND_JOINER:  # a NAP answer, in the brokers' own interface
                     for m in msgs:
-                        peer.out.extend(wire.encode(m))
-                    continue
-                for m in msgs:
-                    if type(m) is Deliver:  # clients that get the same events get the same bytes
-                        key = tuple(map(id, m.events))
-                        enc = encoded.get(key)
-                        if enc is None:
-                            enc = encoded[key] = wire.encode_for_client(m, memo)
-                        peer.out.extend(enc)
-                    else:
-                        peer.out.extend(wire.encode_for_client(m))
+                        out.extend(wire.encode(m))
+                else:
+                    for m in msgs:
+                        if type(m) is Deliver:  # clients that get the same events get the same bytes
+                            key = tuple(map(id, m.events))
+                            enc = encoded.get(key)
+                            if enc is None:
+                                enc = encoded[key] = wire.encode_for_client(m, memo)
+                            out.extend(enc)
+                        else:
+                            out.extend(wire.encode_for_client(m))
+                if peer.native:
+                    native.append((code, out))
+                else:
+                    peer.out.extend(out)
         for peer in list(self.peers.values()):
             if peer.out:
                 self._write(peer)
+        if self.engine is not None:
+            # the engine writes the control plane's frames, then what the routing made, on its links
+            for code in self.engine.flush(native):
+                lost = self.by_code.get(code)
+                if lost is not None:
+                    self._lost(lost)
 
     def _write(self, peer: _Peer) -> None:
         out = peer.out

@@ -9,8 +9,8 @@ arrays: per event a head of fixed fields, its unit lists one after another in
 ``units`` and its strings and payload one after another in ``text`` (the head
 gives the lengths).  No message is packed by hand in Python: the stubs pack them, and the
 brokers' hot path, the ``events`` batches and the clients' ``deliver`` messages, is encoded (and the
-batches decoded) natively (``ges_encode_events``, ``ges_decode_events``, ``ges_encode_deliver`` in
-the extension, the same bytes as the stubs;
+batches decoded) natively (``encode_events``, ``decode_events``, ``encode_deliver`` of ``multihop._ges``,
+the GES native module (crate ``core-rs/ges``), the same bytes as the stubs;
 ``MULTIHOP_GES_NATIVE=0`` in a broker's environment uses the stub and the Python loops here,
 which the tests keep as the reference).
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from multihop import _core
+from multihop import _ges
 from multihop.errors import ProtocolError
 from multihop.ges.connection import Connection
 from multihop.ges.event import EventData, EventId, validate_event
@@ -104,7 +104,7 @@ decode = stub.decode
 _LIST = "\x1c"
 #: builds a NamedTuple from its fields in order without the Python-level ``__new__`` (half the cost per event)
 _new = tuple.__new__
-#: event batches through the extension's codec (``MULTIHOP_GES_NATIVE=0``: the stub and the loops below)
+#: event batches through the native codec (``multihop._ges``) (``MULTIHOP_GES_NATIVE=0``: the stub and the loops below)
 NATIVE = os.environ.get("MULTIHOP_GES_NATIVE", "1") != "0"
 _EVENTS_NUMBER = stub.MESSAGE_NUMBERS["events"].to_bytes(2, "little")
 
@@ -173,7 +173,7 @@ def encode(msg: Any, memo: Memo | None = None) -> list[bytes]:
     t = type(msg)
     if t is Events:
         if NATIVE:
-            return _core.ges_encode_events(msg.first_seq, msg.copies, BATCH_TEXT)
+            return _ges.encode_events(msg.first_seq, msg.copies, BATCH_TEXT)
         return _events(msg.first_seq, msg.copies, memo)
     if t is EventAck:
         if msg.also or msg.upto < 0:
@@ -278,7 +278,7 @@ def decode_events(data: bytes) -> Events | None:
     if not NATIVE or data[:2] != _EVENTS_NUMBER:
         return None
     try:
-        first, copies = _core.ges_decode_events(data, EventId, EventData, EventCopy)
+        first, copies = _ges.decode_events(data, EventId, EventData, EventCopy)
     except ValueError as e:
         raise ProtocolError(f"ges_broker.events: malformed batch: {e}") from None
     return Events(first, copies)
@@ -347,7 +347,7 @@ def encode_for_client(msg: Any, memo: Memo | None = None) -> list[bytes]:
     t = type(msg)
     if t is Deliver:
         if NATIVE:
-            return _core.ges_encode_deliver(msg.events, BATCH_TEXT)
+            return _ges.encode_deliver(msg.events, BATCH_TEXT)
         return _deliver(msg.events, memo)
     if t is ActiveReply:
         return [_cenc("active_response", level=msg.level)]

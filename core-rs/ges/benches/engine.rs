@@ -1,0 +1,131 @@
+//! The native engine's cost per event in one process: a broker that gets batches of event copies
+//! from a neighbour, delivers each to its five subscribed clients and sends it on to another
+//! neighbour (the testbed's transit broker with clients, at 100 % matching), decoding, routing and
+//! encoding; no channel, no kernel. `cargo bench -p multihop-ges --bench engine`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use multihop_ges::codec::{self, CopyFields, EventFields, EventsEncoder, BATCH_TEXT, DOWN};
+use multihop_ges::engine::{Engine, Kind};
+use multihop_ges::erp::Erp;
+use multihop_ges::io::{Closed, FrameChannel, Sent};
+use multihop_ges::profile_graph::ProfileGraph;
+use multihop_ges::routing::{NodeInfo, Snapshot};
+
+#[derive(Default)]
+struct Mem {
+    inbox: Mutex<VecDeque<Vec<u8>>>,
+    sent: Mutex<usize>,
+}
+
+impl FrameChannel for Mem {
+    fn recv_frames(&self, max: usize, _buf: &mut dyn FnMut(usize) -> Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Closed> {
+        let mut q = self.inbox.lock().unwrap();
+        while out.len() < max {
+            match q.pop_front() {
+                Some(f) => out.push(f),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+    fn try_send(&self, frame: &[u8]) -> Sent {
+        *self.sent.lock().unwrap() += frame.len();
+        Sent::Sent
+    }
+    fn readable(&self) -> bool {
+        !self.inbox.lock().unwrap().is_empty()
+    }
+    fn writable(&self, _len: usize) -> bool {
+        true
+    }
+}
+
+/// This thread's CPU time so far (Linux: the first field of /proc/thread-self/schedstat, in ns): the
+/// machine is shared, so the wall clock mostly measures the wait for a CPU.
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+}
+
+fn main() {
+    let levels = 3;
+    let (me, from, to) = (10u64, 11u64, 12u64);
+    let mut erp = Erp::new(me, levels);
+    let mut snap = Snapshot { version: 1, deciders: vec![Vec::new(); 5], ..Snapshot::default() };
+    for p in [from, to] {
+        snap.links.insert(p, 0);
+        snap.nodes.insert(p, NodeInfo { level: 0, cost: 0.0, hop: Some(p), edges: vec![(me, 0.0)], vertex_hop: Some(p) });
+    }
+    snap.nodes.insert(me, NodeInfo { level: 0, cost: 0.0, hop: None, edges: vec![(from, 0.0), (to, 0.0)], vertex_hop: None });
+    snap.deciders[1] = vec![me, from, to];
+    snap.decided = 1 << 1;
+    erp.routing.set(snap);
+    let names = ["topic", "region", "source", "kind", "id", "extra"];
+    let chain: Vec<(&str, &str)> = names.iter().take(3).map(|n| (*n, "i1")).collect();
+    let cluster = Arc::new(Mutex::new(ProfileGraph::new()));
+    cluster.lock().unwrap().add(&chain, me as i128, 1);
+    cluster.lock().unwrap().add(&chain, to as i128, 1);
+    erp.set_graphs(vec![(1, cluster)]);
+    let local = Arc::new(Mutex::new(ProfileGraph::new()));
+    for c in 1..=5 {
+        local.lock().unwrap().add(&chain, -(c as i128), 1);
+    }
+    erp.set_local(local);
+    let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+    let gw = Arc::new(Mem::default());
+    let out = Arc::new(Mem::default());
+    eng.add_link(from as i64, gw.clone(), Kind::Broker, None);
+    eng.add_link(to as i64, out.clone(), Kind::Broker, None);
+    let clients: Vec<Arc<Mem>> = (1..=5).map(|_| Arc::new(Mem::default())).collect();
+    for (k, c) in clients.iter().enumerate() {
+        eng.add_link(-(k as i64 + 1), c.clone(), Kind::Client, Some(("c".into(), 1)));
+    }
+    // batches of 64 copies, each for the cluster (unit of level 1 containing me): decided here
+    let cluster_unit = multihop_ges::address::unit_id(me, 1, levels);
+    let values = "i1\x1fi1\x1fi1\x1fi3\x1fi7\x1fi9";
+    let signature = names.iter().map(|n| format!("{n}:int")).collect::<Vec<_>>().join("\x1f");
+    let payload = vec![7u8; 50];
+    let (batches, per) = (4000u64, 64u64);
+    let mut frames = Vec::new();
+    for b in 0..batches {
+        let mut enc = EventsEncoder::new(b * per, BATCH_TEXT);
+        for k in 0..per {
+            let seq = b * per + k;
+            let ev = EventFields {
+                timestamp: 1,
+                sequence: seq,
+                incarnation: 1,
+                publisher: b"pub",
+                signature: signature.as_bytes(),
+                values: values.as_bytes(),
+                payload: &payload,
+            };
+            enc.push(&CopyFields { event: ev, origin: 99, mode: DOWN, level: 0, hops: 3, targets: &[cluster_unit], reached: &[99], left: &[] })
+                .unwrap();
+        }
+        frames.extend(enc.finish().unwrap());
+    }
+    let t0 = Instant::now();
+    let c0 = cpu_ns();
+    for f in frames {
+        gw.inbox.lock().unwrap().push_back(f);
+        eng.receive(&[from as i64]);
+        assert!(eng.process().is_none());
+        eng.flush();
+        eng.erp.lock().unwrap().on_ack(to, i64::MAX); // (the next broker acknowledges, as a live one does)
+    }
+    let dt = t0.elapsed();
+    let cpu = cpu_ns() - c0;
+    let n = batches * per;
+    println!(
+        "{n} events: {:.0} ns of CPU per event ({:.0} ns wall; {:.2} M events per CPU second); {} bytes to the next broker, {} to each client",
+        cpu as f64 / n as f64,
+        dt.as_nanos() as f64 / n as f64,
+        n as f64 / (cpu as f64 / 1e9) / 1e6,
+        *out.sent.lock().unwrap(),
+        *clients[0].sent.lock().unwrap()
+    );
+    let _ = codec::BATCH_TEXT;
+}

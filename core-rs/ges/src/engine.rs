@@ -1,0 +1,592 @@
+//! The native event engine of one live broker: per round it takes the frames the broker's links
+//! delivered, decodes the event batches and acknowledgements of its gateways and the publications
+//! of its clients, hands them to the event routing ([`crate::erp`]: duplicates, matching, next
+//! hops, routing information), and at the end of the round encodes what the routing made (one
+//! `events` batch and an acknowledgement per gateway, one `deliver` per client, the same bytes for
+//! clients that get the same events) and writes every link's frames, in order after what the
+//! control plane queued for it. Anything else (connection records, profiles, joins, a client's
+//! subscriptions, a malformed frame) goes to the control plane, in Python, *in its place*: the
+//! engine stops at that frame, and goes on once the control plane handled it (and pushed what it
+//! changed), so the broker sees its messages in the order they came, as the Python event path does.
+//!
+//! The logic is a state machine over [`FrameChannel`]s: [`Engine::receive`] reads (the only reads),
+//! [`Engine::flush`] writes (the only writes), [`Engine::process`] neither (tests drive it with
+//! in-memory channels). [`Engine::run`] is the broker's loop between two visits of the control
+//! plane: it waits on the dispatcher, reads what is readable, routes, writes (corked), fires the
+//! acknowledgement timer, and returns only when the control plane has something to do (a frame of
+//! its own, a closed link, one of its own channels readable, its deadline, a slice to look at
+//! signals). So a broker's event path runs without the interpreter: the control plane runs when
+//! control messages come. The Python glue (`crate::python::engine`) calls it with the GIL released.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, PUBLISH};
+use crate::erp::{Copy, Erp, Event, Units};
+use crate::fxhash::FxHashMap;
+use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
+
+/// Most frames read from one link per round (as the Python loop's `recv_batch(256)`).
+pub const RECV_BATCH: usize = 256;
+
+/// What is at the other end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// a neighbour broker, over a gateway (its code: the broker's address code)
+    Broker,
+    /// an attached client (its code: the broker's id for the channel, negative)
+    Client,
+}
+
+struct Link {
+    ch: Arc<dyn FrameChannel>,
+    kind: Kind,
+    /// a client's id and incarnation (its publications carry them)
+    session: Option<(Box<str>, u64)>,
+    /// frames to write, in order (a delivery's frames are shared by the clients that get them)
+    out: VecDeque<Arc<Vec<u8>>>,
+}
+
+enum Incoming {
+    Frame(Vec<u8>),
+    Closed,
+}
+
+/// What the engine hands to the control plane.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Item {
+    /// a frame of link `code` for the control plane
+    Frame(i64, Vec<u8>),
+    /// link `code` is closed (its frames before that came first)
+    Closed(i64),
+}
+
+/// How long the acknowledgement timer waits (`erp.ACK_DELAY`).
+pub const ACK_DELAY: Duration = Duration::from_millis(100);
+/// How soon a link without credit is tried again (as the Python loop's 1 ms poll).
+pub const RETRY: Duration = Duration::from_millis(1);
+
+/// Why [`Engine::run`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// an item for the control plane
+    Item(Item),
+    /// one of the control plane's own channels is readable
+    Control,
+    /// the control plane's deadline passed
+    Deadline,
+    /// a slice passed: look at signals, then run again
+    Slice,
+}
+
+/// Counters (for the broker's status).
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// frames read from the links
+    pub frames_in: u64,
+    /// of which handled here (event batches, acknowledgements, publications)
+    pub native_in: u64,
+    /// frames written
+    pub frames_out: u64,
+    /// writes that found no credit (retried next round)
+    pub busy: u64,
+    /// rounds
+    pub rounds: u64,
+    /// times the loop parked or spun waiting for input
+    pub waits: u64,
+    /// this thread's CPU time in the loop's work (reading, routing, writing), ns
+    pub work_cpu_ns: u64,
+    /// this thread's CPU time while waiting (spinning, parking: the system calls), ns
+    pub wait_cpu_ns: u64,
+}
+
+/// This thread's CPU time (ns; 0 where it cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives on this stack frame.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One broker's engine (see the module docs).
+pub struct Engine {
+    pub erp: Arc<Mutex<Erp>>,
+    links: FxHashMap<i64, Link>,
+    pending: VecDeque<(i64, Incoming)>,
+    batch: Vec<Vec<u8>>,
+    /// when the acknowledgement timer fires (None: not set)
+    ack_at: Option<Instant>,
+    pub counters: Counters,
+}
+
+fn lock(e: &Mutex<Erp>) -> std::sync::MutexGuard<'_, Erp> {
+    e.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn fields(ev: &Event) -> EventFields<'_> {
+    EventFields {
+        timestamp: ev.timestamp,
+        sequence: ev.sequence,
+        incarnation: ev.incarnation,
+        publisher: ev.publisher.as_bytes(),
+        signature: ev.signature.as_bytes(),
+        values: ev.values.as_bytes(),
+        payload: &ev.payload,
+    }
+}
+
+impl Engine {
+    /// An engine over the event routing `erp` (shared with the control plane's calls).
+    pub fn new(erp: Arc<Mutex<Erp>>) -> Self {
+        Engine { erp, links: FxHashMap::default(), pending: VecDeque::new(), batch: Vec::new(), ack_at: None, counters: Counters::default() }
+    }
+
+    /// Handle link `code` here from now on (a gateway that came up, a client that attached).
+    pub fn add_link(&mut self, code: i64, ch: Arc<dyn FrameChannel>, kind: Kind, session: Option<(Box<str>, u64)>) {
+        self.links.insert(code, Link { ch, kind, session, out: VecDeque::new() });
+    }
+
+    /// Forget link `code` (lost or closed): what was queued for it is dropped.
+    pub fn remove_link(&mut self, code: i64) {
+        self.links.remove(&code);
+        self.pending.retain(|(c, _)| *c != code);
+    }
+
+    /// Whether link `code` is handled here.
+    pub fn has_link(&self, code: i64) -> bool {
+        self.links.contains_key(&code)
+    }
+
+    /// Read what the links `ready` delivered (up to [`RECV_BATCH`] frames each), in that order.
+    pub fn receive(&mut self, ready: &[i64]) {
+        self.counters.rounds += 1;
+        for &code in ready {
+            let Some(link) = self.links.get(&code) else { continue };
+            self.batch.clear();
+            let r = link.ch.recv_frames(RECV_BATCH, &mut crate::pool::take, &mut self.batch);
+            self.counters.frames_in += self.batch.len() as u64;
+            for f in self.batch.drain(..) {
+                self.pending.push_back((code, Incoming::Frame(f)));
+            }
+            if r == Err(Closed) {
+                self.pending.push_back((code, Incoming::Closed));
+            }
+        }
+    }
+
+    /// Handle the frames read, in order, until one is for the control plane (given back: handle it,
+    /// push what it changed, and call again) or none is left (None).
+    pub fn process(&mut self) -> Option<Item> {
+        while let Some((code, inc)) = self.pending.pop_front() {
+            let frame = match inc {
+                Incoming::Closed => return Some(Item::Closed(code)),
+                Incoming::Frame(f) => f,
+            };
+            let Some(link) = self.links.get(&code) else {
+                return Some(Item::Frame(code, frame));
+            };
+            let handled = match link.kind {
+                Kind::Broker => self.broker_frame(code as u64, &frame),
+                Kind::Client => match &link.session {
+                    Some((client, inc)) => {
+                        let (client, inc) = (client.clone(), *inc);
+                        self.client_frame(&client, inc, &frame)
+                    }
+                    None => false,
+                },
+            };
+            if !handled {
+                return Some(Item::Frame(code, frame));
+            }
+            crate::pool::give(frame);
+            self.counters.native_in += 1;
+        }
+        None
+    }
+
+    fn broker_frame(&self, peer: u64, frame: &[u8]) -> bool {
+        match codec::message_number(frame) {
+            Some(EVENTS) => {
+                let mut erp = lock(&self.erp);
+                if erp.routing.link_level(peer).is_none() {
+                    return false; // a gateway the routing does not know (the control plane refuses it)
+                }
+                let mut refs: Vec<CopyRef<'_>> = Vec::new();
+                let Ok(first) = codec::decode_events(frame, &mut refs) else { return false }; // (the control plane says what is wrong)
+                let copies: Vec<Copy> = refs
+                    .iter()
+                    .map(|c| Copy {
+                        event: erp.event(c.publisher, c.timestamp, c.sequence, c.incarnation, c.signature, c.values, c.payload, None),
+                        origin: c.origin,
+                        mode: c.mode,
+                        level: c.level,
+                        targets: Units::collect_from(c.targets.iter()),
+                        reached: Units::collect_from(c.reached.iter()),
+                        hops: c.hops,
+                        left: Units::collect_from(c.left.iter()),
+                    })
+                    .collect();
+                erp.on_events(peer, first, copies);
+                true
+            }
+            Some(EVENT_ACK) => match codec::decode_event_ack(frame) {
+                Some(upto) => {
+                    lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64);
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn client_frame(&self, client: &str, incarnation: u64, frame: &[u8]) -> bool {
+        if codec::message_number(frame) != Some(PUBLISH) {
+            return false;
+        }
+        let Some(p) = codec::decode_publish(frame) else { return false };
+        if !codec::canonical_event(p.signature, p.values) {
+            return false; // (the control plane takes it or refuses it, saying why)
+        }
+        let mut erp = lock(&self.erp);
+        let ev = erp.event(client, p.timestamp, p.sequence, incarnation, p.signature, p.values, p.payload, None);
+        erp.publish(ev);
+        true
+    }
+
+    /// Queue frames of the control plane for link `code` (before the routing's outputs of the round).
+    pub fn queue(&mut self, code: i64, frames: impl IntoIterator<Item = Vec<u8>>) {
+        if let Some(link) = self.links.get_mut(&code) {
+            link.out.extend(frames.into_iter().map(Arc::new));
+        }
+    }
+
+    /// Whether frames wait for credit on some link.
+    pub fn queued(&self) -> bool {
+        self.links.values().any(|l| !l.out.is_empty())
+    }
+
+    /// Encode what the routing made this round and write every link's frames (until a link has no
+    /// credit: the rest waits for the next round). Returns the links found closed.
+    pub fn flush(&mut self) -> Vec<i64> {
+        self.encode_outputs();
+        let mut closed = Vec::new();
+        // neighbour brokers first (the events' onward path), then clients
+        for kind in [Kind::Broker, Kind::Client] {
+            for (&code, link) in self.links.iter_mut().filter(|(_, l)| l.kind == kind && !l.out.is_empty()) {
+                while let Some(f) = link.out.front() {
+                    match link.ch.try_send(f) {
+                        Sent::Sent => {
+                            if let Some(f) = link.out.pop_front() {
+                                if let Ok(b) = Arc::try_unwrap(f) {
+                                    crate::pool::give(b);
+                                }
+                            }
+                            self.counters.frames_out += 1;
+                        }
+                        Sent::Busy => {
+                            self.counters.busy += 1;
+                            break;
+                        }
+                        Sent::Closed => {
+                            closed.push(code);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        closed
+    }
+
+    /// The broker's loop until the control plane has something to do (see the module docs):
+    /// `control` are the control plane's own channels (watched, never read here), `until` its next
+    /// deadline. Reads what is readable, routes it, and writes what that made (corked) before it
+    /// waits again; fires the acknowledgement timer when it is due.
+    pub fn run(&mut self, dispatcher: &dyn Dispatcher, control: &[Arc<dyn FrameChannel>], until: Option<Instant>) -> Ran {
+        let c0 = thread_cpu_ns();
+        let waited0 = self.counters.wait_cpu_ns;
+        let ran = self.run_loop(dispatcher, control, until);
+        let spent = thread_cpu_ns().saturating_sub(c0);
+        self.counters.work_cpu_ns += spent.saturating_sub(self.counters.wait_cpu_ns - waited0);
+        ran
+    }
+
+    fn run_loop(&mut self, dispatcher: &dyn Dispatcher, control: &[Arc<dyn FrameChannel>], until: Option<Instant>) -> Ran {
+        loop {
+            if let Some(item) = self.process() {
+                return Ran::Item(item);
+            }
+            let ready: Vec<i64> = self.links.iter().filter(|(_, l)| l.ch.readable()).map(|(&c, _)| c).collect();
+            if !ready.is_empty() {
+                self.receive(&ready);
+                continue;
+            }
+            // everything readable is routed: the timer, then write what the round made
+            let now = Instant::now();
+            {
+                let mut erp = lock(&self.erp);
+                if self.ack_at.is_some_and(|t| now >= t) {
+                    self.ack_at = None;
+                    erp.fire_ack();
+                }
+                if erp.take_timer() {
+                    self.ack_at = Some(now + ACK_DELAY);
+                }
+            }
+            let mut closed = Vec::new();
+            dispatcher.corked(&mut || closed = self.flush());
+            if !closed.is_empty() {
+                self.pending.extend(closed.into_iter().map(|c| (c, Incoming::Closed)));
+                continue;
+            }
+            if control.iter().any(|c| c.readable()) {
+                return Ran::Control;
+            }
+            if until.is_some_and(|u| now >= u) {
+                return Ran::Deadline;
+            }
+            let mut wake = until;
+            for t in [self.ack_at, self.queued().then(|| now + RETRY)].into_iter().flatten() {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+            self.counters.waits += 1;
+            let links = &self.links;
+            let w0 = thread_cpu_ns();
+            // (a link with frames waiting for credit wakes the loop when its peer makes room)
+            let w = dispatcher.wait(wake, &mut || {
+                links.values().any(|l| l.ch.readable() || l.out.front().is_some_and(|f| l.ch.writable(f.len())))
+                    || control.iter().any(|c| c.readable())
+            });
+            self.counters.wait_cpu_ns += thread_cpu_ns().saturating_sub(w0);
+            if w == Waited::Slice {
+                return Ran::Slice;
+            }
+        }
+    }
+
+    fn encode_outputs(&mut self) {
+        let (to_peers, deliveries) = {
+            let mut erp = lock(&self.erp);
+            if !erp.pending() {
+                return;
+            }
+            (erp.take(), erp.take_deliveries())
+        };
+        for tp in to_peers {
+            let Some(link) = self.links.get_mut(&(tp.peer as i64)) else { continue };
+            if let Some((first, copies)) = &tp.events {
+                let mut enc = EventsEncoder::new(*first, BATCH_TEXT);
+                for c in copies {
+                    let f = CopyFields {
+                        event: fields(&c.event),
+                        origin: c.origin,
+                        mode: c.mode,
+                        level: c.level,
+                        hops: c.hops,
+                        targets: &c.targets,
+                        reached: &c.reached,
+                        left: &c.left,
+                    };
+                    // (cannot fail: the routing's copies fit the wire; a copy that did not would be dropped)
+                    let _ = enc.push(&f);
+                }
+                if let Ok(frames) = enc.finish() {
+                    link.out.extend(frames.into_iter().map(Arc::new));
+                }
+            }
+            if let Some(upto) = tp.ack {
+                link.out.push_back(Arc::new(if upto >= 0 {
+                    codec::encode_event_ack(upto as u64)
+                } else {
+                    codec::encode_event_ack_also(upto as u64, &[])
+                }));
+            }
+        }
+        // clients that get the same events get the same bytes (the same frames: written to each)
+        let mut made: FxHashMap<Vec<usize>, Vec<Arc<Vec<u8>>>> = FxHashMap::default();
+        for (client, evs) in deliveries {
+            let Some(link) = self.links.get_mut(&client) else { continue };
+            let key: Vec<usize> = evs.iter().map(|e| Arc::as_ptr(e) as usize).collect();
+            let frames = made.entry(key).or_insert_with(|| {
+                let mut enc = DeliverEncoder::new(BATCH_TEXT);
+                for e in &evs {
+                    let _ = enc.push(&fields(e));
+                }
+                enc.finish().unwrap_or_default().into_iter().map(Arc::new).collect()
+            });
+            link.out.extend(frames.iter().cloned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile_graph::ProfileGraph;
+    use crate::routing::{NodeInfo, Snapshot};
+
+    /// An in-memory channel end: frames to read, frames written, a credit limit.
+    #[derive(Default)]
+    struct Mem {
+        inbox: Mutex<VecDeque<Vec<u8>>>,
+        sent: Mutex<Vec<Vec<u8>>>,
+        credit: Mutex<usize>,
+        closed: Mutex<bool>,
+    }
+
+    impl FrameChannel for Mem {
+        fn recv_frames(&self, max: usize, _buf: &mut dyn FnMut(usize) -> Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Closed> {
+            let mut q = self.inbox.lock().unwrap();
+            if q.is_empty() && *self.closed.lock().unwrap() {
+                return Err(Closed);
+            }
+            while out.len() < max {
+                match q.pop_front() {
+                    Some(f) => out.push(f),
+                    None => break,
+                }
+            }
+            Ok(())
+        }
+        fn readable(&self) -> bool {
+            !self.inbox.lock().unwrap().is_empty() || *self.closed.lock().unwrap()
+        }
+        fn writable(&self, _len: usize) -> bool {
+            *self.credit.lock().unwrap() > 0 || *self.closed.lock().unwrap()
+        }
+        fn try_send(&self, frame: &[u8]) -> Sent {
+            if *self.closed.lock().unwrap() {
+                return Sent::Closed;
+            }
+            let mut c = self.credit.lock().unwrap();
+            if *c == 0 {
+                return Sent::Busy;
+            }
+            *c -= 1;
+            self.sent.lock().unwrap().push(frame.to_vec());
+            Sent::Sent
+        }
+    }
+
+    /// A dispatcher whose waits never block (the tests' channels are filled before the run).
+    struct NoWait;
+
+    impl Dispatcher for NoWait {
+        fn wait(&self, _until: Option<Instant>, ready: &mut dyn FnMut() -> bool) -> Waited {
+            if ready() {
+                Waited::Ready
+            } else {
+                Waited::Slice
+            }
+        }
+        fn corked(&self, f: &mut dyn FnMut()) {
+            f()
+        }
+    }
+
+    fn publish_frame(ts: u64, seq: u64, sig: &str, vals: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&PUBLISH.to_le_bytes());
+        b.extend_from_slice(&ts.to_le_bytes());
+        b.extend_from_slice(&seq.to_le_bytes());
+        for part in [sig.as_bytes(), vals.as_bytes(), b"pay"] {
+            b.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            b.extend_from_slice(part);
+        }
+        b
+    }
+
+    /// A broker 1 with a gateway to broker 2 (level 0) and two clients: publications are delivered
+    /// to the subscribed client, go down to the neighbour (interested) and climb to it (the decider of
+    /// the super-cluster), and what is not the engine's goes to the control plane in its place.
+    #[test]
+    fn a_round_delivers_routes_and_hands_the_rest_up_in_order() {
+        let levels = 3;
+        let (me, other) = (1u64, 2u64);
+        let mut erp = Erp::new(me, levels);
+        let mut snap = Snapshot { version: 1, deciders: vec![Vec::new(); 5], ..Snapshot::default() };
+        snap.links.insert(other, 0);
+        snap.nodes.insert(me, NodeInfo { level: 0, cost: 0.0, hop: None, edges: vec![(other, 0.0)], vertex_hop: None });
+        snap.nodes.insert(other, NodeInfo { level: 0, cost: 0.0, hop: Some(other), edges: vec![(me, 0.0)], vertex_hop: Some(other) });
+        snap.deciders[1] = vec![me, other];
+        snap.deciders[2] = vec![other];
+        snap.decided = 1 << 1; // (a broker with a gateway decides its cluster)
+        erp.routing.set(snap);
+        let cluster = Arc::new(Mutex::new(ProfileGraph::new()));
+        cluster.lock().unwrap().add(&[("a", "*")], other as i128, 1); // the neighbour has a subscriber
+        erp.set_graphs(vec![(1, cluster)]);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1, 1);
+        erp.set_local(local);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        let (gw, c1, c2) = (Arc::new(Mem::default()), Arc::new(Mem::default()), Arc::new(Mem::default()));
+        *gw.credit.lock().unwrap() = 1;
+        *c1.credit.lock().unwrap() = 10;
+        eng.add_link(other as i64, gw.clone(), Kind::Broker, None);
+        eng.add_link(-1, c1.clone(), Kind::Client, Some(("sub".into(), 1)));
+        eng.add_link(-2, c2.clone(), Kind::Client, Some(("pub".into(), 7)));
+        c2.inbox.lock().unwrap().extend([
+            publish_frame(5, 0, "a:int", "i1"),
+            b"\x02\x00subscribe".to_vec(),       // not the engine's: handed up in its place
+            publish_frame(5, 1, "a:int", "i+2"), // not canonical: handed up
+            publish_frame(5, 2, "a:int", "i3"),
+        ]);
+        eng.receive(&[-2, -1]);
+        assert_eq!(eng.process(), Some(Item::Frame(-2, b"\x02\x00subscribe".to_vec())));
+        assert!(matches!(eng.process(), Some(Item::Frame(-2, _))));
+        assert_eq!(eng.process(), None);
+        eng.queue(-1, [b"control first".to_vec()]);
+        assert!(eng.flush().is_empty());
+        let got = c1.sent.lock().unwrap().clone();
+        assert_eq!(got[0], b"control first");
+        assert_eq!(got.len(), 2); // one deliver of both events
+        assert_eq!(&got[1][..2], &codec::DELIVER.to_le_bytes());
+        // the gateway had credit for one frame: the events batch went, nothing else waited
+        let sent = gw.sent.lock().unwrap().clone();
+        let mut refs = Vec::new();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(codec::decode_events(&sent[0], &mut refs).unwrap(), 0);
+        assert_eq!(
+            refs.iter().map(|c| (c.publisher, c.sequence, c.mode, c.level)).collect::<Vec<_>>(),
+            vec![("pub", 0, 1, 2), ("pub", 0, 2, 0), ("pub", 2, 1, 2), ("pub", 2, 2, 0)]
+        );
+        assert_eq!((refs[0].targets.to_vec(), refs[1].targets.to_vec()), (vec![other], vec![other]));
+        assert!(!eng.queued());
+        // the neighbour's acknowledgement is taken here; a closed client is handed up after its frames
+        gw.inbox.lock().unwrap().push_back(codec::encode_event_ack(3));
+        *c1.closed.lock().unwrap() = true;
+        eng.receive(&[other as i64, -1]);
+        assert_eq!(eng.process(), Some(Item::Closed(-1)));
+        assert_eq!(lock(&eng.erp).in_flight(), 0);
+    }
+
+    /// The loop routes and writes what comes, hands the control plane its frames, says when the
+    /// control plane's channels are readable, and waits otherwise.
+    #[test]
+    fn the_loop_returns_only_for_the_control_plane() {
+        let mut erp = Erp::new(1, 3);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1, 1);
+        erp.set_local(local);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        let (sub, publ, ctl) = (Arc::new(Mem::default()), Arc::new(Mem::default()), Arc::new(Mem::default()));
+        *sub.credit.lock().unwrap() = 10;
+        eng.add_link(-1, sub.clone(), Kind::Client, Some(("sub".into(), 1)));
+        eng.add_link(-2, publ.clone(), Kind::Client, Some(("pub".into(), 1)));
+        publ.inbox.lock().unwrap().extend([publish_frame(1, 0, "a:int", "i1"), b"\x02\x00other".to_vec(), publish_frame(1, 1, "a:int", "i2")]);
+        let control: Vec<Arc<dyn FrameChannel>> = vec![ctl.clone()];
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Item(Item::Frame(-2, b"\x02\x00other".to_vec())));
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Slice); // nothing left: it waited (a slice)
+        assert_eq!(sub.sent.lock().unwrap().len(), 1); // one delivery of both (the round's outputs go together)
+        ctl.inbox.lock().unwrap().push_back(b"hello".to_vec());
+        assert_eq!(eng.run(&NoWait, &control, None), Ran::Control);
+        assert_eq!(ctl.inbox.lock().unwrap().len(), 1); // (watched, not read)
+        ctl.inbox.lock().unwrap().clear();
+        assert_eq!(eng.run(&NoWait, &control, Some(Instant::now())), Ran::Deadline);
+    }
+}

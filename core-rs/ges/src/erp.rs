@@ -1,0 +1,686 @@
+//! The event routing protocol (ERP, routing paper 3.4-3.5) of one broker, sans-IO: the native twin
+//! of `python/multihop/ges/erp.py` (the reference; read its module docstring for the protocol),
+//! making the same decisions in the same order (a differential test runs whole simulated systems
+//! with each and requires the same trace, event by event).
+//!
+//! The broker of the publishing client delivers to its own interested clients and starts the event
+//! **up**: at each level the event reaches a decider of the publisher's unit of that level (found
+//! inside the unit it is already in), which sends it **down** into each interested child; a broker
+//! entered by a copy for unit T decides among T's children, recursively, down to the brokers that
+//! deliver. Copies travel along best hops ([`crate::routing`]); copies of one event going the same
+//! way are merged; the routing information (`reached`, `left`) is stripped of the levels below each
+//! gateway crossed. Each gateway numbers its copies; the receiver acknowledges lazily; when a
+//! gateway is lost its unacknowledged copies are routed again, first. Duplicates are dropped per
+//! stream (publisher, incarnation) and role (delivering, deciding at a level, climbing at a level).
+//!
+//! Inputs: [`Erp::publish`], [`Erp::on_events`], [`Erp::on_ack`], [`Erp::link_down`],
+//! [`Erp::client_gone`], [`Erp::fire_ack`]. Outputs: [`Erp::take`] (per neighbour: its copies,
+//! numbered, and an acknowledgement), [`Erp::take_deliveries`] (per client: its events) and
+//! [`Erp::take_timer`] (the acknowledgement timer asked for). No I/O, no clock. The Python event
+//! path's remembered decisions (plans) are an optimisation of the interpreter only: they give the
+//! same decisions as handling every copy in full, which is what this does. Durable mode
+//! (`erp.py`'s acknowledgements that follow causes, parking) is not here: durable systems run the
+//! Python event path.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::address::{contains, level_of_difference, unit_id, unit_level};
+use crate::fxhash::FxHashMap;
+use crate::ordered::OrderedMap;
+use crate::profile_graph::{Dest, Di, ProfileGraph, Scratch, Sym};
+use crate::routing::Routing;
+use crate::small::Small;
+
+/// Most brokers a copy may pass (legs are loop-free; this is the safety net).
+pub const TTL: u16 = 255;
+/// Acknowledge a gateway at once when this many copies wait for it (else when the timer fires).
+pub const ACK_EVERY: u64 = 64;
+/// Event copy modes.
+pub const UP: u8 = 1;
+pub const DOWN: u8 = 2;
+/// The duplicate filter's role of delivering to local clients (deciding at level l is -l, climbing l).
+const DELIVER: i32 = 0;
+
+/// A profile graph shared with the control plane (which changes it between rounds).
+pub type SharedGraph = Arc<Mutex<ProfileGraph<Dest>>>;
+
+fn lock(g: &SharedGraph) -> std::sync::MutexGuard<'_, ProfileGraph<Dest>> {
+    g.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An event as brokers carry it: its id, signature and values as canonical text, its payload.
+/// `publisher` and `signature` are interned by the [`Erp`] that made the event (ids `pub_id`,
+/// `sig_id`).
+pub struct Event {
+    pub publisher: Arc<str>,
+    pub timestamp: u64,
+    pub sequence: u64,
+    pub incarnation: u64,
+    pub signature: Arc<str>,
+    pub values: Box<str>,
+    pub payload: Box<[u8]>,
+    pub pub_id: u32,
+    pub sig_id: u32,
+    /// where each value lies in `values` (they are split by \x1f)
+    spans: Small<(u32, u32), 8>,
+    /// what the driver keeps with the event (the Python glue: the `EventData` it came as)
+    pub attachment: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Event {
+    /// The event's values, in signature order.
+    pub fn value_list(&self) -> impl Iterator<Item = &str> {
+        self.spans.iter().map(|&(a, b)| &self.values[a as usize..b as usize])
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Event({}, {}, {}, {}, {:?})", self.publisher, self.timestamp, self.sequence, self.incarnation, self.values)
+    }
+}
+
+/// An event with its routing information (`messages.EventCopy`).
+#[derive(Clone, Debug)]
+pub struct Copy {
+    pub event: Arc<Event>,
+    pub origin: u64,
+    pub mode: u8,
+    pub level: u8,
+    pub targets: Units,
+    pub reached: Units,
+    pub hops: u16,
+    pub left: Units,
+}
+
+pub use crate::address::Units;
+
+/// The counters of `EventRouting.counters`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub published: u64,
+    pub delivered: u64,
+    pub copies_in: u64,
+    pub copies_out: u64,
+    pub decisions: u64,
+    pub duplicates: u64,
+    pub ttl: u64,
+    pub unroutable: u64,
+    pub rerouted: u64,
+    pub not_decider: u64,
+    pub parked: u64,
+}
+
+impl Counters {
+    /// `(name, value)` in the reference's order (`replayed`, of its plans, is 0 here).
+    pub fn items(&self) -> [(&'static str, u64); 12] {
+        [
+            ("published", self.published),
+            ("delivered", self.delivered),
+            ("copies_in", self.copies_in),
+            ("copies_out", self.copies_out),
+            ("decisions", self.decisions),
+            ("duplicates", self.duplicates),
+            ("ttl", self.ttl),
+            ("unroutable", self.unroutable),
+            ("rerouted", self.rerouted),
+            ("not_decider", self.not_decider),
+            ("parked", self.parked),
+            ("replayed", 0),
+        ]
+    }
+}
+
+/// What one neighbour gets from a round: its copies (numbered from `first_seq`), then maybe an
+/// acknowledgement of what it sent.
+#[derive(Debug)]
+pub struct ToPeer {
+    pub peer: u64,
+    pub events: Option<(u64, Vec<Arc<Copy>>)>,
+    pub ack: Option<i64>,
+}
+
+/// What a graph's symbols are for the names of each signature (valid while the graph's generation
+/// is `generation`).
+#[derive(Default)]
+struct Resolved {
+    generation: u64,
+    names: FxHashMap<u32, Vec<Option<Sym>>>,
+}
+
+/// Targets of a copy grouped by next hop, in the order the hops were first chosen.
+type Fwd = Vec<(u64, Units)>;
+
+fn fwd_add(fwd: &mut Fwd, hop: u64, target: u64) {
+    match fwd.iter_mut().find(|(h, _)| *h == hop) {
+        Some((_, t)) => t.push(target),
+        None => fwd.push((hop, Units::from_slice(&[target]))),
+    }
+}
+
+/// The ERP state of one broker and what it reads of the control plane (see the module docs).
+pub struct Erp {
+    pub code: u64,
+    pub levels: u32,
+    pub routing: Routing,
+    /// the profile graph of each level this broker decides (index = level)
+    graphs: Vec<Option<SharedGraph>>,
+    /// the local profile graph: destinations are client peer ids
+    local: Option<SharedGraph>,
+    scratch: Scratch,
+    hits: Vec<Di>,
+    /// per graph (by address; forgotten when the graphs are replaced): symbols resolved
+    resolved: FxHashMap<usize, Resolved>,
+    publishers: FxHashMap<Arc<str>, u32>,
+    publisher_text: Vec<Arc<str>>,
+    signatures: FxHashMap<Arc<str>, u32>,
+    signature_names: Vec<(Arc<str>, Vec<Box<str>>)>,
+    /// the publisher and signature of the last event made
+    last_ids: (u32, u32),
+    /// the duplicate filter: last `(timestamp, sequence)` per (publisher, incarnation, role)
+    dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
+    seq: FxHashMap<u64, u64>,
+    /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
+    pub unacked: FxHashMap<u64, BTreeMap<u64, Arc<Copy>>>,
+    recv: FxHashMap<u64, i64>,
+    ack_due: OrderedMap<u64, u64>,
+    ack_timer: bool,
+    timer_wanted: bool,
+    out: OrderedMap<u64, Vec<Arc<Copy>>>,
+    deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
+    pub counters: Counters,
+}
+
+impl Erp {
+    /// The event routing of broker `code` in a system of `levels` levels.
+    pub fn new(code: u64, levels: u32) -> Self {
+        Erp {
+            code,
+            levels,
+            routing: Routing::new(code, levels),
+            graphs: Vec::new(),
+            local: None,
+            scratch: Scratch::default(),
+            hits: Vec::new(),
+            resolved: FxHashMap::default(),
+            publishers: FxHashMap::default(),
+            publisher_text: Vec::new(),
+            signatures: FxHashMap::default(),
+            signature_names: Vec::new(),
+            last_ids: (0, 0),
+            dedup: FxHashMap::default(),
+            seq: FxHashMap::default(),
+            unacked: FxHashMap::default(),
+            recv: FxHashMap::default(),
+            ack_due: OrderedMap::default(),
+            ack_timer: false,
+            timer_wanted: false,
+            out: OrderedMap::default(),
+            deliveries: OrderedMap::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    // ---- what the control plane pushes ------------------------------------------------------
+
+    /// The profile graphs of the levels this broker decides (`(level, graph)`), replacing the old.
+    pub fn set_graphs(&mut self, graphs: Vec<(u32, SharedGraph)>) {
+        self.resolved.clear();
+        self.graphs.clear();
+        for (lvl, g) in graphs {
+            let i = lvl as usize;
+            if self.graphs.len() <= i {
+                self.graphs.resize(i + 1, None);
+            }
+            self.graphs[i] = Some(g);
+        }
+    }
+
+    /// The local profile graph (destinations: client peer ids).
+    pub fn set_local(&mut self, g: SharedGraph) {
+        self.resolved.clear();
+        self.local = Some(g);
+    }
+
+    // ---- events ------------------------------------------------------------------------------
+
+    /// An event, its publisher and signature interned here.
+    #[allow(clippy::too_many_arguments)]
+    pub fn event(
+        &mut self,
+        publisher: &str,
+        timestamp: u64,
+        sequence: u64,
+        incarnation: u64,
+        signature: &str,
+        values: &str,
+        payload: &[u8],
+        attachment: Option<Box<dyn Any + Send + Sync>>,
+    ) -> Arc<Event> {
+        // (the events of a batch mostly share publisher and signature: the last ones are looked at first)
+        let (lp, ls) = self.last_ids;
+        let pub_id =
+            match self.publisher_text.get(lp as usize).filter(|t| ***t == *publisher).map(|_| lp).or_else(|| self.publishers.get(publisher).copied())
+            {
+                Some(k) => k,
+                None => {
+                    let t: Arc<str> = publisher.into();
+                    self.publisher_text.push(t.clone());
+                    self.publishers.insert(t, (self.publisher_text.len() - 1) as u32);
+                    (self.publisher_text.len() - 1) as u32
+                }
+            };
+        let sig_id = match self
+            .signature_names
+            .get(ls as usize)
+            .filter(|t| *t.0 == *signature)
+            .map(|_| ls)
+            .or_else(|| self.signatures.get(signature).copied())
+        {
+            Some(k) => k,
+            None => {
+                let t: Arc<str> = signature.into();
+                // (name:type) pairs joined by \x1f; the name is what precedes the last ':'
+                let names = if signature.is_empty() {
+                    Vec::new()
+                } else {
+                    signature.split('\x1f').map(|p| p.rsplit_once(':').map(|(n, _)| n).unwrap_or(p).into()).collect()
+                };
+                self.signature_names.push((t.clone(), names));
+                self.signatures.insert(t, (self.signature_names.len() - 1) as u32);
+                (self.signature_names.len() - 1) as u32
+            }
+        };
+        self.last_ids = (pub_id, sig_id);
+        let mut spans = Small::new();
+        let mut at = 0u32;
+        for v in values.split('\x1f') {
+            spans.push((at, at + v.len() as u32));
+            at += v.len() as u32 + 1;
+        }
+        Arc::new(Event {
+            spans,
+            publisher: self.publisher_text[pub_id as usize].clone(),
+            timestamp,
+            sequence,
+            incarnation,
+            signature: self.signature_names[sig_id as usize].0.clone(),
+            values: values.into(),
+            payload: payload.into(),
+            pub_id,
+            sig_id,
+            attachment,
+        })
+    }
+
+    /// The duplicate filter: true (and remembered) if the event is later than the last of its
+    /// stream in `role`.
+    fn accept(&mut self, ev: &Event, role: i32) -> bool {
+        let key = (ev.pub_id, ev.incarnation, role);
+        let order = (ev.timestamp, ev.sequence);
+        match self.dedup.get_mut(&key) {
+            Some(last) if order <= *last => false,
+            Some(last) => {
+                *last = order;
+                true
+            }
+            None => {
+                self.dedup.insert(key, order);
+                true
+            }
+        }
+    }
+
+    /// The destinations graph `g` gives `ev`, ascending (the reference iterates `sorted(...)`).
+    fn match_sorted(&mut self, g: &SharedGraph, ev: &Event) -> Vec<Dest> {
+        let names = &self.signature_names[ev.sig_id as usize].1;
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let graph = lock(g);
+        // the graph's symbols for the signature's names (kept per signature while its strings stay);
+        // the values are looked up as the walk reaches them
+        let r = self.resolved.entry(Arc::as_ptr(g) as usize).or_default();
+        if r.generation != graph.generation() {
+            *r = Resolved { generation: graph.generation(), ..Resolved::default() };
+        }
+        let n = r.names.entry(ev.sig_id).or_insert_with(|| names.iter().map(|x| graph.resolve(x)).collect());
+        let mut values: Small<&str, 16> = Small::new();
+        for v in ev.value_list() {
+            values.push(v);
+        }
+        graph.match_lazy(n, &values, &mut self.scratch, &mut self.hits);
+        let mut out: Vec<Dest> = self.hits.iter().map(|&k| graph.dest(k)).collect();
+        out.sort_unstable();
+        out
+    }
+
+    // ---- inputs -------------------------------------------------------------------------------
+
+    /// A local client published `ev`: deliver here, then climb.
+    pub fn publish(&mut self, ev: Arc<Event>) {
+        if !self.accept(&ev, DELIVER) {
+            self.counters.duplicates += 1; // a client resent it
+            return;
+        }
+        self.counters.published += 1;
+        self.deliver(&ev);
+        let me = self.code;
+        self.up(Copy {
+            event: ev,
+            origin: me,
+            mode: UP,
+            level: 1,
+            targets: Units::new(),
+            reached: Units::from_slice(&[me]),
+            hops: 0,
+            left: Units::new(),
+        });
+    }
+
+    /// Copies from neighbour `peer`, numbered from `first_seq` (the caller checked that a gateway to
+    /// `peer` is live).
+    pub fn on_events(&mut self, peer: u64, first_seq: u64, copies: Vec<Copy>) {
+        let mut last = self.recv.get(&peer).copied().unwrap_or(-1);
+        let n = copies.len() as u64;
+        for (seq, copy) in (first_seq as i64..).zip(copies) {
+            if seq > last {
+                last = seq;
+                self.counters.copies_in += 1;
+                self.handle(copy);
+            }
+        }
+        self.recv.insert(peer, last);
+        if !self.ack_due.contains_key(&peer) {
+            self.ack_due.entry_or(peer, || 0);
+            if !self.ack_timer {
+                self.ack_timer = true;
+                self.timer_wanted = true;
+            }
+        }
+        *self.ack_due.get_mut(&peer).expect("made above") += n;
+    }
+
+    /// Neighbour `peer` handled our copies up to `upto`.
+    pub fn on_ack(&mut self, peer: u64, upto: i64) {
+        if let Some(b) = self.unacked.get_mut(&peer) {
+            if upto >= 0 {
+                let keep = b.split_off(&(upto as u64 + 1));
+                *b = keep;
+            }
+        }
+    }
+
+    /// The gateway to `peer` is lost: route its unacknowledged copies again, first (the routing
+    /// must already say the gateway is gone).
+    pub fn link_down(&mut self, peer: u64) {
+        let pending = self.unacked.remove(&peer).unwrap_or_default();
+        self.out.remove(&peer);
+        self.seq.remove(&peer);
+        self.recv.remove(&peer);
+        self.ack_due.remove(&peer);
+        for (_, copy) in pending {
+            self.counters.rerouted += 1;
+            self.route_again(Arc::try_unwrap(copy).unwrap_or_else(|c| (*c).clone()));
+        }
+    }
+
+    /// A client detached.
+    pub fn client_gone(&mut self, peer: i64) {
+        self.deliveries.remove(&peer);
+    }
+
+    /// The acknowledgement timer fired: acknowledge every gateway that has copies to acknowledge.
+    pub fn fire_ack(&mut self) {
+        self.ack_timer = false;
+        for (_, n) in self.ack_due.iter_mut() {
+            *n = ACK_EVERY;
+        }
+    }
+
+    /// Whether the acknowledgement timer must be set (asked once per need).
+    pub fn take_timer(&mut self) -> bool {
+        std::mem::take(&mut self.timer_wanted)
+    }
+
+    // ---- handling -------------------------------------------------------------------------------
+
+    fn handle(&mut self, copy: Copy) {
+        if copy.mode == UP {
+            self.up(copy);
+            return;
+        }
+        let mut transit: Fwd = Vec::new();
+        let mut decided: Fwd = Vec::new();
+        let me = self.code;
+        for &t in copy.targets.iter() {
+            if contains(t, me) {
+                self.down(t, &copy, &mut decided);
+            } else {
+                self.toward(t, &mut transit, &copy.left);
+            }
+        }
+        // transit targets keep their leg (the units already left); targets decided here start a new one
+        let left = copy.left.clone();
+        self.send_down(&copy, transit, &left);
+        self.send_down(&copy, decided, &[]);
+    }
+
+    fn route_again(&mut self, mut copy: Copy) {
+        copy.left.clear();
+        if copy.mode == UP {
+            self.up(copy);
+        } else {
+            self.handle(copy);
+        }
+    }
+
+    fn toward(&mut self, target: u64, fwd: &mut Fwd, avoid: &[u64]) {
+        match self.routing.hop_to(target, avoid) {
+            None => self.counters.unroutable += 1,
+            Some(hop) => fwd_add(fwd, hop, target),
+        }
+    }
+
+    /// This broker is inside target `t`: deliver (t is this broker) or decide among t's children.
+    fn down(&mut self, t: u64, copy: &Copy, fwd: &mut Fwd) {
+        let ev = copy.event.clone();
+        if t == self.code {
+            if self.accept(&ev, DELIVER) {
+                self.deliver(&ev);
+            } else {
+                self.counters.duplicates += 1;
+            }
+            return;
+        }
+        let lvl = unit_level(t);
+        if !self.accept(&ev, -(lvl as i32)) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        let g = if self.routing.decides(lvl) { self.graphs.get(lvl as usize).cloned().flatten() } else { None };
+        let Some(g) = g else {
+            // not a decider of t (a gateway changed meanwhile): hand the copy for t to the nearest one
+            self.counters.not_decider += 1;
+            self.dedup.remove(&(ev.pub_id, ev.incarnation, -(lvl as i32)));
+            let d = self.routing.nearest(self.routing.deciders(lvl).to_vec().into_iter());
+            match d.and_then(|d| self.routing.hop_to(d, &[])) {
+                None => self.counters.unroutable += 1,
+                Some(hop) => fwd_add(fwd, hop, t),
+            }
+            return;
+        };
+        let dests = self.match_sorted(&g, &ev);
+        self.counters.decisions += 1;
+        let me = self.code;
+        for c in dests {
+            let c = c as u64;
+            if copy.reached.contains(&c) {
+                continue;
+            }
+            if contains(c, me) {
+                self.down(c, copy, fwd);
+            } else {
+                self.toward(c, fwd, &[]);
+            }
+        }
+    }
+
+    /// Climb: decide at each level this broker decides; hand the rest to the nearest decider.
+    fn up(&mut self, copy: Copy) {
+        let ev = copy.event.clone();
+        let origin = copy.origin;
+        let n1 = self.levels + 1;
+        let mut lvl = copy.level as u32;
+        let mut fwd: Fwd = Vec::new();
+        let mut reached = copy.reached.clone();
+        while lvl <= n1 {
+            if self.routing.decides(lvl) {
+                if !self.accept(&ev, lvl as i32) {
+                    self.counters.duplicates += 1;
+                    break;
+                }
+                let dests = match self.graphs.get(lvl as usize).cloned().flatten() {
+                    Some(g) => self.match_sorted(&g, &ev),
+                    None => Vec::new(),
+                };
+                let came_from = unit_id(origin, lvl - 1, self.levels);
+                self.counters.decisions += 1;
+                reached.push(came_from);
+                for c in dests {
+                    let c = c as u64;
+                    if !reached.contains(&c) {
+                        self.toward(c, &mut fwd, &[]);
+                    }
+                }
+                lvl += 1;
+                continue;
+            }
+            let (d, left) = if lvl == copy.level as u32 && !copy.targets.is_empty() {
+                (Some(copy.targets[0]), copy.left.clone()) // on its way to the decider chosen for this level: keep the leg
+            } else {
+                // a decider of the publisher's level-lvl unit inside its level-(lvl-1) unit (where this broker is)
+                let me = self.code;
+                let ds: Vec<u64> = self.routing.deciders(lvl).iter().copied().filter(|&x| level_of_difference(x, me) < lvl as i32 - 1).collect();
+                (self.routing.nearest(ds.into_iter()), Units::new())
+            };
+            if let Some(d) = d {
+                match self.routing.hop_to(d, &left) {
+                    None => self.counters.unroutable += 1,
+                    Some(hop) => {
+                        let c = Copy {
+                            event: ev.clone(),
+                            origin,
+                            mode: copy.mode,
+                            level: lvl as u8,
+                            targets: Units::from_slice(&[d]),
+                            reached: reached.clone(),
+                            hops: copy.hops,
+                            left,
+                        };
+                        self.send(hop, c);
+                    }
+                }
+            }
+            break;
+        }
+        if !fwd.is_empty() {
+            let base = Copy { reached, ..copy };
+            self.send_down(&base, fwd, &[]);
+        }
+    }
+
+    fn deliver(&mut self, ev: &Arc<Event>) {
+        let Some(g) = self.local.clone() else { return };
+        let clients = self.match_sorted(&g, ev);
+        for c in clients {
+            self.deliveries.entry_or(c as i64, Vec::new).push(ev.clone());
+            self.counters.delivered += 1;
+        }
+    }
+
+    // ---- output -------------------------------------------------------------------------------
+
+    fn send_down(&mut self, copy: &Copy, fwd: Fwd, left: &[u64]) {
+        for (hop, targets) in fwd {
+            let c = Copy {
+                event: copy.event.clone(),
+                origin: copy.origin,
+                mode: DOWN,
+                level: 0,
+                targets,
+                reached: copy.reached.clone(),
+                hops: copy.hops,
+                left: Units::from_slice(left),
+            };
+            self.send(hop, c);
+        }
+    }
+
+    fn send(&mut self, peer: u64, mut copy: Copy) {
+        let Some(p) = self.routing.link_level(peer) else {
+            self.counters.unroutable += 1;
+            return;
+        };
+        if copy.hops >= TTL {
+            self.counters.ttl += 1;
+            return;
+        }
+        // strip what only made sense below this gateway's level; note the unit being left
+        if p != 0 {
+            copy.reached.retain(|&u| unit_level(u) >= p);
+        }
+        copy.left = self.routing.leaving(peer, &copy.left);
+        copy.hops += 1;
+        let seq = self.seq.entry(peer).or_insert(0);
+        let s = *seq;
+        *seq += 1;
+        let copy = Arc::new(copy);
+        self.unacked.entry(peer).or_default().insert(s, copy.clone());
+        self.out.entry_or(peer, Vec::new).push(copy);
+        self.counters.copies_out += 1;
+    }
+
+    /// Per neighbour, in the reference's order: its copies (numbered) and/or an acknowledgement.
+    /// Acks are lazy: a gateway is acknowledged with the next copies sent back over it, when
+    /// [`ACK_EVERY`] copies wait, or when the ack timer fired.
+    pub fn take(&mut self) -> Vec<ToPeer> {
+        let mut out: Vec<ToPeer> = Vec::new();
+        for (peer, copies) in self.out.take() {
+            let first = self.seq[&peer] - copies.len() as u64;
+            out.push(ToPeer { peer, events: Some((first, copies)), ack: None });
+        }
+        if !self.ack_due.is_empty() {
+            let due: Vec<u64> = self.ack_due.iter().filter(|(p, n)| *n >= ACK_EVERY || out.iter().any(|o| o.peer == *p)).map(|(p, _)| *p).collect();
+            for peer in due {
+                if self.routing.link_level(peer).is_some() {
+                    let upto = self.recv[&peer];
+                    match out.iter_mut().find(|o| o.peer == peer) {
+                        Some(o) => o.ack = Some(upto),
+                        None => out.push(ToPeer { peer, events: None, ack: Some(upto) }),
+                    }
+                }
+                self.ack_due.remove(&peer);
+            }
+        }
+        out
+    }
+
+    /// Per client, in the reference's order: the events to deliver.
+    pub fn take_deliveries(&mut self) -> Vec<(i64, Vec<Arc<Event>>)> {
+        self.deliveries.take()
+    }
+
+    /// Whether [`Self::take`] or [`Self::take_deliveries`] would give anything, or an
+    /// acknowledgement is due.
+    pub fn pending(&self) -> bool {
+        !self.out.is_empty() || !self.deliveries.is_empty() || !self.ack_due.is_empty()
+    }
+
+    /// Copies sent and not acknowledged, per neighbour.
+    pub fn in_flight(&self) -> usize {
+        self.unacked.values().map(|b| b.len()).sum()
+    }
+}

@@ -1,0 +1,124 @@
+//! A short list kept inline (no allocation up to `N` items), for what every event copy carries: its
+//! unit lists (targets, reached, left: a few units each) and where an event's values lie.
+
+use std::ops::Deref;
+
+/// Up to `N` items inline, more on the heap.
+#[derive(Clone)]
+pub enum Small<T: Copy + Default, const N: usize> {
+    Inline(u8, [T; N]),
+    Heap(Vec<T>),
+}
+
+impl<T: Copy + Default, const N: usize> Default for Small<T, N> {
+    fn default() -> Self {
+        Small::Inline(0, [T::default(); N])
+    }
+}
+
+impl<T: Copy + Default + std::fmt::Debug, const N: usize> std::fmt::Debug for Small<T, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq for Small<T, N> {
+    fn eq(&self, o: &Self) -> bool {
+        **self == **o
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Small<T, N> {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A list of `items`.
+    pub fn from_slice(items: &[T]) -> Self {
+        if items.len() <= N {
+            let mut a = [T::default(); N];
+            a[..items.len()].copy_from_slice(items);
+            Small::Inline(items.len() as u8, a)
+        } else {
+            Small::Heap(items.to_vec())
+        }
+    }
+
+    /// A list of the items of `it`.
+    pub fn collect_from(it: impl IntoIterator<Item = T>) -> Self {
+        let mut s = Self::new();
+        for x in it {
+            s.push(x);
+        }
+        s
+    }
+
+    /// Add an item at the end.
+    pub fn push(&mut self, x: T) {
+        match self {
+            Small::Inline(n, a) if (*n as usize) < N => {
+                a[*n as usize] = x;
+                *n += 1;
+            }
+            Small::Inline(n, a) => {
+                let mut v = a[..*n as usize].to_vec();
+                v.push(x);
+                *self = Small::Heap(v);
+            }
+            Small::Heap(v) => v.push(x),
+        }
+    }
+
+    /// Keep the items `f` says yes to (in order).
+    pub fn retain(&mut self, mut f: impl FnMut(&T) -> bool) {
+        match self {
+            Small::Inline(n, a) => {
+                let mut k = 0;
+                for i in 0..*n as usize {
+                    if f(&a[i]) {
+                        a[k] = a[i];
+                        k += 1;
+                    }
+                }
+                *n = k as u8;
+            }
+            Small::Heap(v) => v.retain(f),
+        }
+    }
+
+    /// Remove every item.
+    pub fn clear(&mut self) {
+        *self = Self::new();
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Deref for Small<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Small::Inline(n, a) => &a[..*n as usize],
+            Small::Heap(v) => v,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_list_grows_onto_the_heap_and_keeps_its_order() {
+        let mut s: Small<u64, 2> = Small::new();
+        for x in [3, 1, 4, 1, 5] {
+            s.push(x);
+        }
+        assert_eq!(&*s, &[3, 1, 4, 1, 5]);
+        s.retain(|&x| x != 1);
+        assert_eq!(&*s, &[3, 4, 5]);
+        let mut t: Small<u64, 4> = Small::from_slice(&[1, 2, 3]);
+        t.retain(|&x| x > 1);
+        assert_eq!((&*t, t.len()), (&[2, 3][..], 2));
+        assert!(Small::<u64, 4>::from_slice(&[1, 2, 3, 4, 5]) == Small::collect_from([1, 2, 3, 4, 5]));
+    }
+}

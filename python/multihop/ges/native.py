@@ -1,0 +1,151 @@
+"""The native event engine behind the event routing's interface (issue 28).
+
+:class:`NativeEventRouting` stands where :class:`~multihop.ges.erp.EventRouting` stands in a
+:class:`~multihop.ges.broker.BrokerCore` (``BrokerCore(..., native=True)``) and makes the same
+decisions: the same deliveries, the same copies with the same routing information, numbered the
+same, in the same order (``tests/test_ges_native_erp.py`` runs whole simulated systems with each
+and compares their traces event by event). The routing itself runs in Rust
+(``multihop._ges.EventRouting``, crate ``core-rs/ges``: ``src/erp.rs``, ``src/routing.rs``).
+
+The control plane stays here, in Python, as it is: GPP, NAP, PPP, the connectivity graph and its
+routing cache. What the event routing reads of it is pushed into the engine before each call that
+may route (a *snapshot*: the live gateways, the graph's nodes and edges, the cache's rows, the
+deciders of the broker's units and the levels it decides), whenever the GPP version moved since the
+last push; the profile graphs the engine decides with are the native graphs PPP itself keeps
+(``multihop._ges.ProfileGraph``: the broker's PPP makes its graphs native when the engine runs), so a
+profile change is in the engine as soon as PPP makes it. Either is applied between calls, never
+during one.
+
+Not covered: durable mode (acknowledgements that follow causes, parking, the stores): a durable
+broker runs the Python event path (``BrokerCore`` ignores ``native`` there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multihop import _ges
+from multihop.ges.erp import ACK_DELAY, ACK_TIMER, RoutingBroker
+from multihop.ges.event import EventData, EventId
+from multihop.ges.messages import EventAck, EventCopy, Events
+
+__all__ = ["NativeEventRouting", "routing_snapshot"]
+
+
+def routing_snapshot(
+    core: RoutingBroker,
+) -> tuple[int, dict[int, int], list[tuple[int, int, float, int | None, list[tuple[int, float]], int | None]], dict[int, set[int]], frozenset[int]]:
+    """What the event routing reads of ``core``'s control plane, as ``EventRouting.set_routing`` takes it:
+    ``(GPP version, {peer: gateway level}, nodes, deciders, decided levels)``, each node as ``(node, level,
+    cost, best hop, [(neighbour, edge weight), ...], hop of a path from the vertex over the edge to it)``."""
+    gpp, ppp = core.gpp, core.ppp
+    deciders = ppp.deciders()  # (brings ppp.decided and its graphs up to date, as the Python path does)
+    g = gpp.graph()
+    cache = g.cache
+    table = cache.table()
+    vertex = g.vertex
+    out_of_vertex = {**g.d[vertex], **g.ul[vertex]}
+    nodes: list[tuple[int, int, float, int | None, list[tuple[int, float]], int | None]] = []
+    for u, lvl in g.node_level.items():
+        cost, hop = table[u]
+        edges = [(v, float(g.weight(e))) for v, e in g.d[u].items()] + [(v, float(g.weight(e))) for v, e in g.ul[u].items()]
+        e = out_of_vertex.get(u)
+        nodes.append((u, lvl, float(cost), hop, edges, None if e is None else cache.first_hop(u, e)))
+    return gpp.version, {p: link.level for p, link in gpp.links.items()}, nodes, deciders, ppp.decided
+
+
+class NativeEventRouting:
+    """The event routing of one broker in the native engine, with :class:`~multihop.ges.erp.EventRouting`'s
+    interface (see the module docstring)."""
+
+    def __init__(self, core: RoutingBroker) -> None:
+        self.core = core
+        self.code = core.code
+        self.levels = core.levels
+        #: never durable (see the module docstring)
+        self.durable = False
+        self.engine = _ges.EventRouting(core.code, core.levels, EventId, EventData, EventCopy)
+        #: a live broker's engine writes what the routing makes (``multihop._ges.Engine``): :meth:`take` and
+        #: :meth:`take_deliveries` then leave it where it is
+        self.wire = False
+        self._routing_at = -1
+        self._graphs: tuple[object, object] | None = None
+
+    def sync(self) -> None:
+        """Push what changed of the control plane (the routing when the GPP version moved, the graphs
+        when PPP made new ones) before the engine routes."""
+        core = self.core
+        if core.gpp.version != self._routing_at:
+            version, links, nodes, deciders, decided = routing_snapshot(core)
+            self.engine.set_routing(version, links, nodes, deciders, decided)
+            self._routing_at = version
+        ppp = core.ppp
+        if self._graphs is None or self._graphs[0] is not ppp.graphs or self._graphs[1] is not ppp.local:
+            self.engine.set_graphs(ppp.graphs, ppp.local)  # type: ignore[arg-type]  # PPP makes native graphs here
+            self._graphs = (ppp.graphs, ppp.local)
+
+    # ---- EventRouting's interface ---------------------------------------------------------------
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The event counters (``EventRouting.counters``; ``replayed`` and ``parked`` stay 0)."""
+        return self.engine.counters()
+
+    def publish(self, ev: EventData) -> None:
+        """A local client published ``ev``: deliver here, then climb."""
+        self.sync()
+        self.engine.publish(ev)
+
+    def on_events(self, peer: int, msg: Events) -> None:
+        """Copies from neighbour ``peer``."""
+        self.sync()
+        self.engine.on_events(peer, msg.first_seq, msg.copies)
+        if not self.wire and self.engine.take_timer():  # (a live broker's engine keeps the timer itself)
+            self.core.set_timer(ACK_DELAY, ACK_TIMER)
+
+    def on_ack(self, peer: int, msg: EventAck) -> None:
+        """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
+        self.engine.on_ack(peer, msg.upto)
+
+    def link_down(self, peer: int) -> None:
+        """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
+        self.sync()
+        self.engine.link_down(peer)
+
+    def client_gone(self, peer: int) -> None:
+        """A client detached."""
+        self.engine.client_gone(peer)
+
+    def forget_plans(self) -> None:
+        """(The engine remembers no decisions: nothing to forget.)"""
+
+    def fire(self, name: object) -> None:
+        """The ack timer fired."""
+        if name == ACK_TIMER:
+            self.engine.fire_ack()
+
+    def take(self) -> dict[int, list[Events | EventAck]]:
+        """Per neighbour: an Events batch (numbered) and/or an EventAck, as ``EventRouting.take`` (nothing
+        for a live broker's engine, which writes them itself)."""
+        if self.wire or not self.engine.pending():
+            return {}
+        self.sync()
+        out: dict[int, list[Events | EventAck]] = {}
+        for peer, first, copies, ack in self.engine.take():
+            msgs: list[Events | EventAck] = []
+            if copies is not None and first is not None:
+                msgs.append(Events(first, copies))
+            if ack is not None:
+                msgs.append(EventAck(ack))
+            out[peer] = msgs
+        return out
+
+    def take_deliveries(self) -> dict[int, list[EventData]]:
+        """Per client: the events to deliver (in order); empties them (nothing for a live broker's engine)."""
+        if self.wire:
+            return {}
+        return {client: evs for client, evs in self.engine.take_deliveries()}
+
+    def status(self) -> dict[str, Any]:
+        """What the engine holds (for a broker's status)."""
+        return {"engine": "native", "in_flight": self.engine.in_flight()}
