@@ -15,7 +15,7 @@ from pathlib import Path
 
 import multihop as mh
 import procs
-from conftest import monitor_processes, unique_name
+from session import monitor_processes, unique_name
 
 ROOT = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
 
