@@ -86,7 +86,7 @@ def test_monitors_out_of_descriptors_say_so_at_once_and_keep_serving(transport: 
 
                 time.sleep(0.1)
     finally:
-        for d, ch, peer in kept:
+        for d, _ch, _peer in kept:
             d.detach()
         rt.stop()
 

@@ -141,7 +141,7 @@ def test_a_full_disk_is_reported_survived_and_storing_resumes_without_a_restart(
                     assert alive, f"storage broker {a} died on the full disk:\n{_log(system, a)}"
                 n += 1
                 pub.publish({"n": n}, b"x" * 2000)
-                pub.queued  # reads the broker's answers
+                _ = pub.queued  # reads the broker's answers
                 time.sleep(0.01)  # a publisher's pace; the brokers never poll
             assert "database or disk is full" in pub.store_error and "1.1.1" in pub.store_error
             for _ in range(200):  # more while the disk is full: queued at the publisher, answered "not stored"

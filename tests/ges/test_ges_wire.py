@@ -78,7 +78,7 @@ def _reference_decode(data: bytes) -> Events:
 
 def _random_copies(rng: random.Random, n: int) -> tuple[EventCopy, ...]:
     out = []
-    for k in range(n):
+    for _k in range(n):
         ev = EventData(
             EventId(rng.choice(["p", "publisher-é", "x" * 300]), rng.randrange(1 << 64), rng.randrange(1 << 64), rng.randrange(1 << 64)),
             rng.choice(["", "a:int", "a:int\x1fb:str\x1fcafé:str"]),

@@ -572,7 +572,7 @@ def test_a_client_flooding_bad_frames_is_answered_at_a_bounded_rate_and_every_fr
     h = Harness()
     src = h.id("source")
     answers = 0
-    for i in range(300):
+    for _i in range(300):
         answers += len(h.refusals(h.send(src, h.news(2**64 - 1), dt=1000), src))
     assert answers == 100 and h.p.counters["bad_news"] == 300 and h.p.counters["refusals_not_sent"] == 200
     answers = len(h.refusals(h.send(src, h.news(2**64 - 1), dt=S), src))

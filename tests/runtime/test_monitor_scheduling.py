@@ -21,7 +21,7 @@ def _monitor_cpu_seconds(rt: mh.Runtime) -> float:
 def test_monitors_stop_polling_when_traffic_stops() -> None:
     with mh.Runtime.start(unique_name("idle"), cores=[0, 1]) as rt:
         with channel_pair(rt, "multihop") as (c, s):
-            for i in range(2000):  # enough traffic for the monitors to start polling
+            for _i in range(2000):  # enough traffic for the monitors to start polling
                 c.send(b"x")
                 s.send(s.recv(timeout=5))
                 c.recv(timeout=5)

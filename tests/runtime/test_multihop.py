@@ -228,7 +228,7 @@ def test_acks_ride_on_replies_and_every_monitor_forwards_each_message_once() -> 
         assert sum(counter(rt, "forwarded").values()) - before == 2 * rounds * hops
         # One-way traffic: the receiver acknowledges with a dummy every window/2.
         before = sum(counter(rt, "forwarded").values())
-        for i in range(64):
+        for _i in range(64):
             c.send(b"x", timeout=5)
             assert s.recv(timeout=5) == b"x"
         dummies = s.stats()["dummies_sent"]

@@ -208,7 +208,7 @@ def test_every_slot_read_goes_back_before_the_receive_call_returns(rt: mh.Runtim
     per_ring = c.stats()["ring_slots"]
     n = per_ring // 2 - 1  # 64-byte messages take two 56-byte slots each: all but two slots
     for rounds in range(4):
-        for i in range(n):
+        for _i in range(n):
             c.send(b"x" * 64, timeout=1)
         got = 0
         if rounds % 2:
