@@ -36,7 +36,7 @@ def test_c_and_python_pass_descriptors_both_ways(c: C, rt: mh.Runtime, transport
         c.ok(lib.mh_recv_handles(ch, buf, 64, n, got, lib.MH_MAX_HANDLES, nfds, 10_000))
         assert bytes(ffi.buffer(buf, n[0])) == b"back:two" and nfds[0] == 2
         back = [got[0], got[1]]
-        for fd, want in zip(back, [b"A+py", b"B+py"]):
+        for fd, want in zip(back, [b"A+py", b"B+py"], strict=True):
             os.lseek(fd, 0, os.SEEK_SET)
             assert os.read(fd, 16) == want
             os.close(fd)

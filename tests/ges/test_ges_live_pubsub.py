@@ -87,7 +87,7 @@ def test_22_brokers_100_subscribers_several_publishers(testbed: LiveSystem) -> N
             hist.publish(eid, content, time.monotonic())
         for k in range(10):  # batches too, interleaved with single events of the other publishers
             batch = [({n: rng.choice(v) for n, v in ATTRIBUTES.items()}, bytes([k]) * rng.randint(0, 500)) for _ in range(1 + 7 * k)]
-            for content, eid in zip([c for c, _ in batch], pubs[k % 3].publish_many(batch)):
+            for content, eid in zip([c for c, _ in batch], pubs[k % 3].publish_many(batch), strict=True):
                 hist.publish(eid, content, time.monotonic())
             content = {n: rng.choice(v) for n, v in ATTRIBUTES.items()}
             hist.publish(pubs[(k + 1) % 3].publish(content), content, time.monotonic())

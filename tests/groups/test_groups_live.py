@@ -62,7 +62,7 @@ def history(done: list[tuple[Any, ...]]) -> History:
 def members(rt: mh.Runtime, group: str, cores: list[int], n_send: list[int], expect: list[int], **kw: Any) -> Iterator[tuple[Any, Any, Any]]:
     q, go, finish = CTX.Queue(), CTX.Event(), CTX.Event()
     with contextlib.ExitStack() as stack:
-        for core, n, e in zip(cores, n_send, expect):
+        for core, n, e in zip(cores, n_send, expect, strict=True):
             stack.enter_context(child(member, rt.name, core, group, n, e, q, go, finish, *kw.get("extra", ())))
         yield q, go, finish
         finish.set()
@@ -83,7 +83,7 @@ def test_six_fifo_members_deliver_every_message_once_through_the_monitors(rt6: m
         h = history(done)
         assert check_delivery(h) == []
         assert check_fifo(h) == []
-        for _, core, node, events, _ in done:
+        for _, _core, _node, events, _ in done:
             assert sum(1 for e in events if e[0] == "deliver") == expect[0]
         st = rt6.status()
         data = [m["data"] for m in st["monitors"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -171,12 +172,12 @@ def test_simulation_is_pure_and_bounded_below_by_every_path(seed: int, acks: str
     assert r1 == r2
     for c in order:
         path = tree.path_to(c)
-        down = sum(m.one_way(a, b) for a, b in zip(path, path[1:]))
+        down = sum(m.one_way(a, b) for a, b in pairwise(path))
         assert r1.received[c] >= down - 1e-9
         p = tree.parent_of(c)
         assert r1.received[c] >= r1.received[p] + m.one_way(p, c) - 1e-9
         if acks == "tree":
-            up = sum(m.one_way(b, a) for a, b in zip(path, path[1:]))
+            up = sum(m.one_way(b, a) for a, b in pairwise(path))
             assert r1.shootdown >= down + up - 1e-9
     assert r1.shootdown >= max(r1.received.values())
 

@@ -114,7 +114,7 @@ def check_numa_shape(tree: Tree, root: int, members: list[int], topology: Topolo
     first = list(tree.children_of(root))[: len(leaders)]
     assert set(first) == set(leaders.values()), f"root {root} sends first to {first}, leaders are {leaders}"
     distances = [rtt(root, c) for c in first]
-    assert distances == sorted(distances, reverse=True), f"leaders not farthest first: {list(zip(first, distances))}"
+    assert distances == sorted(distances, reverse=True), f"leaders not farthest first: {list(zip(first, distances, strict=True))}"
     assert set(tree.children_of(root)[len(leaders) :]) == set(by_socket.get(home, []))
     for s, leader in leaders.items():
         assert sorted(tree.children_of(leader)) == by_socket[s][1:]

@@ -137,7 +137,7 @@ def test_python_and_c_lay_capabilities_out_alike(tmp_path: Path) -> None:
     lines += f"1 {cases[3][0].hex()}\n3 {cases[0][0].hex()}\n"
     run = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, timeout=30)
     out = run.stdout.splitlines()
-    for (data, hs, give), got in zip(cases, out):
+    for (data, hs, _give), got in zip(cases, out, strict=False):
         assert got == f"OK {data.hex()}", (data, got)
         assert hs == [100 + i for i in range(len(hs))]
     assert out[len(cases) :] == ["ERR -6", "ERR -6"]

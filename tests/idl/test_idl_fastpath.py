@@ -125,8 +125,8 @@ def test_the_native_sender_takes_plain_calls_and_passes_the_rest_on_unchanged(mo
     send = a._fast_sender(layout, list(NAMES), lambda *args, **kw: passed.append((args, kw)))
     plain = [1, 2, 3, 4, -5, -6, -7, -8, True, 9, 10, 11, 2, -12, 13]
     send(*plain)
-    send(**dict(zip(NAMES, plain)), timeout=1)
-    assert b.recv(timeout=5) == b.recv(timeout=5) == mod.encode("all", **dict(zip(NAMES, plain)))
+    send(**dict(zip(NAMES, plain, strict=True)), timeout=1)
+    assert b.recv(timeout=5) == b.recv(timeout=5) == mod.encode("all", **dict(zip(NAMES, plain, strict=True)))
     assert passed == []
     # What the Python encoder owns: an int subclass (an IntEnum member), a bool
     # where an int goes, an int out of range, a missing, repeated or unknown
@@ -151,7 +151,7 @@ def test_the_stubs_use_it_and_the_encoder_explains(mod: Any, pair: tuple[mh.Chan
     a, b = pair
     tx = mod.Binding(a).tx
     assert type(tx.all).__name__ == "builtin_function_or_method"
-    plain = dict(zip(NAMES, [1, 2, 3, 4, -5, -6, -7, -8, True, 9, 10, 11, 2, -12, 13]))
+    plain = dict(zip(NAMES, [1, 2, 3, 4, -5, -6, -7, -8, True, 9, 10, 11, 2, -12, 13], strict=True))
     tx.all(**{**plain, "m": mod.colour.blue})  # an IntEnum member: the Python encoder sends it
     assert mod.decode(b.recv(timeout=5)).m == mod.colour.blue
     with pytest.raises(ValueError, match="'a'"):

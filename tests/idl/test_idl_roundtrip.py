@@ -215,7 +215,7 @@ def ref_fixed(t: Type, v: Any) -> bytes:
     if isinstance(t, Enum):
         return int(v).to_bytes(4, "little")
     if isinstance(t, Struct):
-        return b"".join(ref_fixed(f.type, x) for f, x in zip(t.fields, v))
+        return b"".join(ref_fixed(f.type, x) for f, x in zip(t.fields, v, strict=True))
     assert isinstance(t, Array)
     if _bytes_elem(t.element):
         return bytes(v)
@@ -225,10 +225,10 @@ def ref_fixed(t: Type, v: Any) -> bytes:
 def ref_encode(m: Message, values: dict[str, Any]) -> bytes:
     out = m.number.to_bytes(2, "little")
     vals = [values[py_arg(a.name)] for a in m.args]
-    for a, v in zip(m.args, vals):
+    for a, v in zip(m.args, vals, strict=True):
         if fixed_size(a.type) is not None:
             out += ref_fixed(a.type, v)
-    for a, v in zip(m.args, vals):
+    for a, v in zip(m.args, vals, strict=True):
         t = a.type
         if isinstance(t, String):
             data = v.encode("utf-8")

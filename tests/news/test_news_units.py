@@ -153,7 +153,7 @@ def test_rate_schedule_never_exceeds_the_max_and_never_releases_early(entries: l
     entries.sort()
     r = RateSchedule(0, S, cap)
     rel = [r.release(e) for e in entries]
-    assert all(x >= e for x, e in zip(rel, entries))
+    assert all(x >= e for x, e in zip(rel, entries, strict=True))
     assert rel == sorted(rel)  # order kept
     per_unit: dict[int, int] = {}
     for x in rel:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 
 import pytest
 
@@ -121,7 +122,7 @@ def test_fat_tree_crosses_sockets_only_between_leaders(topology: Topology, cores
     for src in order:
         for dst in order:
             route = walk(table, src, dst)
-            hops = list(zip(route, route[1:]))
+            hops = list(pairwise(route))
             assert len(hops) <= 3
             for a, b in hops:
                 if sockets[a] != sockets[b]:

@@ -24,10 +24,10 @@ def _params(fn: ast.FunctionDef) -> list[tuple[str, object]]:
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[object] = [_NO_DEFAULT] * (len(positional) - len(a.defaults)) + [ast.literal_eval(d) for d in a.defaults]
-    out = list(zip((x.arg for x in positional), defaults))
+    out = list(zip((x.arg for x in positional), defaults, strict=True))
     if a.vararg:
         out.append(("*" + a.vararg.arg, _NO_DEFAULT))
-    out += [(x.arg, _NO_DEFAULT if d is None else ast.literal_eval(d)) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    out += [(x.arg, _NO_DEFAULT if d is None else ast.literal_eval(d)) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
     return [(n, d) for n, d in out if n not in ("self", "cls")]
 
 
