@@ -113,7 +113,7 @@ def main() -> None:
             rows.append((f"multi-hop 0->2 (3 monitors, virtual core 2), {per}/msg", bench_channel(rt, "multihop", 0, 2, a.count, per), base))
     print(f"{a.count} messages per case; two processes on CPUs 0 and 1 (real cores; core 2 is virtual)")
     print(f"{'case':52} {'msgs/s':>10} {'handles/s':>10} {'baseline handles/s':>19} {'ratio':>7}")
-    for (case, took, base), per in zip(rows, [1] * 4 + [4] * 4):
+    for (case, took, base), per in zip(rows, [1] * 4 + [4] * 4, strict=True):
         rate = a.count / took
         print(f"{case:52} {rate:10.0f} {rate * per:10.0f} {a.count * per / base:19.0f} {base / took:7.3f}")
 

@@ -28,7 +28,7 @@ publisher on a system without storage, until a subscriber on 1.1.1 received them
 subscriber away for ``--replay`` events resumes and receives them (events/s at the client).
 
 **Scenarios.**  ``--scenarios N`` runs the Jepsen-style random fault scenarios of the test
-(``tests/test_ges_durability.py`` runs 200) for seeds 0..N-1 and prints how many failed.
+(``tests/ges/test_ges_durability.py`` runs 200) for seeds 0..N-1 and prints how many failed.
 
 Goals (issue 13): persistent publish >= 50,000 events/s with batched commits, replay >=
 200,000 events/s.  Single process, in-process cores: no channels, no broker processes

@@ -102,7 +102,7 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
             parts = (costs.wake, costs.forward, costs.handle, costs.send, costs.ack, costs.root_work, model.switch)
             print(
                 f"  {n:>5} {'real' if n <= cpus else 'virtual':>7} {took:>5.0f}s "
-                + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4)))
+                + " ".join(f"{v / 1000:>{w}.1f}" for v, w in zip(parts, (5, 4, 5, 5, 4, 5, 4), strict=True))
                 + f" {'/'.join(f'{v / 1000:.0f}' for v in costs.crowd):>8} {'/'.join(f'{v / 1000:.0f}' for v in costs.crowd_root):>6}"
                 + f" {predicted / 1000:>7.1f} us {measured / 1000:>7.1f} us {err * 100:>+5.0f}% {load0}-{load()}"
                 + f"  {'met' if abs(err) <= 0.25 else 'NOT MET'}",
@@ -110,7 +110,7 @@ def model_part(sizes: list[int], rounds: int, repeats: int = 3) -> None:
             )
             print(
                 "         each repeat, predicted / measured us: "
-                + ", ".join(f"{p / 1000:.1f} / {m / 1000:.1f} ({(p - m) / m * 100:+.0f}%)" for p, m in zip(preds, runs)),
+                + ", ".join(f"{p / 1000:.1f} / {m / 1000:.1f} ({(p - m) / m * 100:+.0f}%)" for p, m in zip(preds, runs, strict=True)),
                 flush=True,
             )
     print(

@@ -39,6 +39,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -172,7 +173,7 @@ def main() -> None:
         for w in (1, 4, 16, 64):
             b = peers.PeerBench(rt, 0, 1, transport="multihop", window=w)
             k = n_stream // (8 if w == 1 else 2)
-            per, bat = med(lambda: b.stream_ours(k), rep), med(lambda: batched_stream(b, k), rep)
+            per, bat = med(partial(b.stream_ours, k), rep), med(partial(batched_stream, b, k), rep)
             print(f"  window {w:<3} {per:12,.0f} msg/s {per / pipe_stream:6.2f}x Pipe | {bat:12,.0f} msg/s {bat / pipe_stream:6.2f}x Pipe")
         bounds = [(w, work, window_bound(w, work, False)) for w in (16, 64) for work in (0, 100, 300)]
         hold_bounds = [(16, work, window_bound(16, work, False, hold=True)) for work in (0, 100, 300)]
@@ -203,8 +204,8 @@ def main() -> None:
     with mh.Runtime.start(f"bench-hops-{pid}", cores=list(range(8)), routing="ring") as rt:
         for hops, dst in ((1, 0), (2, 1), (4, 3), (8, 7)):
             b = peers.PeerBench(rt, 0, dst, transport="multihop", window=16)
-            r = med(lambda: b.rtt_ours(max(n_rtt // 10, 500)), rep)
-            s = med(lambda: b.stream_ours(max(n_stream // 10, 5000)), rep)
+            r = med(partial(b.rtt_ours, max(n_rtt // 10, 500)), rep)
+            s = med(partial(b.stream_ours, max(n_stream // 10, 5000)), rep)
             print(f"  {hops} monitor(s) on the path: round trip {r:8.1f} us   one-way {s:12,.0f} msg/s")
     print("memory per open channel (measured RSS growth)")
     print(f"  multi-hop: monitors {mh_mon:10,.0f} B (forwarding entries; queues hold at most window x message)   both ends' process {mh_me:10,.0f} B")

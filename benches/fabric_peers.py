@@ -384,7 +384,7 @@ class SideB(ABC):
     def start(self) -> None:
         """Set up; return once a may start."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a hook with nothing to do by default, not abstract: sides that hold nothing inherit it)
         """Stop (the process exits right after)."""
 
 
@@ -406,7 +406,7 @@ class SideA(ABC):
     def send(self, n: int, size: int) -> tuple[int, int]:
         """Send `n` messages of `size` bytes: monotonic ns before the first and after the last send."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a hook with nothing to do by default, not abstract: sides that hold nothing inherit it)
         """Stop (the process exits right after)."""
 
 

@@ -1,4 +1,4 @@
-"""Child-process bodies of tests/test_caps.py (importable by spawn)."""
+"""Child-process bodies of tests/handles/test_caps.py (importable by spawn)."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def channel_pair(
 @contextmanager
 def runtime_pair(prefix: str, transport: str = "ump") -> Iterator[tuple[mh.Channel, mh.Channel]]:
     """A fresh two-core runtime and one channel pair on it; the runtime is stopped on exit."""
-    from conftest import unique_name
+    from session import unique_name
 
     rt = mh.Runtime.start(unique_name(prefix), cores=[0, 1])
     try:

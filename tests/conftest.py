@@ -1,56 +1,31 @@
-"""Shared fixtures: private runtime root, unique runtimes, process cleanup."""
+"""Fixtures shared by every subsystem's tests: a runtime, process cleanup, Spark, an install without extras.
+
+The tests live in one directory per subsystem (runtime, handles, idl, ges, groups, news, bench, analysis,
+cli, c, attack, docs, package); the modules they share (this directory's *.py: session, procs, chanpair,
+cdylib, ...) are importable by name, since pyproject.toml puts tests/ on pytest's ``pythonpath``. Fixtures of
+one subsystem only are in that subsystem's conftest.py.
+"""
 
 from __future__ import annotations
 
-import itertools
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import psutil
 import pytest
 
-_ROOT = Path(tempfile.mkdtemp(prefix="mh-test-root-"))
-os.environ["MULTIHOP_RUNTIME_ROOT"] = str(_ROOT)  # children inherit it
+# isort: off
+import session  # noqa: F401  (first: it points MULTIHOP_RUNTIME_ROOT at the session's private root)
+import multihop as mh
 
-import multihop as mh  # noqa: E402
-
-_counter = itertools.count()
-
-
-def monitor_processes() -> list[psutil.Process]:
-    """Live (non-zombie) monitor processes that belong to this test session."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        try:
-            cmd = p.info["cmdline"] or []
-            if "multihop.monitor" in cmd and str(_ROOT) in " ".join(cmd) and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return out
-
-
-def unique_name(prefix: str = "t") -> str:
-    """A runtime name no other test uses."""
-    return f"{prefix}-{os.getpid()}-{next(_counter)}"
+# isort: on
+from extras_shadow import shadowed_extras
+from session import monitor_processes, unique_name
 
 
 @pytest.fixture
 def rt() -> Iterator[mh.Runtime]:
     """A fresh two-core runtime, stopped after the test even if it fails."""
     runtime = mh.Runtime.start(unique_name(), cores=[0, 1])
-    try:
-        yield runtime
-    finally:
-        runtime.stop()
-
-
-@pytest.fixture
-def rt6() -> Iterator[mh.Runtime]:
-    """Six virtual cores in two declared sockets (the live group tests), stopped after the test even if it fails."""
-    runtime = mh.Runtime.start(unique_name("grp"), cores=list(range(6)), topology=mh.Topology([[0, 1, 2], [3, 4, 5]]))
     try:
         yield runtime
     finally:
@@ -91,3 +66,9 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def without_extras(tmp_path: Path) -> dict[str, str]:
+    """An environment in which every package of an extra fails to import."""
+    return shadowed_extras(tmp_path)

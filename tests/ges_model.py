@@ -33,7 +33,7 @@ def name(p: Parts) -> str:
 
 def glevel(a: Parts, b: Parts) -> int:
     n = len(a) - 1
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return n - i
     raise ValueError("same broker")

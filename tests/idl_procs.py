@@ -1,4 +1,4 @@
-"""Functions the Flounder binding tests run in child processes (importable by spawn; no conftest import,
+"""Functions the Flounder binding tests run in child processes (importable by spawn; no session import,
 which would give the child a runtime root of its own)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Type stubs for the Rust extension ``multihop._core`` (kept true by tests/test_stubs.py)."""
+"""Type stubs for the Rust extension ``multihop._core`` (kept true by tests/runtime/test_stubs.py)."""
 
 from os import PathLike
 from typing import Any, AsyncIterator, Callable, Coroutine, Generator, Generic, Iterable, Literal, TypeVar

@@ -152,7 +152,7 @@ def format_demo(figures: list[Any], transport: str) -> str:
         versus = "no figure" if r in (0.0, float("inf")) else (f"{r:,.1f}x faster" if r >= 1 else f"{1 / r:,.1f}x slower")
         rows.append((f.case, _figure(f.ours, f.unit), _figure(f.pipe, f.unit), f.unit, versus))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) if i in (0, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines = ["  ".join(c.ljust(w) if i in (0, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

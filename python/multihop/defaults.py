@@ -1,7 +1,7 @@
 """The runtime's defaults, defined once: every other Python module reads them from here.
 
 The engine (the Rust core) has the same values for the calls it implements (``Dispatcher.bind``'s
-``window`` and ``timeout``, ``monitor_status``'s ``timeout``); ``tests/test_defaults.py`` checks that the
+``window`` and ``timeout``, ``monitor_status``'s ``timeout``); ``tests/package/test_defaults.py`` checks that the
 extension's signatures agree with these.
 """
 

@@ -8,7 +8,7 @@ use it to keep runtimes apart).  No shared memory is reachable through it:
 segments are passed as file descriptors over the sockets.
 
 ``core-rs/base/src/paths.rs`` is this module's twin for the C ABI (``mh_attach``);
-``tests/test_capi.py`` checks that both name the same directory.
+``tests/c/test_capi.py`` checks that both name the same directory.
 """
 
 from __future__ import annotations

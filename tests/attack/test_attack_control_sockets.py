@@ -19,8 +19,8 @@ import time
 import pytest
 
 import multihop as mh
-from conftest import unique_name
 from liveness_util import until
+from session import unique_name
 
 PIECE_MORE, PIECE_LAST = b"\x00", b"\x01"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import multihop as mh
 import procs
-from conftest import monitor_processes, unique_name
+from session import monitor_processes, unique_name
 
 ROOT = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
 
@@ -86,7 +86,7 @@ def test_multihop_up_and_down_cycles_leave_nothing_behind() -> None:
     cli = [sys.executable, "-m", "multihop.cli"]
     name = unique_name("updown")
     before = _snapshot()
-    for i in range(4):
+    for _i in range(4):
         up = subprocess.run([*cli, "up", name, "--cores", "0-1"], capture_output=True, text=True, timeout=60)
         assert up.returncode == 0, up.stderr
         again = subprocess.run([*cli, "up", name, "--cores", "0-1"], capture_output=True, text=True, timeout=60)

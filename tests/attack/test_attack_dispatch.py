@@ -26,12 +26,12 @@ from typing import Callable, Iterator
 import pytest
 
 import multihop as mh
-from conftest import unique_name
 from multihop import news
 from multihop.news.ids import Nid, domain_id, hex_id, new_identity
 from multihop.news.naming import peer_service
 from multihop.news.source_machine import SourceMachine
 from multihop.news.wire import DecodeError, M, Record, decode, encode
+from session import unique_name
 
 FAST = news.PeerConfig(heartbeat=0.05, dead_after=0.4)
 

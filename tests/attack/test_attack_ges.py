@@ -23,11 +23,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import unique_name
 from multihop import ges
 from multihop.ges.errors import GesStateError
 from multihop.ges.live import LiveSystem
 from multihop.ges.storage_sqlite import SqliteStorage
+from session import unique_name
 
 ALL = [("n", "*")]
 

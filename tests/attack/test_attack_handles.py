@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import multihop as mh
-from conftest import unique_name
+from session import unique_name
 
 TESTS = Path(__file__).resolve().parent.parent
 

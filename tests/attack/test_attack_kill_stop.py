@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import scenario
-from conftest import unique_name
+from session import unique_name
 
 ROOT = Path(os.environ["MULTIHOP_RUNTIME_ROOT"])
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import multihop as mh
-from conftest import unique_name
+from session import unique_name
 
 USER = "mh-attacker"
 HERE = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ def attacker() -> tuple[int, int]:
 
 
 def _attack(rt: mh.Runtime, uid: int, gid: int) -> dict[str, Any]:
-    from test_capi import ensure_cdylib
+    from cdylib import ensure_cdylib
 
     env = {**os.environ, "MH_MONITOR_PIDS": ",".join(str(p) for p in rt.monitor_pids.values())}
     r = subprocess.run(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import multihop as mh
-from conftest import unique_name
+from session import unique_name
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ def test_monitors_out_of_descriptors_say_so_at_once_and_keep_serving(transport: 
 
                 time.sleep(0.1)
     finally:
-        for d, ch, peer in kept:
+        for d, _ch, _peer in kept:
             d.detach()
         rt.stop()
 

@@ -1,4 +1,4 @@
-/* allkinds_client: a C client of the Python service in tests/test_idl_live.py, over the C ABI.
+/* allkinds_client: a C client of the Python service in tests/idl/test_idl_live.py, over the C ABI.
  *
  * Built by the test from the stubs `multihop stubgen tests/c/allkinds.if --lang c` writes, linked
  * against libmultihop_core.so. Usage: allkinds_client RUNTIME SERVICE CORE [TRANSPORT]
@@ -9,7 +9,7 @@
  *   Py -> C   scalars(B), composite(B), dynamic(B)      checked here, through allkinds_recv
  *   C -> Py   rpc mix(in A) -> (out B)                  checked on both sides
  *   C -> Py   done(4); Py -> C done(4); C closes.
- * The values A and B are written out again in tests/test_idl_live.py; keep the two in step.
+ * The values A and B are written out again in tests/idl/test_idl_live.py; keep the two in step.
  * Exit status: 0 if every check passed, 1 if one failed, 2 if a call failed.
  */
 #include <inttypes.h>

@@ -1,4 +1,4 @@
-/* backlog_client: a C client of the Python service in tests/test_idl_live.py, checking the
+/* backlog_client: a C client of the Python service in tests/idl/test_idl_live.py, checking the
  * generated binding's rpc backlog over a real channel (libmultihop_core.so).
  *
  * Built by the test from the stubs `multihop stubgen tests/c/backlog.if --lang c` writes.

@@ -1,5 +1,5 @@
 /* echo_bind: the generated echo_bind / echo_export / echo_accept of flounder-idl/echo.if over a real
- * runtime (libmultihop_core.so), against the Python bindings of tests/test_idl_connect.py.
+ * runtime (libmultihop_core.so), against the Python bindings of tests/idl/test_idl_connect.py.
  *
  * Built by the test from the stubs `multihop stubgen flounder-idl/echo.if --lang c` writes.
  * Usage:

@@ -204,17 +204,17 @@ def summary_cells(table: Table, runs: int = 1) -> tuple[list[str], list[list[str
     """Header and body of the consistency table for reading (a Run column only when there are several runs)."""
     header = (["Run"] if runs > 1 else []) + ["Figure", "Suite", "Figure there", "Suite", "Figure there", "Agree", "Why not"]
     body = []
+
+    def cell(v: Any, lo: Any, hi: Any, n: Any, unit: str) -> str:
+        return f"{format_amount(v, unit)} ({format_range(lo, hi, unit)}, {n}x)"
+
     for r in table.records():
         unit = r["unit"]
-
-        def cell(v: Any, lo: Any, hi: Any, n: Any) -> str:
-            return f"{format_amount(v, unit)} ({format_range(lo, hi, unit)}, {n}x)"
-
         body.append(
             ([r["run_id"]] if runs > 1 else [])
             + [
-                r["figure"], r["suite_a"], cell(r["value_a"], r["min_a"], r["max_a"], r["repeats_a"]), r["suite_b"],
-                cell(r["value_b"], r["min_b"], r["max_b"], r["repeats_b"]), r["agree"], r["why"],
+                r["figure"], r["suite_a"], cell(r["value_a"], r["min_a"], r["max_a"], r["repeats_a"], unit), r["suite_b"],
+                cell(r["value_b"], r["min_b"], r["max_b"], r["repeats_b"], unit), r["agree"], r["why"],
             ]
         )  # fmt: skip
     return header, body

@@ -233,7 +233,8 @@ def _load_cells(spread: Table, runs: int) -> tuple[list[str], list[list[str]], l
 def _load_html(header: Sequence[str], body: Sequence[Sequence[str]], flags: Sequence[bool]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     rows = "\n".join(
-        ('<tr class="heavy">' if f else "<tr>") + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row, f in zip(body, flags)
+        ('<tr class="heavy">' if f else "<tr>") + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row, f in zip(body, flags, strict=True)
     )
     return f'<div class="wide"><table class="load" id="load">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table></div>'
 

@@ -389,7 +389,7 @@ def format_table(figures: list[Figure]) -> str:
     for f in figures:
         rows.append((f.case, f"{f.ours:,.2f}", f"{f.pipe:,.2f}", f.unit, f"{f.ratio:,.1f}x"))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

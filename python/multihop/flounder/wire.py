@@ -163,7 +163,7 @@ def validate(desc: tuple[Any, ...], value: Any, path: str) -> None:
             _fail(path, f"expected a {tname} (a tuple of {len(fields)} fields), got {type(value).__name__}", TypeError)
         if len(value) != len(fields):
             _fail(path, f"struct {tname} has {len(fields)} fields, got {len(value)} values")
-        for (fname, fdesc), v in zip(fields, value):
+        for (fname, fdesc), v in zip(fields, value, strict=True):
             validate(fdesc, v, f"{path}.{fname}")
     elif tag == "array":
         _, edesc, n, is_bytes = desc
@@ -218,7 +218,7 @@ def explain(iface: str, message: str, descs: tuple[tuple[str, tuple[Any, ...]], 
     Returns normally only if every argument checks out (the caller then
     re-raises the original exception).
     """
-    for (aname, desc), value in zip(descs, values):
+    for (aname, desc), value in zip(descs, values, strict=False):
         try:
             validate(desc, value, aname)
         except (ValueError, TypeError) as e:
@@ -283,7 +283,7 @@ def _put(desc: tuple[Any, ...], v: Any, out: bytearray, handles: list[Any], give
     elif tag == "enum":
         out += struct.pack("<I", v)
     elif tag == "struct":
-        for (_, fdesc), x in zip(desc[2], v):
+        for (_, fdesc), x in zip(desc[2], v, strict=True):
             _put(fdesc, x, out, handles, give)
     elif tag in ("array", "dyn"):
         if tag == "dyn":
@@ -321,7 +321,7 @@ def encode_caps(
     handles: list[Any] = []
     give: list[bool] = []
     later = []
-    for (_, desc), v in zip(descs, values):
+    for (_, desc), v in zip(descs, values, strict=False):
         if _is_dynamic(desc):
             later.append((desc, v))
         else:

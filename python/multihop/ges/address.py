@@ -157,7 +157,7 @@ def gateway_level(a: AddressLike, b: AddressLike) -> int:
     x, y = _addr(a), _addr(b)
     if x.levels != y.levels:
         raise AddressError(f"addresses {x} and {y} have different numbers of parts ({x.levels + 1} and {y.levels + 1})")
-    for i, (p, q) in enumerate(zip(x.parts, y.parts)):
+    for i, (p, q) in enumerate(zip(x.parts, y.parts, strict=True)):
         if p != q:
             return x.levels - i
     raise AddressError(f"a gateway joins two different brokers; both are {x}")

@@ -296,7 +296,7 @@ class StoreRole:
     def start(self) -> None:
         """After a (re)start: subscribe for the homed clients, route again what is not acknowledged, resume sessions."""
         ppp = self.core.ppp
-        for name, c in self.clients.items():
+        for _name, c in self.clients.items():
             for sub, chain in c.subs.items():
                 ppp.subscribe(VIRTUAL_BASE - c.slot, sub, chain)
         for e, (ev, bits) in list(self.entries.items()):

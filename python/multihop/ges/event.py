@@ -101,7 +101,7 @@ class Event:
         if c is None:
             names = split_signature(self.data.signature)[0]
             vals = self.data.values.split(_SEP_UNIT) if names else []
-            c = self._content = {n: decode_value(v) for n, v in zip(names, vals)}
+            c = self._content = {n: decode_value(v) for n, v in zip(names, vals, strict=False)}
         return c
 
     @property
@@ -170,7 +170,7 @@ def decode_value(text: str) -> Any:
 
 def signature_text(names: Iterable[str], types: Iterable[str]) -> str:
     """``name:type`` pairs joined by \\x1f."""
-    return _SEP_UNIT.join(f"{n}:{t}" for n, t in zip(names, types))
+    return _SEP_UNIT.join(f"{n}:{t}" for n, t in zip(names, types, strict=False))
 
 
 _SIG_CACHE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -230,7 +230,7 @@ def _check_event(ev: EventData) -> None:
     vals = ev.values.split(_SEP_UNIT)
     if len(vals) != len(names):
         raise ValueError(f"the event has {len(names)} attributes but {len(vals)} values")
-    for n, t, v in zip(names, types, vals):
+    for n, t, v in zip(names, types, vals, strict=True):
         if v[:1] != TYPES[t]:
             raise ValueError(f"attribute {n!r} is declared {t} but its value {v!r} is not")
         try:

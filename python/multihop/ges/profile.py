@@ -57,7 +57,7 @@ def chain_matches(chain: Chain, names: Sequence[str], values: Sequence[str]) -> 
     """Reference matcher: does an event with these attribute names and canonical values match the chain."""
     if len(chain) > len(names):
         return False
-    for (a, v), n, x in zip(chain, names, values):
+    for (a, v), n, x in zip(chain, names, values, strict=False):
         if a != n or (v != WILDCARD and v != x):
             return False
     return True

@@ -126,7 +126,7 @@ def run_scenario(seed: int, max_brokers: int = 500, native: bool = False) -> Sce
     pubs = [sim.client(rng.choice(addrs), f"p{i}") for i in range(rng.randint(1, 3))]
     lost = 0
     events = 0
-    for burst in range(rng.randint(1, 4)):
+    for _burst in range(rng.randint(1, 4)):
         for _ in range(rng.randint(1, 15)):
             p = rng.choice(pubs)
             content = _content(rng)

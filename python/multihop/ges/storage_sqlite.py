@@ -39,6 +39,7 @@ import os
 import sqlite3
 import time
 import uuid
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +357,7 @@ class SqliteStorage:
                 if gone:  # runs of consecutive entries go in one range delete each (a replay collects runs)
                     runs: list[tuple[int, int]] = []
                     lo = gone[0]
-                    for x, y in zip(gone, gone[1:]):
+                    for x, y in pairwise(gone):
                         if y != x + 1:
                             runs.append((lo, x))
                             lo = y

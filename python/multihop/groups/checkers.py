@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 __all__ = ["History", "Message", "check_delivery", "check_fifo", "check_causal", "check_total"]
 
@@ -250,7 +251,7 @@ def check_total(h: History, limit: int = 20) -> list[str]:
             where = {m: k for k, m in enumerate(seqs[p])}
             for q in procs[i + 1 :]:
                 common = [m for m in seqs[q] if m in where]
-                for a, b in zip(common, common[1:]):
+                for a, b in pairwise(common):
                     if where[a] > where[b]:
                         out.append(f"{q!r} delivered {a!r} before {b!r}, {p!r} the other way round (stream {stream!r})")
                         break
@@ -268,7 +269,7 @@ def _has_cycle(sequences: Iterable[list[MsgId]]) -> bool:
     for seq in sequences:
         for m in seq:
             indeg.setdefault(m, 0)
-        for a, b in zip(seq, seq[1:]):
+        for a, b in pairwise(seq):
             if b not in succ[a]:
                 succ[a].add(b)
                 indeg[b] += 1

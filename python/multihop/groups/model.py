@@ -409,7 +409,7 @@ def model_from_dict(data: Mapping[str, Any], default_name: str = "model") -> Mac
     if cpu_list is not None:
         if not isinstance(cpu_list, list) or len(cpu_list) != n:
             raise ModelError(f"machine.cpu_of must list one CPU per core ({n}), got {cpu_list!r}")
-        cpu_of = dict(zip(cores, cpu_list))
+        cpu_of = dict(zip(cores, cpu_list, strict=True))
     runtime = data.get("runtime", {})
     if not isinstance(runtime, Mapping):
         raise ModelError("[runtime] must be a table (route, forward, wake, spin)")

@@ -162,7 +162,7 @@ class _Flat:
         elif isinstance(t, Struct):
             temps = [self.temp() for _ in t.fields]
             self.stmts.append(f"({', '.join(temps)},) = {var}")
-            for f, tv in zip(t.fields, temps):
+            for f, tv in zip(t.fields, temps, strict=True):
                 self.add(f.type, tv)
         else:
             assert isinstance(t, Array)
@@ -333,7 +333,7 @@ class _Gen:
             self.w(f"        self.{n} = {n}")
         self.w(f"{rec}.__name__ = {rec}.__qualname__ = {py_name(m.name)!r}")
         # descriptors, struct, encoder
-        self.w(f"_mhD_{m.number} = {tuple((n, _desc(a.type)) for n, a in zip(names, m.args))!r}")
+        self.w(f"_mhD_{m.number} = {tuple((n, _desc(a.type)) for n, a in zip(names, m.args, strict=True))!r}")
         if caps:
             params = ", ".join(names)
             self.w(

@@ -327,7 +327,7 @@ class PeerMachine(Clients):
         """Recompute who serves each partition; start serving what we took over; tell the clients."""
         old = self.owners
         self.owners = owner_map(self.cfg.partitions, self.members.active_ids())
-        gained = [p for p, (a, b) in enumerate(zip(old, self.owners)) if b == self.me and a != self.me]
+        gained = [p for p, (a, b) in enumerate(zip(old, self.owners, strict=True)) if b == self.me and a != self.me]
         if gained:
             sinks = [s for s in self.sinks.values() if s.partition in set(gained)]
             self.event("took_over", partitions=len(gained), sinks=len(sinks), why=why)

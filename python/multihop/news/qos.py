@@ -202,7 +202,7 @@ class SinkQoS:
                     f"SinkQoS.exclusive has {len(flags)} flag(s) for {len(topics)} topic(s) {list(topics)}: "
                     "give one flag per topic, in the same order"
                 )
-            return tuple(t for t, f in zip(topics, flags) if f)
+            return tuple(t for t, f in zip(topics, flags, strict=True) if f)
         names = tuple(str(x) for x in flags)
         unknown = [t for t in names if t not in topics]
         if unknown:

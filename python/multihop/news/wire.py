@@ -33,7 +33,7 @@ for _name, _number in M.MESSAGE_NUMBERS.items():
 
     def _make(name: str, fields: tuple[str, ...]) -> Callable[..., bytes]:
         def enc(*values: Any) -> bytes:
-            return M.encode(name, **dict(zip(fields, values)))
+            return M.encode(name, **dict(zip(fields, values, strict=False)))
 
         return enc
 

@@ -183,9 +183,9 @@ class NatsTestbed:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                     break
-                except OSError:
+                except OSError as e:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"nats-server on port {port} did not come up; logs in {self._dir}")
+                        raise RuntimeError(f"nats-server on port {port} did not come up; logs in {self._dir}") from e
                     time.sleep(0.05)
 
     def run_case(self, match: int, size: int, rate: float, count: int) -> CaseResult:

@@ -89,7 +89,7 @@ def _subscriber_proc(name: str, addr: str, n: int, conn: Any) -> None:
     clients = [ges.connect(name, addr, f"bg-{addr}-{k}", dispatcher=d) for k in range(n)]
     try:
         subs = [c.subscribe(PROFILE) for c in clients]
-        for c, s in zip(clients, subs):
+        for c, s in zip(clients, subs, strict=True):
             deadline = time.monotonic() + 60
             while c.active_level(s) < 4 and time.monotonic() < deadline:
                 time.sleep(0.01)

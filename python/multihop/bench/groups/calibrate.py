@@ -162,7 +162,7 @@ def measure(
                 )
             )
             readies.append(ready)
-        for core, ready in zip(cores, readies):
+        for core, ready in zip(cores, readies, strict=True):
             if not ready.wait(60):
                 raise mh.MonitorError(f"the calibration agent of core {core} did not start within 60 s")
         d = stack.enter_context(rt.dispatcher(cores[0]))

@@ -206,7 +206,7 @@ def _reference(rt: mh.Runtime, root: int, members: Sequence[int], rounds: int, w
                 root_cpu.append(time.thread_time_ns() - c0)  # the root's own part of the round (no loop around it)
                 while g.try_recv() is not None:
                     pass
-            each.append([(cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before)])
+            each.append([(cpu_ns(p) - b) / todo for p, b in zip(pids[1:], before, strict=True)])
             member_cpu.append(statistics.mean(each[-1]))
         mon1 = _monitor_samples(rt, watched)
         # the endpoint's own account of taking a frame (its request to itself and the replies)
@@ -285,7 +285,7 @@ def reference_members(rt: mh.Runtime, root: int, member: int) -> list[list[int]]
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """(slope, value at x = 0) of the least-squares line through the points."""
     mx, my = statistics.mean(xs), statistics.mean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     return slope, my - slope * mx
 
 

@@ -90,7 +90,7 @@ def measure_shootdown(rt: mh.Runtime, root: int, members: Sequence[int], rounds:
         for _ in listed:
             ch = svc.accept(timeout=60)
             chans[ch.peer_pid] = ch
-        for core, ready in zip(listed, readies):
+        for core, ready in zip(listed, readies, strict=True):
             if not ready.wait(60):
                 raise mh.MonitorError(f"the shoot-down member on core {core} did not start within 60 s")
         order = list(chans.values())

@@ -68,7 +68,7 @@ def _main(name: str, cores: list[int], prefix: str, ready: Event, stop: Event, l
     rt = mh.Runtime.attach(name)
     dispatchers = [rt.dispatcher(c) for c in cores]
     barrier = threading.Barrier(len(cores) + 1)
-    threads = [threading.Thread(target=_serve, args=(rt, d, c, prefix, barrier, stop), daemon=True) for d, c in zip(dispatchers, cores)]
+    threads = [threading.Thread(target=_serve, args=(rt, d, c, prefix, barrier, stop), daemon=True) for d, c in zip(dispatchers, cores, strict=True)]
     for t in threads:
         t.start()
     barrier.wait(timeout=30)

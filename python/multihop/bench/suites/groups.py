@@ -58,13 +58,17 @@ def run(ctx: SuiteContext) -> None:
                 ctx.progress.step(f"{n} cores, {mode}")
                 with sampling(rt) as load:
                     r = measure_group_shootdown(rt, root, members, mode, rounds=rounds)
-                ends = [s + t for s, t in zip(r.starts, r.times)]
+                ends = [s + t for s, t in zip(r.starts, r.times, strict=True)]
                 record_samples(ctx, dict(base, transport=f"group-{mode}"), list(r.starts), ends, load=load.columns())
             ctx.progress.step(f"{n} cores, pipe")
             with sampling(rt) as load:
                 r = measure_pipe_shootdown(rt, root, members, rounds=rounds)
             record_samples(
-                ctx, dict(base, transport="pipe", window=-1), list(r.starts), [s + t for s, t in zip(r.starts, r.times)], load=load.columns()
+                ctx,
+                dict(base, transport="pipe", window=-1),
+                list(r.starts),
+                [s + t for s, t in zip(r.starts, r.times, strict=True)],
+                load=load.columns(),
             )
             if n == sizes[-1]:
                 k = min(3, len(members))

@@ -91,7 +91,7 @@ def _pair(ctx: SuiteContext, rt: mh.Runtime, d: mh.Dispatcher, mode: str, src: i
     t_recv: list[int] = []
     ch = None
     with sampling(rt) as s:
-        for i in range(n_bind):
+        for _i in range(n_bind):
             if ch is not None:
                 ch.close()
             t0 = time.monotonic_ns()

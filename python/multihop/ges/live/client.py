@@ -292,7 +292,7 @@ class LiveClient:
         d = self.core.durable
         if d is not None and not self._closed and len(d.queue) >= 1024:
             if len(d.queue) % 256 == 0 or len(d.queue) >= QUEUE_MAX:
-                self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
+                _ = self.queued  # take in the "stored" answers that came meanwhile (non-blocking)
             if len(d.queue) >= QUEUE_MAX:
                 self.wait_stored(10.0)  # connected and full: wait for the store rather than refuse
         eid = self.core.publish(content, payload, time.time_ns() // 1000)
@@ -347,7 +347,7 @@ class LiveClient:
         (reads what the broker sent so far).  The events stay queued and go out again meanwhile."""
         if self.core.durable is None:
             return None
-        self.queued  # takes in the answers that came
+        _ = self.queued  # takes in the answers that came
         return self.core.store_error
 
     @property

@@ -321,7 +321,7 @@ def decode_durable_for_client(rec: Any, decode_deliveries: Any) -> Any:
         evs = decode_deliveries(rec)
         if len(evs) != len(rec.entries):
             raise ProtocolError("ges_client.durable_deliver: entries and events differ in number")
-        return DurableDeliver(rec.prev, tuple(zip(rec.entries, evs)))
+        return DurableDeliver(rec.prev, tuple(zip(rec.entries, evs, strict=True)))
     return None
 
 

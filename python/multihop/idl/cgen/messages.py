@@ -125,7 +125,7 @@ class Messages(ValueCodecs):
             n, t = c_name(a.name), a.type
             lv = n if isinstance(t, Array) else f"*{n}"
             out += self.dec_value(t, lv, "    ")
-        for k, a in enumerate(dyn):
+        for _k, a in enumerate(dyn):
             n, t = c_name(a.name), a.type
             out += [
                 "    {",
