@@ -9,7 +9,7 @@
 
 Each generated part sits between two markers of its page; the rest of the page is written by hand and left
 alone. Run ``bash .ci/docs`` (which also renders the architecture picture) or ``.venv/bin/python
-.ci/gen_docs.py``; ``--check`` writes nothing and fails naming every stale page. ``tests/test_module_map.py``
+.ci/gen_docs.py``; ``--check`` writes nothing and fails naming every stale page. ``tests/docs/test_module_map.py``
 runs the same check.
 """
 
@@ -68,7 +68,14 @@ def rust_doc_line(path: Path) -> str:
         if not line.startswith("//!"):
             break
         doc.append(line[3:])
-    return summary(doc)
+    return _plain_rustdoc_links(summary(doc))
+
+
+def _plain_rustdoc_links(text: str) -> str:
+    """Rustdoc's intra-doc links (``[`X`](crate::path)``, ``[`X`]``) as plain code: their targets are Rust paths,
+    not files, and would be broken links in a Markdown page."""
+    text = re.sub(r"\[(`[^`\]]+`)\]\([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z0-9_]+)+\)", r"\1", text)
+    return re.sub(r"\[(`[^`\]]+`)\](?!\()", r"\1", text)
 
 
 def _module_name(pkg_root: Path, path: Path) -> str:

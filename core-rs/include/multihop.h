@@ -1,5 +1,5 @@
 /* multihop.h: the C ABI of the multihop runtime (libmultihop_core.so, core-rs/src/capi.rs; every declaration here is
- * checked against capi.rs by tests/test_capi_header.py).
+ * checked against capi.rs by tests/c/test_capi_header.py).
  *
  * A C program attaches to a runtime started by `multihop up NAME` (or by a Python program with
  * multihop.Runtime.start), exports or binds services by name, and exchanges messages over UMP

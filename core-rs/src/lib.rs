@@ -9,7 +9,7 @@
 //! `multihop_testkit` (test hooks, in the Python module only).
 //!
 //! - [`capi`]: the C ABI (`include/multihop.h`, checked against this file by
-//!   `tests/test_capi_header.py`);
+//!   `tests/c/test_capi_header.py`);
 //! - `python` (feature `python`): the PyO3 module `multihop._core`, one
 //!   pyclass per file under `python/` (`fast_send`: generated stubs' native
 //!   send methods).

@@ -1,6 +1,6 @@
 """Types of ``multihop._ges``, the GES native engine (crate ``core-rs/ges``, registered by ``multihop._core``).
 
-Kept true by ``tests/test_ges_native_stubs.py`` (names, members and parameters against the module).
+Kept true by ``tests/ges/test_ges_native_stubs.py`` (names, members and parameters against the module).
 """
 
 from typing import Any, Iterable, Sequence

@@ -2,7 +2,7 @@
 //!
 //! Both must name the same directory for the same environment (the C ABI's
 //! `mh_attach` resolves a runtime name here, Python's `Runtime.attach` there);
-//! `tests/test_capi.py::test_runtime_dir_matches_python` runs both under a
+//! `tests/c/test_capi.py::test_runtime_dir_matches_python` runs both under a
 //! set of environments and compares the strings.
 //!
 //! The rule: `$MULTIHOP_RUNTIME_ROOT` if set (non-empty); else

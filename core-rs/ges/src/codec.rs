@@ -1,7 +1,7 @@
 //! The GES brokers' event batches (`ges_broker.events`, `flounder-idl/ges_broker.if`), their hop
 //! acknowledgements (`ges_broker.event_ack`) and their deliveries to clients (`ges_client.deliver`),
 //! encoded and decoded in Rust: the same bytes as the generated Flounder stubs and
-//! `multihop/ges/live/wire.py` (the reference, kept and compared by `tests/test_ges_wire.py`).
+//! `multihop/ges/live/wire.py` (the reference, kept and compared by `tests/ges/test_ges_wire.py`).
 //!
 //! Wire (little endian, as the stub packs it): `u16 13, u64 first_seq, u64 n`, then `n` heads of 56
 //! bytes (`<QQQQHBBHHHHIII`: origin, timestamp, sequence, incarnation, hops, mode, level, ntargets,

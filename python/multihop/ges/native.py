@@ -3,7 +3,7 @@
 :class:`NativeEventRouting` stands where :class:`~multihop.ges.erp.EventRouting` stands in a
 :class:`~multihop.ges.broker.BrokerCore` (``BrokerCore(..., native=True)``) and makes the same
 decisions: the same deliveries, the same copies with the same routing information, numbered the
-same, in the same order (``tests/test_ges_native_erp.py`` runs whole simulated systems with each
+same, in the same order (``tests/ges/test_ges_native_erp.py`` runs whole simulated systems with each
 and compares their traces event by event). The routing itself runs in Rust
 (``multihop._ges.EventRouting``, crate ``core-rs/ges``: ``src/erp.rs``, ``src/routing.rs``).
 

@@ -125,7 +125,7 @@ def _scenario(seed: int, native: bool) -> dict[str, Any]:
 
 
 def _compare(py: dict[str, Any], nat: dict[str, Any], seed: int) -> None:
-    for i, (a, b) in enumerate(zip(py["copies"], nat["copies"])):
+    for i, (a, b) in enumerate(zip(py["copies"], nat["copies"], strict=False)):
         assert a == b, f"seed {seed}: copy {i} differs: python {a}, native {b}"
     assert len(py["copies"]) == len(nat["copies"]), f"seed {seed}: {len(py['copies'])} copies in Python, {len(nat['copies'])} native"
     assert py["received"] == nat["received"], f"seed {seed}: the clients got different events"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import multihop
 from multihop import _core, _ges
-from test_stubs import _params, _public, _runtime_params
+from stub_check import _params, _public, _runtime_params
 
 PYI = Path(multihop.__file__).with_name("_ges.pyi")
 
@@ -22,7 +22,7 @@ def _tree() -> ast.Module:
 def test_the_module_is_registered_by_the_core_extension() -> None:
     assert _ges.__name__ == "multihop._ges"
     assert sys.modules["multihop._ges"] is _ges
-    assert getattr(_core, "_ges") is _ges  # a submodule object of the one extension maturin builds
+    assert _core._ges is _ges  # a submodule object of the one extension maturin builds
 
 
 def test_module_level_names_match() -> None:
