@@ -10,17 +10,20 @@
 //! - [`wire`]: what a put carries (envelope, records), decoded with every field checked;
 //! - [`reason`]: why a channel closed, why a bind was refused;
 //! - [`channel`]: one channel direction: sequence numbers, credit window, probes;
+//! - [`bridge`]: the bridge of one runtime: peers (sessions, heartbeats, liveness), binds, channels, batching.
 //!
 //! docs/fabric.md has the model, the wire, the state machines, the failure bounds and the trust model.
 
 #![warn(unreachable_pub)]
 
+pub mod bridge;
 pub mod channel;
 pub mod config;
 pub mod keys;
 pub mod reason;
 pub mod wire;
 
+pub use bridge::{Action, Bridge, ChanId, InputError, LocalError, Nanos, Stats};
 pub use config::{Congestion, FabricConfig, Mode, Priority};
 pub use keys::{KeyKind, KeySpace, NameError};
 pub use reason::{BindRefused, Refusal, Teardown, TeardownCode};
