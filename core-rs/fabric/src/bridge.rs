@@ -618,8 +618,7 @@ impl Bridge {
             Record::Frame { chan, seq, frame, .. } => {
                 let Some(id) = id else {
                     self.stats.unknown_frames += 1;
-                    let text = format!("runtime {} has no fabric channel {chan} with {peer} (restarted, or already closed)", self.me);
-                    self.record(peer, prio, &Record::Teardown { chan, dir: dir.reverse(), code: TeardownCode::UnknownChannel, text: &text });
+                    self.unknown_channel(peer, opened_here, chan, dir, prio);
                     return;
                 };
                 let c = self.chans.get_mut(&id).expect("mapped");
@@ -684,8 +683,8 @@ impl Bridge {
             }
             Record::Probe { chan, next, .. } => {
                 let Some(id) = id else {
-                    let text = format!("runtime {} has no fabric channel {chan} with {peer}", self.me);
-                    self.record(peer, prio, &Record::Teardown { chan, dir: dir.reverse(), code: TeardownCode::UnknownChannel, text: &text });
+                    self.stats.unknown_frames += 1;
+                    self.unknown_channel(peer, opened_here, chan, dir, prio);
                     return;
                 };
                 let c = self.chans.get_mut(&id).expect("mapped");
@@ -765,6 +764,19 @@ impl Bridge {
                 }
             }
         }
+    }
+
+    /// A frame or probe for a channel this bridge does not know: answered with a TEARDOWN, the one this bridge
+    /// closed it with if it is still repeating that one (its reason is the better news), else "unknown".
+    fn unknown_channel(&mut self, peer: &str, opened_here: bool, chan: u64, dir: Dir, prio: Priority) {
+        let tomb = self.peers.get(peer).and_then(|p| p.tombstones.get(&(opened_here, chan))).cloned();
+        let (code, text) = match tomb {
+            Some((_, code, text, _)) => (code, text),
+            None => {
+                (TeardownCode::UnknownChannel, format!("runtime {} has no fabric channel {chan} with {peer} (restarted, or already closed)", self.me))
+            }
+        };
+        self.record(peer, prio, &Record::Teardown { chan, dir: dir.reverse(), code, text: &text });
     }
 
     // ---- time ----

@@ -27,15 +27,15 @@ pub struct TxDir {
     next_seq: u64,
     acked: u64,
     waiting: VecDeque<Vec<u8>>,
-    /// `acked` when the last probe check ran.
-    acked_at_check: u64,
+    /// `next_seq` when the last probe check ran: a frame below it still unacked has waited a whole interval.
+    mark: u64,
     pub frames: u64,
     pub bytes: u64,
 }
 
 impl TxDir {
     pub fn new(window: u64) -> TxDir {
-        TxDir { window: window.max(1), next_seq: 0, acked: 0, waiting: VecDeque::new(), acked_at_check: 0, frames: 0, bytes: 0 }
+        TxDir { window: window.max(1), next_seq: 0, acked: 0, waiting: VecDeque::new(), mark: 0, frames: 0, bytes: 0 }
     }
 
     /// Frames sent and not yet acked.
@@ -97,11 +97,11 @@ impl TxDir {
         Ok(out)
     }
 
-    /// Called once a heartbeat interval: the next sequence number to probe with when frames are unacked and no
-    /// ack came since the last call.
+    /// Called once a heartbeat interval: the next sequence number to probe with when a frame sent before the
+    /// last call is still unacked (so a lost tail is probed within two intervals of its sending).
     pub fn probe_due(&mut self) -> Option<u64> {
-        let stuck = self.in_flight() > 0 && self.acked == self.acked_at_check;
-        self.acked_at_check = self.acked;
+        let stuck = self.acked < self.mark;
+        self.mark = self.next_seq;
         stuck.then_some(self.next_seq)
     }
 }
@@ -254,10 +254,13 @@ mod tests {
         assert_eq!(tx.probe_due(), None, "nothing in flight");
         tx.push(vec![0]).unwrap();
         tx.push(vec![1]).unwrap();
-        assert_eq!(tx.probe_due(), Some(2), "no ack since the last check");
+        assert_eq!(tx.probe_due(), None, "sent since the last check");
         tx.on_ack(1).unwrap();
-        assert_eq!(tx.probe_due(), None, "an ack came");
-        assert_eq!(tx.probe_due(), Some(2));
+        assert_eq!(tx.probe_due(), Some(2), "frame 1 waited a whole interval");
+        tx.on_ack(2).unwrap();
+        tx.push(vec![2]).unwrap();
+        assert_eq!(tx.probe_due(), None, "everything before the last check was acked");
+        assert_eq!(tx.probe_due(), Some(3));
     }
 
     #[test]
