@@ -542,23 +542,28 @@ impl Bridge {
             self.stats.stale_puts += 1;
             return Ok(());
         }
+        if env.dst_inc != 0 && (env.dst_inc != self.inc || env.dst_epoch != self.peers[&env.src].my_epoch) {
+            // A live peer that has not yet heard of this bridge's new session (restart, or this bridge declared it
+            // dead): it counts as a sign of life and its session is taken, but its records were for channels of
+            // the old session, all closed here. It learns the new session from the next heartbeat.
+            self.stats.stale_puts += u64::from(!recs.is_empty());
+            return Ok(());
+        }
         for r in recs {
             self.on_record(now, &env.src, env.dst_inc != 0, r);
         }
         Ok(())
     }
 
-    /// The session checks of a put from `env.src`; whether its records are for the current session.
+    /// The session checks of a put from `env.src`: false for a put of one of the sender's earlier sessions
+    /// (ignored); else the sender is alive, in the session the put names (a newer one closes the channels of the
+    /// one before).
     fn admit(&mut self, now: Nanos, env: &Envelope) -> bool {
         let src = env.src.clone();
         let (inc, epoch) = (env.src_inc, env.src_epoch);
-        let my_inc = self.inc;
         let p = self.peer_mut(now, &src);
         if p.buried.contains(&inc) {
             return false;
-        }
-        if env.dst_inc != 0 && (env.dst_inc != my_inc || env.dst_epoch != p.my_epoch) {
-            return false; // for an earlier session of this bridge's
         }
         let reset = match p.view {
             Some((vi, ve)) if vi == inc && epoch < ve => return false, // an earlier epoch of the same incarnation
@@ -584,6 +589,8 @@ impl Bridge {
         }
         if !was_alive || reset.is_some() {
             self.actions.push_back(Action::PeerUp { runtime: src.clone(), incarnation: inc });
+            // Tell it this bridge's session now (it may still hold channels of an earlier one).
+            self.peers.get_mut(&src).expect("admitted").next_hb = now;
         }
         // Binds that waited for this runtime to be heard from.
         let waiting: Vec<ChanId> =
