@@ -156,6 +156,59 @@ pub struct Stats {
     pub unknown_frames: u64,
 }
 
+/// What `multihop status` shows of one peer runtime.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub runtime: String,
+    pub alive: bool,
+    /// Its incarnation, once heard from.
+    pub incarnation: Option<u64>,
+    /// How long ago it was last heard from.
+    pub silent_for: Nanos,
+    /// TEARDOWNs to it not acked yet.
+    pub unacked_teardowns: usize,
+}
+
+/// What `multihop status` shows of one bridged channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelStatus {
+    pub chan: ChanId,
+    pub peer: String,
+    /// The fabric channel id (the opener's).
+    pub wire: u64,
+    /// This side bound it (the client's side).
+    pub opened_here: bool,
+    /// "binding", "incoming", "open", "closing" or "peer-closed".
+    pub state: &'static str,
+    pub window: u32,
+    pub priority: Priority,
+    pub frames_out: u64,
+    pub bytes_out: u64,
+    pub frames_in: u64,
+    pub bytes_in: u64,
+    /// Frames waiting for fabric credit.
+    pub queued: usize,
+    /// Frames sent and not acked.
+    pub in_flight: u64,
+    /// Received frames not yet taken by the monitor link.
+    pub undelivered: u64,
+    /// Next sequence number out, next expected in.
+    pub seq_out: u64,
+    pub seq_in: u64,
+}
+
+/// The bridge's state for `multihop status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub runtime: String,
+    pub fabric: String,
+    pub incarnation: u64,
+    pub exports: Vec<String>,
+    pub peers: Vec<PeerStatus>,
+    pub channels: Vec<ChannelStatus>,
+    pub stats: Stats,
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum State {
     /// Client side: the bind request is out (or waits for the runtime to be heard from, `sent` false).
@@ -301,9 +354,56 @@ impl Bridge {
         self.chans.len()
     }
 
-    /// (frames sent, frames received, frames waiting for credit, frames in flight) of a channel.
-    pub fn counters(&self, chan: ChanId) -> Option<(u64, u64, usize, u64)> {
-        self.chans.get(&chan).map(|c| (c.tx.frames, c.rx.frames, c.tx.queued(), c.tx.in_flight()))
+    /// Peers, exports and channels with their counters, at `now`.
+    pub fn status(&self, now: Nanos) -> Status {
+        let peers = self
+            .peers
+            .iter()
+            .map(|(n, p)| PeerStatus {
+                runtime: n.clone(),
+                alive: p.alive,
+                incarnation: p.view.map(|v| v.0),
+                silent_for: now.saturating_sub(p.last_seen),
+                unacked_teardowns: p.tombstones.len(),
+            })
+            .collect();
+        let channels = self
+            .chans
+            .iter()
+            .map(|(&chan, c)| ChannelStatus {
+                chan,
+                peer: c.peer.clone(),
+                wire: c.wire,
+                opened_here: c.opened_here,
+                state: match c.state {
+                    State::Binding { .. } => "binding",
+                    State::Incoming { .. } => "incoming",
+                    State::Open => "open",
+                    State::Closing => "closing",
+                    State::PeerClosed => "peer-closed",
+                },
+                window: c.window,
+                priority: c.priority,
+                frames_out: c.tx.frames,
+                bytes_out: c.tx.bytes,
+                frames_in: c.rx.frames,
+                bytes_in: c.rx.bytes,
+                queued: c.tx.queued(),
+                in_flight: c.tx.in_flight(),
+                undelivered: c.rx.undelivered(),
+                seq_out: c.tx.next_seq(),
+                seq_in: c.rx.expected(),
+            })
+            .collect();
+        Status {
+            runtime: self.me.clone(),
+            fabric: self.keys.fabric().to_string(),
+            incarnation: self.inc,
+            exports: self.exports.iter().cloned().collect(),
+            peers,
+            channels,
+            stats: self.stats.clone(),
+        }
     }
 
     // ---- services ----

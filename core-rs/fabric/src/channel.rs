@@ -22,39 +22,39 @@ pub fn fabric_window(window: u32) -> u64 {
 
 /// The sending half of one channel direction.
 #[derive(Debug)]
-pub struct TxDir {
+pub(crate) struct TxDir {
     window: u64,
     next_seq: u64,
     acked: u64,
     waiting: VecDeque<Vec<u8>>,
     /// `next_seq` when the last probe check ran: a frame below it still unacked has waited a whole interval.
     mark: u64,
-    pub frames: u64,
-    pub bytes: u64,
+    pub(crate) frames: u64,
+    pub(crate) bytes: u64,
 }
 
 impl TxDir {
-    pub fn new(window: u64) -> TxDir {
+    pub(crate) fn new(window: u64) -> TxDir {
         TxDir { window: window.max(1), next_seq: 0, acked: 0, waiting: VecDeque::new(), mark: 0, frames: 0, bytes: 0 }
     }
 
     /// Frames sent and not yet acked.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.next_seq - self.acked
     }
 
     /// Frames waiting for credit.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.waiting.len()
     }
 
     /// The sequence number the next frame gets.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
     /// Whether every frame sent was acked and none waits.
-    pub fn idle(&self) -> bool {
+    pub(crate) fn idle(&self) -> bool {
         self.in_flight() == 0 && self.waiting.is_empty()
     }
 
@@ -68,7 +68,7 @@ impl TxDir {
 
     /// A frame from the local side: `Some((seq, frame))` to send now, `None` when it waits for credit. More than
     /// a window waiting is the local sender ignoring its credit: an error.
-    pub fn push(&mut self, frame: Vec<u8>) -> Result<Option<(u64, Vec<u8>)>, Teardown> {
+    pub(crate) fn push(&mut self, frame: Vec<u8>) -> Result<Option<(u64, Vec<u8>)>, Teardown> {
         if self.in_flight() < self.window && self.waiting.is_empty() {
             return Ok(Some(self.take(frame)));
         }
@@ -84,7 +84,7 @@ impl TxDir {
 
     /// An ack: the receiver delivered `upto` frames. Returns the waiting frames the credit released. An ack for
     /// frames never sent is an error; an older ack than one already taken (reordered) changes nothing.
-    pub fn on_ack(&mut self, upto: u64) -> Result<Vec<(u64, Vec<u8>)>, Teardown> {
+    pub(crate) fn on_ack(&mut self, upto: u64) -> Result<Vec<(u64, Vec<u8>)>, Teardown> {
         if upto > self.next_seq {
             return Err(Teardown { code: TeardownCode::Protocol, text: format!("ack for {upto} frames, only {} sent", self.next_seq) });
         }
@@ -99,7 +99,7 @@ impl TxDir {
 
     /// Called once a heartbeat interval: the next sequence number to probe with when a frame sent before the
     /// last call is still unacked (so a lost tail is probed within two intervals of its sending).
-    pub fn probe_due(&mut self) -> Option<u64> {
+    pub(crate) fn probe_due(&mut self) -> Option<u64> {
         let stuck = self.acked < self.mark;
         self.mark = self.next_seq;
         stuck.then_some(self.next_seq)
@@ -108,32 +108,27 @@ impl TxDir {
 
 /// The receiving half of one channel direction.
 #[derive(Debug)]
-pub struct RxDir {
+pub(crate) struct RxDir {
     window: u64,
     expected: u64,
     delivered: u64,
     acked: u64,
-    pub frames: u64,
-    pub bytes: u64,
+    pub(crate) frames: u64,
+    pub(crate) bytes: u64,
 }
 
 impl RxDir {
-    pub fn new(window: u64) -> RxDir {
+    pub(crate) fn new(window: u64) -> RxDir {
         RxDir { window: window.max(1), expected: 0, delivered: 0, acked: 0, frames: 0, bytes: 0 }
     }
 
     /// Frames received so far (the next sequence number expected).
-    pub fn expected(&self) -> u64 {
+    pub(crate) fn expected(&self) -> u64 {
         self.expected
     }
 
-    /// Frames the local monitor link took.
-    pub fn delivered(&self) -> u64 {
-        self.delivered
-    }
-
     /// Received, not yet delivered.
-    pub fn undelivered(&self) -> u64 {
+    pub(crate) fn undelivered(&self) -> u64 {
         self.expected - self.delivered
     }
 
@@ -152,7 +147,7 @@ impl RxDir {
     }
 
     /// A frame with `seq` came: exactly the next one, and within the window.
-    pub fn on_frame(&mut self, seq: u64, len: usize) -> Result<(), Teardown> {
+    pub(crate) fn on_frame(&mut self, seq: u64, len: usize) -> Result<(), Teardown> {
         if seq != self.expected {
             return Err(self.seq_error(seq, "frame"));
         }
@@ -170,7 +165,7 @@ impl RxDir {
 
     /// The local monitor link took `n` more frames. Returns the ack to send when half a window (rounded up) has
     /// been delivered since the last one.
-    pub fn on_delivered(&mut self, n: u64) -> Result<Option<u64>, Teardown> {
+    pub(crate) fn on_delivered(&mut self, n: u64) -> Result<Option<u64>, Teardown> {
         if self.delivered + n > self.expected {
             return Err(Teardown {
                 code: TeardownCode::Local,
@@ -182,19 +177,19 @@ impl RxDir {
     }
 
     /// The ack to send now (whatever was delivered), marking it sent.
-    pub fn take_ack(&mut self) -> u64 {
+    pub(crate) fn take_ack(&mut self) -> u64 {
         self.acked = self.delivered;
         self.delivered
     }
 
     /// Whether some delivery has not been acked yet.
-    pub fn ack_pending(&self) -> bool {
+    pub(crate) fn ack_pending(&self) -> bool {
         self.delivered > self.acked
     }
 
     /// A probe says the sender's next frame is `next`: anything else than what is expected means frames were lost
     /// (`next` ahead) or came out of order. Returns the ack to answer with.
-    pub fn on_probe(&mut self, next: u64) -> Result<u64, Teardown> {
+    pub(crate) fn on_probe(&mut self, next: u64) -> Result<u64, Teardown> {
         if next != self.expected {
             return Err(self.seq_error(next, "probe"));
         }

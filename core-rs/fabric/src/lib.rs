@@ -5,25 +5,31 @@
 //! sans-IO state machines (after quinn-proto and h11): inputs are events with the time injected, outputs are
 //! actions; no thread, no socket, no sleep. The Zenoh driver (the `multihop-bridge` binary, next) feeds it.
 //!
-//! - [`keys`]: the key space (`mh/<fabric>/{rt,svc,ch,bind,data,hb}/<runtime>...`) and the names in it;
-//! - [`config`]: the settings with their defaults, and the Zenoh config they stand for;
-//! - [`wire`]: what a put carries (envelope, records), decoded with every field checked;
-//! - [`reason`]: why a channel closed, why a bind was refused;
-//! - [`channel`]: one channel direction: sequence numbers, credit window, probes;
-//! - [`bridge`]: the bridge of one runtime: peers (sessions, heartbeats, liveness), binds, channels, batching.
+//! The public face:
+//!
+//! - [`Bridge`] (module `bridge`): the bridge of one runtime: peers (sessions, heartbeats, liveness), binds,
+//!   channels, batching; fed events, it gives [`Action`]s; [`Bridge::status`] for `multihop status`;
+//! - [`FabricConfig`] (module `config`): the settings with their defaults, and the Zenoh config they stand for;
+//! - [`Teardown`], [`BindRefused`] (module `reason`): why a channel closed, why a bind was refused;
+//! - [`fabric_window`] (module `channel`, otherwise private: one channel direction's sequence numbers, credit
+//!   window and probes);
+//! - [`keys`]: the key space (`mh/<fabric>/{rt,svc,ch,bind,data,hb}/<runtime>...`) and the names in it, public
+//!   for any program that observes a fabric;
+//! - [`wire`]: what a put carries (envelope, records), decoded with every field checked, public for the same.
 //!
 //! docs/fabric.md has the model, the wire, the state machines, the failure bounds and the trust model.
 
 #![warn(unreachable_pub)]
 
-pub mod bridge;
-pub mod channel;
-pub mod config;
+mod bridge;
+mod channel;
+mod config;
 pub mod keys;
-pub mod reason;
+mod reason;
 pub mod wire;
 
-pub use bridge::{Action, Bridge, ChanId, InputError, LocalError, Nanos, Stats};
-pub use config::{Congestion, FabricConfig, Mode, Priority};
+pub use bridge::{Action, Bridge, ChanId, ChannelStatus, InputError, LocalError, Nanos, PeerStatus, Stats, Status};
+pub use channel::fabric_window;
+pub use config::{check_endpoint, ConfigError, Congestion, FabricConfig, Mode, Priority, PROTOCOLS};
 pub use keys::{KeyKind, KeySpace, NameError};
 pub use reason::{BindRefused, Refusal, Teardown, TeardownCode};

@@ -90,12 +90,21 @@ fn a_sender_never_has_more_than_the_fabric_window_unacked() {
     let s = sim.pairs[p].server.unwrap();
     // b's monitor link takes one frame a tick: the credit holds a's bridge back.
     sim.nodes[1].ring_rate = Some(1);
+    let mut max_in_flight = 0;
     for _ in 0..2000 {
         sim.step();
-        let c = sim.pairs[p].client;
-        let (_, _, _, in_flight) = sim.nodes[0].b.counters(c.1).unwrap();
-        assert!(in_flight <= multihop_fabric::channel::fabric_window(16), "{in_flight}");
+        let st = sim.nodes[0].b.status(sim.now);
+        let ch = &st.channels[0];
+        assert!(ch.in_flight <= multihop_fabric::fabric_window(16), "{ch:?}");
+        max_in_flight = max_in_flight.max(ch.in_flight);
     }
+    assert_eq!(max_in_flight, multihop_fabric::fabric_window(16), "the window is used, not exceeded");
+    let st = sim.nodes[1].b.status(sim.now);
+    let ch = &st.channels[0];
+    assert!(ch.state == "open" && !ch.opened_here && ch.peer == "a" && ch.frames_in > 1000 && ch.bytes_in == 24 * ch.frames_in, "{ch:?}");
+    assert!(ch.undelivered > 0 && ch.seq_in == ch.frames_in, "{ch:?}");
+    assert_eq!(st.exports, vec!["svc".to_string()]);
+    assert!(st.peers[0].alive && st.peers[0].runtime == "a" && st.peers[0].silent_for < 10 * MS, "{:?}", st.peers);
     assert!(sim.end(s).got.len() > 1000);
     sim.nodes[1].ring_rate = None;
     assert!(sim.check().is_empty(), "back-pressure loses nothing");
