@@ -265,10 +265,22 @@ struct Peer {
     next_hb: Nanos,
     out: BTreeMap<Priority, VecDeque<Vec<u8>>>,
     /// TEARDOWNs sent and not acked: repeated every heartbeat until they are.
-    tombstones: BTreeMap<(bool, u64), (Dir, TeardownCode, String, Priority)>,
+    tombstones: BTreeMap<(bool, u64), Tombstone>,
 }
 
 const BURIED_KEPT: usize = 8;
+
+/// A TEARDOWN this bridge repeats until it is acked.
+#[derive(Clone, Debug)]
+struct Tombstone {
+    dir: Dir,
+    code: TeardownCode,
+    text: String,
+    priority: Priority,
+    /// The channel's liveliness token is still declared (this side opened it): withdrawn once the TEARDOWN is
+    /// acked, so that the other side hears the reason before the token's DELETE.
+    token: bool,
+}
 
 /// The bridge of one runtime.
 #[derive(Debug)]
@@ -815,8 +827,10 @@ impl Bridge {
                 }
             }
             Record::TeardownAck { chan, .. } => {
-                if let Some(p) = self.peers.get_mut(peer) {
-                    p.tombstones.remove(&(opened_here, chan));
+                let t = self.peers.get_mut(peer).and_then(|p| p.tombstones.remove(&(opened_here, chan)));
+                if t.is_some_and(|t| t.token) {
+                    let key = self.keys.channel(&self.me, chan).expect("checked");
+                    self.actions.push_back(Action::UndeclareToken { key });
                 }
             }
             Record::BindRequest { chan, window, timeout_ms, priority, service } => {
@@ -856,7 +870,8 @@ impl Bridge {
                 None => {
                     // The bind was given up (timeout): the server's side is open; close it, reliably.
                     let text = format!("the client on runtime {} gave up the bind before the accept came", self.me);
-                    self.tombstone(peer, true, chan, Dir::ToServer, TeardownCode::BindAbandoned, &text, prio);
+                    let t = Tombstone { dir: Dir::ToServer, code: TeardownCode::BindAbandoned, text, priority: prio, token: false };
+                    self.tombstone(peer, true, chan, t);
                 }
             },
             Record::BindRefuse { code, text, .. } => {
@@ -878,7 +893,7 @@ impl Bridge {
     fn unknown_channel(&mut self, peer: &str, opened_here: bool, chan: u64, dir: Dir, prio: Priority) {
         let tomb = self.peers.get(peer).and_then(|p| p.tombstones.get(&(opened_here, chan))).cloned();
         let (code, text) = match tomb {
-            Some((_, code, text, _)) => (code, text),
+            Some(t) => (t.code, t.text),
             None => {
                 (TeardownCode::UnknownChannel, format!("runtime {} has no fabric channel {chan} with {peer} (restarted, or already closed)", self.me))
             }
@@ -957,7 +972,7 @@ impl Bridge {
             return;
         }
         // Repeat the TEARDOWNs not acked yet.
-        let tombs: Vec<_> = p.tombstones.iter().map(|(&(_, chan), (dir, code, text, prio))| (chan, *dir, *code, text.clone(), *prio)).collect();
+        let tombs: Vec<_> = p.tombstones.iter().map(|(&(_, chan), t)| (chan, t.dir, t.code, t.text.clone(), t.priority)).collect();
         for (chan, dir, code, text, prio) in tombs {
             self.record(name, prio, &Record::Teardown { chan, dir, code, text: &text });
         }
@@ -1014,7 +1029,11 @@ impl Bridge {
         }
         if let Some(p) = self.peers.get_mut(name) {
             p.out.clear();
-            p.tombstones.clear();
+            let held: Vec<u64> = std::mem::take(&mut p.tombstones).into_iter().filter(|(_, t)| t.token).map(|((_, c), _)| c).collect();
+            for chan in held {
+                let key = self.keys.channel(&self.me, chan).expect("checked");
+                self.actions.push_back(Action::UndeclareToken { key });
+            }
         }
     }
 
@@ -1028,9 +1047,14 @@ impl Bridge {
     }
 
     fn forget(&mut self, id: ChanId) -> Option<Chan> {
+        self.forget_with(id, false)
+    }
+
+    /// Forget a channel; its liveliness token (if this side holds one) is withdrawn unless `keep_token`.
+    fn forget_with(&mut self, id: ChanId, keep_token: bool) -> Option<Chan> {
         let c = self.chans.remove(&id)?;
         self.wire.remove(&(c.peer.clone(), c.opened_here, c.wire));
-        if c.opened_here && !matches!(c.state, State::Binding { .. }) {
+        if c.opened_here && !keep_token && !matches!(c.state, State::Binding { .. }) {
             let key = self.keys.channel(&self.me, c.wire).expect("checked");
             self.actions.push_back(Action::UndeclareToken { key });
         }
@@ -1055,10 +1079,14 @@ impl Bridge {
     /// Close a channel both ways: the local end is told `reason`; with `tell_peer`, so is the other side (a
     /// TEARDOWN repeated every heartbeat until it is acked).
     fn teardown(&mut self, _now: Nanos, id: ChanId, reason: Teardown, tell_peer: bool) {
-        let Some(c) = self.forget(id) else { return };
+        let Some(c) = self.chans.get(&id) else { return };
+        let token = c.opened_here && !matches!(c.state, State::Binding { .. });
+        let hold = tell_peer && token && self.peers.get(&c.peer).is_some_and(|p| p.alive);
+        let c = self.forget_with(id, hold).expect("exists");
         if tell_peer {
             let dir = c.out_dir();
-            self.tombstone(&c.peer, c.opened_here, c.wire, dir, reason.code, &reason.text, c.priority);
+            let t = Tombstone { dir, code: reason.code, text: reason.text.clone(), priority: c.priority, token: hold };
+            self.tombstone(&c.peer, c.opened_here, c.wire, t);
         }
         match c.state {
             State::Binding { .. } => {
@@ -1069,14 +1097,15 @@ impl Bridge {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn tombstone(&mut self, peer: &str, opened_here: bool, chan: u64, dir: Dir, code: TeardownCode, text: &str, prio: Priority) {
+    fn tombstone(&mut self, peer: &str, opened_here: bool, chan: u64, t: Tombstone) {
         let Some(p) = self.peers.get_mut(peer) else { return };
         if !p.alive {
             return; // the session is over: the peer drops its channels itself
         }
-        p.tombstones.insert((opened_here, chan), (dir, code, text.to_string(), prio));
-        self.record(peer, prio, &Record::Teardown { chan, dir, code, text });
+        let (prio, dir, code) = (t.priority, t.dir, t.code);
+        let text = t.text.clone();
+        p.tombstones.insert((opened_here, chan), t);
+        self.record(peer, prio, &Record::Teardown { chan, dir, code, text: &text });
     }
 
     // ---- output ----

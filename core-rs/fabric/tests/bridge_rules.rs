@@ -223,6 +223,10 @@ fn a_local_close_tells_the_other_side_and_repeats_until_acked() {
     sim.run_for(S);
     let (_, r, tell) = sim.end(s).closed.clone().unwrap();
     assert!(tell && r.text.contains("the monitor link of runtime a died"), "{r:?}");
+    // The channel's token is withdrawn only once the TEARDOWN was acked (so b hears the reason first).
+    let (closed_at, heard_at) = (sim.end(c).closed.as_ref().unwrap().0, sim.end(s).closed.as_ref().unwrap().0);
+    let undeclared = sim.nodes[0].log.iter().find_map(|(t, a)| matches!(a, Action::UndeclareToken { key } if key == "mh/lab/ch/a/1").then_some(*t));
+    assert!(undeclared.unwrap() > heard_at && heard_at > closed_at, "{undeclared:?}, closed at {closed_at}, heard at {heard_at}");
     assert!(sim.check().len() <= 2);
     // Acked: no more repeats.
     let n = sim.nodes[0].log.len();
