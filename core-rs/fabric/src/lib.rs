@@ -24,6 +24,8 @@
 mod bridge;
 mod channel;
 mod config;
+#[cfg(feature = "zenoh")]
+pub mod driver;
 pub mod keys;
 mod reason;
 pub mod wire;

@@ -1,0 +1,422 @@
+//! multihop-bridge: the bridge of one runtime in a fabric (docs/fabric.md), over Zenoh.
+//!
+//! The runtime's side (its monitor link) is not built yet (docs/fabric.md §9 step 2), so today the binary runs
+//! with an in-process local side for tests: `--echo SVC` exports SVC and echoes every DATA frame a client sends
+//! on it; `--client SVC@RT` binds SVC on runtime RT and sends `--count` numbered messages of `--size` bytes
+//! with at most `--window` unanswered, checking each echo's number (FIFO, no loss, no duplicate). Everything it
+//! sees goes to stdout as JSON lines, each with `t` (CLOCK_MONOTONIC nanoseconds, shared by every process of the
+//! machine, network namespaces included).
+//!
+//! ```text
+//! multihop-bridge --fabric lab --runtime b --listen tcp/10.213.0.2:7447 --echo echo
+//! multihop-bridge --fabric lab --runtime a --connect tcp/10.213.0.2:7447 --client echo@b --count 10000
+//! ```
+
+use std::collections::{BTreeSet, VecDeque};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use multihop_base::wire::{Header, Kind, DIR_TO_CLIENT, DIR_TO_SERVER, HEADER_BYTES};
+use multihop_fabric::driver::{monotonic_ns, Driver, DriverStats, Handle, Local, LocalEvent};
+use multihop_fabric::{BindRefused, ChanId, FabricConfig, Priority, Status, Teardown};
+use serde_json::{json, Value};
+
+const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--listen ENDPOINT]... [--connect ENDPOINT]...
+       [--lease-ms N] [--wait-before-close-ms N] [--multicast-scouting]
+       [--echo SERVICE]...                     serve SERVICE in-process: echo every DATA frame (test mode)
+       [--client SERVICE@RUNTIME [--count N] [--size BYTES] [--window N] [--pace-ms N] [--bind-timeout-ms N]
+                 [--hold]]                     bind and send N numbered messages, check the echoes (test mode)
+       [--max-seconds N]                       stop after N seconds whatever happens (default 600)";
+
+fn emit(v: Value) {
+    let mut v = v;
+    v["t"] = json!(monotonic_ns());
+    println!("{v}");
+}
+
+fn code_name<T: std::fmt::Debug>(c: T) -> String {
+    format!("{c:?}")
+}
+
+struct Args {
+    cfg: FabricConfig,
+    runtime: String,
+    echo: Vec<String>,
+    client: Option<ClientArgs>,
+    max_seconds: u64,
+}
+
+#[derive(Clone)]
+struct ClientArgs {
+    service: String,
+    runtime: String,
+    count: u64,
+    size: usize,
+    window: u32,
+    pace_ms: u64,
+    bind_timeout_ms: u64,
+    hold: bool,
+}
+
+fn parse(argv: &[String]) -> Result<Args, String> {
+    let mut it = argv.iter();
+    let (mut fabric, mut runtime) = (None, None);
+    let (mut listen, mut connect, mut echo) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lease, mut wbc, mut scouting) = (None, None, false);
+    let mut client: Option<String> = None;
+    let mut c = ClientArgs {
+        service: String::new(),
+        runtime: String::new(),
+        count: 1000,
+        size: 64,
+        window: 16,
+        pace_ms: 0,
+        bind_timeout_ms: 5000,
+        hold: false,
+    };
+    let mut max_seconds = 600;
+    let num = |v: Option<&String>, what: &str| -> Result<u64, String> {
+        v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}"))
+    };
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--fabric" => fabric = Some(val()?),
+            "--runtime" => runtime = Some(val()?),
+            "--listen" => listen.push(val()?),
+            "--connect" => connect.push(val()?),
+            "--echo" => echo.push(val()?),
+            "--client" => client = Some(val()?),
+            "--multicast-scouting" => scouting = true,
+            "--hold" => c.hold = true,
+            "--lease-ms" => lease = Some(num(it.next(), a)?),
+            "--wait-before-close-ms" => wbc = Some(num(it.next(), a)?),
+            "--count" => c.count = num(it.next(), a)?,
+            "--size" => c.size = num(it.next(), a)? as usize,
+            "--window" => c.window = num(it.next(), a)? as u32,
+            "--pace-ms" => c.pace_ms = num(it.next(), a)?,
+            "--bind-timeout-ms" => c.bind_timeout_ms = num(it.next(), a)?,
+            "--max-seconds" => max_seconds = num(it.next(), a)?,
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {a:?}")),
+        }
+    }
+    let fabric = fabric.ok_or("--fabric is required")?;
+    let runtime = runtime.ok_or("--runtime is required")?;
+    let mut cfg = FabricConfig::new(&fabric).map_err(|e| e.to_string())?;
+    cfg.listen = listen;
+    cfg.connect = connect;
+    cfg.multicast_scouting = scouting;
+    if let Some(ms) = lease {
+        cfg.lease = Duration::from_millis(ms);
+        // A shorter lease than the default takes a shorter wait_before_close with it unless one is given.
+        cfg.wait_before_close = cfg.wait_before_close.min(cfg.lease / 3);
+    }
+    if let Some(ms) = wbc {
+        cfg.wait_before_close = Duration::from_millis(ms);
+    }
+    cfg.check().map_err(|e| e.to_string())?;
+    let client = match client {
+        None => None,
+        Some(t) => {
+            let (svc, rt) = match multihop_fabric::keys::split_target(&t) {
+                Some(Ok(p)) => p,
+                Some(Err(e)) => return Err(format!("--client {t}: {e}")),
+                None => return Err(format!("--client {t}: name SERVICE@RUNTIME")),
+            };
+            c.service = svc.to_string();
+            c.runtime = rt.to_string();
+            if c.size < 8 {
+                return Err("--size: at least 8 bytes (the message's number)".into());
+            }
+            if c.window == 0 {
+                return Err("--window: at least 1".into());
+            }
+            Some(c)
+        }
+    };
+    Ok(Args { cfg, runtime, echo, client, max_seconds })
+}
+
+// ---- the in-process local side ----
+
+fn frame(dir: u8, kind: Kind, payload: &[u8]) -> Vec<u8> {
+    let mut f = Header { vci: 0, dir, kind, flags: 0, ack: 0 }.encode().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The client's state, shared by the loop (deliveries) and the pacer thread (sends at a pace).
+struct Client {
+    a: ClientArgs,
+    chan: Option<ChanId>,
+    sent: u64,
+    received: u64,
+    /// Send times of the messages in flight, oldest first.
+    in_flight: VecDeque<u64>,
+    rtts: Vec<u64>,
+    started: u64,
+    done: bool,
+    closed: bool,
+    failed: bool,
+    filler: Vec<u8>,
+}
+
+impl Client {
+    /// Send what the window allows (fast mode) or one message (paced).
+    fn send_more(&mut self, h: &Handle, max: u64) {
+        let Some(chan) = self.chan else { return };
+        let mut n = 0;
+        while !self.closed && self.sent < self.a.count && (self.in_flight.len() as u64) < u64::from(self.a.window) && n < max {
+            let mut payload = self.sent.to_le_bytes().to_vec();
+            payload.extend_from_slice(&self.filler[..self.a.size - 8]);
+            self.in_flight.push_back(monotonic_ns());
+            self.sent += 1;
+            n += 1;
+            h.local(LocalEvent::Frame(chan, frame(DIR_TO_SERVER, Kind::Data, &payload)));
+        }
+    }
+
+    fn finish(&mut self, h: &Handle) {
+        self.done = true;
+        let secs = (monotonic_ns() - self.started) as f64 / 1e9;
+        let mut r = self.rtts.clone();
+        r.sort_unstable();
+        let pct = |p: f64| r.get(((r.len() as f64 * p) as usize).min(r.len().saturating_sub(1))).map_or(0.0, |&v| v as f64 / 1e3);
+        emit(json!({
+            "event": "done", "count": self.received, "size": self.a.size, "window": self.a.window, "seconds": secs,
+            "msgs_per_s": self.received as f64 / secs,
+            "rtt_us": {"p10": pct(0.10), "p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
+        }));
+        if !self.a.hold {
+            h.local(LocalEvent::Status);
+            h.local(LocalEvent::Stop);
+        }
+    }
+}
+
+struct TestLocal {
+    h: Handle,
+    echo: BTreeSet<String>,
+    client: Option<Arc<Mutex<Client>>>,
+}
+
+impl TestLocal {
+    fn client_of(&self, chan: ChanId) -> Option<std::sync::MutexGuard<'_, Client>> {
+        let c = self.client.as_ref()?.lock().unwrap_or_else(|e| e.into_inner());
+        (c.chan == Some(chan)).then_some(c)
+    }
+}
+
+impl Local for TestLocal {
+    fn deliver(&mut self, chan: ChanId, f: &[u8]) -> bool {
+        let Ok(hd) = Header::decode(f) else { return true };
+        let h = self.h.clone();
+        if let Some(mut c) = self.client_of(chan) {
+            if hd.kind != Kind::Data {
+                return true;
+            }
+            let got = f.get(HEADER_BYTES..HEADER_BYTES + 8).map_or(u64::MAX, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+            if got != c.received || f.len() != HEADER_BYTES + c.a.size {
+                if !c.failed {
+                    c.failed = true;
+                    emit(
+                        json!({"event": "error", "what": format!("echo {got} of {} bytes where {} of {} was due", f.len() - HEADER_BYTES, c.received, c.a.size)}),
+                    );
+                }
+                return true;
+            }
+            c.received += 1;
+            if let Some(t) = c.in_flight.pop_front() {
+                let now = monotonic_ns();
+                c.rtts.push(now - t);
+            }
+            if c.received == c.a.count {
+                c.finish(&h);
+            } else if c.a.pace_ms == 0 {
+                c.send_more(&h, u64::MAX);
+            }
+            return true;
+        }
+        // A server end: echo DATA frames back; a TEARDOWN is the client closing.
+        if hd.kind == Kind::Data {
+            let mut reply = f.to_vec();
+            reply[8] = DIR_TO_CLIENT;
+            h.local(LocalEvent::Frame(chan, reply));
+        }
+        true
+    }
+
+    fn bind_done(&mut self, _tag: u64, chan: ChanId, result: Result<(), BindRefused>) {
+        let Some(c) = &self.client else { return };
+        let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(()) => {
+                emit(json!({"event": "bound", "chan": chan.0, "service": c.a.service, "runtime": c.a.runtime}));
+                c.chan = Some(chan);
+                c.started = monotonic_ns();
+                if c.a.count == 0 {
+                    let h = self.h.clone();
+                    c.finish(&h);
+                } else if c.a.pace_ms == 0 {
+                    c.send_more(&self.h, u64::MAX);
+                }
+            }
+            Err(e) => {
+                emit(json!({"event": "bind_failed", "code": code_name(e.code), "reason": e.text}));
+                c.closed = true;
+                self.h.local(LocalEvent::Stop);
+            }
+        }
+    }
+
+    fn incoming_bind(&mut self, chan: ChanId, from: &str, service: &str, window: u32, priority: Priority) {
+        let ok = self.echo.contains(service);
+        emit(
+            json!({"event": "incoming", "chan": chan.0, "from": from, "service": service, "window": window, "priority": priority as u8, "accepted": ok}),
+        );
+        self.h.local(if ok { LocalEvent::Accept(chan) } else { LocalEvent::Refuse(chan, format!("no in-process service {service:?}")) });
+    }
+
+    fn closed(&mut self, chan: ChanId, reason: &Teardown, tell_end: bool) {
+        let mut v = json!({"event": "closed", "chan": chan.0, "code": code_name(reason.code), "reason": reason.text, "tell_end": tell_end});
+        let h = self.h.clone();
+        if let Some(mut c) = self.client_of(chan) {
+            c.closed = true;
+            v["client"] = json!(true);
+            v["received"] = json!(c.received);
+            v["sent"] = json!(c.sent);
+            emit(v);
+            // The client's channel is gone (the test is over): stop.
+            h.local(LocalEvent::Status);
+            h.local(LocalEvent::Stop);
+            return;
+        }
+        emit(v);
+    }
+
+    fn peer(&mut self, runtime: &str, up: bool, detail: &str) {
+        emit(json!({"event": "peer", "runtime": runtime, "up": up, "detail": detail}));
+    }
+
+    fn status(&mut self, s: &Status, d: &DriverStats) {
+        let peers: Vec<Value> = s
+            .peers
+            .iter()
+            .map(|p| json!({"runtime": p.runtime, "alive": p.alive, "silent_ms": p.silent_for / 1_000_000, "unacked_teardowns": p.unacked_teardowns}))
+            .collect();
+        let chans: Vec<Value> = s
+            .channels
+            .iter()
+            .map(|c| {
+                json!({"chan": c.chan.0, "peer": c.peer, "state": c.state, "frames_out": c.frames_out, "frames_in": c.frames_in,
+                       "bytes_out": c.bytes_out, "bytes_in": c.bytes_in, "in_flight": c.in_flight, "seq_out": c.seq_out, "seq_in": c.seq_in})
+            })
+            .collect();
+        emit(json!({
+            "event": "status", "runtime": s.runtime, "fabric": s.fabric, "exports": s.exports, "peers": peers, "channels": chans,
+            "stale_puts": s.stats.stale_puts, "late_frames": s.stats.late_frames, "unknown_frames": s.stats.unknown_frames,
+            "puts_in": d.puts_in, "puts_out": d.puts_out, "bytes_in": d.bytes_in, "bytes_out": d.bytes_out, "bad_inputs": d.bad_inputs,
+            "dropped_puts": d.dropped_puts, "discarded_puts": d.discarded_puts, "failed_puts": d.failed_puts,
+        }));
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("multihop-bridge: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = args.client.clone().map(|a| {
+        let filler = (0..a.size).map(|i| i as u8).collect();
+        Arc::new(Mutex::new(Client {
+            a,
+            chan: None,
+            sent: 0,
+            received: 0,
+            in_flight: VecDeque::new(),
+            rtts: Vec::new(),
+            started: 0,
+            done: false,
+            closed: false,
+            failed: false,
+            filler,
+        }))
+    });
+    let echo: BTreeSet<String> = args.echo.iter().cloned().collect();
+    let c2 = client.clone();
+    let mut driver = match Driver::open(args.cfg.clone(), &args.runtime, move |h| TestLocal { h, echo, client: c2 }) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("multihop-bridge: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let h = driver.handle();
+    for s in &args.echo {
+        h.local(LocalEvent::Export(s.clone()));
+    }
+    emit(json!({"event": "ready", "runtime": args.runtime, "fabric": args.cfg.name, "incarnation": format!("{:#x}", driver.bridge().incarnation()),
+                "lease_ms": args.cfg.lease.as_millis() as u64, "pid": std::process::id()}));
+    // Everything is bounded in time: the whole run stops after --max-seconds.
+    {
+        let h = h.clone();
+        let secs = args.max_seconds;
+        thread::spawn(move || {
+            thread::sleep(Duration::from_secs(secs));
+            emit(json!({"event": "timeout", "seconds": secs}));
+            h.local(LocalEvent::Status);
+            h.local(LocalEvent::Stop);
+        });
+    }
+    // The client binds at once: within its first lease the bridge waits for a runtime it has not heard from yet
+    // (docs/fabric.md §3, Binds), up to the bind's timeout.
+    if let Some(c) = &client {
+        let g = c.lock().unwrap_or_else(|e| e.into_inner());
+        h.local(LocalEvent::Bind {
+            tag: 1,
+            service: g.a.service.clone(),
+            runtime: g.a.runtime.clone(),
+            window: g.a.window,
+            timeout: Duration::from_millis(g.a.bind_timeout_ms),
+            priority: None,
+        });
+    }
+    if let Some(c) = client.clone() {
+        let pace = c.lock().unwrap_or_else(|e| e.into_inner()).a.pace_ms;
+        if pace > 0 {
+            let h = h.clone();
+            thread::spawn(move || loop {
+                thread::sleep(Duration::from_millis(pace));
+                let mut g = c.lock().unwrap_or_else(|e| e.into_inner());
+                if g.closed || g.sent >= g.a.count {
+                    return;
+                }
+                g.send_more(&h, 1);
+            });
+        }
+    }
+    if let Err(e) = driver.run() {
+        eprintln!("multihop-bridge: {e}");
+        return ExitCode::from(1);
+    }
+    let failed = client.is_some_and(|c| {
+        let g = c.lock().unwrap_or_else(|e| e.into_inner());
+        g.failed || !g.done
+    });
+    emit(json!({"event": "exit", "ok": !failed}));
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,237 @@
+"""multihop-bridge across network namespaces (issue 27; docs/fabric.md §9 step 1, "the Zenoh driver").
+
+Each test builds machines as network namespaces (tests/netns.py), runs one ``multihop-bridge`` per machine
+with its in-process test side (``--echo SVC`` serves an echo; ``--client SVC@RT`` binds it and sends numbered
+messages, checking every echo: FIFO, no loss, no duplicate) and reads what each bridge reports as JSON lines
+on stdout (each with ``t``, CLOCK_MONOTONIC nanoseconds, the clock this process reads too).
+
+The binary is built with the cargo feature ``zenoh`` (it is not part of the default build)::
+
+    cargo build -j 1 -p multihop-fabric --features zenoh --profile bridge
+
+and found at ``$MULTIHOP_BRIDGE``, else ``target/{bridge,release,debug}/multihop-bridge``; without it every test
+here is skipped, naming that command. Every namespace and process is removed after each test (the ``network``
+fixture), every wait is bounded, and every bridge stops by itself (``--max-seconds``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import netns
+from netns import network  # noqa: F401  (a fixture)
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = "cargo build -j 1 -p multihop-fabric --features zenoh --profile bridge"
+PORT = 7447
+LEASE_S = 3.0  # the fabric's default lease (docs/fabric.md §5)
+
+
+def bridge_binary() -> Path | None:
+    env = os.environ.get("MULTIHOP_BRIDGE")
+    if env:
+        return Path(env)
+    for profile in ("bridge", "release", "debug"):
+        p = REPO / "target" / profile / "multihop-bridge"
+        if p.exists():
+            return p
+    return None
+
+
+BRIDGE = bridge_binary()
+
+pytestmark = [
+    pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable())),
+    pytest.mark.skipif(BRIDGE is None, reason=f"no multihop-bridge binary: {BUILD}"),
+    pytest.mark.timeout(180),
+]
+
+
+class Bridge:
+    """One multihop-bridge process inside a namespace, its JSON events read by a thread."""
+
+    def __init__(self, ns: netns.Namespace, runtime: str, *args: str, max_seconds: int = 120) -> None:
+        self.runtime = runtime
+        argv = [str(BRIDGE), "--fabric", "lab", "--runtime", runtime, "--max-seconds", str(max_seconds), *args]
+        self.proc = ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        self.ready = self.wait("ready", 20)
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.events.put(json.loads(line))
+            except ValueError:
+                self.events.put({"event": "garbage", "line": line})
+        self.events.put({"event": "eof"})
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line.rstrip())
+
+    def wait(self, event: str, timeout: float, pred: Callable[[dict[str, Any]], bool] = lambda e: True) -> dict[str, Any]:
+        """The next event named `event` (and matching `pred`) within `timeout` seconds; earlier ones are kept in
+        ``seen``. Fails naming what was seen if it does not come (or the process ended first)."""
+        for e in self.seen:
+            if e["event"] == event and pred(e) and not e.get("_taken"):
+                e["_taken"] = True
+                return e
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                e = self.events.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            self.seen.append(e)
+            if e["event"] == event and pred(e):
+                e["_taken"] = True
+                return e
+            if e["event"] == "eof":
+                break
+        tail = "\n".join(self.stderr[-20:])
+        raise AssertionError(f"{self.runtime}: no {event!r} event within {timeout} s; seen {self.seen}; stderr:\n{tail}")
+
+    def finish(self, timeout: float = 20) -> int:
+        """Wait for the process to exit by itself (bounded); its exit code."""
+        return self.proc.wait(timeout=timeout)
+
+
+def two_machines(net: netns.Network) -> tuple[netns.Namespace, netns.Namespace, netns.Link]:
+    a, b = net.machine("a"), net.machine("b")
+    return a, b, net.link(a, b)
+
+
+def endpoint(addr: str) -> str:
+    return f"tcp/{addr}:{PORT}"
+
+
+def start_pair(net: netns.Network, *client_args: str, echo_args: tuple[str, ...] = ()) -> tuple[Bridge, Bridge, netns.Link]:
+    """b serves echo; a connects to it and runs the client given by `client_args`."""
+    a, b, link = two_machines(net)
+    server = Bridge(b, "b", "--listen", endpoint(link.addr_b), "--echo", "echo", *echo_args)
+    client = Bridge(a, "a", "--listen", endpoint(link.addr_a), "--connect", endpoint(link.addr_b), *client_args)
+    return client, server, link
+
+
+def test_bind_across_and_exact_sequence(network: netns.Network) -> None:
+    """A bind of echo@b from another machine; 20,000 numbered messages (window 32) come back each once, in
+    order; both bridges count no refused input and no dropped put; the server side sees the client's close."""
+    n = 20_000
+    client, server, _ = start_pair(network, "--client", "echo@b", "--count", str(n), "--window", "32", "--size", "64")
+    assert client.wait("peer", 10, lambda e: e["runtime"] == "b" and e["up"])
+    bound = client.wait("bound", 10)
+    incoming = server.wait("incoming", 10)
+    assert incoming["from"] == "a" and incoming["service"] == "echo" and incoming["accepted"]
+    assert incoming["window"] == 32
+    done = client.wait("done", 120)
+    assert done["count"] == n
+    print(f"{n} messages of 64 B, window 32, through two bridges: {done['msgs_per_s']:.0f}/s, round trip {done['rtt_us']} us")
+    assert not [e for e in client.seen if e["event"] == "error"]
+    status = client.wait("status", 10)
+    assert status["bad_inputs"] == 0 and status["dropped_puts"] == 0 and status["failed_puts"] == 0
+    assert client.finish() == 0
+    # The client stopped: its bridge withdrew its tokens, so the server's side closes the channel at once.
+    closed = server.wait("closed", LEASE_S + 2, lambda e: e["chan"] == incoming["chan"])
+    assert closed["code"] in ("PeerLost", "Closed"), closed
+    assert bound["chan"] >= 1
+
+
+def test_bind_refusals_are_named(network: netns.Network) -> None:
+    """A service b does not export is refused NotExported, naming it; a runtime not in the fabric NotInFabric."""
+    client, server, _ = start_pair(network, "--client", "nope@b", "--count", "1")
+    failed = client.wait("bind_failed", 10)
+    assert failed["code"] == "NotExported" and '"nope"' in failed["reason"], failed
+    assert client.finish() == 1
+    del server
+
+
+def test_bind_to_an_absent_runtime_is_refused(network: netns.Network) -> None:
+    a = network.machine("a")
+    # No peer ever comes: the client binds anyway after its bind timeout and learns why.
+    client = Bridge(a, "a", "--client", "echo@zz", "--count", "1", "--bind-timeout-ms", "500", "--lease-ms", "1000")
+    failed = client.wait("bind_failed", 10)
+    assert failed["code"] in ("NotInFabric", "Timeout"), failed
+    assert "zz" in failed["reason"]
+
+
+FAILURES = ["sigkill", "sigstop", "link-down"]
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_peer_failure_is_told_within_lease_plus_one_second(network: netns.Network, failure: str) -> None:
+    """Traffic flows (a message every 10 ms, each echoed); then b's bridge is killed, frozen or its link cut. The
+    client's channel closes with PeerLost and a reason within lease + 1 s, every echo before it in order."""
+    client, server, link = start_pair(network, "--client", "echo@b", "--count", "1000000", "--pace-ms", "10", "--window", "4")
+    client.wait("bound", 10)
+    time.sleep(1.0)
+    t0 = time.monotonic_ns()
+    if failure == "sigkill":
+        server.proc.send_signal(signal.SIGKILL)
+    elif failure == "sigstop":
+        server.proc.send_signal(signal.SIGSTOP)
+    else:
+        link.cut()
+    try:
+        closed = client.wait("closed", LEASE_S + 3)
+        assert closed["code"] == "PeerLost", closed
+        assert "runtime b" in closed["reason"], closed
+        took = (closed["t"] - t0) / 1e9
+        assert took <= LEASE_S + 1.0, f"noticed after {took:.3f} s: {closed}"
+        assert closed["received"] >= 50, closed  # traffic was flowing
+        assert not [e for e in client.seen if e["event"] == "error"]
+        assert client.finish() == 1  # the client did not get all its messages: it says so
+        if failure == "link-down":
+            # Both sides are alive: b notices too, within the same bound.
+            sclosed = server.wait("closed", LEASE_S + 3)
+            assert sclosed["code"] == "PeerLost", sclosed
+            assert (sclosed["t"] - t0) / 1e9 <= LEASE_S + 1.0, sclosed
+        print(f"{failure}: noticed after {took:.3f} s: {closed['reason']}")
+    finally:
+        if failure == "sigstop":
+            server.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_frozen_peer_blocks_only_its_own_sender(network: netns.Network) -> None:
+    """Machines b and c are both clients of echo on a. b floods (64 KiB messages, window 64: a's puts back to b
+    fill Zenoh's queue once b stops reading); b is frozen (SIGSTOP). c's paced ping-pong with a goes on
+    meanwhile, no echo later than a second, and a declares b dead within lease + 1 s (Zenoh issue 1876)."""
+    a, b, c = network.machine("a"), network.machine("b"), network.machine("c")
+    ab, ac = network.link(a, b), network.link(a, c)
+    server = Bridge(a, "a", "--listen", endpoint(ab.addr_a), "--listen", endpoint(ac.addr_a), "--echo", "echo")
+    flood = Bridge(b, "b", "--connect", endpoint(ab.addr_a), "--client", "echo@a", "--count", "1000000", "--size", "65536", "--window", "64")
+    pinger = Bridge(c, "c", "--connect", endpoint(ac.addr_a), "--client", "echo@a", "--count", "600", "--pace-ms", "10", "--window", "1")
+    flood.wait("bound", 10)
+    pinger.wait("bound", 10)
+    time.sleep(1.0)
+    t0 = time.monotonic_ns()
+    flood.proc.send_signal(signal.SIGSTOP)
+    try:
+        down = server.wait("peer", LEASE_S + 3, lambda e: e["runtime"] == "b" and not e["up"])
+        took = (down["t"] - t0) / 1e9
+        assert took <= LEASE_S + 1.0, f"a declared b dead after {took:.3f} s: {down}"
+        done = pinger.wait("done", 30)
+        assert done["count"] == 600
+        assert not [e for e in pinger.seen if e["event"] in ("error", "closed")]
+        assert done["rtt_us"]["max"] < 1e6, done  # no echo to c waited behind b's blocked puts
+        print(f"b frozen: a declared it dead after {took:.3f} s ({down['detail']}); c's echoes meanwhile: {done['rtt_us']}")
+    finally:
+        flood.proc.send_signal(signal.SIGCONT)
