@@ -12,7 +12,7 @@
 //! multihop-bridge --fabric lab --runtime a --connect tcp/10.213.0.2:7447 --client echo@b --count 10000
 //! ```
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -26,8 +26,11 @@ use serde_json::{json, Value};
 const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--listen ENDPOINT]... [--connect ENDPOINT]...
        [--lease-ms N] [--wait-before-close-ms N] [--multicast-scouting]
        [--echo SERVICE]...                     serve SERVICE in-process: echo every DATA frame (test mode)
+       [--sink SERVICE]...                     serve SERVICE in-process: take DATA frames, check their numbers,
+                                               give credit back (DUMMY acks), report at the client's TEARDOWN
        [--client SERVICE@RUNTIME [--count N] [--size BYTES] [--window N] [--pace-ms N] [--bind-timeout-ms N]
-                 [--hold]]                     bind and send N numbered messages, check the echoes (test mode)
+                 [--oneway] [--report-rtts]]   bind and send N numbered messages, check the echoes (or, with
+                                               --oneway, send them to a sink within its credit, then close)
        [--max-seconds N]                       stop after N seconds whatever happens (default 600)";
 
 fn emit(v: Value) {
@@ -44,6 +47,7 @@ struct Args {
     cfg: FabricConfig,
     runtime: String,
     echo: Vec<String>,
+    sink: Vec<String>,
     client: Option<ClientArgs>,
     max_seconds: u64,
 }
@@ -58,12 +62,14 @@ struct ClientArgs {
     pace_ms: u64,
     bind_timeout_ms: u64,
     hold: bool,
+    oneway: bool,
+    report_rtts: bool,
 }
 
 fn parse(argv: &[String]) -> Result<Args, String> {
     let mut it = argv.iter();
     let (mut fabric, mut runtime) = (None, None);
-    let (mut listen, mut connect, mut echo) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut listen, mut connect, mut echo, mut sink) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lease, mut wbc, mut scouting) = (None, None, false);
     let mut client: Option<String> = None;
     let mut c = ClientArgs {
@@ -75,6 +81,8 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         pace_ms: 0,
         bind_timeout_ms: 5000,
         hold: false,
+        oneway: false,
+        report_rtts: false,
     };
     let mut max_seconds = 600;
     let num = |v: Option<&String>, what: &str| -> Result<u64, String> {
@@ -88,6 +96,9 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "--listen" => listen.push(val()?),
             "--connect" => connect.push(val()?),
             "--echo" => echo.push(val()?),
+            "--sink" => sink.push(val()?),
+            "--oneway" => c.oneway = true,
+            "--report-rtts" => c.report_rtts = true,
             "--client" => client = Some(val()?),
             "--multicast-scouting" => scouting = true,
             "--hold" => c.hold = true,
@@ -137,7 +148,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             Some(c)
         }
     };
-    Ok(Args { cfg, runtime, echo, client, max_seconds })
+    Ok(Args { cfg, runtime, echo, sink, client, max_seconds })
 }
 
 // ---- the in-process local side ----
@@ -157,6 +168,8 @@ struct Client {
     /// Send times of the messages in flight, oldest first.
     in_flight: VecDeque<u64>,
     rtts: Vec<u64>,
+    /// Frames the sink acked (one-way mode: its DUMMY frames' ack fields).
+    acked: u64,
     started: u64,
     done: bool,
     closed: bool,
@@ -169,13 +182,23 @@ impl Client {
     fn send_more(&mut self, h: &Handle, max: u64) {
         let Some(chan) = self.chan else { return };
         let mut n = 0;
-        while !self.closed && self.sent < self.a.count && (self.in_flight.len() as u64) < u64::from(self.a.window) && n < max {
+        let used = |c: &Client| if c.a.oneway { c.sent - c.acked } else { c.in_flight.len() as u64 };
+        while !self.closed && self.sent < self.a.count && used(self) < u64::from(self.a.window) && n < max {
             let mut payload = self.sent.to_le_bytes().to_vec();
             payload.extend_from_slice(&self.filler[..self.a.size - 8]);
-            self.in_flight.push_back(monotonic_ns());
+            if !self.a.oneway {
+                self.in_flight.push_back(monotonic_ns());
+            }
             self.sent += 1;
             n += 1;
             h.local(LocalEvent::Frame(chan, frame(DIR_TO_SERVER, Kind::Data, &payload)));
+        }
+        if self.a.oneway && self.sent == self.a.count && !self.done {
+            // Everything is sent: close in band (the sink reports at this TEARDOWN; the bridge forgets the
+            // channel once every frame is acked, and the client stops then).
+            h.local(LocalEvent::Frame(chan, frame(DIR_TO_SERVER, Kind::Teardown, &[])));
+            self.received = self.sent;
+            self.finish(h);
         }
     }
 
@@ -185,12 +208,16 @@ impl Client {
         let mut r = self.rtts.clone();
         r.sort_unstable();
         let pct = |p: f64| r.get(((r.len() as f64 * p) as usize).min(r.len().saturating_sub(1))).map_or(0.0, |&v| v as f64 / 1e3);
-        emit(json!({
+        let mut v = json!({
             "event": "done", "count": self.received, "size": self.a.size, "window": self.a.window, "seconds": secs,
-            "msgs_per_s": self.received as f64 / secs,
+            "msgs_per_s": self.received as f64 / secs, "t_start": self.started, "oneway": self.a.oneway,
             "rtt_us": {"p10": pct(0.10), "p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
-        }));
-        if !self.a.hold {
+        });
+        if self.a.report_rtts {
+            v["rtts_ns"] = json!(self.rtts);
+        }
+        emit(v);
+        if !self.a.hold && !self.a.oneway {
             h.local(LocalEvent::Status);
             h.local(LocalEvent::Stop);
         }
@@ -200,7 +227,50 @@ impl Client {
 struct TestLocal {
     h: Handle,
     echo: BTreeSet<String>,
+    sink: BTreeSet<String>,
+    sinks: BTreeMap<ChanId, Sink>,
     client: Option<Arc<Mutex<Client>>>,
+}
+
+/// One channel into a sink service: it checks the numbers and gives the credit back.
+struct Sink {
+    window: u32,
+    received: u64,
+    unacked: u32,
+    first_t: u64,
+    last_t: u64,
+    errors: String,
+}
+
+impl Sink {
+    fn take(&mut self, h: &Handle, chan: ChanId, hd: &Header, f: &[u8]) {
+        match hd.kind {
+            Kind::Data => {
+                let now = monotonic_ns();
+                if self.received == 0 {
+                    self.first_t = now;
+                }
+                self.last_t = now;
+                let got = f.get(HEADER_BYTES..HEADER_BYTES + 8).map_or(u64::MAX, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                if got != self.received && self.errors.is_empty() {
+                    self.errors = format!("message {got} where {} was due", self.received);
+                }
+                self.received += 1;
+                self.unacked += 1;
+                // Credit back every half window, as a multi-hop end does (a DUMMY frame: ack only).
+                if self.unacked >= self.window.div_ceil(2) {
+                    let d = Header { vci: 0, dir: DIR_TO_CLIENT, kind: Kind::Dummy, flags: 0, ack: self.unacked }.encode().to_vec();
+                    h.local(LocalEvent::Frame(chan, d));
+                    self.unacked = 0;
+                }
+            }
+            Kind::Teardown => emit(json!({
+                "event": "sink_done", "chan": chan.0, "received": self.received, "first_t": self.first_t,
+                "last_t": self.last_t, "errors": self.errors,
+            })),
+            Kind::Dummy => {}
+        }
+    }
 }
 
 impl TestLocal {
@@ -215,6 +285,11 @@ impl Local for TestLocal {
         let Ok(hd) = Header::decode(f) else { return true };
         let h = self.h.clone();
         if let Some(mut c) = self.client_of(chan) {
+            if c.a.oneway && hd.kind == Kind::Dummy {
+                c.acked += u64::from(hd.ack);
+                c.send_more(&h, u64::MAX);
+                return true;
+            }
             if hd.kind != Kind::Data {
                 return true;
             }
@@ -238,6 +313,10 @@ impl Local for TestLocal {
             } else if c.a.pace_ms == 0 {
                 c.send_more(&h, u64::MAX);
             }
+            return true;
+        }
+        if let Some(s) = self.sinks.get_mut(&chan) {
+            s.take(&h, chan, &hd, f);
             return true;
         }
         // A server end: echo DATA frames back; a TEARDOWN is the client closing.
@@ -273,7 +352,11 @@ impl Local for TestLocal {
     }
 
     fn incoming_bind(&mut self, chan: ChanId, from: &str, service: &str, window: u32, priority: Priority) {
-        let ok = self.echo.contains(service);
+        let sink = self.sink.contains(service);
+        if sink {
+            self.sinks.insert(chan, Sink { window, received: 0, unacked: 0, first_t: 0, last_t: 0, errors: String::new() });
+        }
+        let ok = sink || self.echo.contains(service);
         emit(
             json!({"event": "incoming", "chan": chan.0, "from": from, "service": service, "window": window, "priority": priority as u8, "accepted": ok}),
         );
@@ -283,6 +366,7 @@ impl Local for TestLocal {
     fn closed(&mut self, chan: ChanId, reason: &Teardown, tell_end: bool) {
         let mut v = json!({"event": "closed", "chan": chan.0, "code": code_name(reason.code), "reason": reason.text, "tell_end": tell_end});
         let h = self.h.clone();
+        self.sinks.remove(&chan);
         if let Some(mut c) = self.client_of(chan) {
             c.closed = true;
             v["client"] = json!(true);
@@ -345,6 +429,7 @@ fn main() -> ExitCode {
             received: 0,
             in_flight: VecDeque::new(),
             rtts: Vec::new(),
+            acked: 0,
             started: 0,
             done: false,
             closed: false,
@@ -353,8 +438,9 @@ fn main() -> ExitCode {
         }))
     });
     let echo: BTreeSet<String> = args.echo.iter().cloned().collect();
+    let sink: BTreeSet<String> = args.sink.iter().cloned().collect();
     let c2 = client.clone();
-    let mut driver = match Driver::open(args.cfg.clone(), &args.runtime, move |h| TestLocal { h, echo, client: c2 }) {
+    let mut driver = match Driver::open(args.cfg.clone(), &args.runtime, move |h| TestLocal { h, echo, sink, sinks: BTreeMap::new(), client: c2 }) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("multihop-bridge: {e}");
@@ -362,7 +448,7 @@ fn main() -> ExitCode {
         }
     };
     let h = driver.handle();
-    for s in &args.echo {
+    for s in args.echo.iter().chain(&args.sink) {
         h.local(LocalEvent::Export(s.clone()));
     }
     emit(json!({"event": "ready", "runtime": args.runtime, "fabric": args.cfg.name, "incarnation": format!("{:#x}", driver.bridge().incarnation()),
