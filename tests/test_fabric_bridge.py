@@ -235,3 +235,59 @@ def test_a_frozen_peer_blocks_only_its_own_sender(network: netns.Network) -> Non
         print(f"b frozen: a declared it dead after {took:.3f} s ({down['detail']}); c's echoes meanwhile: {done['rtt_us']}")
     finally:
         flood.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_million_messages_one_way_in_exact_sequence(network: netns.Network) -> None:
+    """1,000,000 numbered messages of 64 B one way (window 64, the sink giving credit back with DUMMY acks every
+    half window, as a multi-hop end does): the sink gets every number once, in order."""
+    n = 1_000_000
+    client, server, _ = start_pair(network, "--client", "sink@b", "--oneway", "--count", str(n), "--window", "64", echo_args=("--sink", "sink"))
+    done = client.wait("done", 150)
+    sink = server.wait("sink_done", 60)
+    assert sink["received"] == n and sink["errors"] == "", sink
+    assert client.finish(30) == 0
+    secs = (sink["last_t"] - done["t_start"]) / 1e9
+    print(f"{n} messages of 64 B one way, window 64: {n / secs:,.0f} msg/s")
+
+
+def test_messages_of_the_largest_size_cross(network: netns.Network) -> None:
+    """Messages of the channel's largest size (1 MiB: one frame per put, past the 64 KiB batch, which Zenoh
+    fragments) are echoed whole and in order."""
+    client, _, _ = start_pair(network, "--client", "echo@b", "--count", "40", "--size", str(1 << 20), "--window", "4")
+    done = client.wait("done", 120)
+    assert done["count"] == 40
+    assert not [e for e in client.seen if e["event"] == "error"]
+    assert client.finish() == 0
+
+
+@pytest.mark.parametrize("failure", ["sigstop", "link-down"])
+def test_a_peer_back_is_not_resumed_and_can_be_bound_again(network: netns.Network, failure: str) -> None:
+    """b frozen (or its link cut) past the lease: the client's channel closes; b comes back (SIGCONT, link up):
+    its side of the old channel is closed too (never resumed), and a new client binds echo@b and gets its
+    echoes."""
+    a, b, link = two_machines(network)
+    server = Bridge(b, "b", "--listen", endpoint(link.addr_b), "--echo", "echo")
+    args = ("--listen", endpoint(link.addr_a), "--connect", endpoint(link.addr_b))
+    client = Bridge(a, "a", *args, "--client", "echo@b", "--count", "1000000", "--pace-ms", "10", "--window", "4")
+    client.wait("bound", 10)
+    incoming = server.wait("incoming", 10)
+    time.sleep(0.5)
+    if failure == "sigstop":
+        server.proc.send_signal(signal.SIGSTOP)
+    else:
+        link.cut()
+    try:
+        closed = client.wait("closed", LEASE_S + 3)
+        assert closed["code"] == "PeerLost", closed
+    finally:
+        if failure == "sigstop":
+            server.proc.send_signal(signal.SIGCONT)
+        else:
+            link.restore()
+    # b's side of the old channel: closed, with a reason (b saw a's session end or the lease pass).
+    old = server.wait("closed", LEASE_S + 3, lambda e: e["chan"] == incoming["chan"])
+    assert old["code"] == "PeerLost", old
+    again = Bridge(a, "a2", *args, "--client", "echo@b", "--count", "200", "--window", "8", "--bind-timeout-ms", "8000")
+    again.wait("bound", 12)
+    assert again.wait("done", 30)["count"] == 200
+    assert again.finish() == 0
