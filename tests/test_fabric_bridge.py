@@ -291,3 +291,24 @@ def test_a_peer_back_is_not_resumed_and_can_be_bound_again(network: netns.Networ
     again.wait("bound", 12)
     assert again.wait("done", 30)["count"] == 200
     assert again.finish() == 0
+
+
+@pytest.mark.parametrize(("size", "count"), [(4096, 200), (65536, 20)])
+def test_a_slow_link_is_back_pressure_not_loss(network: netns.Network, size: int, count: int) -> None:
+    """The link limited to 1 Mbit/s (tc tbf): one way to a sink within a window of 16, 800 KB to 1.3 MB that take
+    several leases to cross. The sender waits (Block, the credit window), nothing is lost or reordered, and no
+    side is declared dead: heartbeats have their own sender, and wait_before_close (2 s) outlasts a put's wait
+    for a free batch on such a link."""
+    a, b, link = two_machines(network)
+    link.slow()
+    server = Bridge(b, "b", "--listen", endpoint(link.addr_b), "--sink", "sink")
+    client = Bridge(
+        a, "a", "--connect", endpoint(link.addr_b), "--client", "sink@b", "--oneway", "--count", str(count), "--size", str(size), "--window", "16"
+    )
+    done = client.wait("done", 60)
+    sink = server.wait("sink_done", 60)
+    assert sink["received"] == count and sink["errors"] == "", sink
+    assert client.finish(30) == 0
+    assert not [e for e in client.seen + server.seen if e["event"] == "peer" and not e["up"]]
+    secs = (sink["last_t"] - done["t_start"]) / 1e9
+    print(f"1 Mbit/s link: {count} x {size} B in {secs:.1f} s ({count * size / secs / 1e3:.0f} kB/s)")

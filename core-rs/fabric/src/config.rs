@@ -79,7 +79,9 @@ pub struct FabricConfig {
     /// Default [`Congestion::Block`] (the only one [`FabricConfig::check`] accepts).
     pub congestion: Congestion,
     /// How long a blocked put waits before Zenoh closes the link (`queue/congestion_control/wait_before_close`):
-    /// default 1 s, shortened from Zenoh's 5 s so a frozen peer is cut well inside lease + 1 s.
+    /// default 2 s, below the lease and shorter than Zenoh's 5 s. Not 1 s: on a 1 Mbit/s link a put of a 64 KiB
+    /// frame waits that long for a free batch under plain back-pressure, and Zenoh would cut a live link (measured,
+    /// docs/fabric.md §7). A frozen peer does not need it: the bridge's own lease declares it dead.
     pub wait_before_close: Duration,
     /// A channel's priority unless its bind names one; default [`Priority::Data`]. One priority per channel,
     /// fixed at bind (Zenoh orders only within a priority).
@@ -103,7 +105,7 @@ impl FabricConfig {
             lease: Duration::from_secs(3),
             keep_alive: 4,
             congestion: Congestion::Block,
-            wait_before_close: Duration::from_secs(1),
+            wait_before_close: Duration::from_secs(2),
             priority: Priority::Data,
             heartbeat_priority: Priority::InteractiveHigh,
             batch_bytes: 64 << 10,
@@ -202,6 +204,7 @@ mod tests {
         assert_eq!(c.congestion, Congestion::Block);
         assert_eq!(c.priority, Priority::Data);
         assert_eq!(c.heartbeat_interval(), Duration::from_millis(750));
+        assert_eq!(c.wait_before_close, Duration::from_secs(2));
         assert!(c.wait_before_close < c.lease);
         c.check().unwrap();
         let z = c.zenoh_settings();

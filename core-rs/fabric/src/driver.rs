@@ -5,7 +5,8 @@
 //!  the local side (Handle::local: frames, binds, answers, exports) -----+--> event queue --> LOOP (owns the Bridge)
 //!  a clock (the loop sleeps until Bridge::poll_timeout or an event) --/                        |
 //!                                                                                                 | actions
-//!    Put ------------------> the sender of the peer runtime the key names (one thread each, a bounded queue)
+//!    Put ------------------> the sender of the peer runtime the key names (one thread each, a bounded queue;
+//!                             heartbeats have a sender of their own per peer)
 //!    Declare/UndeclareToken -> the token thread (one, in order)
 //!    Deliver, Closed, BindDone, IncomingBind, PeerUp/Down -> the Local trait (called in the loop thread)
 //! ```
@@ -166,11 +167,11 @@ struct PeerSender {
 }
 
 impl PeerSender {
-    fn start(session: zenoh::Session, peer: &str, stats: Arc<Mutex<DriverStats>>) -> PeerSender {
+    fn start(session: zenoh::Session, peer: &str, heartbeats: bool, stats: Arc<Mutex<DriverStats>>) -> PeerSender {
         let q = Arc::new((Mutex::new(Queue { items: VecDeque::new(), stop: false }), Condvar::new()));
         let q2 = q.clone();
         let thread = thread::Builder::new()
-            .name(format!("fabric-tx-{peer}"))
+            .name(format!("fabric-{}-{peer}", if heartbeats { "hb" } else { "tx" }))
             .spawn(move || sender_loop(&session, &q2, &stats))
             .expect("a thread for a peer's sender");
         PeerSender { q, thread: Some(thread) }
@@ -300,7 +301,9 @@ pub struct Driver<L: Local> {
     liveliness: Option<zenoh::pubsub::Subscriber<()>>,
     tokens: Option<Sender<TokenOp>>,
     token_thread: Option<thread::JoinHandle<()>>,
-    senders: BTreeMap<String, PeerSender>,
+    /// Per peer runtime, two senders: (peer, false) for data and bind puts, (peer, true) for heartbeats, so that a
+    /// heartbeat never waits behind a data put blocked in Zenoh (a slow link's back-pressure is not death).
+    senders: BTreeMap<(String, bool), PeerSender>,
     stats: Arc<Mutex<DriverStats>>,
     pending: BTreeMap<ChanId, VecDeque<Pending>>,
     binds: BTreeMap<ChanId, u64>,
@@ -523,9 +526,11 @@ impl<L: Local> Driver<L> {
             Action::IncomingBind { chan, from, service, window, priority } => self.local.incoming_bind(chan, &from, &service, window, priority),
             Action::PeerUp { runtime, incarnation } => self.local.peer(&runtime, true, &format!("incarnation {incarnation:#x}")),
             Action::PeerDown { runtime, reason } => {
-                if let Some(s) = self.senders.get(&runtime) {
-                    let n = s.clear() as u64;
-                    self.stats.lock().unwrap_or_else(|e| e.into_inner()).discarded_puts += n;
+                for hb in [false, true] {
+                    if let Some(s) = self.senders.get(&(runtime.clone(), hb)) {
+                        let n = s.clear() as u64;
+                        self.stats.lock().unwrap_or_else(|e| e.into_inner()).discarded_puts += n;
+                    }
                 }
                 self.local.peer(&runtime, false, &reason);
             }
@@ -533,14 +538,14 @@ impl<L: Local> Driver<L> {
     }
 
     fn put(&mut self, key: String, priority: Priority, payload: Vec<u8>) {
-        let peer = match self.bridge.keys().parse(&key) {
-            Ok(k) => k.runtime,
+        let (peer, hb) = match self.bridge.keys().parse(&key) {
+            Ok(k) => (k.runtime, k.kind == crate::keys::KeyKind::Heartbeat),
             Err(e) => {
                 eprintln!("multihop-bridge: a put on a key that is not the fabric's: {e}");
                 return;
             }
         };
-        let sender = self.senders.entry(peer.clone()).or_insert_with(|| PeerSender::start(self.session.clone(), &peer, self.stats.clone()));
+        let sender = self.senders.entry((peer.clone(), hb)).or_insert_with(|| PeerSender::start(self.session.clone(), &peer, hb, self.stats.clone()));
         if !sender.push(key, priority, payload) {
             self.stats.lock().unwrap_or_else(|e| e.into_inner()).dropped_puts += 1;
             eprintln!("multihop-bridge: the sender queue of runtime {peer} is full ({SENDER_QUEUE} puts): a put dropped");

@@ -29,8 +29,11 @@ const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--list
        [--sink SERVICE]...                     serve SERVICE in-process: take DATA frames, check their numbers,
                                                give credit back (DUMMY acks), report at the client's TEARDOWN
        [--client SERVICE@RUNTIME [--count N] [--size BYTES] [--window N] [--pace-ms N] [--bind-timeout-ms N]
-                 [--oneway] [--report-rtts]]   bind and send N numbered messages, check the echoes (or, with
-                                               --oneway, send them to a sink within its credit, then close)
+                 [--oneway] [--report-rtts] [--hold] [--stay]]
+                                               bind and send N numbered messages, check the echoes (or, with
+                                               --oneway, send them to a sink within its credit, then close);
+                                               --hold: keep the channel open once done, until it closes;
+                                               stop when the channel closes, unless --stay
        [--max-seconds N]                       stop after N seconds whatever happens (default 600)";
 
 fn emit(v: Value) {
@@ -62,6 +65,7 @@ struct ClientArgs {
     pace_ms: u64,
     bind_timeout_ms: u64,
     hold: bool,
+    stay: bool,
     oneway: bool,
     report_rtts: bool,
 }
@@ -81,6 +85,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         pace_ms: 0,
         bind_timeout_ms: 5000,
         hold: false,
+        stay: false,
         oneway: false,
         report_rtts: false,
     };
@@ -102,6 +107,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "--client" => client = Some(val()?),
             "--multicast-scouting" => scouting = true,
             "--hold" => c.hold = true,
+            "--stay" => c.stay = true,
             "--lease-ms" => lease = Some(num(it.next(), a)?),
             "--wait-before-close-ms" => wbc = Some(num(it.next(), a)?),
             "--count" => c.count = num(it.next(), a)?,
@@ -122,8 +128,10 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     cfg.multicast_scouting = scouting;
     if let Some(ms) = lease {
         cfg.lease = Duration::from_millis(ms);
-        // A shorter lease than the default takes a shorter wait_before_close with it unless one is given.
-        cfg.wait_before_close = cfg.wait_before_close.min(cfg.lease / 3);
+        // A lease shorter than the default wait_before_close takes a shorter one with it (unless one is given).
+        if cfg.wait_before_close >= cfg.lease {
+            cfg.wait_before_close = cfg.lease * 2 / 3;
+        }
     }
     if let Some(ms) = wbc {
         cfg.wait_before_close = Duration::from_millis(ms);
@@ -373,9 +381,11 @@ impl Local for TestLocal {
             v["received"] = json!(c.received);
             v["sent"] = json!(c.sent);
             emit(v);
-            // The client's channel is gone (the test is over): stop.
+            // The client's channel is gone (the test is over): stop, unless the bridge serves others too.
             h.local(LocalEvent::Status);
-            h.local(LocalEvent::Stop);
+            if !c.a.stay {
+                h.local(LocalEvent::Stop);
+            }
             return;
         }
         emit(v);
@@ -420,6 +430,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Zenoh's own log (RUST_LOG, default: errors only) to stderr: a transport closed under a blocked put says so.
+    zenoh::init_log_from_env_or("error");
     let client = args.client.clone().map(|a| {
         let filler = (0..a.size).map(|i| i as u8).collect();
         Arc::new(Mutex::new(Client {
