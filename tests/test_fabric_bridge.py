@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -312,3 +313,53 @@ def test_a_slow_link_is_back_pressure_not_loss(network: netns.Network, size: int
     assert not [e for e in client.seen + server.seen if e["event"] == "peer" and not e["up"]]
     secs = (sink["last_t"] - done["t_start"]) / 1e9
     print(f"1 Mbit/s link: {count} x {size} B in {secs:.1f} s ({count * size / secs / 1e3:.0f} kB/s)")
+
+
+def make_certs(where: Path, ca: str, names: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    """A CA named `ca` and, per name, a certificate with its IP address as subject alternative name, for server
+    and client use (mutual TLS): name -> (ca.pem, cert.pem, key.pem). openssl, EC P-256, valid two days."""
+    ossl = shutil.which("openssl")
+    assert ossl is not None
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    cap, cak = where / f"{ca}.pem", where / f"{ca}.key"
+    subprocess.run(
+        [ossl, "req", "-x509", *ec, "-keyout", cak, "-out", cap, "-days", "2", "-subj", f"/CN={ca}"], check=True, capture_output=True, timeout=30
+    )
+    out = {}
+    for name, ip in names.items():
+        key, csr, pem, ext = (where / f"{ca}-{name}.{x}" for x in ("key", "csr", "pem", "ext"))
+        ext.write_text(f"subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth,clientAuth\n")
+        subprocess.run([ossl, "req", *ec, "-keyout", key, "-out", csr, "-subj", f"/CN={name}"], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [ossl, "x509", "-req", "-in", csr, "-CA", cap, "-CAkey", cak, "-CAcreateserial", "-out", pem, "-days", "2", "-extfile", ext],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        out[name] = (str(cap), str(pem), str(key))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificates")
+def test_tls_endpoints_admit_only_the_fabric_s_certificates(network: netns.Network, tmp_path: Path) -> None:
+    """tls/ endpoints with mutual TLS: two bridges with certificates of the fabric's CA bind and exchange 1,000
+    echoes; a bridge with a certificate of another CA, and one dialling plain TCP, never hear from b: their bind
+    is refused NotInFabric."""
+    a, b, link = two_machines(network)
+    good = make_certs(tmp_path, "fabricca", {"a": link.addr_a, "b": link.addr_b})
+    rogue = make_certs(tmp_path, "rogueca", {"a": link.addr_a})
+
+    def tls(certs: tuple[str, str, str]) -> list[str]:
+        return ["--tls-ca", certs[0], "--tls-cert", certs[1], "--tls-key", certs[2]]
+
+    ep_b = f"tls/{link.addr_b}:{PORT}"
+    server = Bridge(b, "b", "--listen", ep_b, "--echo", "echo", *tls(good["b"]))
+    client = Bridge(a, "a", "--connect", ep_b, "--client", "echo@b", "--count", "1000", "--window", "16", *tls(good["a"]))
+    assert client.wait("done", 30)["count"] == 1000
+    assert client.finish() == 0
+    for args in (["--connect", ep_b, *tls(rogue["a"])], ["--connect", endpoint(link.addr_b)]):
+        intruder = Bridge(a, "x", *args, "--client", "echo@b", "--count", "1", "--bind-timeout-ms", "3000")
+        failed = intruder.wait("bind_failed", 10)
+        assert failed["code"] == "NotInFabric", failed
+        assert intruder.finish() == 1
+    assert not [e for e in server.seen if e["event"] == "incoming" and e["from"] == "x"]

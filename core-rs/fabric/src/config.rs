@@ -58,6 +58,19 @@ impl Priority {
 /// Protocols an endpoint may name (Zenoh's `proto/address`).
 pub const PROTOCOLS: &[&str] = &["tcp", "tls", "quic", "udp", "unixsock-stream"];
 
+/// The certificates of a bridge on `tls/` endpoints (Zenoh's TLS link, mutual authentication on): one key and
+/// certificate for both sides of a link (a bridge listens and connects), signed by the fabric's CA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM file of the certificate authority every bridge of the fabric is signed by.
+    pub ca: String,
+    /// PEM file of this bridge's certificate (its names or addresses as subject alternative names: a bridge that
+    /// connects checks the listener's against the endpoint it dialled).
+    pub cert: String,
+    /// PEM file of this bridge's private key.
+    pub key: String,
+}
+
 /// Every setting of a runtime's membership in a fabric.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FabricConfig {
@@ -90,6 +103,9 @@ pub struct FabricConfig {
     pub heartbeat_priority: Priority,
     /// Largest put of several frames for one peer runtime: default 64 KiB (a frame larger goes alone).
     pub batch_bytes: usize,
+    /// Certificates for `tls/` endpoints (required by them): default none. With them, only a holder of a
+    /// certificate of the same CA connects to this bridge or is connected to (mTLS).
+    pub tls: Option<Tls>,
 }
 
 impl FabricConfig {
@@ -109,6 +125,7 @@ impl FabricConfig {
             priority: Priority::Data,
             heartbeat_priority: Priority::InteractiveHigh,
             batch_bytes: 64 << 10,
+            tls: None,
         })
     }
 
@@ -143,13 +160,27 @@ impl FabricConfig {
         if !(4096..=16 << 20).contains(&self.batch_bytes) {
             return bad("batch_bytes", format!("{} outside 4096..=16 MiB", self.batch_bytes));
         }
+        match &self.tls {
+            None => {
+                if let Some(e) = self.listen.iter().chain(&self.connect).find(|e| e.starts_with("tls/")) {
+                    return bad("tls", format!("endpoint {e:?} is TLS: give the CA, the certificate and the key"));
+                }
+            }
+            Some(t) => {
+                for (what, path) in [("ca", &t.ca), ("cert", &t.cert), ("key", &t.key)] {
+                    if path.is_empty() || path.chars().any(|c| c.is_control() || c == '"') {
+                        return bad("tls", format!("{what} file {path:?}: empty, or a quote or control character in it"));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
     /// The Zenoh config this stands for, as `(key, json5 value)` pairs for `zenoh::Config::insert_json5`.
     pub fn zenoh_settings(&self) -> Vec<(&'static str, String)> {
         let list = |v: &[String]| format!("[{}]", v.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(","));
-        vec![
+        let mut out = vec![
             ("mode", format!("{:?}", self.mode.as_str())),
             ("listen/endpoints", list(&self.listen)),
             ("connect/endpoints", list(&self.connect)),
@@ -158,7 +189,18 @@ impl FabricConfig {
             ("transport/link/tx/lease", self.lease.as_millis().to_string()),
             ("transport/link/tx/keep_alive", self.keep_alive.to_string()),
             ("transport/link/tx/queue/congestion_control/block/wait_before_close", self.wait_before_close.as_micros().to_string()),
-        ]
+        ];
+        if let Some(t) = &self.tls {
+            out.extend([
+                ("transport/link/tls/root_ca_certificate", format!("{:?}", t.ca)),
+                ("transport/link/tls/listen_certificate", format!("{:?}", t.cert)),
+                ("transport/link/tls/listen_private_key", format!("{:?}", t.key)),
+                ("transport/link/tls/connect_certificate", format!("{:?}", t.cert)),
+                ("transport/link/tls/connect_private_key", format!("{:?}", t.key)),
+                ("transport/link/tls/enable_mtls", "true".to_string()),
+            ]);
+        }
+        out
     }
 }
 
@@ -237,8 +279,15 @@ mod tests {
         let mut c = ok.clone();
         c.listen = vec!["tcp/10.213.0.1:7447".into()];
         c.connect = vec!["tls/hostb:7447".into()];
+        assert_eq!(c.check().unwrap_err().setting, "tls", "a tls/ endpoint needs certificates");
+        c.tls = Some(Tls { ca: "/etc/mh/ca.pem".into(), cert: "/etc/mh/a.pem".into(), key: "/etc/mh/a.key".into() });
         c.check().unwrap();
-        assert!(c.zenoh_settings().contains(&("connect/endpoints", "[\"tls/hostb:7447\"]".to_string())));
+        let z = c.zenoh_settings();
+        assert!(z.contains(&("connect/endpoints", "[\"tls/hostb:7447\"]".to_string())));
+        assert!(z.contains(&("transport/link/tls/root_ca_certificate", "\"/etc/mh/ca.pem\"".to_string())));
+        assert!(z.contains(&("transport/link/tls/enable_mtls", "true".to_string())));
+        c.tls.as_mut().unwrap().key = String::new();
+        assert_eq!(c.check().unwrap_err().setting, "tls");
         assert_eq!(Priority::from_u8(5), Some(Priority::Data));
         assert_eq!(Priority::from_u8(0), None);
         assert_eq!(Priority::from_u8(8), None);

@@ -32,6 +32,6 @@ pub mod wire;
 
 pub use bridge::{Action, Bridge, ChanId, ChannelStatus, InputError, LocalError, Nanos, PeerStatus, Stats, Status};
 pub use channel::fabric_window;
-pub use config::{check_endpoint, ConfigError, Congestion, FabricConfig, Mode, Priority, PROTOCOLS};
+pub use config::{check_endpoint, ConfigError, Congestion, FabricConfig, Mode, Priority, Tls, PROTOCOLS};
 pub use keys::{KeyKind, KeySpace, NameError};
 pub use reason::{BindRefused, Refusal, Teardown, TeardownCode};

@@ -20,11 +20,12 @@ use std::time::Duration;
 
 use multihop_base::wire::{Header, Kind, DIR_TO_CLIENT, DIR_TO_SERVER, HEADER_BYTES};
 use multihop_fabric::driver::{monotonic_ns, Driver, DriverStats, Handle, Local, LocalEvent};
-use multihop_fabric::{BindRefused, ChanId, FabricConfig, Priority, Status, Teardown};
+use multihop_fabric::{BindRefused, ChanId, FabricConfig, Priority, Status, Teardown, Tls};
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--listen ENDPOINT]... [--connect ENDPOINT]...
        [--lease-ms N] [--wait-before-close-ms N] [--multicast-scouting]
+       [--tls-ca PEM --tls-cert PEM --tls-key PEM]  certificates for tls/ endpoints (mutual TLS)
        [--echo SERVICE]...                     serve SERVICE in-process: echo every DATA frame (test mode)
        [--sink SERVICE]...                     serve SERVICE in-process: take DATA frames, check their numbers,
                                                give credit back (DUMMY acks), report at the client's TEARDOWN
@@ -75,6 +76,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     let (mut fabric, mut runtime) = (None, None);
     let (mut listen, mut connect, mut echo, mut sink) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lease, mut wbc, mut scouting) = (None, None, false);
+    let (mut tls_ca, mut tls_cert, mut tls_key) = (None, None, None);
     let mut client: Option<String> = None;
     let mut c = ClientArgs {
         service: String::new(),
@@ -106,6 +108,9 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "--report-rtts" => c.report_rtts = true,
             "--client" => client = Some(val()?),
             "--multicast-scouting" => scouting = true,
+            "--tls-ca" => tls_ca = Some(val()?),
+            "--tls-cert" => tls_cert = Some(val()?),
+            "--tls-key" => tls_key = Some(val()?),
             "--hold" => c.hold = true,
             "--stay" => c.stay = true,
             "--lease-ms" => lease = Some(num(it.next(), a)?),
@@ -126,6 +131,11 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     cfg.listen = listen;
     cfg.connect = connect;
     cfg.multicast_scouting = scouting;
+    cfg.tls = match (tls_ca, tls_cert, tls_key) {
+        (None, None, None) => None,
+        (Some(ca), Some(cert), Some(key)) => Some(Tls { ca, cert, key }),
+        _ => return Err("--tls-ca, --tls-cert and --tls-key go together".into()),
+    };
     if let Some(ms) = lease {
         cfg.lease = Duration::from_millis(ms);
         // A lease shorter than the default wait_before_close takes a shorter one with it (unless one is given).
