@@ -30,11 +30,12 @@ const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--list
        [--sink SERVICE]...                     serve SERVICE in-process: take DATA frames, check their numbers,
                                                give credit back (DUMMY acks), report at the client's TEARDOWN
        [--client SERVICE@RUNTIME [--count N] [--size BYTES] [--window N] [--pace-ms N] [--bind-timeout-ms N]
-                 [--oneway] [--report-rtts] [--hold] [--stay]]
+                 [--oneway] [--report-rtts] [--hold] [--stay] [--channels K]]
                                                bind and send N numbered messages, check the echoes (or, with
                                                --oneway, send them to a sink within its credit, then close);
                                                --hold: keep the channel open once done, until it closes;
-                                               stop when the channel closes, unless --stay
+                                               stop when a channel closes (or, one way, when all have closed),
+                                               unless --stay; --channels: K channels at once, N messages each
        [--max-seconds N]                       stop after N seconds whatever happens (default 600)";
 
 fn emit(v: Value) {
@@ -69,6 +70,8 @@ struct ClientArgs {
     stay: bool,
     oneway: bool,
     report_rtts: bool,
+    /// Channels bound to the service at once, each carrying `count` messages.
+    channels: u32,
 }
 
 fn parse(argv: &[String]) -> Result<Args, String> {
@@ -90,6 +93,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         stay: false,
         oneway: false,
         report_rtts: false,
+        channels: 1,
     };
     let mut max_seconds = 600;
     let num = |v: Option<&String>, what: &str| -> Result<u64, String> {
@@ -116,6 +120,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "--lease-ms" => lease = Some(num(it.next(), a)?),
             "--wait-before-close-ms" => wbc = Some(num(it.next(), a)?),
             "--count" => c.count = num(it.next(), a)?,
+            "--channels" => c.channels = num(it.next(), a)? as u32,
             "--size" => c.size = num(it.next(), a)? as usize,
             "--window" => c.window = num(it.next(), a)? as u32,
             "--pace-ms" => c.pace_ms = num(it.next(), a)?,
@@ -163,6 +168,9 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             if c.window == 0 {
                 return Err("--window: at least 1".into());
             }
+            if !(1..=4096).contains(&c.channels) {
+                return Err("--channels: 1..=4096".into());
+            }
             Some(c)
         }
     };
@@ -177,58 +185,73 @@ fn frame(dir: u8, kind: Kind, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// The client's state, shared by the loop (deliveries) and the pacer thread (sends at a pace).
-struct Client {
-    a: ClientArgs,
-    chan: Option<ChanId>,
+/// One channel of the client.
+#[derive(Default)]
+struct Flow {
     sent: u64,
     received: u64,
     /// Send times of the messages in flight, oldest first.
     in_flight: VecDeque<u64>,
-    rtts: Vec<u64>,
     /// Frames the sink acked (one-way mode: its DUMMY frames' ack fields).
     acked: u64,
-    started: u64,
     done: bool,
     closed: bool,
+}
+
+/// The client's state, shared by the loop (deliveries) and the pacer thread (sends at a pace).
+struct Client {
+    a: ClientArgs,
+    flows: BTreeMap<ChanId, Flow>,
+    rtts: Vec<u64>,
+    started: u64,
+    done: bool,
     failed: bool,
     filler: Vec<u8>,
 }
 
 impl Client {
-    /// Send what the window allows (fast mode) or one message (paced).
-    fn send_more(&mut self, h: &Handle, max: u64) {
-        let Some(chan) = self.chan else { return };
+    /// Send on `chan` what the window allows (fast mode) or one message (paced).
+    fn send_more(&mut self, h: &Handle, chan: ChanId, max: u64) {
+        let (a, filler) = (&self.a, &self.filler);
+        let Some(fl) = self.flows.get_mut(&chan) else { return };
         let mut n = 0;
-        let used = |c: &Client| if c.a.oneway { c.sent - c.acked } else { c.in_flight.len() as u64 };
-        while !self.closed && self.sent < self.a.count && used(self) < u64::from(self.a.window) && n < max {
-            let mut payload = self.sent.to_le_bytes().to_vec();
-            payload.extend_from_slice(&self.filler[..self.a.size - 8]);
-            if !self.a.oneway {
-                self.in_flight.push_back(monotonic_ns());
+        let used = |fl: &Flow| if a.oneway { fl.sent - fl.acked } else { fl.in_flight.len() as u64 };
+        while !fl.closed && fl.sent < a.count && used(fl) < u64::from(a.window) && n < max {
+            let mut payload = fl.sent.to_le_bytes().to_vec();
+            payload.extend_from_slice(&filler[..a.size - 8]);
+            if !a.oneway {
+                fl.in_flight.push_back(monotonic_ns());
             }
-            self.sent += 1;
+            fl.sent += 1;
             n += 1;
             h.local(LocalEvent::Frame(chan, frame(DIR_TO_SERVER, Kind::Data, &payload)));
         }
-        if self.a.oneway && self.sent == self.a.count && !self.done {
+        if a.oneway && fl.sent == a.count && !fl.done {
             // Everything is sent: close in band (the sink reports at this TEARDOWN; the bridge forgets the
-            // channel once every frame is acked, and the client stops then).
+            // channel once every frame is acked, and the client stops once every channel has).
             h.local(LocalEvent::Frame(chan, frame(DIR_TO_SERVER, Kind::Teardown, &[])));
-            self.received = self.sent;
+            fl.received = fl.sent;
+            fl.done = true;
+        }
+        self.maybe_finish(h);
+    }
+
+    fn maybe_finish(&mut self, h: &Handle) {
+        if !self.done && self.flows.len() == self.a.channels as usize && self.flows.values().all(|fl| fl.done) {
             self.finish(h);
         }
     }
 
     fn finish(&mut self, h: &Handle) {
         self.done = true;
+        let received: u64 = self.flows.values().map(|fl| fl.received).sum();
         let secs = (monotonic_ns() - self.started) as f64 / 1e9;
         let mut r = self.rtts.clone();
         r.sort_unstable();
         let pct = |p: f64| r.get(((r.len() as f64 * p) as usize).min(r.len().saturating_sub(1))).map_or(0.0, |&v| v as f64 / 1e3);
         let mut v = json!({
-            "event": "done", "count": self.received, "size": self.a.size, "window": self.a.window, "seconds": secs,
-            "msgs_per_s": self.received as f64 / secs, "t_start": self.started, "oneway": self.a.oneway,
+            "event": "done", "count": received, "channels": self.flows.len(), "size": self.a.size, "window": self.a.window,
+            "seconds": secs, "msgs_per_s": received as f64 / secs, "t_start": self.started, "oneway": self.a.oneway,
             "rtt_us": {"p10": pct(0.10), "p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
         });
         if self.a.report_rtts {
@@ -294,7 +317,7 @@ impl Sink {
 impl TestLocal {
     fn client_of(&self, chan: ChanId) -> Option<std::sync::MutexGuard<'_, Client>> {
         let c = self.client.as_ref()?.lock().unwrap_or_else(|e| e.into_inner());
-        (c.chan == Some(chan)).then_some(c)
+        c.flows.contains_key(&chan).then_some(c)
     }
 }
 
@@ -302,34 +325,37 @@ impl Local for TestLocal {
     fn deliver(&mut self, chan: ChanId, f: &[u8]) -> bool {
         let Ok(hd) = Header::decode(f) else { return true };
         let h = self.h.clone();
-        if let Some(mut c) = self.client_of(chan) {
-            if c.a.oneway && hd.kind == Kind::Dummy {
-                c.acked += u64::from(hd.ack);
-                c.send_more(&h, u64::MAX);
+        if let Some(mut guard) = self.client_of(chan) {
+            let c = &mut *guard;
+            let (oneway, size, count, paced) = (c.a.oneway, c.a.size, c.a.count, c.a.pace_ms > 0);
+            let fl = c.flows.get_mut(&chan).expect("client_of");
+            if oneway && hd.kind == Kind::Dummy {
+                fl.acked += u64::from(hd.ack);
+                c.send_more(&h, chan, u64::MAX);
                 return true;
             }
             if hd.kind != Kind::Data {
                 return true;
             }
             let got = f.get(HEADER_BYTES..HEADER_BYTES + 8).map_or(u64::MAX, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-            if got != c.received || f.len() != HEADER_BYTES + c.a.size {
+            if got != fl.received || f.len() != HEADER_BYTES + size {
+                let what = format!("channel {chan}: echo {got} of {} bytes where {} of {size} was due", f.len() - HEADER_BYTES, fl.received);
                 if !c.failed {
                     c.failed = true;
-                    emit(
-                        json!({"event": "error", "what": format!("echo {got} of {} bytes where {} of {} was due", f.len() - HEADER_BYTES, c.received, c.a.size)}),
-                    );
+                    emit(json!({"event": "error", "what": what}));
                 }
                 return true;
             }
-            c.received += 1;
-            if let Some(t) = c.in_flight.pop_front() {
+            fl.received += 1;
+            if let Some(t) = fl.in_flight.pop_front() {
                 let now = monotonic_ns();
                 c.rtts.push(now - t);
             }
-            if c.received == c.a.count {
-                c.finish(&h);
-            } else if c.a.pace_ms == 0 {
-                c.send_more(&h, u64::MAX);
+            if fl.received == count {
+                fl.done = true;
+                c.maybe_finish(&h);
+            } else if !paced {
+                c.send_more(&h, chan, u64::MAX);
             }
             return true;
         }
@@ -352,18 +378,20 @@ impl Local for TestLocal {
         match result {
             Ok(()) => {
                 emit(json!({"event": "bound", "chan": chan.0, "service": c.a.service, "runtime": c.a.runtime}));
-                c.chan = Some(chan);
-                c.started = monotonic_ns();
+                c.flows.insert(chan, Flow::default());
+                if c.started == 0 {
+                    c.started = monotonic_ns();
+                }
                 if c.a.count == 0 {
-                    let h = self.h.clone();
-                    c.finish(&h);
+                    c.flows.get_mut(&chan).expect("inserted").done = true;
+                    c.maybe_finish(&self.h);
                 } else if c.a.pace_ms == 0 {
-                    c.send_more(&self.h, u64::MAX);
+                    c.send_more(&self.h, chan, u64::MAX);
                 }
             }
             Err(e) => {
                 emit(json!({"event": "bind_failed", "code": code_name(e.code), "reason": e.text}));
-                c.closed = true;
+                c.failed = true;
                 self.h.local(LocalEvent::Stop);
             }
         }
@@ -385,16 +413,22 @@ impl Local for TestLocal {
         let mut v = json!({"event": "closed", "chan": chan.0, "code": code_name(reason.code), "reason": reason.text, "tell_end": tell_end});
         let h = self.h.clone();
         self.sinks.remove(&chan);
-        if let Some(mut c) = self.client_of(chan) {
-            c.closed = true;
+        if let Some(mut guard) = self.client_of(chan) {
+            let c = &mut *guard;
+            let fl = c.flows.get_mut(&chan).expect("client_of");
+            fl.closed = true;
             v["client"] = json!(true);
-            v["received"] = json!(c.received);
-            v["sent"] = json!(c.sent);
+            v["received"] = json!(fl.received);
+            v["sent"] = json!(fl.sent);
+            let normal = fl.done && c.a.oneway;
             emit(v);
-            // The client's channel is gone (the test is over): stop, unless the bridge serves others too.
-            h.local(LocalEvent::Status);
-            if !c.a.stay {
-                h.local(LocalEvent::Stop);
+            // A client's channel gone before its end (or, one way, the last one closed): the test is over; stop,
+            // unless the bridge serves others too.
+            if !normal || c.flows.values().all(|fl| fl.closed) {
+                h.local(LocalEvent::Status);
+                if !c.a.stay {
+                    h.local(LocalEvent::Stop);
+                }
             }
             return;
         }
@@ -444,20 +478,7 @@ fn main() -> ExitCode {
     zenoh::init_log_from_env_or("error");
     let client = args.client.clone().map(|a| {
         let filler = (0..a.size).map(|i| i as u8).collect();
-        Arc::new(Mutex::new(Client {
-            a,
-            chan: None,
-            sent: 0,
-            received: 0,
-            in_flight: VecDeque::new(),
-            rtts: Vec::new(),
-            acked: 0,
-            started: 0,
-            done: false,
-            closed: false,
-            failed: false,
-            filler,
-        }))
+        Arc::new(Mutex::new(Client { a, flows: BTreeMap::new(), rtts: Vec::new(), started: 0, done: false, failed: false, filler }))
     });
     let echo: BTreeSet<String> = args.echo.iter().cloned().collect();
     let sink: BTreeSet<String> = args.sink.iter().cloned().collect();
@@ -490,14 +511,16 @@ fn main() -> ExitCode {
     // (docs/fabric.md §3, Binds), up to the bind's timeout.
     if let Some(c) = &client {
         let g = c.lock().unwrap_or_else(|e| e.into_inner());
-        h.local(LocalEvent::Bind {
-            tag: 1,
-            service: g.a.service.clone(),
-            runtime: g.a.runtime.clone(),
-            window: g.a.window,
-            timeout: Duration::from_millis(g.a.bind_timeout_ms),
-            priority: None,
-        });
+        for tag in 0..u64::from(g.a.channels) {
+            h.local(LocalEvent::Bind {
+                tag,
+                service: g.a.service.clone(),
+                runtime: g.a.runtime.clone(),
+                window: g.a.window,
+                timeout: Duration::from_millis(g.a.bind_timeout_ms),
+                priority: None,
+            });
+        }
     }
     if let Some(c) = client.clone() {
         let pace = c.lock().unwrap_or_else(|e| e.into_inner()).a.pace_ms;
@@ -506,10 +529,13 @@ fn main() -> ExitCode {
             thread::spawn(move || loop {
                 thread::sleep(Duration::from_millis(pace));
                 let mut g = c.lock().unwrap_or_else(|e| e.into_inner());
-                if g.closed || g.sent >= g.a.count {
+                if g.failed || g.flows.values().any(|fl| fl.closed) || g.done {
                     return;
                 }
-                g.send_more(&h, 1);
+                let chans: Vec<ChanId> = g.flows.keys().copied().collect();
+                for chan in chans {
+                    g.send_more(&h, chan, 1);
+                }
             });
         }
     }
