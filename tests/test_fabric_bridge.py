@@ -384,3 +384,25 @@ def test_sixty_four_bridged_channels_at_once(network: netns.Network) -> None:
     assert len({e["chan"] for e in server.drain() if e["event"] == "incoming"}) == 64
     assert client.finish() == 0
     print(f"64 channels x 500 echoes: {done['msgs_per_s']:,.0f} msg/s, round trip {done['rtt_us']} us")
+
+
+def test_three_machines_the_middle_bridge_dies(network: netns.Network) -> None:
+    """Machines a - m - c in a line (m forwards IP between its links). a's bridge binds echo@c (paced traffic,
+    across m's forwarding) and a second bridge on a binds echo@m. m's bridge is killed: the channel to m closes
+    PeerLost within lease + 1 s; the channel to c goes on untouched and completes after it."""
+    (a, m, c), (am, mc) = network.line("a", "m", "c")
+    middle = Bridge(m, "m", "--listen", endpoint(am.addr_b), "--echo", "echo")
+    Bridge(c, "c", "--listen", endpoint(mc.addr_b), "--echo", "echo")
+    to_c = Bridge(a, "a", "--connect", endpoint(mc.addr_b), "--client", "echo@c", "--count", "600", "--pace-ms", "10", "--window", "4")
+    to_m = Bridge(a, "a2", "--connect", endpoint(am.addr_b), "--client", "echo@m", "--count", "1000000", "--pace-ms", "10", "--window", "4")
+    to_c.wait("bound", 10)
+    to_m.wait("bound", 10)
+    time.sleep(1.0)
+    t0 = time.monotonic_ns()
+    middle.proc.send_signal(signal.SIGKILL)
+    closed = to_m.wait("closed", LEASE_S + 3)
+    assert closed["code"] == "PeerLost" and (closed["t"] - t0) / 1e9 <= LEASE_S + 1.0, closed
+    # a's traffic with c (600 messages paced over 6 s) goes on through the kill and completes.
+    done = to_c.wait("done", 20)
+    assert done["count"] == 600 and done["t"] > closed["t"], done
+    assert not [e for e in to_c.drain() if e["event"] == "error"]
