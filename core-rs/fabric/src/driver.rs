@@ -407,14 +407,18 @@ impl<L: Local> Driver<L> {
             };
             // Take what is there (bounded, so timers are not starved), then act on it all at once: records for one
             // peer go out packed into few puts.
+            // (An event is taken off the queue only when it will be handled: none is dropped at the bound.)
             let mut next = first;
-            for _ in 0..1024 {
-                let Some(ev) = next else { break };
+            let mut taken = 0;
+            while let Some(ev) = next.take() {
                 if self.on_event(ev) {
                     stop = true;
                     break;
                 }
-                next = self.rx.try_recv().ok();
+                taken += 1;
+                if taken < 1024 {
+                    next = self.rx.try_recv().ok();
+                }
             }
             let now = monotonic_ns();
             if self.bridge.poll_timeout().is_some_and(|t| t <= now) {
