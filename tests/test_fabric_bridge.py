@@ -406,3 +406,24 @@ def test_three_machines_the_middle_bridge_dies(network: netns.Network) -> None:
     done = to_c.wait("done", 20)
     assert done["count"] == 600 and done["t"] > closed["t"], done
     assert not [e for e in to_c.drain() if e["event"] == "error"]
+
+
+def test_a_put_blocked_on_a_slow_link_holds_only_its_peer(network: netns.Network) -> None:
+    """a sends 64 KiB frames to b's sink over a 1 Mbit/s link (its puts wait in Zenoh for free batches: with
+    wait_before_close at 1 s Zenoh cut this link, docs/fabric.md §7) while c pings a's echo over a fast link:
+    c's echoes are not held behind a's blocked puts to b (Zenoh issue 1876), and the transfer to b completes."""
+    a, b, c = network.machine("a"), network.machine("b"), network.machine("c")
+    ab, ac = network.link(a, b), network.link(a, c)
+    ab.slow()
+    sink = Bridge(b, "b", "--listen", endpoint(ab.addr_b), "--sink", "sink")
+    args = ["--client", "sink@b", "--oneway", "--count", "20", "--size", "65536", "--window", "16", "--stay"]
+    server = Bridge(a, "a", "--listen", endpoint(ac.addr_a), "--connect", endpoint(ab.addr_b), "--echo", "echo", *args)
+    server.wait("bound", 10)
+    pinger = Bridge(c, "c", "--connect", endpoint(ac.addr_a), "--client", "echo@a", "--count", "500", "--pace-ms", "10", "--window", "1")
+    done = pinger.wait("done", 30)
+    assert done["count"] == 500 and done["rtt_us"]["max"] < 1e6, done
+    got = sink.wait("sink_done", 40)
+    assert got["received"] == 20 and got["errors"] == "", got
+    # Neither a nor b was declared dead (c leaving once its pings were done is its stop).
+    assert not [e for e in server.drain() + sink.drain() if e["event"] == "peer" and not e["up"] and e["runtime"] != "c"]
+    print(f"c's echoes while a's puts to b waited on the slow link: {done['rtt_us']} us")
