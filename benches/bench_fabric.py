@@ -12,7 +12,10 @@ removed at the end, even on an error or Ctrl-C). Between them, each peer of
 * **zenoh**: zenoh-python's own publisher and subscriber (peer mode, explicit endpoints, multicast
   scouting off, Reliable + Block), one ``put`` per message;
 * **nats**: ``nats-server`` in b, ``nats-py`` clients in a and b;
-* **tcp**: a plain TCP socket in Python, one ``sendall`` per message.
+* **tcp**: a plain TCP socket in Python, one ``sendall`` per message;
+* **bridge**: two ``multihop-bridge`` processes (the Rust zenoh crate; built with
+  ``cargo build -j 1 -p multihop-fabric --features zenoh --profile bridge``) with their in-process test ends,
+  one message per frame, window 16: the fabric's own cost, before the monitor hops at both ends exist.
 
 Cases: **round trip** of 64 B (a sends, b echoes, a waits: median and p99 over ``--rt-n`` round
 trips), **one-way throughput** of 64 B and 4 KiB (``--n64`` / ``--n4k`` messages, a's first send
@@ -23,7 +26,8 @@ gives the median over the repeats (round trip: the median of each repeat's media
 and the spread (lowest-highest over the repeats). Every message is numbered: a run that lost,
 doubled or reordered one is flagged, not counted.
 
-The bridged multi-hop channel joins as one more peer in ``fabric_peers.PEERS``; nothing here changes.
+The bridged multi-hop channel (monitors at both ends) joins as one more peer in ``fabric_peers.PEERS``;
+nothing here changes.
 All figures are this machine's (2 CPUs shared by both "machines" and everything else running).
 """
 

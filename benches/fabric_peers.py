@@ -326,8 +326,135 @@ class TcpPeer(WorkerPeer):
     description = "plain TCP socket in Python, one sendall per message"
 
 
-PEERS: dict[str, Callable[[], FabricPeer]] = {"zenoh": ZenohPeer, "nats": NatsPeer, "tcp": TcpPeer}
-"""The peers by name, in the order the bench runs them; add the bridged multi-hop channel here."""
+BRIDGE_PORT = 7448
+BRIDGE_WINDOW = 16  # the multi-hop channel's default window (multihop.defaults.DEFAULT_WINDOW)
+
+
+def bridge_binary() -> Path | None:
+    """``multihop-bridge`` (cargo feature ``zenoh``): ``$MULTIHOP_BRIDGE``, else ``target/{bridge,release,debug}``."""
+    env = os.environ.get("MULTIHOP_BRIDGE")
+    if env:
+        return Path(env)
+    root = Path(__file__).resolve().parent.parent / "target"
+    return next((root / p / "multihop-bridge" for p in ("bridge", "release", "debug") if (root / p / "multihop-bridge").exists()), None)
+
+
+class BridgeProcess:
+    """One ``multihop-bridge`` process inside a machine; its JSON-line events read by a thread."""
+
+    def __init__(self, machine: Machine, runtime: str, args: list[str]) -> None:
+        binary = bridge_binary()
+        assert binary is not None
+        argv = [str(binary), "--fabric", "bench", "--runtime", runtime, "--max-seconds", str(int(REPLY_TIMEOUT) * 4), *args]
+        self.what = f"multihop-bridge {runtime} in {machine.name}"
+        self.log = tempfile.NamedTemporaryFile(prefix=f"fabric-bridge-{runtime}-", suffix=".log", delete=False)
+        self.proc = machine.popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name=f"bridge-{runtime}").start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.events.put(json.loads(line))
+        self.events.put(None)
+
+    def wait(self, event: str, timeout: float = REPLY_TIMEOUT) -> dict[str, Any]:
+        """The next event named `event`; the process's exit or silence past `timeout` raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                e = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise RuntimeError(f"{self.what}: no {event!r} within {timeout:.0f} s (log {self.log.name})") from None
+            if e is None:
+                raise RuntimeError(f"{self.what}: exited ({self.proc.wait()}) before {event!r} (log {self.log.name})")
+            if e["event"] in ("error", "bind_failed"):
+                raise RuntimeError(f"{self.what}: {e}")
+            if e["event"] == event:
+                return e
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+class BridgePeer(FabricPeer):
+    """Two ``multihop-bridge`` processes (the Rust zenoh crate) with their in-process test ends.
+
+    b runs a bridge serving ``echo`` and ``sink`` in-process; each measurement starts a client bridge in a (so its
+    first round trips, Zenoh's publisher declarations included, fall inside the measurement: the median is what
+    to read) that binds across the fabric and sends numbered messages. Round trip: window 1, echoed by b, timed by
+    a's client. One-way: window ``BRIDGE_WINDOW``, b's sink checks every number and gives the credit back with
+    DUMMY acks every half window, as a multi-hop end does; timed from a's first send to b's last receipt. What is
+    not there yet: the monitor hops at both ends (the runtime's side of the bridge, docs/fabric.md §9 step 2).
+    """
+
+    name = "bridge"
+    description = f"two multihop-bridge processes (Rust zenoh 1.10), in-process ends, window {BRIDGE_WINDOW}"
+
+    def __init__(self) -> None:
+        self.server: BridgeProcess | None = None
+        self.ns_a: Machine | None = None
+        self.endpoint = ""
+
+    def available(self) -> str | None:
+        """Needs the multihop-bridge binary."""
+        if bridge_binary() is None:
+            return "no multihop-bridge binary (cargo build -j 1 -p multihop-fabric --features zenoh --profile bridge)"
+        return None
+
+    def setup(self, ns_a: Machine, ns_b: Machine) -> None:
+        """b's bridge, listening, serving echo and sink."""
+        self.ns_a = ns_a
+        self.endpoint = f"tcp/{ns_b.address}:{BRIDGE_PORT}"
+        self.server = BridgeProcess(ns_b, "b", ["--listen", self.endpoint, "--echo", "echo", "--sink", "sink"])
+        self.server.wait("ready", 60)
+
+    def _client(self, *args: str) -> dict[str, Any]:
+        assert self.ns_a is not None
+        c = BridgeProcess(self.ns_a, "a", ["--connect", self.endpoint, *args])
+        try:
+            done = c.wait("done")
+            c.wait("exit")  # one-way: the client stops once its TEARDOWN and every frame before it are acked
+            return done
+        finally:
+            c.stop()
+
+    def roundtrip(self, n: int, size: int) -> list[float]:
+        """`n` round trips (window 1) from a fresh client bridge in a."""
+        done = self._client("--client", "echo@b", "--count", str(n), "--size", str(size), "--window", "1", "--report-rtts")
+        return [x / 1e9 for x in done["rtts_ns"]]
+
+    def oneway(self, n: int, size: int) -> OneWay:
+        """`n` messages to b's sink within the window; b's report gives the last receipt."""
+        assert self.server is not None
+        args = ("--client", "sink@b", "--oneway", "--count", str(n), "--size", str(size), "--window", str(BRIDGE_WINDOW))
+        done = self._client(*args)
+        got = self.server.wait("sink_done")
+        return OneWay(
+            n=n,
+            size=size,
+            seconds=(got["last_t"] - done["t_start"]) / 1e9,
+            send_seconds=(done["t"] - done["t_start"]) / 1e9,
+            received=got["received"],
+            errors=got["errors"],
+        )
+
+    def teardown(self) -> None:
+        """Stop b's bridge."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+PEERS: dict[str, Callable[[], FabricPeer]] = {"zenoh": ZenohPeer, "nats": NatsPeer, "tcp": TcpPeer, "bridge": BridgePeer}
+"""The peers by name, in the order the bench runs them. ``bridge`` is two multihop-bridge processes with in-process
+ends; the bridged multi-hop channel (monitors at both ends) replaces it once the runtime's side exists."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Longest runtime name, in bytes.
-pub(crate) const MAX_NAME: usize = 64;
+pub const MAX_NAME: usize = 64;
 
 /// An environment variable, treated as unset when empty (Python's `if value:`).
 fn env(name: &str) -> Option<OsString> {
@@ -193,8 +193,8 @@ pub(crate) fn runtime_root() -> Result<PathBuf> {
 }
 
 /// `name` if it is a valid runtime name: 1-64 characters from `A-Z a-z 0-9 _ . -`,
-/// not starting with `.` or `-`.
-pub(crate) fn check_name(name: &str) -> Result<&str> {
+/// not starting with `.` or `-`. The fabric's key space (`multihop-fabric`) names runtimes by this same rule.
+pub fn check_name(name: &str) -> Result<&str> {
     let b = name.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= MAX_NAME
