@@ -4,6 +4,9 @@
   of ``pyproject.toml``'s import-linter contract) and every Rust module of the engine's crates
   (``core-rs/*/src/**.rs``, grouped by crate in the workspace's order), each with the first sentence of its
   documentation: the module docstring's, or the first ``//!`` paragraph's.
+- ``benches/README.md``, the bench index: every benchmark of ``benches/`` (scripts, C programs, micro-benchmarks)
+  and the Rust benches of the crates, each with the first sentence of its documentation, which says what it
+  measures and against what.
 - ``docs/cli.md``, the command list: every ``multihop`` subcommand with its ``--help`` line, read from
   ``multihop.cli.build_parser()``.
 
@@ -165,10 +168,33 @@ def command_list() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _c_doc_line(path: Path) -> str:
+    """The first sentence of a C file's leading ``/* ... */`` comment."""
+    m = re.search(r"/\*(.*?)\*/", path.read_text(), re.S)
+    return summary([line.strip().lstrip("*").strip() for line in m.group(1).splitlines()]) if m else ""
+
+
+def bench_index(root: Path = ROOT) -> str:
+    """Every benchmark with what it measures: benches/*.py and *.c, benches/micro/, the crates' ``benches/``."""
+    rows = ["| bench | what it measures, and against what (the first sentence of its documentation) |", "| --- | --- |"]
+    files = sorted((root / "benches").glob("*.py")) + sorted((root / "benches").glob("*.c"))
+    files += sorted(p for p in (root / "benches" / "micro").glob("*.py") if p.name != "conftest.py")
+    for path in files:
+        doc = python_doc_line(path) if path.suffix == ".py" else _c_doc_line(path)
+        rows.append(f"| [`{path.relative_to(root / 'benches').as_posix()}`]({path.relative_to(root / 'benches').as_posix()}) | {_cell(doc)} |")
+    for path in sorted(root.glob("core-rs/**/benches/*.rs")):
+        if "target" in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
+        rows.append(f"| [`{rel}`](../{rel}) (`cargo bench`) | {_cell(rust_doc_line(path))} |")
+    return "\n".join(rows) + "\n"
+
+
 #: page -> (marker name, what goes between its markers)
 SECTIONS = {
     "docs/modules.md": ("module-map", module_map),
     "docs/cli.md": ("commands", command_list),
+    "benches/README.md": ("bench-index", bench_index),
 }
 
 
@@ -187,7 +213,7 @@ def regenerate(page: str, text: str) -> str:
     i, j = text.find(b), text.find(e)
     if i < 0 or j < i:
         raise SystemExit(f"{page}: no markers {b.strip()!r} ... {e.strip()!r} around its generated part")
-    body = make(ROOT) if make is module_map else make()
+    body = make() if make is command_list else make(ROOT)
     return text[: i + len(b)] + "\n" + body + "\n" + text[j:]
 
 

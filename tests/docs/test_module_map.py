@@ -130,3 +130,12 @@ def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
                 if anchor not in headings:
                     broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_the_bench_index_lists_every_bench_with_what_it_measures() -> None:
+    text = (ROOT / "benches" / "README.md").read_text()
+    benches = sorted((ROOT / "benches").glob("*.py")) + sorted((ROOT / "benches").glob("*.c"))
+    for path in benches:
+        assert f"[`{path.name}`]({path.name})" in text, f"benches/README.md does not list {path.name}: run `{FIX}`"
+    empty = [line for line in text.splitlines() if line.startswith("| [`") and line.rstrip().endswith("|  |")]
+    assert not empty, f"benches without a first doc sentence: {empty}"
