@@ -78,6 +78,9 @@ pub enum Ran {
     Deadline,
     /// a slice passed: look at signals, then run again
     Slice,
+    /// durable mode: the store has calls to do (its events to store, entries every next hop has);
+    /// what the round made is written by the control plane's flush, once the store committed
+    Store,
 }
 
 /// Counters (for the broker's status).
@@ -235,7 +238,7 @@ impl Engine {
             }
             Some(EVENT_ACK) => match codec::decode_event_ack(frame) {
                 Some(upto) => {
-                    lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64);
+                    lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64, &[]);
                     true
                 }
                 None => false,
@@ -263,6 +266,11 @@ impl Engine {
         if let Some(link) = self.links.get_mut(&code) {
             link.out.extend(frames.into_iter().map(Arc::new));
         }
+    }
+
+    /// Durable mode: hold the routing's acknowledgements (the store cannot write) or let them go.
+    pub fn hold_acks(&mut self, hold: bool) {
+        lock(&self.erp).hold_acks(hold);
     }
 
     /// Whether frames wait for credit on some link.
@@ -338,8 +346,14 @@ impl Engine {
                     self.ack_at = Some(now + ACK_DELAY);
                 }
             }
+            if lock(&self.erp).has_store_calls() {
+                return Ran::Store; // (nothing of the round is written before the store has what it vouches for)
+            }
             let mut closed = Vec::new();
             dispatcher.corked(&mut || closed = self.flush());
+            if lock(&self.erp).has_store_calls() {
+                return Ran::Store; // (parked copies routed again finished entries: the store launches the next)
+            }
             if !closed.is_empty() {
                 self.pending.extend(closed.into_iter().map(|c| (c, Incoming::Closed)));
                 continue;
@@ -399,11 +413,11 @@ impl Engine {
                     link.out.extend(frames.into_iter().map(Arc::new));
                 }
             }
-            if let Some(upto) = tp.ack {
-                link.out.push_back(Arc::new(if upto >= 0 {
+            if let Some((upto, also)) = tp.ack {
+                link.out.push_back(Arc::new(if upto >= 0 && also.is_empty() {
                     codec::encode_event_ack(upto as u64)
                 } else {
-                    codec::encode_event_ack_also(upto as u64, &[])
+                    codec::encode_event_ack_also(upto as u64, &also)
                 }));
             }
         }
