@@ -346,8 +346,14 @@ impl Engine {
                     self.ack_at = Some(now + ACK_DELAY);
                 }
             }
-            if lock(&self.erp).has_store_calls() {
-                return Ran::Store; // (nothing of the round is written before the store has what it vouches for)
+            {
+                let mut erp = lock(&self.erp);
+                if erp.dur.on && erp.parked_due() {
+                    erp.retry_parked(); // (before the store's calls: what they store is committed before any ack)
+                }
+                if erp.has_store_calls() {
+                    return Ran::Store; // (nothing of the round is written before the store has what it vouches for)
+                }
             }
             let mut closed = Vec::new();
             dispatcher.corked(&mut || closed = self.flush());
@@ -602,5 +608,42 @@ mod tests {
         assert_eq!(ctl.inbox.lock().unwrap().len(), 1); // (watched, not read)
         ctl.inbox.lock().unwrap().clear();
         assert_eq!(eng.run(&NoWait, &control, Some(Instant::now())), Ran::Deadline);
+    }
+
+    /// Durable mode, a storage broker: a copy delivered here is handed to the store (a store call) and the
+    /// round comes back to the control plane before anything is written; its acknowledgement goes out only
+    /// with a flush that does not hold it (the store committed).
+    #[test]
+    fn a_storage_brokers_round_waits_for_the_store_before_its_acknowledgement() {
+        let (me, other) = (1u64, 2u64);
+        let mut erp = Erp::new(me, 3);
+        let mut snap = Snapshot { version: 1, deciders: vec![Vec::new(); 5], ..Snapshot::default() };
+        snap.links.insert(other, 0);
+        snap.nodes.insert(other, NodeInfo { level: 0, cost: 0.0, hop: Some(other), edges: vec![(me, 0.0)], vertex_hop: Some(other) });
+        erp.routing.set(snap);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1000, 1); // a homed client's profile
+        erp.set_local(local);
+        erp.set_durable();
+        erp.set_durable_state(false, 0, true, 0);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        let gw = Arc::new(Mem::default());
+        *gw.credit.lock().unwrap() = 10;
+        eng.add_link(other as i64, gw.clone(), Kind::Broker, None);
+        let mut enc = EventsEncoder::new(0, BATCH_TEXT);
+        let ev = EventFields { timestamp: 1, sequence: 0, incarnation: 0, publisher: b"p", signature: b"a:int", values: b"i1", payload: b"" };
+        enc.push(&CopyFields { event: ev, origin: other, mode: crate::erp::DOWN, level: 0, hops: 1, targets: &[me], reached: &[], left: &[] })
+            .unwrap();
+        gw.inbox.lock().unwrap().extend(enc.finish().unwrap());
+        assert_eq!(eng.run(&NoWait, &[], None), Ran::Store);
+        assert!(gw.sent.lock().unwrap().is_empty()); // nothing of the round before the store has it
+        let calls = lock(&eng.erp).take_store_calls();
+        assert!(matches!(&calls[..], [crate::erp::StoreCall::Match(e, peers)] if e.sequence == 0 && peers == &vec![-1000]));
+        eng.hold_acks(true); // the store could not commit
+        assert!(eng.flush().is_empty());
+        assert!(gw.sent.lock().unwrap().is_empty());
+        eng.hold_acks(false); // it did
+        assert!(eng.flush().is_empty());
+        assert_eq!(gw.sent.lock().unwrap().clone(), vec![codec::encode_event_ack(0)]);
     }
 }

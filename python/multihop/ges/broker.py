@@ -279,6 +279,10 @@ class BrokerCore:
         messages, then event copies and acknowledgements.  Per client: replies, then
         one :class:`Deliver` with its events in order.
         """
+        if self.durable:
+            # parked copies routed again now, before the store commits: what they store for its homed clients
+            # is in the batch, so the acknowledgements they free vouch only for what the store holds
+            self.erp.route_parked()
         self.durability.flush()
         st = self.durability.store
         # before any ack or "stored" this batch allows leaves; a store that cannot write (a full disk) keeps

@@ -508,6 +508,13 @@ class EventRouting:
                 self._release(cause)
         run_store_calls(self.store_calls, self.core.durability)
 
+    def route_parked(self) -> None:
+        """Route the parked copies again if the graph changed since they were last routed (durable mode: the
+        broker calls it before its store commits, so what they store is in the batch their acknowledgements
+        vouch for)."""
+        if self.parked and self._parked_at != self.core.gpp.version:
+            self.retry_parked()
+
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
         self.forget_plans()
@@ -778,8 +785,7 @@ class EventRouting:
         it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
         so a quiet stream costs its sender no extra wake-up per event.
         """
-        if self.parked and self._parked_at != self.core.gpp.version:
-            self.retry_parked()
+        self.route_parked()
         out: dict[int, list[Events | EventAck]] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)

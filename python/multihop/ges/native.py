@@ -160,6 +160,14 @@ class NativeEventRouting:
         self.engine.retry_parked()
         self.run_store_calls()
 
+    def route_parked(self) -> None:
+        """Durable mode: route the parked copies again if the graph changed since they were last routed (before
+        the store commits: see ``EventRouting.route_parked``)."""
+        if self._durable:
+            self.sync()
+            if self.engine.parked_due():
+                self.retry_parked()
+
     def run_store_calls(self) -> None:
         """Take the store calls the engine made and do them, in order, after any already queued."""
         if not self._durable:
@@ -192,10 +200,9 @@ class NativeEventRouting:
         if not self.engine.pending():
             return {}
         self.sync()
-        if self._durable and self.engine.parked_due():
-            # the reference routes parked copies again first thing in take (the engine would, too, but the
-            # entries the store launches then must go out in this take: done here, with the store's calls)
-            self.retry_parked()
+        # the reference routes parked copies again first thing in take (the engine would, too, but the entries
+        # the store launches then must go out in this take: done here, with the store's calls)
+        self.route_parked()
         out: dict[int, list[Events | EventAck]] = {}
         for peer, first, copies, ack in self.engine.take():
             msgs: list[Events | EventAck] = []
