@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, PUBLISH};
+use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, EVENT_ACK_ALSO, PUBLISH};
 use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
 use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
@@ -239,6 +239,14 @@ impl Engine {
             Some(EVENT_ACK) => match codec::decode_event_ack(frame) {
                 Some(upto) => {
                     lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64, &[]);
+                    true
+                }
+                None => false,
+            },
+            // durable mode's selective acknowledgements (copies done out of order)
+            Some(EVENT_ACK_ALSO) => match codec::decode_event_ack_also(frame) {
+                Some((upto, also)) => {
+                    lock(&self.erp).on_ack(peer, upto, &also);
                     true
                 }
                 None => false,
