@@ -239,15 +239,17 @@ def test_checker_counts_replayed_and_lost_while_disconnected() -> None:
     assert len(check_delivery(h2).out_of_order) == 3
 
 
-def test_random_fault_scenarios_exactly_once_in_order_and_storage_empties() -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
+def test_random_fault_scenarios_exactly_once_in_order_and_storage_empties(native: bool) -> None:
     """200 seeded scenarios (benches/bench_ges_durability.py --scenarios 1000 runs 1,000): random disconnects,
     roams, broker crashes and restarts, gateway losses that heal, lossy links; every subscriber gets every
-    matching event exactly once, in each publisher's order across incarnations; storage ends empty."""
+    matching event exactly once, in each publisher's order across incarnations; storage ends empty. With the
+    Python event path and with the native engine."""
     totals: dict[str, int] = {}
     replayed = delivered = 0
     bad = []
     for seed in range(200):
-        r = run_durable_scenario(seed)
+        r = run_durable_scenario(seed, native=native)
         for k, v in r.faults.items():
             totals[k] = totals.get(k, 0) + v
         replayed += r.report.replayed

@@ -220,6 +220,10 @@ def test_bad_resumes_are_refused_and_status_shows_the_stores(system: LiveSystem)
             [sys.executable, "-m", "multihop.cli", "ges", "status", name, "--at", "1.1.1"], capture_output=True, text=True, timeout=60
         ).stdout
         assert "storage broker" in out and "stored events" in out
+        # durable brokers run the native engine (the default), the storage brokers' too, and it routes the events
+        statuses = {at: system.status(at) for at in ("1.1.1", "1.1.2", "1.1.3", "1.2.1", "1.2.2")}
+        assert {at: st["engine"] for at, st in statuses.items()} == dict.fromkeys(statuses, "native")
+        assert sum(st["counters"]["native_in"] for st in statuses.values()) > 0
         assert "oldest unacknowledged" in out and "waiting for honest" in out
         assert "client honest: incarnation" in out and "away" in out
         sub = ges.connect(name, "1.1.2", "honest", resume=True, last_received={"pub-honest": last})  # the true position

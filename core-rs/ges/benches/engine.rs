@@ -114,7 +114,7 @@ fn main() {
         eng.receive(&[from as i64]);
         assert!(eng.process().is_none());
         eng.flush();
-        eng.erp.lock().unwrap().on_ack(to, i64::MAX); // (the next broker acknowledges, as a live one does)
+        eng.erp.lock().unwrap().on_ack(to, i64::MAX, &[]); // (the next broker acknowledges, as a live one does)
     }
     let dt = t0.elapsed();
     let cpu = cpu_ns() - c0;

@@ -212,6 +212,19 @@ pub fn decode_event_ack(data: &[u8]) -> Option<u64> {
     (data.len() == 10 && u16_at(data, 0) == EVENT_ACK).then(|| u64_at(data, 2))
 }
 
+/// The `upto` (signed, as the control plane reads it) and `also` of an `event_ack_also` message
+/// (durable mode's selective acknowledgement; None if it is not exactly one).
+pub fn decode_event_ack_also(data: &[u8]) -> Option<(i64, Vec<u64>)> {
+    if data.len() < 18 || u16_at(data, 0) != EVENT_ACK_ALSO {
+        return None;
+    }
+    let n = u64_at(data, 10);
+    if n > 65536 || data.len() as u64 != 18 + 8 * n {
+        return None;
+    }
+    Some((u64_at(data, 2) as i64, (0..n as usize).map(|i| u64_at(data, 18 + 8 * i)).collect()))
+}
+
 /// An `event_ack` message.
 pub fn encode_event_ack(upto: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(10);
@@ -654,6 +667,10 @@ mod tests {
     #[test]
     fn acks_round_trip() {
         assert_eq!(decode_event_ack(&encode_event_ack(77)), Some(77));
+        assert_eq!(decode_event_ack_also(&encode_event_ack_also(5, &[7, 9])), Some((5, vec![7, 9])));
+        assert_eq!(decode_event_ack_also(&encode_event_ack_also(u64::MAX, &[])), Some((-1, vec![])));
+        assert_eq!(decode_event_ack_also(&encode_event_ack_also(5, &[7])[..25]), None);
+        assert_eq!(decode_event_ack_also(&encode_event_ack(5)), None);
         assert_eq!(decode_event_ack(b"\x0e\x00"), None);
     }
 }

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, PUBLISH};
+use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, EVENT_ACK_ALSO, PUBLISH};
 use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
 use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
@@ -78,6 +78,9 @@ pub enum Ran {
     Deadline,
     /// a slice passed: look at signals, then run again
     Slice,
+    /// durable mode: the store has calls to do (its events to store, entries every next hop has);
+    /// what the round made is written by the control plane's flush, once the store committed
+    Store,
 }
 
 /// Counters (for the broker's status).
@@ -235,7 +238,15 @@ impl Engine {
             }
             Some(EVENT_ACK) => match codec::decode_event_ack(frame) {
                 Some(upto) => {
-                    lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64);
+                    lock(&self.erp).on_ack(peer, upto.min(i64::MAX as u64) as i64, &[]);
+                    true
+                }
+                None => false,
+            },
+            // durable mode's selective acknowledgements (copies done out of order)
+            Some(EVENT_ACK_ALSO) => match codec::decode_event_ack_also(frame) {
+                Some((upto, also)) => {
+                    lock(&self.erp).on_ack(peer, upto, &also);
                     true
                 }
                 None => false,
@@ -263,6 +274,11 @@ impl Engine {
         if let Some(link) = self.links.get_mut(&code) {
             link.out.extend(frames.into_iter().map(Arc::new));
         }
+    }
+
+    /// Durable mode: hold the routing's acknowledgements (the store cannot write) or let them go.
+    pub fn hold_acks(&mut self, hold: bool) {
+        lock(&self.erp).hold_acks(hold);
     }
 
     /// Whether frames wait for credit on some link.
@@ -338,8 +354,20 @@ impl Engine {
                     self.ack_at = Some(now + ACK_DELAY);
                 }
             }
+            {
+                let mut erp = lock(&self.erp);
+                if erp.dur.on && erp.parked_due() {
+                    erp.retry_parked(); // (before the store's calls: what they store is committed before any ack)
+                }
+                if erp.has_store_calls() {
+                    return Ran::Store; // (nothing of the round is written before the store has what it vouches for)
+                }
+            }
             let mut closed = Vec::new();
             dispatcher.corked(&mut || closed = self.flush());
+            if lock(&self.erp).has_store_calls() {
+                return Ran::Store; // (parked copies routed again finished entries: the store launches the next)
+            }
             if !closed.is_empty() {
                 self.pending.extend(closed.into_iter().map(|c| (c, Incoming::Closed)));
                 continue;
@@ -399,11 +427,11 @@ impl Engine {
                     link.out.extend(frames.into_iter().map(Arc::new));
                 }
             }
-            if let Some(upto) = tp.ack {
-                link.out.push_back(Arc::new(if upto >= 0 {
+            if let Some((upto, also)) = tp.ack {
+                link.out.push_back(Arc::new(if upto >= 0 && also.is_empty() {
                     codec::encode_event_ack(upto as u64)
                 } else {
-                    codec::encode_event_ack_also(upto as u64, &[])
+                    codec::encode_event_ack_also(upto as u64, &also)
                 }));
             }
         }
@@ -588,5 +616,42 @@ mod tests {
         assert_eq!(ctl.inbox.lock().unwrap().len(), 1); // (watched, not read)
         ctl.inbox.lock().unwrap().clear();
         assert_eq!(eng.run(&NoWait, &control, Some(Instant::now())), Ran::Deadline);
+    }
+
+    /// Durable mode, a storage broker: a copy delivered here is handed to the store (a store call) and the
+    /// round comes back to the control plane before anything is written; its acknowledgement goes out only
+    /// with a flush that does not hold it (the store committed).
+    #[test]
+    fn a_storage_brokers_round_waits_for_the_store_before_its_acknowledgement() {
+        let (me, other) = (1u64, 2u64);
+        let mut erp = Erp::new(me, 3);
+        let mut snap = Snapshot { version: 1, deciders: vec![Vec::new(); 5], ..Snapshot::default() };
+        snap.links.insert(other, 0);
+        snap.nodes.insert(other, NodeInfo { level: 0, cost: 0.0, hop: Some(other), edges: vec![(me, 0.0)], vertex_hop: Some(other) });
+        erp.routing.set(snap);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1000, 1); // a homed client's profile
+        erp.set_local(local);
+        erp.set_durable();
+        erp.set_durable_state(false, 0, true, 0);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        let gw = Arc::new(Mem::default());
+        *gw.credit.lock().unwrap() = 10;
+        eng.add_link(other as i64, gw.clone(), Kind::Broker, None);
+        let mut enc = EventsEncoder::new(0, BATCH_TEXT);
+        let ev = EventFields { timestamp: 1, sequence: 0, incarnation: 0, publisher: b"p", signature: b"a:int", values: b"i1", payload: b"" };
+        enc.push(&CopyFields { event: ev, origin: other, mode: crate::erp::DOWN, level: 0, hops: 1, targets: &[me], reached: &[], left: &[] })
+            .unwrap();
+        gw.inbox.lock().unwrap().extend(enc.finish().unwrap());
+        assert_eq!(eng.run(&NoWait, &[], None), Ran::Store);
+        assert!(gw.sent.lock().unwrap().is_empty()); // nothing of the round before the store has it
+        let calls = lock(&eng.erp).take_store_calls();
+        assert!(matches!(&calls[..], [crate::erp::StoreCall::Match(e, peers)] if e.sequence == 0 && peers == &vec![-1000]));
+        eng.hold_acks(true); // the store could not commit
+        assert!(eng.flush().is_empty());
+        assert!(gw.sent.lock().unwrap().is_empty());
+        eng.hold_acks(false); // it did
+        assert!(eng.flush().is_empty());
+        assert_eq!(gw.sent.lock().unwrap().clone(), vec![codec::encode_event_ack(0)]);
     }
 }

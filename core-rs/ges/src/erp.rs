@@ -18,9 +18,14 @@
 //! numbered, and an acknowledgement), [`Erp::take_deliveries`] (per client: its events) and
 //! [`Erp::take_timer`] (the acknowledgement timer asked for). No I/O, no clock. The Python event
 //! path's remembered decisions (plans) are an optimisation of the interpreter only: they give the
-//! same decisions as handling every copy in full, which is what this does. Durable mode
-//! (`erp.py`'s acknowledgements that follow causes, parking) is not here: durable systems run the
-//! Python event path.
+//! same decisions as handling every copy in full, which is what this does.
+//!
+//! **Durable mode** ([`Erp::set_durable`], `erp.py`'s "Durable mode"): a copy is acknowledged only
+//! once everything made of it is safe (its copies acknowledged by the next hops: causes, with the
+//! acknowledgements' `also` lists), copies with no route are parked and routed again when the graph
+//! changes, and a storage broker's store is told what to store and which entries every next hop has
+//! as [`StoreCall`]s ([`Erp::take_store_calls`]), in the order the reference makes them: the driver
+//! (the Python store) stores them and routes the entries it launches ([`Erp::originate`]).
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -42,6 +47,34 @@ pub const UP: u8 = 1;
 pub const DOWN: u8 = 2;
 /// The duplicate filter's role of delivering to local clients (deciding at level l is -l, climbing l).
 const DELIVER: i32 = 0;
+
+/// The "hop" of targets with no route now (durable mode parks them).
+const PARK: u64 = u64::MAX;
+
+/// What a copy (or entry) being handled is owed to, in durable mode (`erp.py`'s `Cause`): a copy
+/// that came from `peer` as link sequence `seq` in the link's `epoch`, or a stored entry routed from
+/// here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cause {
+    In { peer: u64, epoch: u64, seq: u64 },
+    Entry(u64),
+}
+
+/// What the store of a storage broker must do (durable mode), in order.
+#[derive(Debug)]
+pub enum StoreCall {
+    /// the event was delivered here and matched these homed clients' profile peers (`on_match`)
+    Match(Arc<Event>, Vec<Dest>),
+    /// every next hop acknowledged the copies of this entry (`route_done`)
+    RouteDone(u64),
+}
+
+/// An event's identity (publisher, incarnation, timestamp, sequence).
+type EvKey = (u32, u64, u64, u64);
+
+fn ev_key(ev: &Event) -> EvKey {
+    (ev.pub_id, ev.incarnation, ev.timestamp, ev.sequence)
+}
 
 /// A profile graph shared with the control plane (which changes it between rounds).
 pub type SharedGraph = Arc<Mutex<ProfileGraph<Dest>>>;
@@ -139,7 +172,8 @@ impl Counters {
 pub struct ToPeer {
     pub peer: u64,
     pub events: Option<(u64, Vec<Arc<Copy>>)>,
-    pub ack: Option<i64>,
+    /// `(upto, also)`: every copy up to `upto` and those in `also` (durable mode) were handled
+    pub ack: Option<(i64, Vec<u64>)>,
 }
 
 /// What a graph's symbols are for the names of each signature (valid while the graph's generation
@@ -191,6 +225,38 @@ pub struct Erp {
     out: OrderedMap<u64, Vec<Arc<Copy>>>,
     deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
     pub counters: Counters,
+    /// durable mode (see the module docs) and what it keeps
+    pub dur: Durable,
+}
+
+/// Durable mode's state (`erp.py`'s fields of the same names).
+#[derive(Default)]
+pub struct Durable {
+    pub on: bool,
+    /// what the durability side says now (pushed before each call): a restarted broker that has not got
+    /// its profiles back, the levels whose profiles it still misses (bit per level), whether it has a store
+    pub restarting: bool,
+    pub missing: u32,
+    pub has_store: bool,
+    /// per level (bit): the publisher's unit of that level has (or had) a decider inside this broker's
+    /// unit one level down (`_had_deciders`), for the routing pushed
+    pub had_deciders: u32,
+    cause: Option<Cause>,
+    open: FxHashMap<Cause, u32>,
+    deps: FxHashMap<u64, FxHashMap<u64, Cause>>,
+    inq: FxHashMap<u64, std::collections::BTreeSet<u64>>,
+    done: FxHashMap<u64, Vec<u64>>,
+    dup_hit: bool,
+    ev_cause: FxHashMap<EvKey, Cause>,
+    cause_ev: FxHashMap<Cause, EvKey>,
+    listeners: FxHashMap<Cause, Vec<Cause>>,
+    parked_n: FxHashMap<Cause, u32>,
+    epoch: FxHashMap<u64, u64>,
+    /// copies with no route now, routed again when the graph changes
+    pub parked: Vec<(Option<Cause>, Copy)>,
+    parked_at: Option<u64>,
+    store_calls: Vec<StoreCall>,
+    hold_acks: bool,
 }
 
 impl Erp {
@@ -220,7 +286,46 @@ impl Erp {
             out: OrderedMap::default(),
             deliveries: OrderedMap::default(),
             counters: Counters::default(),
+            dur: Durable::default(),
         }
+    }
+
+    /// Turn durable mode on (before any event).
+    pub fn set_durable(&mut self) {
+        self.dur.on = true;
+    }
+
+    /// What the durability side says now (durable mode; see [`Durable`]).
+    pub fn set_durable_state(&mut self, restarting: bool, missing: u32, has_store: bool, had_deciders: u32) {
+        let d = &mut self.dur;
+        d.restarting = restarting;
+        d.missing = missing;
+        d.has_store = has_store;
+        d.had_deciders = had_deciders;
+    }
+
+    fn missing_profiles(&self, lvl: u32) -> bool {
+        lvl < 32 && self.dur.missing & (1 << lvl) != 0
+    }
+
+    fn had_deciders(&self, lvl: u32) -> bool {
+        lvl < 32 && self.dur.had_deciders & (1 << lvl) != 0
+    }
+
+    /// Whether the store has calls to do (durable mode).
+    pub fn has_store_calls(&self) -> bool {
+        !self.dur.store_calls.is_empty()
+    }
+
+    /// Hold every acknowledgement (durable mode: the store cannot write now, so what it was handed is
+    /// not stored) until told otherwise; the held ones go out, merged, with the next take after that.
+    pub fn hold_acks(&mut self, hold: bool) {
+        self.dur.hold_acks = hold;
+    }
+
+    /// What the store must do, in order (durable mode); empties the list.
+    pub fn take_store_calls(&mut self) -> Vec<StoreCall> {
+        std::mem::take(&mut self.dur.store_calls)
     }
 
     // ---- what the control plane pushes ------------------------------------------------------
@@ -385,11 +490,30 @@ impl Erp {
     pub fn on_events(&mut self, peer: u64, first_seq: u64, copies: Vec<Copy>) {
         let mut last = self.recv.get(&peer).copied().unwrap_or(-1);
         let n = copies.len() as u64;
+        let durable = self.dur.on;
         for (seq, copy) in (first_seq as i64..).zip(copies) {
             if seq > last {
                 last = seq;
                 self.counters.copies_in += 1;
-                self.handle(copy);
+                if durable {
+                    let s = seq as u64;
+                    let cause = Cause::In { peer, epoch: self.dur.epoch.get(&peer).copied().unwrap_or(0), seq: s };
+                    self.dur.inq.entry(peer).or_default().insert(s);
+                    self.dur.open.insert(cause, 1);
+                    self.dur.cause = Some(cause);
+                    self.dur.dup_hit = false;
+                    let key = ev_key(&copy.event);
+                    if self.dur.restarting {
+                        self.park(copy);
+                    } else {
+                        self.handle(copy);
+                    }
+                    self.dur.cause = None;
+                    self.hold(cause, key);
+                    self.release(cause);
+                } else {
+                    self.handle(copy);
+                }
             }
         }
         self.recv.insert(peer, last);
@@ -403,12 +527,135 @@ impl Erp {
         *self.ack_due.get_mut(&peer).expect("made above") += n;
     }
 
-    /// Neighbour `peer` handled our copies up to `upto`.
-    pub fn on_ack(&mut self, peer: u64, upto: i64) {
-        if let Some(b) = self.unacked.get_mut(&peer) {
-            if upto >= 0 {
-                let keep = b.split_off(&(upto as u64 + 1));
-                *b = keep;
+    /// Neighbour `peer` handled our copies up to `upto`, and those in `also`.
+    pub fn on_ack(&mut self, peer: u64, upto: i64, also: &[u64]) {
+        let Some(b) = self.unacked.get_mut(&peer) else { return };
+        if b.is_empty() {
+            return;
+        }
+        let mut done: Vec<u64> = Vec::new();
+        if upto >= 0 {
+            let keep = b.split_off(&(upto as u64 + 1));
+            let acked = std::mem::replace(b, keep);
+            done.extend(acked.into_keys());
+        }
+        for &s in also {
+            if (s as i64) > upto && !done.contains(&s) && b.remove(&s).is_some() {
+                done.push(s);
+            }
+        }
+        if let Some(deps) = self.dur.deps.get_mut(&peer) {
+            let causes: Vec<Cause> = done.iter().filter_map(|s| deps.remove(s)).collect();
+            for c in causes {
+                self.release(c);
+            }
+        }
+    }
+
+    /// Durable mode: this storage broker routes `ev` (stored in its cluster) as its origin; the store
+    /// hears [`StoreCall::RouteDone`] for `entry` once every next hop acknowledged.
+    pub fn originate(&mut self, ev: Arc<Event>, entry: u64) {
+        self.counters.published += 1;
+        self.accept(&ev, DELIVER);
+        let me = self.code;
+        let cause = Cause::Entry(entry);
+        self.dur.cause = Some(cause);
+        *self.dur.open.entry(cause).or_insert(0) += 1;
+        let key = ev_key(&ev);
+        let copy =
+            Copy { event: ev, origin: me, mode: UP, level: 1, targets: Units::new(), reached: Units::from_slice(&[me]), hops: 0, left: Units::new() };
+        self.dur.dup_hit = false;
+        if self.dur.restarting {
+            self.park(copy);
+        } else {
+            self.up(copy);
+        }
+        self.dur.cause = None;
+        self.hold(cause, key);
+        self.release(cause);
+    }
+
+    /// After handling a copy: remember the cause that waits for this event here, or make a pure
+    /// duplicate wait for it (`erp.py`'s `_hold`).
+    fn hold(&mut self, cause: Cause, key: EvKey) {
+        let d = &mut self.dur;
+        if d.open[&cause] > 1 {
+            if let std::collections::hash_map::Entry::Vacant(v) = d.ev_cause.entry(key) {
+                v.insert(cause);
+                d.cause_ev.insert(cause, key);
+            }
+        } else if d.dup_hit {
+            // only while the older copy is parked here (see the reference)
+            if let Some(&older) = d.ev_cause.get(&key) {
+                if d.open.contains_key(&older) && d.parked_n.get(&older).copied().unwrap_or(0) != 0 {
+                    *d.open.get_mut(&cause).expect("open") += 1;
+                    d.listeners.entry(older).or_default().push(cause);
+                }
+            }
+        }
+    }
+
+    /// One thing `cause` waited for is safe; when nothing is left, the cause is done.
+    fn release(&mut self, cause: Cause) {
+        let d = &mut self.dur;
+        let n = d.open[&cause] - 1;
+        if n > 0 {
+            d.open.insert(cause, n);
+            return;
+        }
+        d.open.remove(&cause);
+        if let Some(key) = d.cause_ev.remove(&cause) {
+            d.ev_cause.remove(&key);
+        }
+        for waiting in d.listeners.remove(&cause).unwrap_or_default() {
+            self.release(waiting);
+        }
+        let d = &mut self.dur;
+        match cause {
+            Cause::In { peer, epoch, seq } => {
+                if d.epoch.get(&peer).copied().unwrap_or(0) != epoch {
+                    return; // that gateway is gone: its sender routes the copy again itself
+                }
+                if let Some(q) = d.inq.get_mut(&peer) {
+                    q.remove(&seq);
+                }
+                d.done.entry(peer).or_default().push(seq);
+                *self.ack_due.entry_or(peer, || 0) = ACK_EVERY; // at once: the origin waits for it
+            }
+            Cause::Entry(e) => {
+                if d.has_store {
+                    d.store_calls.push(StoreCall::RouteDone(e));
+                }
+            }
+        }
+    }
+
+    fn safe_upto(&self, peer: u64) -> i64 {
+        match self.dur.inq.get(&peer).and_then(|q| q.first()) {
+            Some(&first) => first as i64 - 1,
+            None => self.recv[&peer],
+        }
+    }
+
+    /// Durable mode: route the parked copies again (the graph changed; not while restarting).
+    pub fn retry_parked(&mut self) {
+        if self.dur.restarting {
+            return;
+        }
+        self.dur.parked_at = Some(self.routing.snap.version);
+        let parked = std::mem::take(&mut self.dur.parked);
+        for (cause, copy) in parked {
+            if let Some(c) = cause {
+                let n = self.dur.parked_n.remove(&c).unwrap_or(0).saturating_sub(1);
+                if n > 0 {
+                    self.dur.parked_n.insert(c, n);
+                }
+            }
+            self.dur.cause = cause;
+            self.route_again(copy);
+            self.dur.cause = None;
+            if let Some(c) = cause {
+                self.release(c);
             }
         }
     }
@@ -421,9 +668,21 @@ impl Erp {
         self.seq.remove(&peer);
         self.recv.remove(&peer);
         self.ack_due.remove(&peer);
-        for (_, copy) in pending {
+        let mut deps = self.dur.deps.remove(&peer).unwrap_or_default();
+        if self.dur.on {
+            *self.dur.epoch.entry(peer).or_insert(0) += 1;
+            self.dur.inq.remove(&peer);
+            self.dur.done.remove(&peer);
+        }
+        for (s, copy) in pending {
             self.counters.rerouted += 1;
+            let cause = deps.remove(&s);
+            self.dur.cause = cause;
             self.route_again(Arc::try_unwrap(copy).unwrap_or_else(|c| (*c).clone()));
+            self.dur.cause = None;
+            if let Some(c) = cause {
+                self.release(c);
+            }
         }
     }
 
@@ -479,9 +738,20 @@ impl Erp {
 
     fn toward(&mut self, target: u64, fwd: &mut Fwd, avoid: &[u64]) {
         match self.routing.hop_to(target, avoid) {
+            None if self.dur.on => fwd_add(fwd, PARK, target),
             None => self.counters.unroutable += 1,
             Some(hop) => fwd_add(fwd, hop, target),
         }
+    }
+
+    fn park(&mut self, copy: Copy) {
+        self.counters.parked += 1;
+        let d = &mut self.dur;
+        if let Some(c) = d.cause {
+            *d.open.entry(c).or_insert(0) += 1;
+            *d.parked_n.entry(c).or_insert(0) += 1;
+        }
+        d.parked.push((d.cause, copy));
     }
 
     /// This broker is inside target `t`: deliver (t is this broker) or decide among t's children.
@@ -492,12 +762,18 @@ impl Erp {
                 self.deliver(&ev);
             } else {
                 self.counters.duplicates += 1;
+                self.dur.dup_hit = true;
             }
             return;
         }
         let lvl = unit_level(t);
+        if self.dur.on && self.missing_profiles(lvl) {
+            fwd_add(fwd, PARK, t); // restarted: no profiles to decide with yet
+            return;
+        }
         if !self.accept(&ev, -(lvl as i32)) {
             self.counters.duplicates += 1;
+            self.dur.dup_hit = true;
             return;
         }
         let g = if self.routing.decides(lvl) { self.graphs.get(lvl as usize).cloned().flatten() } else { None };
@@ -507,6 +783,7 @@ impl Erp {
             self.dedup.remove(&(ev.pub_id, ev.incarnation, -(lvl as i32)));
             let d = self.routing.nearest(self.routing.deciders(lvl).to_vec().into_iter());
             match d.and_then(|d| self.routing.hop_to(d, &[])) {
+                None if self.dur.on => fwd_add(fwd, PARK, t),
                 None => self.counters.unroutable += 1,
                 Some(hop) => fwd_add(fwd, hop, t),
             }
@@ -538,8 +815,14 @@ impl Erp {
         let mut reached = copy.reached.clone();
         while lvl <= n1 {
             if self.routing.decides(lvl) {
+                if self.dur.on && self.missing_profiles(lvl) {
+                    let c = Copy { level: lvl as u8, targets: Units::new(), reached: reached.clone(), left: Units::new(), ..copy.clone() };
+                    self.park(c);
+                    break;
+                }
                 if !self.accept(&ev, lvl as i32) {
                     self.counters.duplicates += 1;
+                    self.dur.dup_hit = true;
                     break;
                 }
                 let dests = match self.graphs.get(lvl as usize).cloned().flatten() {
@@ -566,8 +849,17 @@ impl Erp {
                 let ds: Vec<u64> = self.routing.deciders(lvl).iter().copied().filter(|&x| level_of_difference(x, me) < lvl as i32 - 1).collect();
                 (self.routing.nearest(ds.into_iter()), Units::new())
             };
-            if let Some(d) = d {
+            if d.is_none() && self.dur.on && self.had_deciders(lvl) {
+                // no decider reachable now (one is down, a gateway is lost): wait for the graph to change
+                let c = Copy { level: lvl as u8, targets: Units::new(), reached: reached.clone(), left: Units::new(), ..copy.clone() };
+                self.park(c);
+            } else if let Some(d) = d {
                 match self.routing.hop_to(d, &left) {
+                    None if self.dur.on => {
+                        let c =
+                            Copy { level: lvl as u8, targets: Units::from_slice(&[d]), reached: reached.clone(), left: Units::new(), ..copy.clone() };
+                        self.park(c);
+                    }
                     None => self.counters.unroutable += 1,
                     Some(hop) => {
                         let c = Copy {
@@ -594,6 +886,16 @@ impl Erp {
 
     fn deliver(&mut self, ev: &Arc<Event>) {
         let Some(g) = self.local.clone() else { return };
+        if self.dur.on {
+            // the only local subscribers are a storage broker's homed clients: store for them
+            if self.dur.has_store {
+                let matched = self.match_sorted(&g, ev);
+                if !matched.is_empty() {
+                    self.dur.store_calls.push(StoreCall::Match(ev.clone(), matched));
+                }
+            }
+            return;
+        }
         let clients = self.match_sorted(&g, ev);
         for c in clients {
             self.deliveries.entry_or(c as i64, Vec::new).push(ev.clone());
@@ -615,12 +917,20 @@ impl Erp {
                 hops: copy.hops,
                 left: Units::from_slice(left),
             };
-            self.send(hop, c);
+            if hop == PARK {
+                self.park(Copy { left: Units::new(), ..c });
+            } else {
+                self.send(hop, c);
+            }
         }
     }
 
     fn send(&mut self, peer: u64, mut copy: Copy) {
         let Some(p) = self.routing.link_level(peer) else {
+            if self.dur.on {
+                self.park(copy);
+                return;
+            }
             self.counters.unroutable += 1;
             return;
         };
@@ -639,6 +949,10 @@ impl Erp {
         *seq += 1;
         let copy = Arc::new(copy);
         self.unacked.entry(peer).or_default().insert(s, copy.clone());
+        if let Some(c) = self.dur.cause {
+            self.dur.deps.entry(peer).or_default().insert(s, c);
+            *self.dur.open.get_mut(&c).expect("an open cause") += 1;
+        }
         self.out.entry_or(peer, Vec::new).push(copy);
         self.counters.copies_out += 1;
     }
@@ -647,19 +961,28 @@ impl Erp {
     /// Acks are lazy: a gateway is acknowledged with the next copies sent back over it, when
     /// [`ACK_EVERY`] copies wait, or when the ack timer fired.
     pub fn take(&mut self) -> Vec<ToPeer> {
+        if self.parked_due() {
+            self.retry_parked();
+        }
         let mut out: Vec<ToPeer> = Vec::new();
         for (peer, copies) in self.out.take() {
             let first = self.seq[&peer] - copies.len() as u64;
             out.push(ToPeer { peer, events: Some((first, copies)), ack: None });
         }
-        if !self.ack_due.is_empty() {
+        if !self.ack_due.is_empty() && !self.dur.hold_acks {
             let due: Vec<u64> = self.ack_due.iter().filter(|(p, n)| *n >= ACK_EVERY || out.iter().any(|o| o.peer == *p)).map(|(p, _)| *p).collect();
             for peer in due {
                 if self.routing.link_level(peer).is_some() {
-                    let upto = self.recv[&peer];
+                    let ack = if self.dur.on {
+                        let upto = self.safe_upto(peer);
+                        let also: Vec<u64> = self.dur.done.remove(&peer).unwrap_or_default().into_iter().filter(|&s| s as i64 > upto).collect();
+                        (upto, also)
+                    } else {
+                        (self.recv[&peer], Vec::new())
+                    };
                     match out.iter_mut().find(|o| o.peer == peer) {
-                        Some(o) => o.ack = Some(upto),
-                        None => out.push(ToPeer { peer, events: None, ack: Some(upto) }),
+                        Some(o) => o.ack = Some(ack),
+                        None => out.push(ToPeer { peer, events: None, ack: Some(ack) }),
                     }
                 }
                 self.ack_due.remove(&peer);
@@ -673,10 +996,15 @@ impl Erp {
         self.deliveries.take()
     }
 
-    /// Whether [`Self::take`] or [`Self::take_deliveries`] would give anything, or an
-    /// acknowledgement is due.
+    /// Whether [`Self::take`] or [`Self::take_deliveries`] would give anything, an acknowledgement
+    /// is due, or parked copies wait for a graph that changed.
     pub fn pending(&self) -> bool {
-        !self.out.is_empty() || !self.deliveries.is_empty() || !self.ack_due.is_empty()
+        !self.out.is_empty() || !self.deliveries.is_empty() || !self.ack_due.is_empty() || self.parked_due()
+    }
+
+    /// Whether parked copies wait for a graph that changed since they were last routed.
+    pub fn parked_due(&self) -> bool {
+        !self.dur.parked.is_empty() && self.dur.parked_at != Some(self.routing.snap.version)
     }
 
     /// Copies sent and not acknowledged, per neighbour.

@@ -87,8 +87,8 @@ class BrokerCore:
 
         ``native``: route events with the native engine (:class:`~multihop.ges.native.NativeEventRouting`,
         crate ``core-rs/ges``) instead of the Python reference (:class:`~multihop.ges.erp.EventRouting`); the
-        profile graphs are then the native ones, which the engine decides with. Durable mode always runs the
-        Python event path (``native`` is ignored there: :attr:`native` says which runs)."""
+        profile graphs are then the native ones, which the engine decides with (durable mode too: the engine
+        hands the store its calls, :mod:`multihop.ges.native`)."""
         self.address = address
         self.code = address.code
         self.levels = address.levels
@@ -98,13 +98,16 @@ class BrokerCore:
         self._out: dict[int, list[Any]] = {}
         #: durable mode: hop acknowledgements held while this broker's store cannot write (one per neighbour)
         self._held_acks: dict[int, EventAck] = {}
+        #: durable mode: whether the store committed what the last :meth:`take_outbox` vouched for (a live
+        #: broker's native engine holds its acknowledgements while it is False)
+        self.store_safe = True
         self._timers: list[tuple[float, Any]] = []
         #: messages that did not fit the protocol (wrong kind, unknown peer): counted, dropped
         self.refused = 0
         self.nap = NodeOrganization(self)
         self.durable = storage_brokers is not None
-        #: whether the native engine routes this broker's events (never in durable mode)
-        self.native = native and not self.durable
+        #: whether the native engine routes this broker's events
+        self.native = native
         self.erp: EventRouting | NativeEventRouting
         if self.native:
             from multihop import _ges
@@ -126,12 +129,9 @@ class BrokerCore:
             self.durability.start(epoch)
 
     @property
-    def reference_erp(self) -> EventRouting:
-        """The Python event routing (what durable mode, which never runs the native engine, works with)."""
-        erp = self.erp
-        if not isinstance(erp, EventRouting):
-            raise TypeError("this broker routes events natively; durable mode runs the Python event path")
-        return erp
+    def event_router(self) -> EventRouting | NativeEventRouting:
+        """The event routing, as durability uses it (stored entries routed as origin, parked copies)."""
+        return self.erp
 
     # ---- broker inputs ------------------------------------------------------------------------
 
@@ -279,11 +279,15 @@ class BrokerCore:
         messages, then event copies and acknowledgements.  Per client: replies, then
         one :class:`Deliver` with its events in order.
         """
+        if self.durable:
+            # parked copies routed again now, before the store commits: what they store for its homed clients
+            # is in the batch, so the acknowledgements they free vouch only for what the store holds
+            self.erp.route_parked()
         self.durability.flush()
         st = self.durability.store
         # before any ack or "stored" this batch allows leaves; a store that cannot write (a full disk) keeps
         # its batch and holds what it vouches for: its own messages, and the hop acknowledgements
-        safe = st is None or st.commit()
+        safe = self.store_safe = st is None or st.commit()
         self.ppp.flush()
         out: dict[int, list[Any]] = {}
         for peer, records in self.gpp.take_outbox().items():

@@ -161,9 +161,8 @@ class DurableBroker(BrokerView, Protocol):
         ...
 
     @property
-    def reference_erp(self) -> EventRouter:
-        """The broker's Python event routing (stored entries are routed as origin; durable mode never runs the
-        native engine)."""
+    def event_router(self) -> EventRouter:
+        """The broker's event routing, Python's or the native engine's (stored entries are routed as origin)."""
         ...
 
     @property
@@ -413,7 +412,7 @@ class StoreRole:
         if not batch:
             return
         self.inflight[pub] = set(batch)
-        erp = self.core.reference_erp
+        erp = self.core.event_router
         for e in batch:
             erp.originate(self.entries[e][0], ("entry", e))
 
@@ -807,7 +806,7 @@ class Durability:
                 missing |= self.missing_profiles(lvl)
             if not missing and self.core.gpp.links:  # (no link yet: it decides nothing yet either)
                 self._restarted = False
-                self.core.reference_erp.retry_parked()
+                self.core.event_router.retry_parked()
             elif self.core.gpp.version != self._resync_at:
                 self._resync_at = self.core.gpp.version
                 for s in sorted(missing):

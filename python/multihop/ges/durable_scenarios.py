@@ -46,6 +46,11 @@ class DurableResult:
     faults: dict[str, int] = field(default_factory=dict)
     #: subscriptions that did not become active in the whole system before the faults began (must be 0)
     inactive: int = 0
+    #: the simulator's digest of every delivery with its time, the brokers' event counters summed (``replayed``
+    #: left out: an optimisation of the Python path), and with ``trace`` every copy between brokers
+    digest: str = ""
+    stats: dict[str, int] = field(default_factory=dict)
+    copies: list[Any] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,13 +98,15 @@ class _Driver:
         return st is not None and st.home in self.sim.brokers
 
 
-def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = None) -> DurableResult:
-    """Run one random durability scenario (see the module docstring)."""
+def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = None, native: bool = False, trace: bool = False) -> DurableResult:
+    """Run one random durability scenario (see the module docstring); ``native``: the brokers route events with
+    the native engine (``Simulator(native=True)``), else the Python reference; ``trace``: keep every copy
+    between brokers (:attr:`DurableResult.copies`)."""
     rng = random.Random(seed)
     size = rng.randint(2, max_brokers)
     levels = rng.choice([2, 3])
     topo = random_topology(size, seed, levels=levels, extra=rng.choice([0.5, 1.0, 1.5]))
-    sim = Simulator(topo, seed=seed, loss=rng.choice([0.0, 0.0, 0.05]), durable=True)
+    sim = Simulator(topo, seed=seed, loss=rng.choice([0.0, 0.0, 0.05]), durable=True, native=native, trace_events=trace)
     sim.run_until_quiet()
     hist = History(across_incarnations=True)
     d = _Driver(sim, rng, hist)
@@ -216,4 +223,10 @@ def run_durable_scenario(seed: int, max_brokers: int = 40, steps: int | None = N
     left = sum(len(core.durability.store.entries) for core in sim.brokers.values() if core.durability.store is not None)
     left_committed = sum(st.stored_events for st in sim.stores.values())
     queued = sum(d.current[cid].queued for cid in pubs)
-    return DurableResult(seed, len(sim.brokers), report, events, max(left, left_committed), queued, faults, inactive)
+    stats: dict[str, int] = {}
+    for core in sim.brokers.values():
+        for k, v in core.erp.counters.items():
+            if k != "replayed":
+                stats[k] = stats.get(k, 0) + v
+    copies = list(sim.event_trace or [])
+    return DurableResult(seed, len(sim.brokers), report, events, max(left, left_committed), queued, faults, inactive, sim.digest, stats, copies)

@@ -49,12 +49,17 @@ way to the stores, so a hop never forgets an event another hop still needs).  A
 copy with no route (its next broker is down, a gateway is lost without an
 alternate) is *parked* and routed again when the graph changes (9.3.1), instead of
 being dropped.  Storage brokers originate the events published in their cluster
-(:meth:`EventRouting.originate`), and learn when every next hop has them.
+(:meth:`EventRouting.originate`), and learn when every next hop has them.  What
+the store must do (store an event delivered here for the homed clients it
+matched, an entry every next hop has) is queued while a call routes and done, in
+order, when the call ends (:func:`run_store_calls`): the native engine hands its
+store calls over the same way, so both make the same decisions in the same order.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, TypeAlias, TypeVar
+from collections import deque
+from typing import Any, Callable, Protocol, TypeAlias, TypeVar
 
 from multihop.ges.address import contains, unit_id, unit_level
 from multihop.ges.broker_view import BrokerView, Cause
@@ -65,7 +70,7 @@ from multihop.ges.messages import DOWN, UP, EventAck, EventCopy, Events
 from multihop.ges.ppp import ProfilePropagation
 from multihop.ges.profile_graph import GraphLike, ProfileGraph
 
-__all__ = ["Cause", "EventRouting", "RoutingBroker", "TTL"]
+__all__ = ["Cause", "EventRouting", "RoutingBroker", "TTL", "had_deciders_now", "run_store_calls"]
 
 #: most brokers a copy may pass (legs are loop-free; this is the safety net)
 TTL = 255
@@ -127,6 +132,40 @@ class RoutingBroker(BrokerView, Protocol):
         ...
 
 
+#: a store call: (0, event, homed clients' profile peers it matched) or (1, entry routed, None)
+StoreCall: TypeAlias = tuple[int, Any, Any]
+
+
+def run_store_calls(calls: deque[StoreCall], durability: Durability) -> None:
+    """Do the store calls queued while routing, in order (durable mode): ``on_match`` for an event delivered
+    at a storage broker, ``route_done`` for an entry every next hop has (which may route the publisher's next
+    entries, whose calls join the same queue)."""
+    st = durability.store
+    while calls:
+        kind, a, b = calls.popleft()
+        if st is None:
+            continue
+        if kind == 0:
+            st.on_match(a, b)
+        else:
+            st.route_done(a)
+
+
+def had_deciders_now(core: RoutingBroker, lvl: int) -> bool:
+    """Whether the publisher's level-``lvl`` unit has (or had: lost gateways count) a decider inside ``core``'s
+    level-(lvl-1) unit (``core`` too, if its gateway of that level is lost): then the climb must go on once one
+    is reachable (durable mode)."""
+    code = core.code
+    known = core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
+    if any(x == code or ((x ^ code).bit_length() - 1) // 6 < lvl - 1 for x in known):
+        return True
+    # a restarted broker may not know the gateways yet; the storage brokers (one per cluster, from the
+    # configuration) tell whether there are clusters outside this level-(lvl-1) unit: if so, some level
+    # from lvl up has deciders in a connected system, and the climb must not stop here
+    below = unit_id(code, lvl - 1, core.levels)
+    return any(not contains(below, s) for s in core.durability.storage_brokers.values())
+
+
 class EventRouting:
     """ERP state of one broker (see the module docstring)."""
 
@@ -163,6 +202,8 @@ class EventRouting:
         #: copies with no route now: (cause, copy), routed again when the graph changes
         self.parked: list[tuple[Cause | None, EventCopy]] = []
         self._parked_at = -1
+        #: what the store must do, queued while a call routes (see the module docstring)
+        self.store_calls: deque[StoreCall] = deque()
         #: remembered decisions: kind of copy (routing fields, signature) -> plans, valid for the stamp in _plans_at
         self._plans: dict[tuple[object, ...], _Kind] = {}
         self._plans_at: tuple[int, int] = (-1, -1)
@@ -188,6 +229,7 @@ class EventRouting:
         """A local client published ``ev``: deliver here, then climb."""
         if self.durable:
             self._publish(ev)
+            run_store_calls(self.store_calls, self.core.durability)
             return
         if self._planned(("pub", ev.signature), ev, 0, self._publish, ev):
             self.counters["published"] += 1
@@ -340,6 +382,7 @@ class EventRouting:
         self._cause = None
         self._hold(cause, ev.id)
         self._release(cause)
+        run_store_calls(self.store_calls, self.core.durability)
 
     def _hold(self, cause: Cause, eid: EventId) -> None:
         """After handling a copy: remember the cause that waits for this event here, or make a pure
@@ -390,6 +433,8 @@ class EventRouting:
                 self._ack_timer = True
                 self.core.set_timer(ACK_DELAY, ACK_TIMER)
         self._ack_due[peer] += len(msg.copies)
+        if self.store_calls:
+            run_store_calls(self.store_calls, self.core.durability)
 
     def on_ack(self, peer: int, msg: EventAck) -> None:
         """Neighbour ``peer`` handled our copies up to ``msg.upto``."""
@@ -412,6 +457,8 @@ class EventRouting:
                     cause = deps.pop(s, None)
                     if cause is not None:
                         self._release(cause)
+            if self.store_calls:
+                run_store_calls(self.store_calls, self.core.durability)
 
     def _release(self, cause: Cause) -> None:
         """One thing ``cause`` waited for is safe; when nothing is left, the cause is done."""
@@ -434,10 +481,8 @@ class EventRouting:
                 q.pop(seq, None)
             self._done.setdefault(peer, []).append(seq)
             self._ack_due[peer] = ACK_EVERY  # at once: the origin waits for it before routing the next batch
-        else:
-            st = self.core.durability.store
-            if st is not None:
-                st.route_done(cause[1])
+        elif self.core.durability.store is not None:
+            self.store_calls.append((1, cause[1], None))
 
     def _safe_upto(self, peer: int) -> int:
         q = self._inq.get(peer)
@@ -461,6 +506,14 @@ class EventRouting:
             self._cause = None
             if cause is not None:
                 self._release(cause)
+        run_store_calls(self.store_calls, self.core.durability)
+
+    def route_parked(self) -> None:
+        """Route the parked copies again if the graph changed since they were last routed (durable mode: the
+        broker calls it before its store commits, so what they store is in the batch their acknowledgements
+        vouch for)."""
+        if self.parked and self._parked_at != self.core.gpp.version:
+            self.retry_parked()
 
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: route its unacknowledged copies again, first."""
@@ -483,6 +536,8 @@ class EventRouting:
             self._cause = None
             if cause is not None:
                 self._release(cause)
+        if self.store_calls:
+            run_store_calls(self.store_calls, self.core.durability)
 
     def client_gone(self, peer: int) -> None:
         """A client detached."""
@@ -647,14 +702,7 @@ class EventRouting:
         return hit
 
     def _had_deciders_now(self, lvl: int) -> bool:
-        known = self.core.gpp.gatekeepers_of_my_units(include_dead=True).get(lvl, set())
-        if any(x == self.code or ((x ^ self.code).bit_length() - 1) // 6 < lvl - 1 for x in known):
-            return True
-        # a restarted broker may not know the gateways yet; the storage brokers (one per cluster, from the
-        # configuration) tell whether there are clusters outside this level-(lvl-1) unit: if so, some level
-        # from lvl up has deciders in a connected system, and the climb must not stop here
-        below = unit_id(self.code, lvl - 1, self.levels)
-        return any(not contains(below, s) for s in self.core.durability.storage_brokers.values())
+        return had_deciders_now(self.core, lvl)
 
     def _nearest(self, candidates: set[int]) -> int | None:
         best = None
@@ -673,11 +721,10 @@ class EventRouting:
     def _deliver(self, ev: EventData) -> None:
         names, values = names_and_values(ev)
         if self.durable:  # the only local subscribers are a storage broker's homed clients: store for them
-            st = self.core.durability.store
-            if st is not None:
+            if self.core.durability.store is not None:
                 matched = self.core.ppp.local.match(names, values)
                 if matched:
-                    st.on_match(ev, matched)
+                    self.store_calls.append((0, ev, matched))
             return
         rec = self._rec
         for client in sorted(self._match(self.core.ppp.local, names, values)):
@@ -738,8 +785,7 @@ class EventRouting:
         it, when ``ACK_EVERY`` copies wait, or when the ack timer (``ACK_DELAY``) fires,
         so a quiet stream costs its sender no extra wake-up per event.
         """
-        if self.parked and self._parked_at != self.core.gpp.version:
-            self.retry_parked()
+        self.route_parked()
         out: dict[int, list[Events | EventAck]] = {}
         for peer, copies in self._out.items():
             first = self._seq[peer] - len(copies)

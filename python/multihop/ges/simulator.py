@@ -128,7 +128,7 @@ class Simulator:
         self.event_trace: list[tuple[int, int, Any]] | None = [] if trace_events else None
         #: durable mode: cluster -> its storage broker (the cluster's lowest address), and the stores
         self.durable = durable
-        #: the brokers route events with the native engine (``BrokerCore(native=True)``; not in durable mode)
+        #: the brokers route events with the native engine (``BrokerCore(native=True)``)
         self.native = native
         self.storage_brokers: dict[int, int] | None = None
         self.stores: dict[int, MemoryStorage] = {}
@@ -157,6 +157,7 @@ class Simulator:
             storage_brokers=self.storage_brokers,
             storage=self.stores.get(addr.code),
             epoch=self._epochs.get(addr.code, 0),
+            native=self.native,
         )
 
     def _code(self, a: AddressLike) -> int:

@@ -83,7 +83,8 @@ impl Engine {
     /// Run the event path until the control plane has something to do; ``control``: the control
     /// plane's own channels (watched, not read), ``timeout``: seconds until its next deadline (None:
     /// none). Returns ``(kind, code, frame)``: kind 1, a frame of link ``code`` for the control plane;
-    /// 2, link ``code`` is closed; 3, one of ``control`` is readable; 0, the deadline or a slice passed.
+    /// 2, link ``code`` is closed; 3, one of ``control`` is readable; 4, the store has calls to do
+    /// (durable mode: ``EventRouting.take_store_calls``, then :meth:`flush`); 0, the deadline or a slice passed.
     fn run<'py>(&self, py: Python<'py>, control: &Bound<'py, PyList>, timeout: Option<f64>) -> PyResult<RunOut<'py>> {
         let until = match timeout {
             Some(t) if t.is_finite() && t >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(t.min(1e6))),
@@ -96,16 +97,20 @@ impl Engine {
             Ran::Item(Item::Frame(code, f)) => (1, code, Some(PyBytes::new(py, &f))),
             Ran::Item(Item::Closed(code)) => (2, code, None),
             Ran::Control => (3, 0, None),
+            Ran::Store => (4, 0, None),
             Ran::Deadline | Ran::Slice => (0, 0, None),
         })
     }
 
     /// Queue the control plane's frames (``[(code, [frame, ...]), ...]``, before what the routing made),
     /// encode what the routing made, and write every link until it has no credit (corked). Returns the
-    /// links found closed.
-    fn flush(&self, py: Python<'_>, queued: Vec<(i64, Vec<Vec<u8>>)>) -> Vec<i64> {
+    /// links found closed. ``hold_acks`` (durable mode: the store could not commit): acknowledgements
+    /// wait, from now until a flush without it.
+    #[pyo3(signature = (queued, hold_acks=false))]
+    fn flush(&self, py: Python<'_>, queued: Vec<(i64, Vec<Vec<u8>>)>, hold_acks: bool) -> Vec<i64> {
         py.detach(|| {
             let mut inner = lock(&self.inner);
+            inner.hold_acks(hold_acks);
             for (code, frames) in queued {
                 inner.queue(code, frames);
             }

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use super::codec::{check_classes, field, named, tuple_of, EventView};
 use super::profile_graph::{lock, ProfileGraph};
-use crate::erp::{Copy, Erp, Event, Units};
+use crate::erp::{Copy, Erp, Event, StoreCall, Units};
 use crate::routing::{NodeInfo, Snapshot};
 
 /// The classes Python's protocol values are made of: `EventId`, `EventData`, `EventCopy`.
@@ -229,9 +229,60 @@ impl EventRouting {
         Ok(())
     }
 
-    /// Neighbour ``peer`` handled our copies up to ``upto``.
-    fn on_ack(&self, peer: u64, upto: i64) {
-        lock(&self.erp).on_ack(peer, upto);
+    /// Neighbour ``peer`` handled our copies up to ``upto``, and those in ``also``.
+    #[pyo3(signature = (peer, upto, also=Vec::new()))]
+    fn on_ack(&self, peer: u64, upto: i64, also: Vec<u64>) {
+        lock(&self.erp).on_ack(peer, upto, &also);
+    }
+
+    /// Durable mode from now on (before any event).
+    fn set_durable(&self) {
+        lock(&self.erp).set_durable();
+    }
+
+    /// What the durability side says now (durable mode): ``restarting`` (a restarted broker without its
+    /// profiles: every copy parks), ``missing`` (bit per level: profiles still missing there),
+    /// ``has_store`` (a storage broker), ``had_deciders`` (bit per level: ``_had_deciders``).
+    fn set_durable_state(&self, restarting: bool, missing: u32, has_store: bool, had_deciders: u32) {
+        lock(&self.erp).set_durable_state(restarting, missing, has_store, had_deciders);
+    }
+
+    /// Durable mode: route stored entry ``entry`` (``event``, an ``EventData``) from this storage broker.
+    fn originate(&self, event: &Bound<'_, PyAny>, entry: u64) -> PyResult<()> {
+        let mut erp = lock(&self.erp);
+        let ev = event_from_py(&mut erp, event)?;
+        erp.originate(ev, entry);
+        Ok(())
+    }
+
+    /// Durable mode: route the parked copies again.
+    fn retry_parked(&self) {
+        lock(&self.erp).retry_parked();
+    }
+
+    /// Copies parked now (durable mode).
+    fn parked(&self) -> usize {
+        lock(&self.erp).dur.parked.len()
+    }
+
+    /// Whether parked copies wait for a graph that changed since they were last routed (durable mode:
+    /// :meth:`take` routes them again first).
+    fn parked_due(&self) -> bool {
+        lock(&self.erp).parked_due()
+    }
+
+    /// What the store must do, in order: ``(0, EventData, [peer, ...])`` (store it for these homed
+    /// clients' profile peers, ``on_match``) or ``(1, entry, None)`` (``route_done``); empties the list.
+    fn take_store_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let calls = lock(&self.erp).take_store_calls();
+        let list = PyList::empty(py);
+        for c in calls {
+            match c {
+                StoreCall::Match(ev, peers) => list.append((0u8, self.classes.event_to_py(py, &ev)?, Some(peers)))?,
+                StoreCall::RouteDone(e) => list.append((1u8, e.into_pyobject(py)?.into_any(), None::<Vec<i64>>))?,
+            }
+        }
+        Ok(list)
     }
 
     /// The gateway to ``peer`` is lost (the routing pushed already says so).
@@ -259,7 +310,7 @@ impl EventRouting {
         lock(&self.erp).pending()
     }
 
-    /// Per neighbour, in order: ``(peer, first_seq or None, copies or None, ack upto or None)``.
+    /// Per neighbour, in order: ``(peer, first_seq or None, copies or None, (ack upto, also) or None)``.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = lock(&self.erp).take();
         let list = PyList::empty(py);

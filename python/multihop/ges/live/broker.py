@@ -19,7 +19,7 @@ loop poll with a 1 ms timeout until the window opens.  A closed channel
 (the peer closed it or died) is a lost gateway: ``BrokerCore.link_down``.
 
 **The native engine** (the default; ``MULTIHOP_GES_ENGINE=python`` in a broker's environment runs the
-Python event path instead, and a durable system always does): the channels of the broker's gateways
+Python event path instead): the channels of the broker's gateways
 and of its attached clients are read, routed and written by ``multihop._ges.Engine`` (crate
 ``core-rs/ges``), the GIL released: each round it decodes the event batches, acknowledgements and
 publications, routes them (duplicates, matching, next hops, routing information) and, at the round's
@@ -27,7 +27,11 @@ end, encodes one batch and an acknowledgement per gateway and the deliveries per
 them after the control plane's frames for the same link. Every other frame (connection records,
 profiles, a client's subscriptions, hellos, control) comes back to this loop in its place, and is
 handled by the :class:`BrokerCore` as before; the core's event routing is then
-:class:`~multihop.ges.native.NativeEventRouting`, the same state as the engine's.
+:class:`~multihop.ges.native.NativeEventRouting`, the same state as the engine's. In a durable system
+a round that gave the storage broker's store something to do (events to store for its homed clients,
+entries every next hop has) comes back here before anything of it is written: the store does its
+calls, the core commits the store's batch, and only then does the engine write the round (its
+acknowledgements held while the store cannot write).
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ class LiveBroker:
         self.storage: SqliteStorage | None = None
         # a restart's gateways are new incarnations (seconds since 2023: above the topology's 0, growing)
         self.epoch = max(1, int(time.time()) - 1_672_531_200) if restart else 0
+        native = os.environ.get("MULTIHOP_GES_ENGINE", "native") != "python"
         if storage_dir is not None:  # durable
             sb = storage_brokers_of(topology)
             if sb.get(unit_id(address.code, 1, address.levels)) == address.code:
@@ -115,12 +120,11 @@ class LiveBroker:
                         file=sys.stderr,
                         flush=True,
                     )
-            self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch)
+            self.core = BrokerCore(address, thresholds=topology.thresholds, storage_brokers=sb, storage=self.storage, epoch=self.epoch, native=native)
         else:
-            native = os.environ.get("MULTIHOP_GES_ENGINE", "native") != "python"
             self.core = BrokerCore(address, thresholds=topology.thresholds, native=native)
         self.d = runtime.dispatcher(core, pin=os.environ.get("MULTIHOP_GES_PIN", "1") == "1")
-        #: the native engine (None: the Python event path, MULTIHOP_GES_ENGINE=python or a durable system)
+        #: the native engine (None: the Python event path, MULTIHOP_GES_ENGINE=python)
         self.engine: _ges.Engine | None = None
         self.erp: NativeEventRouting | None = None
         if isinstance(self.core.erp, NativeEventRouting):
@@ -329,7 +333,8 @@ class LiveBroker:
         something to do: a frame of its own from one of the engine's links (handled here in its place,
         then what it changed is pushed and what it made is written before the engine goes on), a closed
         link, one of the channels this loop reads itself readable (the wake channel, channels before
-        their hello, control channels), a timer of the core, or a slice (signals)."""
+        their hello, control channels), a timer of the core, a slice (signals), or (durable mode) calls
+        for the store, done here before the round is written."""
         erp = self.erp
         assert erp is not None
         thread_ns = time.thread_time_ns
@@ -359,6 +364,8 @@ class LiveBroker:
                     if id(peer.ch) in self.peers:
                         self._drain(peer)
                 self._drain_wake()
+            elif kind == 4:
+                erp.run_store_calls()  # (the round is written below, after the store committed)
             if timers:
                 now = time.monotonic()
                 for due, name in [t for t in timers if t[0] <= now]:
@@ -654,7 +661,7 @@ class LiveBroker:
                 self._write(peer)
         if self.engine is not None:
             # the engine writes the control plane's frames, then what the routing made, on its links
-            for code in self.engine.flush(native):
+            for code in self.engine.flush(native, not self.core.store_safe):
                 lost = self.by_code.get(code)
                 if lost is not None:
                     self._lost(lost)
