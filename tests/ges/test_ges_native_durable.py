@@ -23,7 +23,7 @@ def test_durable_scenarios_give_the_same_decisions(seed: int) -> None:
     nat = run_durable_scenario(seed, native=True, trace=True)
     assert py.ok, f"seed {seed}: the reference failed"
     assert nat.ok, f"seed {seed}: native: {nat.report}, left in storage {nat.left_in_storage}, in queues {nat.left_in_queues}"
-    for i, (a, b) in enumerate(zip(py.copies, nat.copies)):
+    for i, (a, b) in enumerate(zip(py.copies, nat.copies, strict=False)):
         assert a == b, f"seed {seed}: copy {i} differs: python {a}, native {b}"
     assert len(py.copies) == len(nat.copies), f"seed {seed}: {len(py.copies)} copies in Python, {len(nat.copies)} native"
     assert py.stats == nat.stats, f"seed {seed}: counters differ"
