@@ -26,6 +26,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import sccs  # .ci/sccs.py, beside this script (its directory is on sys.path when it runs)
+
 APPLICATIONS = ("multihop.ges", "multihop.groups", "multihop.news")
 """The applications: they use only the core's public API."""
 
@@ -148,45 +150,8 @@ def private_uses(name: str, path: Path, known: dict[str, Path]) -> list[tuple[st
 
 
 def circles(graph: dict[str, dict[str, list[int]]]) -> list[list[str]]:
-    """The strongly connected sets of two or more modules (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            v, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, {})))))
-                elif child in on_stack:
-                    low[v] = min(low[v], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    out.append(sorted(comp))
-    return out
+    """The strongly connected sets of two or more modules (.ci/sccs.py), modules taken in sorted order."""
+    return sccs.circles({name: graph[name] for name in sorted(graph)})
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+import sccs  # .ci/sccs.py, beside this script (its directory is on sys.path when it runs)
+
 COMMENT = re.compile(r"//[^\n]*")
 USE_CRATE = re.compile(r"\buse\s+crate::([^;]*);", re.S)
 CRATE_PATH = re.compile(r"\bcrate((?:::\w+)+)")
@@ -83,45 +85,8 @@ def graph(src: Path) -> dict[tuple[str, ...], set[tuple[str, ...]]]:
 
 
 def circles(g: dict[tuple[str, ...], set[tuple[str, ...]]]) -> list[list[tuple[str, ...]]]:
-    """Strongly connected components of two or more nodes (Tarjan's, iterative)."""
-    index: dict[tuple[str, ...], int] = {}
-    low: dict[tuple[str, ...], int] = {}
-    stack: list[tuple[str, ...]] = []
-    on: set[tuple[str, ...]] = set()
-    out = []
-    for root in g:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(g[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(g.get(w, ())))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    out.append(sorted(comp))
-    return out
+    """Strongly connected components of two or more nodes (.ci/sccs.py)."""
+    return sccs.circles(g)
 
 
 def main() -> int:

@@ -39,3 +39,48 @@ def _runtime_params(obj: object) -> list[tuple[str, object]] | None:
 def _public(names: object) -> set[str]:
     """Every member but dunders (context-manager, async-iterator and awaitable methods included): test hooks like `_inject_raw` must be stubbed too."""
     return {n for n in names if not n.startswith("__") or n in ("__enter__", "__exit__", "__aiter__", "__await__")}  # type: ignore[attr-defined]
+
+
+def stub_names(tree: ast.Module) -> set[str]:
+    """The module-level names a stub declares: classes, functions and annotated constants."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def check_classes(tree: ast.Module, module: object, what: str) -> None:
+    """Every class of the stub has the members, properties and parameters the ``module``'s class has."""
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        cls = getattr(module, node.name)
+        stub_members = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+        if "__init__" in stub_members:
+            # A pyclass constructor is its __new__; the stub spells it __init__.
+            got = _runtime_params(cls)
+            assert got == _params(stub_members.pop("__init__")), f"{node.name}(): {what} {got}"
+        runtime_members = _public(n for n in vars(cls))
+        assert set(stub_members) == runtime_members, (
+            f"{node.name}: only in stub {set(stub_members) - runtime_members}, only in {what} {runtime_members - set(stub_members)}"
+        )
+        for name, fn in stub_members.items():
+            is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list)
+            member = inspect.getattr_static(cls, name)
+            if is_property:
+                assert not callable(member) or hasattr(member, "__get__"), f"{node.name}.{name} is not a property"
+                continue
+            got = _runtime_params(getattr(cls, name))
+            if got is not None:
+                assert got == _params(fn), f"{node.name}.{name}: {what} {got} vs stub {_params(fn)}"
+
+
+def check_functions(tree: ast.Module, module: object, what: str) -> None:
+    """Every function of the stub has the ``module``'s function's parameters and defaults."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            got = _runtime_params(getattr(module, node.name))
+            assert got == _params(node), f"{node.name}: {what} {got} vs stub {_params(node)}"
