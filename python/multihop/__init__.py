@@ -34,6 +34,7 @@ from multihop.errors import (
     Timeout,
     TxBusy,
 )
+from multihop.fabric import Fabric
 from multihop.runtime import Runtime
 from multihop.topology import Topology
 
@@ -58,6 +59,7 @@ __all__ = [
     "ChannelClosed",
     "Dispatcher",
     "ExportError",
+    "Fabric",
     "GroupPort",
     "Handle",
     "HeldLost",

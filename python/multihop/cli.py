@@ -22,8 +22,14 @@ from multihop.topology import parse_cores
 
 
 def _cmd_up(a: argparse.Namespace) -> int:
-    rt = mh.Runtime.start(a.name, cores=parse_cores(a.cores) if a.cores else None, routing=a.routing, detached=True)
-    print(f"runtime {rt.name!r} up: cores {rt.cores}, routing {rt.routing}, directory {rt.dir}")
+    fabric = None
+    if a.fabric is not None:
+        fabric = mh.Fabric(a.fabric, listen=a.listen, connect=a.connect, lease=a.lease)
+    elif a.listen or a.connect:
+        raise SystemExit("multihop up: --listen and --connect need --fabric NAME")
+    rt = mh.Runtime.start(a.name, cores=parse_cores(a.cores) if a.cores else None, routing=a.routing, detached=True, fabric=fabric)
+    joined = f", fabric {fabric.name!r} (listen {list(fabric.listen)}, connect {list(fabric.connect)})" if fabric else ""
+    print(f"runtime {rt.name!r} up: cores {rt.cores}, routing {rt.routing}, directory {rt.dir}{joined}")
     return 0
 
 
@@ -103,9 +109,40 @@ def status_limit(text: str) -> int:
     return n
 
 
+def format_fabric(fs: dict[str, Any]) -> str:
+    """Human-readable view of a runtime's fabric bridge (peers, their services, bridged channels)."""
+    out = [f"fabric {fs['fabric']!r}: this runtime {fs['runtime']!r} (incarnation {fs['incarnation']}), exports {fs['exports'] or '(none)'}"]
+    for p in fs["peers"]:
+        state = "alive" if p["alive"] else "DEAD"
+        out.append(f"  peer {p['runtime']!r}: {state}, heard {p['silent_ms']} ms ago, services {p['services'] or '(none)'}")
+    for c in fs["channels"]:
+        side = "client here" if c["opened_here"] else "server here"
+        out.append(
+            f"  channel {c['chan']} with {c['peer']!r} ({side}) {c['state']}: frames out/in {c['frames_out']}/{c['frames_in']},"
+            f" bytes out/in {c['bytes_out']}/{c['bytes_in']}, in flight {c['in_flight']}, seq out/in {c['seq_out']}/{c['seq_in']}"
+        )
+    out.append(f"  puts out/in {fs['puts_out']}/{fs['puts_in']}, refused inputs {fs['bad_inputs']}, dropped puts {fs['dropped_puts']}")
+    return "\n".join(out)
+
+
 def _cmd_status(a: argparse.Namespace) -> int:
-    st = mh.Runtime.attach(a.name).status(limit=None if a.limit < 0 else a.limit)
-    print(json.dumps(st, indent=2) if a.json else format_status(st))
+    rt = mh.Runtime.attach(a.name)
+    st = rt.status(limit=None if a.limit < 0 else a.limit)
+    fs = None
+    if rt.fabric is not None:
+        from multihop.fabric import status as fabric_status
+
+        try:
+            fs = fabric_status(rt.dir)
+        except mh.MultihopError as e:
+            fs = {"error": str(e)}
+        st["fabric"] = fs
+    if a.json:
+        print(json.dumps(st, indent=2))
+    else:
+        print(format_status(st))
+        if fs is not None:
+            print(format_fabric(fs) if "error" not in fs else f"fabric: UNREACHABLE ({fs['error']})")
     return 0
 
 
@@ -248,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="routing tables between the monitors: direct (every pair linked), ring (each core to the next), fat-tree "
         "(direct within a socket, socket leaders linked) (default: direct)",
     )
+    up.add_argument("--fabric", default=None, metavar="NAME", help="join fabric NAME: runtimes on other machines bind this one's exported services (docs/fabric.md)")
+    up.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="with --fabric: listen on ENDPOINT, e.g. tcp/10.213.0.1:7447 (repeatable)")
+    up.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="with --fabric: connect to ENDPOINT (repeatable)")
+    up.add_argument("--lease", type=float, default=3.0, metavar="SECONDS", help="with --fabric: a silent peer is dead after this long (default: 3.0)")
     up.set_defaults(func=_cmd_up)
 
     down = sub.add_parser("down", help="stop a runtime (its group service first) and remove its directory")

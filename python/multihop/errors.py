@@ -81,9 +81,10 @@ class CapSendError(MultihopError, OSError):
     ``"not_open"``, ``"too_many"`` (more than ``multihop.MAX_HANDLES`` on
     one message), ``"no_room"`` (the receiver keeps too many handles for
     messages it has not received, or its descriptor table is full),
-    ``"closed"`` (the receiving end is gone) or ``"unsupported"`` (an
-    io_uring instance, which the kernel does not pass, or an end that cannot
-    carry handles); ``index`` is the position of the handle at fault in
+    ``"closed"`` (the receiving end is gone), ``"bridged"`` (the channel
+    crosses a fabric to another machine: handles cannot leave a machine) or
+    ``"unsupported"`` (an io_uring instance, which the kernel does not pass,
+    or an end that cannot carry handles); ``index`` is the position of the handle at fault in
     ``handles``, when one is.  The channel is left as it was.
     """
 

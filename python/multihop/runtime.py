@@ -47,6 +47,7 @@ from multihop import _core
 from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.deprecation import warn_deprecated
 from multihop.errors import MonitorError, RuntimeExists, RuntimeNotFound, Timeout
+from multihop.fabric import Fabric, bridge_binary, start_bridge, stop_bridge
 from multihop.paths import check_name, monitor_socket, runtime_dir
 from multihop.rts import hand_off, links, routing_table
 from multihop.topology import Topology, machine_cpus
@@ -214,6 +215,7 @@ class Runtime:
         self._procs = procs if procs is not None else {}
         self._owned = procs is not None
         self._stopped = False
+        self._bridge: subprocess.Popen[bytes] | None = None
 
     # ---- construction -------------------------------------------------
 
@@ -227,8 +229,17 @@ class Runtime:
         *,
         detached: bool = False,
         timeout: float = 15.0,
+        fabric: Fabric | None = None,
     ) -> "Runtime":
         """Start runtime `name` with one monitor per core; returns when all are ready.
+
+        With `fabric` (a :class:`multihop.Fabric`), the runtime joins that
+        fabric: its bridge starts after the monitors (attached to the first
+        core's) and stops with them; services exported with
+        ``export(name, fabric=True)`` are reachable from the fabric's other
+        runtimes as ``name@THIS_RUNTIME`` (docs/fabric.md).  Without the
+        fabric extra (the ``multihop-bridge`` binary) nothing starts:
+        ExtraMissing names it.
 
         `cores` defaults to the topology's cores (the machine's CPUs: those
         this process may be scheduled on, its cgroup's cpuset, whatever the
@@ -246,13 +257,17 @@ class Runtime:
             ValueError: a bad name, core (0..MAX_CORE, distinct) or timeout.
             RoutingError: an unknown routing mode, or a core outside the topology.
             RuntimeExists: a live runtime has that name (its lock is held).
-            MonitorError: a monitor failed to start (the message has its log).
+            MonitorError: a monitor (or the fabric's bridge) failed to start (the message has its log).
+            ExtraMissing: `fabric` given without the fabric extra.
 
         Every argument is checked before anything starts.
         """
         check_name(_check_name_type(name))
         timeout = _check_timeout(timeout)
         _check_bool(detached, "detached")
+        if fabric is not None and not isinstance(fabric, Fabric):
+            raise TypeError(f"fabric must be a multihop.Fabric, e.g. Fabric('lab', listen=['tcp/10.213.0.1:7447']), or None; got {type(fabric).__name__} {fabric!r}")
+        bridge = bridge_binary() if fabric is not None else None
         if not isinstance(routing, str):
             raise TypeError(f"routing must be a str (direct, ring or fat-tree), got {type(routing).__name__} {routing!r}")
         if topology is not None and not isinstance(topology, Topology):
@@ -291,6 +306,8 @@ class Runtime:
             "created": time.time(),
             "ready": False,
             "monitors": [],
+            "fabric": fabric.to_dict() if fabric is not None else None,
+            "bridge": None,
         }
         procs: dict[int, subprocess.Popen[bytes]] = {}
         rt = cls(name, directory, meta, procs)
@@ -307,6 +324,9 @@ class Runtime:
             lock_fd = -1
             rt._wait_ready(cores[1:], timeout)
             rt._wait_links(table, timeout)
+            if fabric is not None and bridge is not None:
+                rt._bridge = start_bridge(fabric, bridge, name, directory, cores[0], timeout)
+                meta["bridge"] = {"pid": rt._bridge.pid, "start_ticks": _start_ticks(rt._bridge.pid)}
             meta["ready"] = True
             _write_json(directory / _META, meta)
         except BaseException:
@@ -561,6 +581,7 @@ class Runtime:
         if self._stopped:
             return
         self._stopped = True
+        self._stop_bridge(timeout)
         for core in self.cores:
             sock = monitor_socket(self.dir, core)
             if sock.exists():
@@ -592,6 +613,39 @@ class Runtime:
             _core.runtime_remove_if_unheld(str(self.dir))
         except MonitorError:
             pass
+
+    def _stop_bridge(self, timeout: float) -> None:
+        """The fabric's bridge goes first (SIGTERM: it withdraws its tokens, so peers learn at once)."""
+        if self._bridge is not None:
+            stop_bridge(self._bridge, min(timeout, 5.0))
+            return
+        b = self._meta.get("bridge")
+        if not b:
+            return
+        pid, start = int(b["pid"]), b.get("start_ticks")
+        if not _is_process(pid, start) or start is None:
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        try:
+            if _start_ticks(pid) == start:
+                signal.pidfd_send_signal(fd, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        finally:
+            os.close(fd)
+        deadline = time.monotonic() + min(timeout, 5.0)
+        while _is_process(pid, start) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _kill_verified(pid, start)
+
+    @property
+    def fabric(self) -> Fabric | None:
+        """The fabric this runtime joined (None: it is on this machine alone)."""
+        f = self._meta.get("fabric")
+        return Fabric(**f) if f else None
 
     def __enter__(self) -> "Runtime":
         return self

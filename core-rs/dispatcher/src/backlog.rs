@@ -32,6 +32,16 @@ pub struct PendingConnect {
 }
 
 impl PendingConnect {
+    /// When the client's bind gives up (its timeout).
+    pub fn expires(&self) -> Instant {
+        self.expires
+    }
+
+    /// The credit window the client asked for (multi-hop).
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         conn: u64,

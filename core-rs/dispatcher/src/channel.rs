@@ -245,6 +245,14 @@ impl Channel {
         }
     }
 
+    /// Refuse every handle sent to this end from now on, with `reason` and `text` (the sender's `CapSendError`):
+    /// the fabric bridge's ends, since handles cannot leave a machine.
+    pub fn refuse_handles(&self, reason: &str, text: &str) {
+        if let Some(c) = self.caps() {
+            c.inbox().refuse_all(reason, text);
+        }
+    }
+
     /// This end's part in carrying handles (every end a dispatcher made).
     pub fn caps(&self) -> Option<&Arc<CapEnd>> {
         both!(self, c => c.caps())

@@ -17,7 +17,8 @@
 //! - [`service`]: an exported service, its backlog and acceptor's work;
 //! - [`bind`]: bind options and a bind whose reply has not come yet;
 //! - [`transport_choice`]: what transport "auto" stands for;
-//! - [`dispatcher`]: [`Dispatcher`], on top of them all.
+//! - [`dispatcher`]: [`Dispatcher`], on top of them all;
+//! - [`fabric_export`]: a service exported to the runtime's fabric, the bridge's status (its control socket).
 
 //!
 //! The public face is what the bindings use, re-exported below; every other
@@ -30,6 +31,7 @@ mod bind;
 mod channel;
 mod conn;
 mod dispatcher;
+pub mod fabric_export;
 mod handles;
 mod multicast;
 mod multihop;

@@ -261,12 +261,29 @@ pub struct Service {
     pub iref: u64,
     queue: Arc<ServiceQueue>,
     acceptor: Arc<AcceptorWake>,
+    /// Its export to the runtime's fabric, if any: dropped (the export withdrawn) with the service.
+    fabric: Mutex<Option<crate::fabric_export::FabricExport>>,
 }
 
 impl Service {
     pub(crate) fn new(conn: Arc<MonitorConn>, name: String, iref: u64, queue: Arc<ServiceQueue>, acceptor: Arc<AcceptorWake>) -> Service {
         acceptor.poke(); // requests may have come in before the queue was registered
-        Service { conn, name, iref, queue, acceptor }
+        Service { conn, name, iref, queue, acceptor, fabric: Mutex::new(None) }
+    }
+
+    /// Export this service to the runtime's fabric as well (`export(name, fabric=True)`): the runtime's bridge
+    /// then answers binds of `name@RUNTIME` from other runtimes of the fabric. Withdrawn with the service.
+    pub fn export_to_fabric(&self, timeout: Duration) -> Result<()> {
+        let mut slot = lock(&self.fabric);
+        if slot.is_none() {
+            *slot = Some(crate::fabric_export::export_to_fabric(self.conn.runtime_dir(), &self.name, timeout)?);
+        }
+        Ok(())
+    }
+
+    /// Whether this service is exported to the runtime's fabric.
+    pub fn on_fabric(&self) -> bool {
+        lock(&self.fabric).is_some()
     }
 
     /// Wait up to `slice` for a channel in the backlog; `None` if none came

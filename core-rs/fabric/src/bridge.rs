@@ -96,6 +96,14 @@ pub enum Action {
         runtime: String,
         reason: String,
     },
+    /// Runtime `runtime` exports `service` to the fabric (`up`: its token appeared), or no longer does (its
+    /// token went, or the runtime is dead). The runtime's side offers such a service locally as
+    /// `service@runtime`.
+    RemoteExport {
+        runtime: String,
+        service: String,
+        up: bool,
+    },
 }
 
 /// An input the bridge refuses (the driver counts and logs it; nothing else changes).
@@ -167,6 +175,8 @@ pub struct PeerStatus {
     pub silent_for: Nanos,
     /// TEARDOWNs to it not acked yet.
     pub unacked_teardowns: usize,
+    /// The services it exports to the fabric (from their liveliness tokens).
+    pub services: Vec<String>,
 }
 
 /// What `multihop status` shows of one bridged channel.
@@ -297,6 +307,8 @@ pub struct Bridge {
     /// (peer, opened here, wire id) -> channel.
     wire: BTreeMap<(String, bool, u64), ChanId>,
     exports: BTreeSet<String>,
+    /// What each other runtime exports to the fabric (from its services' liveliness tokens).
+    remote_exports: BTreeMap<String, BTreeSet<String>>,
     next_id: u64,
     actions: VecDeque<Action>,
     pub stats: Stats,
@@ -324,6 +336,7 @@ impl Bridge {
             chans: BTreeMap::new(),
             wire: BTreeMap::new(),
             exports: BTreeSet::new(),
+            remote_exports: BTreeMap::new(),
             next_id: 1,
             actions: VecDeque::new(),
             stats: Stats::default(),
@@ -377,6 +390,7 @@ impl Bridge {
                 incarnation: p.view.map(|v| v.0),
                 silent_for: now.saturating_sub(p.last_seen),
                 unacked_teardowns: p.tombstones.len(),
+                services: self.remote_exports.get(n).map(|s| s.iter().cloned().collect()).unwrap_or_default(),
             })
             .collect();
         let channels = self
@@ -616,6 +630,14 @@ impl Bridge {
             (KeyKind::Runtime, false) if self.peers.get(&k.runtime).is_some_and(|p| p.alive) => {
                 let why = format!("runtime {} left fabric {}: its liveliness token was withdrawn", k.runtime, self.keys.fabric());
                 self.peer_dead(now, &k.runtime, why);
+            }
+            (KeyKind::Service, up) => {
+                let service = k.service.expect("a svc key has one");
+                let known = self.remote_exports.entry(k.runtime.clone()).or_default();
+                let changed = if up { known.insert(service.clone()) } else { known.remove(&service) };
+                if changed {
+                    self.actions.push_back(Action::RemoteExport { runtime: k.runtime, service, up });
+                }
             }
             (KeyKind::Channel, false) => {
                 let wire = k.channel.expect("a ch key has one");
@@ -1043,6 +1065,10 @@ impl Bridge {
         p.alive = false;
         // A new epoch: when the peer is heard from again, it learns that its channels with this bridge are gone.
         p.my_epoch += 1;
+        // Its services go with it (their tokens may outlive a frozen peer by Zenoh's own lease).
+        for service in self.remote_exports.remove(name).unwrap_or_default() {
+            self.actions.push_back(Action::RemoteExport { runtime: name.to_string(), service, up: false });
+        }
         self.actions.push_back(Action::PeerDown { runtime: name.to_string(), reason: why });
     }
 

@@ -91,6 +91,11 @@ pub trait Local {
     fn peer(&mut self, _runtime: &str, _up: bool, _detail: &str) {}
     /// The answer to [`LocalEvent::Status`].
     fn status(&mut self, _status: &Status, _driver: &DriverStats) {}
+    /// Runtime `runtime` exports `service` to the fabric (`up`), or no longer does.
+    fn remote_export(&mut self, _runtime: &str, _service: &str, _up: bool) {}
+    /// Called once every turn of the loop, after the events it took (a [`LocalEvent::Writable`] makes a turn):
+    /// the local side looks at its ends and hands the loop what they have.
+    fn idle(&mut self) {}
 }
 
 /// Everything the loop takes.
@@ -112,6 +117,36 @@ impl Handle {
     pub fn local(&self, ev: LocalEvent) -> bool {
         self.tx.send(Event::Local(ev)).is_ok()
     }
+}
+
+/// [`Bridge::status`] and the driver's counters as the JSON `multihop status` shows (and the test binary prints).
+pub fn status_json(s: &Status, d: &DriverStats) -> serde_json::Value {
+    let peers: Vec<serde_json::Value> = s
+        .peers
+        .iter()
+        .map(|p| {
+            serde_json::json!({"runtime": p.runtime, "alive": p.alive, "silent_ms": p.silent_for / 1_000_000,
+                               "unacked_teardowns": p.unacked_teardowns, "services": p.services,
+                               "incarnation": p.incarnation.map(|i| format!("{i:#x}"))})
+        })
+        .collect();
+    let chans: Vec<serde_json::Value> = s
+        .channels
+        .iter()
+        .map(|c| {
+            serde_json::json!({"chan": c.chan.0, "peer": c.peer, "wire": c.wire, "opened_here": c.opened_here, "state": c.state,
+                               "window": c.window, "frames_out": c.frames_out, "frames_in": c.frames_in, "bytes_out": c.bytes_out,
+                               "bytes_in": c.bytes_in, "queued": c.queued, "in_flight": c.in_flight, "undelivered": c.undelivered,
+                               "seq_out": c.seq_out, "seq_in": c.seq_in})
+        })
+        .collect();
+    serde_json::json!({
+        "runtime": s.runtime, "fabric": s.fabric, "incarnation": format!("{:#x}", s.incarnation), "exports": s.exports,
+        "peers": peers, "channels": chans,
+        "stale_puts": s.stats.stale_puts, "late_frames": s.stats.late_frames, "unknown_frames": s.stats.unknown_frames,
+        "puts_in": d.puts_in, "puts_out": d.puts_out, "bytes_in": d.bytes_in, "bytes_out": d.bytes_out, "bad_inputs": d.bad_inputs,
+        "dropped_puts": d.dropped_puts, "discarded_puts": d.discarded_puts, "failed_puts": d.failed_puts,
+    })
 }
 
 /// The driver's own counters (besides [`Bridge::status`]).
@@ -424,6 +459,9 @@ impl<L: Local> Driver<L> {
             if self.bridge.poll_timeout().is_some_and(|t| t <= now) {
                 self.bridge.handle_timeout(now);
             }
+            if !stop {
+                self.local.idle();
+            }
         }
         self.drain_actions();
         self.shutdown();
@@ -528,6 +566,7 @@ impl<L: Local> Driver<L> {
                 self.local.bind_done(tag, chan, result);
             }
             Action::IncomingBind { chan, from, service, window, priority } => self.local.incoming_bind(chan, &from, &service, window, priority),
+            Action::RemoteExport { runtime, service, up } => self.local.remote_export(&runtime, &service, up),
             Action::PeerUp { runtime, incarnation } => self.local.peer(&runtime, true, &format!("incarnation {incarnation:#x}")),
             Action::PeerDown { runtime, reason } => {
                 for hb in [false, true] {

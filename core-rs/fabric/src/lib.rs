@@ -28,6 +28,8 @@ mod config;
 pub mod driver;
 pub mod keys;
 mod reason;
+#[cfg(feature = "zenoh")]
+pub mod runtime_side;
 pub mod wire;
 
 pub use bridge::{Action, Bridge, ChanId, ChannelStatus, InputError, LocalError, Nanos, PeerStatus, Stats, Status};

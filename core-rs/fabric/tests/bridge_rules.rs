@@ -499,3 +499,35 @@ fn exports_declare_and_withdraw_service_tokens() {
     assert!(Bridge::new(FabricConfig::new("lab").unwrap(), "a", 0, 0).is_err());
     assert!(Bridge::new(FabricConfig::new("lab").unwrap(), "-a", 1, 0).is_err());
 }
+
+#[test]
+fn other_runtimes_exports_are_learned_from_their_tokens_and_forgotten_when_they_die() {
+    let mut sim = two();
+    let now = sim.now;
+    let b = &mut sim.nodes[0].b;
+    b.handle_liveliness(now, "mh/lab/rt/b", true).unwrap();
+    b.handle_liveliness(now, "mh/lab/svc/b/echo", true).unwrap();
+    b.handle_liveliness(now, "mh/lab/svc/b/echo", true).unwrap(); // told twice: one action
+    b.handle_liveliness(now, "mh/lab/svc/b/kv", true).unwrap();
+    b.handle_liveliness(now, "mh/lab/svc/b/kv", false).unwrap();
+    let mut seen = Vec::new();
+    while let Some(a) = b.poll_action() {
+        if let Action::RemoteExport { runtime, service, up } = a {
+            seen.push((runtime, service, up));
+        }
+    }
+    assert_eq!(
+        seen,
+        vec![("b".to_string(), "echo".to_string(), true), ("b".into(), "kv".into(), true), ("b".into(), "kv".into(), false)]
+    );
+    let st = b.status(now);
+    assert_eq!(st.peers.iter().find(|p| p.runtime == "b").unwrap().services, vec!["echo".to_string()]);
+    // b goes silent past its lease: its services go with it, before the PeerDown.
+    sim.cut.insert((0, 1));
+    sim.run_for(LEASE + 2 * S);
+    let log = &sim.nodes[0].log;
+    let gone = log.iter().position(|(_, a)| matches!(a, Action::RemoteExport { service, up: false, .. } if service == "echo"));
+    let down = log.iter().position(|(_, a)| matches!(a, Action::PeerDown { .. }));
+    assert!(gone.is_some() && down.is_some() && gone < down, "{gone:?} {down:?}");
+    assert!(sim.nodes[0].b.status(sim.now).peers.iter().all(|p| p.services.is_empty()));
+}

@@ -102,13 +102,17 @@ impl Dispatcher {
     /// on this dispatcher's acceptor thread (no thread needs to be in
     /// `accept`); False refuses it (the client gets BindError). Dropping the
     /// returned Service withdraws the name. Raises ExportError when the name
-    /// is taken or invalid.
-    #[pyo3(signature = (name, on_connect=None, backlog=16))]
+    /// is taken or invalid. With `fabric=True` the service is also exported
+    /// to the runtime's fabric (other runtimes bind it as `name@RUNTIME`);
+    /// ExportError when the runtime has no fabric. Without, it is local:
+    /// never reachable from another machine.
+    #[pyo3(signature = (name, on_connect=None, backlog=16, *, fabric=false))]
     fn export(
         slf: &Bound<'_, Self>,
         name: &Bound<'_, PyAny>,
         on_connect: Option<Py<PyAny>>,
         #[pyo3(from_py_with = super::args::backlog)] backlog: usize,
+        fabric: bool,
     ) -> PyResult<Service> {
         const _: () = assert!(DEFAULT_BACKLOG == 16, "the signature's default");
         let py = slf.py();
@@ -122,6 +126,10 @@ impl Dispatcher {
         let errors = Arc::new(Mutex::new(None));
         let hook = on_connect.map(|cb| on_connect_hook(cb, errors.clone()));
         let svc = py.detach(|| me.d.export(&name, backlog, hook)).map_err(|e| to_py(py, e))?;
+        if fabric {
+            // Dropping `svc` on failure withdraws the local export too: all or nothing.
+            py.detach(|| svc.export_to_fabric(std::time::Duration::from_secs(5))).map_err(|e| to_py(py, e))?;
+        }
         Ok(Service { svc, _owner: slf.clone().into_any().unbind(), adopted: slf.get().channels.clone(), callback_error: errors })
     }
 

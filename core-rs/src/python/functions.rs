@@ -58,6 +58,16 @@ fn monitor_status<'py>(py: Python<'py>, socket_path: PathBuf, timeout: f64, limi
     }
 }
 
+/// The status of the fabric bridge of the runtime in `runtime_dir` (peers, their services, bridged channels with
+/// counters). Raises MonitorError when the runtime has no fabric.
+#[pyfunction]
+#[pyo3(signature = (runtime_dir, timeout=5.0))]
+fn fabric_status<'py>(py: Python<'py>, runtime_dir: PathBuf, timeout: f64) -> PyResult<Bound<'py, PyAny>> {
+    let t = seconds(timeout)?;
+    let v = py.detach(|| multihop_dispatcher::fabric_export::fabric_status(&runtime_dir, t)).map_err(|e| to_py(py, e))?;
+    py.import("json")?.call_method1("loads", (v.to_string(),))
+}
+
 /// Hand the whole routing table to the initial monitor (the RTS's job):
 /// `table[src][dst] = next hop`. Later monitors fetch their rows from it.
 #[pyfunction]
@@ -108,6 +118,7 @@ fn runtime_remove_if_unheld(py: Python<'_>, runtime_dir: PathBuf) -> PyResult<bo
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_monitor, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_status, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric_status, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(monitor_set_table, m)?)?;
     m.add_function(wrap_pyfunction!(runtime_claim, m)?)?;

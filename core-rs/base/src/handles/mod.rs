@@ -31,6 +31,9 @@ pub mod reason {
     pub const NO_ROOM: &str = "no_room";
     /// The receiving end (or the path to it) is gone.
     pub const CLOSED: &str = "closed";
+    /// The channel crosses a fabric to another machine (its other end is the runtime's bridge): handles cannot
+    /// leave a machine.
+    pub const BRIDGED: &str = "bridged";
     /// This end cannot send handles (it has no monitor connection).
     pub const UNSUPPORTED: &str = "unsupported";
 }

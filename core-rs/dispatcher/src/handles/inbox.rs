@@ -34,6 +34,9 @@ struct State {
     stored: u64,
     taken: u64,
     discarded: u64,
+    /// Every group is refused with this (reason, message): an end that must not take handles (the fabric bridge's
+    /// ends: handles cannot leave a machine).
+    refuse_all: Option<(String, String)>,
 }
 
 /// One receiving end's groups of handles.
@@ -91,6 +94,9 @@ impl Inbox {
             });
         }
         let mut st = lock(&self.state);
+        if let Some((why, text)) = &st.refuse_all {
+            return Err(CapRefusal { reason: why.clone(), message: text.clone(), index: None });
+        }
         if st.held + fds.len() > st.room {
             return Err(CapRefusal {
                 reason: reason::NO_ROOM.into(),
@@ -109,6 +115,11 @@ impl Inbox {
             st.held -= old.len(); // a group sent twice: the later copy stands
         }
         Ok(())
+    }
+
+    /// Refuse every group from now on with `reason` (a `multihop_base::handles::reason`) and `message`.
+    pub fn refuse_all(&self, reason: &str, message: &str) {
+        lock(&self.state).refuse_all = Some((reason.to_string(), message.to_string()));
     }
 
     /// Whether group `seq` is here.

@@ -1,7 +1,11 @@
 //! multihop-bridge: the bridge of one runtime in a fabric (docs/fabric.md), over Zenoh.
 //!
-//! The runtime's side (its monitor link) is not built yet (docs/fabric.md §9 step 2), so today the binary runs
-//! with an in-process local side for tests: `--echo SVC` exports SVC and echoes every DATA frame a client sends
+//! With `--runtime-dir DIR` it is a runtime's bridge (started by `Runtime.start(..., fabric=...)`): it attaches to
+//! the runtime's initial monitor (`--core`), offers the services other runtimes export as `service@runtime`,
+//! serves `<DIR>/fabric.sock` (exports, status) and relays bridged channels (`multihop_fabric::runtime_side`); it
+//! stops on SIGTERM or SIGINT (withdrawing its tokens) or when the runtime's monitor goes.
+//!
+//! Without, it runs with an in-process local side for the fabric's own tests: `--echo SVC` exports SVC and echoes every DATA frame a client sends
 //! on it; `--client SVC@RT` binds SVC on runtime RT and sends `--count` numbered messages of `--size` bytes
 //! with at most `--window` unanswered, checking each echo's number (FIFO, no loss, no duplicate). Everything it
 //! sees goes to stdout as JSON lines, each with `t` (CLOCK_MONOTONIC nanoseconds, shared by every process of the
@@ -19,11 +23,13 @@ use std::thread;
 use std::time::Duration;
 
 use multihop_base::wire::{Header, Kind, DIR_TO_CLIENT, DIR_TO_SERVER, HEADER_BYTES};
-use multihop_fabric::driver::{monotonic_ns, Driver, DriverStats, Handle, Local, LocalEvent};
+use multihop_fabric::driver::{monotonic_ns, status_json, Driver, DriverStats, Handle, Local, LocalEvent};
+use multihop_fabric::runtime_side::RuntimeLocal;
 use multihop_fabric::{BindRefused, ChanId, FabricConfig, Priority, Status, Teardown, Tls};
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--listen ENDPOINT]... [--connect ENDPOINT]...
+       [--runtime-dir DIR [--core N]]          be the bridge of the runtime in DIR (attached to core N's monitor)
        [--lease-ms N] [--wait-before-close-ms N] [--multicast-scouting]
        [--tls-ca PEM --tls-cert PEM --tls-key PEM]  certificates for tls/ endpoints (mutual TLS)
        [--echo SERVICE]...                     serve SERVICE in-process: echo every DATA frame (test mode)
@@ -36,7 +42,8 @@ const USAGE: &str = "usage: multihop-bridge --fabric NAME --runtime NAME [--list
                                                --hold: keep the channel open once done, until it closes;
                                                stop when a channel closes (or, one way, when all have closed),
                                                unless --stay; --channels: K channels at once, N messages each
-       [--max-seconds N]                       stop after N seconds whatever happens (default 600)";
+       [--max-seconds N]                       stop after N seconds whatever happens (default 600; 0: never,
+                                               the default with --runtime-dir)";
 
 fn emit(v: Value) {
     let mut v = v;
@@ -55,6 +62,8 @@ struct Args {
     sink: Vec<String>,
     client: Option<ClientArgs>,
     max_seconds: u64,
+    runtime_dir: Option<String>,
+    core: u32,
 }
 
 #[derive(Clone)]
@@ -96,6 +105,8 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         channels: 1,
     };
     let mut max_seconds = 600;
+    let mut max_seconds_given = false;
+    let (mut runtime_dir, mut core): (Option<String>, u32) = (None, 0);
     let num = |v: Option<&String>, what: &str| -> Result<u64, String> {
         v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}"))
     };
@@ -125,7 +136,12 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "--window" => c.window = num(it.next(), a)? as u32,
             "--pace-ms" => c.pace_ms = num(it.next(), a)?,
             "--bind-timeout-ms" => c.bind_timeout_ms = num(it.next(), a)?,
-            "--max-seconds" => max_seconds = num(it.next(), a)?,
+            "--max-seconds" => {
+                max_seconds = num(it.next(), a)?;
+                max_seconds_given = true;
+            }
+            "--runtime-dir" => runtime_dir = Some(val()?),
+            "--core" => core = num(it.next(), a)? as u32,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {a:?}")),
         }
@@ -174,7 +190,12 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             Some(c)
         }
     };
-    Ok(Args { cfg, runtime, echo, sink, client, max_seconds })
+    if runtime_dir.is_some() && (client.is_some() || !echo.is_empty() || !sink.is_empty()) {
+        return Err("--runtime-dir (a runtime's bridge) goes without --echo, --sink and --client (the test mode)".into());
+    }
+    // A runtime's bridge lives as long as its runtime, unless told otherwise.
+    let max_seconds = if runtime_dir.is_some() && !max_seconds_given { 0 } else { max_seconds };
+    Ok(Args { cfg, runtime, echo, sink, client, max_seconds, runtime_dir, core })
 }
 
 // ---- the in-process local side ----
@@ -440,25 +461,78 @@ impl Local for TestLocal {
     }
 
     fn status(&mut self, s: &Status, d: &DriverStats) {
-        let peers: Vec<Value> = s
-            .peers
-            .iter()
-            .map(|p| json!({"runtime": p.runtime, "alive": p.alive, "silent_ms": p.silent_for / 1_000_000, "unacked_teardowns": p.unacked_teardowns}))
-            .collect();
-        let chans: Vec<Value> = s
-            .channels
-            .iter()
-            .map(|c| {
-                json!({"chan": c.chan.0, "peer": c.peer, "state": c.state, "frames_out": c.frames_out, "frames_in": c.frames_in,
-                       "bytes_out": c.bytes_out, "bytes_in": c.bytes_in, "in_flight": c.in_flight, "seq_out": c.seq_out, "seq_in": c.seq_in})
-            })
-            .collect();
-        emit(json!({
-            "event": "status", "runtime": s.runtime, "fabric": s.fabric, "exports": s.exports, "peers": peers, "channels": chans,
-            "stale_puts": s.stats.stale_puts, "late_frames": s.stats.late_frames, "unknown_frames": s.stats.unknown_frames,
-            "puts_in": d.puts_in, "puts_out": d.puts_out, "bytes_in": d.bytes_in, "bytes_out": d.bytes_out, "bad_inputs": d.bad_inputs,
-            "dropped_puts": d.dropped_puts, "discarded_puts": d.discarded_puts, "failed_puts": d.failed_puts,
-        }));
+        let mut v = status_json(s, d);
+        v["event"] = json!("status");
+        emit(v);
+    }
+}
+
+/// SIGTERM and SIGINT, blocked in every thread (call before any thread starts) and taken by one that waits for them.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it; pthread_sigmask only changes this thread's
+    // mask (inherited by every thread started after).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// The bridge of the runtime in `dir`: until SIGTERM/SIGINT, the monitor's going, or `--max-seconds`.
+fn run_runtime_bridge(args: &Args, dir: &std::path::Path) -> ExitCode {
+    let set = block_stop_signals();
+    let d = match RuntimeLocal::attach(dir, args.core, &args.runtime) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("multihop-bridge: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rt = args.runtime.clone();
+    let mut driver = match Driver::open(args.cfg.clone(), &args.runtime, move |h| RuntimeLocal::new(h, d, &rt)) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("multihop-bridge: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let sock = match driver.local().serve_control(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("multihop-bridge: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let h = driver.handle();
+    {
+        let h = h.clone();
+        thread::spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` was initialised by block_stop_signals; sigwait writes the signal number into `sig`.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            h.local(LocalEvent::Stop);
+        });
+    }
+    if args.max_seconds > 0 {
+        let (h, secs) = (h.clone(), args.max_seconds);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_secs(secs));
+            h.local(LocalEvent::Stop);
+        });
+    }
+    emit(json!({"event": "ready", "runtime": args.runtime, "fabric": args.cfg.name, "incarnation": format!("{:#x}", driver.bridge().incarnation()),
+                "lease_ms": args.cfg.lease.as_millis() as u64, "pid": std::process::id(), "control": sock.display().to_string()}));
+    let r = driver.run();
+    let _ = std::fs::remove_file(&sock);
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("multihop-bridge: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -476,6 +550,9 @@ fn main() -> ExitCode {
     };
     // Zenoh's own log (RUST_LOG, default: errors only) to stderr: a transport closed under a blocked put says so.
     zenoh::init_log_from_env_or("error");
+    if let Some(dir) = args.runtime_dir.clone() {
+        return run_runtime_bridge(&args, std::path::Path::new(&dir));
+    }
     let client = args.client.clone().map(|a| {
         let filler = (0..a.size).map(|i| i as u8).collect();
         Arc::new(Mutex::new(Client { a, flows: BTreeMap::new(), rtts: Vec::new(), started: 0, done: false, failed: false, filler }))
