@@ -617,7 +617,8 @@ class Runtime:
     def _stop_bridge(self, timeout: float) -> None:
         """The fabric's bridge goes first (SIGTERM: it withdraws its tokens, so peers learn at once)."""
         if self._bridge is not None:
-            stop_bridge(self._bridge, min(timeout, 5.0))
+            # It delivers what the channels sent for up to DRAIN (5 s), then withdraws its tokens.
+            stop_bridge(self._bridge, max(timeout, 8.0))
             return
         b = self._meta.get("bridge")
         if not b:
@@ -636,7 +637,7 @@ class Runtime:
             return
         finally:
             os.close(fd)
-        deadline = time.monotonic() + min(timeout, 5.0)
+        deadline = time.monotonic() + max(timeout, 8.0)
         while _is_process(pid, start) and time.monotonic() < deadline:
             time.sleep(0.01)
         _kill_verified(pid, start)

@@ -375,6 +375,12 @@ impl Bridge {
     }
 
     /// Channels known (in any state).
+    /// Frames this bridge sent (or queued) that the other side has not acked yet, over every channel: a bridge that
+    /// stops waits for this to reach 0 (bounded) so that what its runtime's channels sent is not lost at its exit.
+    pub fn unacked_frames(&self) -> u64 {
+        self.chans.values().map(|c| c.tx.in_flight() + c.tx.queued() as u64).sum()
+    }
+
     pub fn channel_count(&self) -> usize {
         self.chans.len()
     }

@@ -36,6 +36,10 @@ use crate::reason::{BindRefused, Teardown};
 /// the peer is frozen, and a frozen peer is declared dead, its queue emptied, within its lease).
 pub const SENDER_QUEUE: usize = 4096;
 
+/// How long a bridge told to stop goes on delivering what its channels already sent (until every frame is acked
+/// by the other side, every local end read), before it withdraws its tokens and closes its session.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The driver's monotonic clock: `CLOCK_MONOTONIC` in nanoseconds (the one every process of the machine and every
 /// network namespace shares, so a test can compare a bridge's times with its own).
 pub fn monotonic_ns() -> Nanos {
@@ -93,6 +97,11 @@ pub trait Local {
     fn status(&mut self, _status: &Status, _driver: &DriverStats) {}
     /// Runtime `runtime` exports `service` to the fabric (`up`), or no longer does.
     fn remote_export(&mut self, _runtime: &str, _service: &str, _up: bool) {}
+    /// Whether the local side has nothing more to hand the loop (every end read, every frame it sent acked): a
+    /// stopping bridge waits for this (and for the fabric's acks), at most [`DRAIN_TIMEOUT`].
+    fn quiet(&self) -> bool {
+        true
+    }
     /// Called once every turn of the loop, after the events it took (a [`LocalEvent::Writable`] makes a turn):
     /// the local side looks at its ends and hands the loop what they have.
     fn idle(&mut self) {}
@@ -343,6 +352,8 @@ pub struct Driver<L: Local> {
     pending: BTreeMap<ChanId, VecDeque<Pending>>,
     binds: BTreeMap<ChanId, u64>,
     verbose: bool,
+    /// Told to stop: the deadline of the drain (a second Stop stops at once).
+    draining: Option<Nanos>,
 }
 
 impl<L: Local> Driver<L> {
@@ -402,6 +413,7 @@ impl<L: Local> Driver<L> {
             stats: Arc::new(Mutex::new(DriverStats::default())),
             pending: BTreeMap::new(),
             binds: BTreeMap::new(),
+            draining: None,
             verbose: std::env::var_os("MULTIHOP_BRIDGE_DEBUG").is_some(),
         })
     }
@@ -426,7 +438,17 @@ impl<L: Local> Driver<L> {
             self.drain_actions();
             self.retry_pending();
             let now = monotonic_ns();
-            let wait = match self.bridge.poll_timeout() {
+            if let Some(deadline) = self.draining {
+                if now >= deadline || (self.bridge.unacked_frames() == 0 && self.pending.is_empty() && self.local.quiet()) {
+                    break;
+                }
+            }
+            let timeout = match self.draining {
+                // Draining: look again every 5 ms at least.
+                Some(_) => Some(self.bridge.poll_timeout().unwrap_or(u64::MAX).min(now + 5_000_000)),
+                None => self.bridge.poll_timeout(),
+            };
+            let wait = match timeout {
                 Some(t) if t <= now => Some(Duration::ZERO),
                 Some(t) => Some(Duration::from_nanos(t - now)),
                 None => None,
@@ -523,7 +545,13 @@ impl<L: Local> Driver<L> {
                 self.local.status(&st, &ds);
                 Ok(())
             }
-            LocalEvent::Stop => return true,
+            LocalEvent::Stop => {
+                if self.draining.is_some() {
+                    return true;
+                }
+                self.draining = Some(now + DRAIN_TIMEOUT.as_nanos() as u64);
+                return false;
+            }
         };
         if let Err(e) = r {
             if self.verbose {

@@ -53,6 +53,9 @@ use crate::reason::{BindRefused, Teardown};
 /// Frames of one bridged channel direction in flight across the fabric (sent by one bridge, not yet written to
 /// its local end by the other): the end-to-end credit of the relay.
 pub const RELAY_WINDOW: u32 = 64;
+/// Bytes of frames of one bridged channel direction in flight across the fabric, at most (beyond one frame): with
+/// [`RELAY_WINDOW`], what bounds the bridge's buffering, so a slow link holds the sender back within ~256 KiB.
+pub const RELAY_BYTES: u64 = 256 * 1024;
 /// Most messages packed into one fabric frame.
 pub const FRAME_MESSAGES: usize = 64;
 /// Most bytes of messages packed into one fabric frame (a single larger message goes alone).
@@ -101,12 +104,42 @@ struct Relay {
     /// DATA frames sent to the fabric, and how many of them the other side acked.
     sent: u64,
     acked: u64,
-    /// Frames written to the local end since the last ack went back.
+    /// Sizes of the frames sent and not acked yet, oldest first, and their sum.
+    sizes: VecDeque<u64>,
+    unacked_bytes: u64,
+    /// Frames (and their bytes) written to the local end since the last ack went back.
     to_ack: u32,
+    to_ack_bytes: u64,
     /// Messages of the frame being written to the local end already written (the rest waits for room).
     partial: usize,
     /// This side's TEARDOWN went out (the local end closed).
     eof: bool,
+}
+
+impl Relay {
+    /// Whether another frame may go: fewer than [`RELAY_WINDOW`] frames and [`RELAY_BYTES`] bytes unacked.
+    fn has_credit(&self) -> bool {
+        self.sent - self.acked < u64::from(RELAY_WINDOW) && self.unacked_bytes < RELAY_BYTES
+    }
+
+    /// The other side wrote `n` more of this side's frames to its local end.
+    fn on_ack(&mut self, n: u32) {
+        for _ in 0..n {
+            match self.sizes.pop_front() {
+                Some(b) => {
+                    self.unacked_bytes -= b;
+                    self.acked += 1;
+                }
+                None => break, // more acks than frames: ignored (the fabric's own sequence numbers guard the frames)
+            }
+        }
+    }
+
+    /// The ack to carry on the next frame back (and start counting again).
+    fn take_ack(&mut self) -> u32 {
+        self.to_ack_bytes = 0;
+        std::mem::take(&mut self.to_ack)
+    }
 }
 
 /// A fabric bind the acceptor thread waits for.
@@ -215,7 +248,10 @@ impl RuntimeLocal {
     fn add_relay(&mut self, chan: ChanId, ch: Channel, dir: u8) {
         ch.refuse_handles(BRIDGED, "handles cannot leave a machine: this channel crosses the fabric to another runtime");
         let w = Arc::new(Watched { ch: Arc::new(ch), want: AtomicU8::new(WANT_READ), need: AtomicU64::new(0) });
-        self.relays.insert(chan, Relay { w, dir, sent: 0, acked: 0, to_ack: 0, partial: 0, eof: false });
+        self.relays.insert(
+            chan,
+            Relay { w, dir, sent: 0, acked: 0, sizes: VecDeque::new(), unacked_bytes: 0, to_ack: 0, to_ack_bytes: 0, partial: 0, eof: false },
+        );
         self.publish_watch();
     }
 
@@ -231,7 +267,7 @@ impl RuntimeLocal {
         let h = self.h.clone();
         let Some(r) = self.relays.get_mut(&chan) else { return };
         let mut buf: Vec<u8> = Vec::new();
-        while !r.eof && r.sent - r.acked < u64::from(RELAY_WINDOW) {
+        while !r.eof && r.has_credit() {
             buf.clear();
             let mut count = 0;
             let mut over = false;
@@ -256,14 +292,16 @@ impl RuntimeLocal {
                 }
             }
             if count > 0 {
-                let ack = std::mem::take(&mut r.to_ack);
+                let ack = r.take_ack();
                 h.local(LocalEvent::Frame(chan, frame(r.dir, Kind::Data, ack, &buf)));
                 r.sent += 1;
+                r.sizes.push_back(buf.len() as u64);
+                r.unacked_bytes += buf.len() as u64;
             }
             if over {
                 // The local end closed: a TEARDOWN after everything it sent (the bridge closes the channel once the
                 // other side has it all).
-                let ack = std::mem::take(&mut r.to_ack);
+                let ack = r.take_ack();
                 h.local(LocalEvent::Frame(chan, frame(r.dir, Kind::Teardown, ack, &[])));
                 r.eof = true;
                 break;
@@ -272,7 +310,7 @@ impl RuntimeLocal {
                 break;
             }
         }
-        let want = if !r.eof && r.sent - r.acked < u64::from(RELAY_WINDOW) { WANT_READ } else { 0 };
+        let want = if !r.eof && r.has_credit() { WANT_READ } else { 0 };
         let keep = r.w.want.load(Ordering::Relaxed) & WANT_WRITE;
         r.w.want.store(want | keep, Ordering::Relaxed);
     }
@@ -334,7 +372,7 @@ impl Local for RuntimeLocal {
         // Credit back (counted once: a frame offered again after "not now" has `partial` > 0 or is re-offered
         // whole; acks are taken on the first offer only).
         if r.partial == 0 && r.w.want.load(Ordering::Relaxed) & WANT_WRITE == 0 {
-            r.acked += u64::from(hd.ack);
+            r.on_ack(hd.ack);
         }
         match hd.kind {
             Kind::Dummy => {}
@@ -354,8 +392,9 @@ impl Local for RuntimeLocal {
                         r.partial = 0;
                         r.w.want.fetch_and(!WANT_WRITE, Ordering::Relaxed);
                         r.to_ack += 1;
-                        if r.to_ack >= RELAY_WINDOW.div_ceil(2) {
-                            let ack = std::mem::take(&mut r.to_ack);
+                        r.to_ack_bytes += (f.len() - HEADER_BYTES) as u64;
+                        if r.to_ack >= RELAY_WINDOW.div_ceil(2) || r.to_ack_bytes >= RELAY_BYTES / 4 {
+                            let ack = r.take_ack();
                             self.h.local(LocalEvent::Frame(chan, frame(r.dir, Kind::Dummy, ack, &[])));
                         }
                     }
@@ -493,6 +532,10 @@ impl Local for RuntimeLocal {
         }
     }
 
+    fn quiet(&self) -> bool {
+        self.incoming.is_empty() && self.relays.values().all(|r| r.sent == r.acked && r.partial == 0 && (r.eof || !r.w.ch.readable()))
+    }
+
     fn idle(&mut self) {
         self.take_accepted();
         self.poll_incoming();
@@ -502,6 +545,8 @@ impl Local for RuntimeLocal {
         }
         if !self.d.is_attached() {
             eprintln!("multihop-bridge: the runtime's monitor is gone: stopping");
+            // Twice: nothing local is left to drain.
+            self.h.local(LocalEvent::Stop);
             self.h.local(LocalEvent::Stop);
         }
         let mut t = self.watch.turns.lock().unwrap_or_else(|e| e.into_inner());

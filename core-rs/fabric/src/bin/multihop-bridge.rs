@@ -509,11 +509,14 @@ fn run_runtime_bridge(args: &Args, dir: &std::path::Path) -> ExitCode {
     let h = driver.handle();
     {
         let h = h.clone();
-        thread::spawn(move || {
+        // The first signal drains (what the channels sent is delivered, at most DRAIN_TIMEOUT), a second stops at once.
+        thread::spawn(move || loop {
             let mut sig: libc::c_int = 0;
             // SAFETY: `set` was initialised by block_stop_signals; sigwait writes the signal number into `sig`.
             unsafe { libc::sigwait(&set, &mut sig) };
-            h.local(LocalEvent::Stop);
+            if !h.local(LocalEvent::Stop) {
+                return;
+            }
         });
     }
     if args.max_seconds > 0 {
@@ -581,6 +584,7 @@ fn main() -> ExitCode {
             thread::sleep(Duration::from_secs(secs));
             emit(json!({"event": "timeout", "seconds": secs}));
             h.local(LocalEvent::Status);
+            h.local(LocalEvent::Stop);
             h.local(LocalEvent::Stop);
         });
     }
