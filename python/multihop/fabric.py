@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from multihop import _core
+from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.errors import MonitorError
 from multihop.extras import ExtraMissing, install_hint
 
@@ -175,7 +176,7 @@ def stop_bridge(proc: subprocess.Popen[bytes], timeout: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         try:
-            proc.wait(timeout=5.0)
+            proc.wait(timeout=DEFAULT_TIMEOUT)
         except subprocess.TimeoutExpired:
             pass
 
@@ -187,7 +188,7 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def status(runtime_dir: str | os.PathLike[str], timeout: float = 5.0) -> dict[str, Any]:
+def status(runtime_dir: str | os.PathLike[str], timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """The bridge's view of the runtime in ``runtime_dir``: peers, their services, bridged channels, counters.
 
     MonitorError when the runtime has no fabric.

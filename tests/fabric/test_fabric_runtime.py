@@ -235,6 +235,8 @@ def test_failure_is_told_within_lease_plus_one_second(network: netns.Network, fa
         took = (closed["t"] - t0) / 1e9
         print(f"{failure}: ChannelClosed after {took:.3f} s, {closed['echoed']} echoes in order before it: {closed['message']}")
         assert took <= LEASE_S + 1.0, closed
+        # The end's ChannelClosed names what happened across the fabric (the bridge's TEARDOWN carries the reason).
+        assert "across the fabric" in closed["message"] and server.runtime in closed["message"], closed
         assert closed["echoed"] >= 20 and closed["sent"] - closed["echoed"] <= 1, closed
     finally:
         if failure == "sigstop-bridge":

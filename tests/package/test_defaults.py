@@ -24,6 +24,7 @@ def test_the_extension_has_the_same_defaults() -> None:
         assert _default(method, "window") == DEFAULT_WINDOW, method
         assert _default(method, "timeout") == DEFAULT_TIMEOUT, method
     assert _default(_core.monitor_status, "timeout") == DEFAULT_TIMEOUT
+    assert _default(_core.fabric_status, "timeout") == DEFAULT_TIMEOUT
 
 
 def test_the_python_calls_take_theirs_from_multihop_defaults() -> None:

@@ -141,6 +141,15 @@ impl Channel {
         both!(self, c => c.close())
     }
 
+    /// Close this end telling the other why: a multi-hop end's TEARDOWN carries `reason`, and the other end's
+    /// ChannelClosed names it; a UMP end closes as [`Channel::close`] does (its ring has no room for a reason).
+    pub fn close_with_reason(&self, reason: &str) {
+        match self {
+            Channel::Multihop(c) => c.close_with_reason(reason),
+            Channel::Ump(c) => c.close(),
+        }
+    }
+
     /// Close this end, trying for `wait` (None: no limit) to hand what a
     /// multi-hop end holds for its next credit to its monitor: Err(HeldLost)
     /// with their count if some did not leave (`MhChannel::close_within`);

@@ -81,7 +81,8 @@ struct Watched {
 impl Watched {
     fn ready(&self) -> bool {
         let w = self.want.load(Ordering::Relaxed);
-        (w & WANT_READ != 0 && self.ch.readable()) || (w & WANT_WRITE != 0 && self.ch.is_ready(Want::Writable(self.need.load(Ordering::Relaxed) as usize)))
+        (w & WANT_READ != 0 && self.ch.readable())
+            || (w & WANT_WRITE != 0 && self.ch.is_ready(Want::Writable(self.need.load(Ordering::Relaxed) as usize)))
     }
 }
 
@@ -255,9 +256,12 @@ impl RuntimeLocal {
         self.publish_watch();
     }
 
-    fn drop_relay(&mut self, chan: ChanId) {
+    fn drop_relay(&mut self, chan: ChanId, reason: Option<&str>) {
         if let Some(r) = self.relays.remove(&chan) {
-            r.w.ch.close();
+            match reason {
+                Some(why) => r.w.ch.close_with_reason(why),
+                None => r.w.ch.close(),
+            }
             self.publish_watch();
         }
     }
@@ -378,7 +382,7 @@ impl Local for RuntimeLocal {
             Kind::Dummy => {}
             Kind::Teardown => {
                 // Everything before it is written to the local end; its closing tells the end.
-                self.drop_relay(chan);
+                self.drop_relay(chan, None);
                 return true;
             }
             Kind::Data => {
@@ -411,7 +415,7 @@ impl Local for RuntimeLocal {
                             format!("writing to its local end failed: {e}")
                         };
                         self.h.local(LocalEvent::Close(chan, why));
-                        self.drop_relay(chan);
+                        self.drop_relay(chan, None);
                         return true;
                     }
                 }
@@ -453,11 +457,12 @@ impl Local for RuntimeLocal {
         }
     }
 
-    fn closed(&mut self, chan: ChanId, reason: &Teardown, _tell_end: bool) {
+    fn closed(&mut self, chan: ChanId, reason: &Teardown, tell_end: bool) {
         self.note(&format!("channel {} closed: {}", chan.0, reason.text));
         self.unaccepted.remove(&chan);
         self.incoming.remove(&chan);
-        self.drop_relay(chan);
+        let why = format!("across the fabric: {reason}");
+        self.drop_relay(chan, tell_end.then_some(why.as_str()));
     }
 
     fn peer(&mut self, runtime: &str, up: bool, detail: &str) {

@@ -516,10 +516,7 @@ fn other_runtimes_exports_are_learned_from_their_tokens_and_forgotten_when_they_
             seen.push((runtime, service, up));
         }
     }
-    assert_eq!(
-        seen,
-        vec![("b".to_string(), "echo".to_string(), true), ("b".into(), "kv".into(), true), ("b".into(), "kv".into(), false)]
-    );
+    assert_eq!(seen, vec![("b".to_string(), "echo".to_string(), true), ("b".into(), "kv".into(), true), ("b".into(), "kv".into(), false)]);
     let st = b.status(now);
     assert_eq!(st.peers.iter().find(|p| p.runtime == "b").unwrap().services, vec!["echo".to_string()]);
     // b goes silent past its lease: its services go with it, before the PeerDown.

@@ -209,6 +209,8 @@ impl MhChannel {
         self.release(); // we know it is over: say so to the monitor now
         if self.link.is_dead() {
             Error::closed(format!("multi-hop channel {:#x} to {:?}: this core's monitor is gone", self.info.id, self.info.service))
+        } else if let Some(why) = lock(&self.shared.state).close_reason.clone() {
+            Error::closed(format!("multi-hop channel {:#x} to {:?} closed by its other end: {why}", self.info.id, self.info.service))
         } else {
             Error::closed(format!(
                 "multi-hop channel {:#x} to {:?}: the peer closed it, died, or a monitor on the path died",
@@ -803,6 +805,19 @@ impl MhChannel {
     /// error: its next call said ChannelClosed, as for messages in flight).
     /// Idempotent: Ok once closed.
     pub fn close_within(&self, wait: Option<std::time::Duration>, interrupt: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.close_saying(wait, interrupt, "")
+    }
+
+    /// Close this end telling the other one why (`reason`, UTF-8, at most `MAX_CLOSE_REASON` bytes kept): its next
+    /// call after the messages before the TEARDOWN raises ChannelClosed naming it. What this end holds goes first,
+    /// as in [`Self::close`].
+    pub fn close_with_reason(&self, reason: &str) {
+        if let Err(e) = self.close_saying(Some(DROP_HELD_WAIT), &mut || Ok(()), reason) {
+            super::held::warn_lost(&e.message);
+        }
+    }
+
+    fn close_saying(&self, wait: Option<std::time::Duration>, interrupt: &mut dyn FnMut() -> Result<()>, reason: &str) -> Result<()> {
         if self.closed_here.swap(true, Ordering::Relaxed) {
             return Ok(());
         }
@@ -814,7 +829,8 @@ impl MhChannel {
             self.send_held_closing(wait, interrupt)
         };
         let hdr = self.header(Kind::Teardown, 0);
-        let in_band = over || self.link.ring().try_send(&[&hdr]).is_ok();
+        let why = &reason.as_bytes()[..reason.len().min(super::link::MAX_CLOSE_REASON)];
+        let in_band = over || self.link.ring().try_send(&[&hdr, why]).is_ok();
         self.link.unregister(self.vci_in);
         if let Some(c) = self.caps.get() {
             c.close(); // handles waiting here can no longer be read: closed now

@@ -47,6 +47,9 @@ impl std::hash::Hasher for VciHasher {
 
 type VciMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<VciHasher>>;
 
+/// Longest close reason a TEARDOWN may carry (longer is cut).
+pub(crate) const MAX_CLOSE_REASON: usize = 1024;
+
 /// What the link's pump and a channel end share: its queue and credits.
 pub(crate) struct MhState {
     pub queue: VecDeque<Vec<u8>>,
@@ -55,6 +58,9 @@ pub(crate) struct MhState {
     pub marks: VecDeque<u64>,
     pub credits: Credits,
     pub peer_closed: bool,
+    /// Why the other end closed, when its TEARDOWN said (a payload of UTF-8 text: the fabric's bridge names a lost
+    /// peer, a gap or a duplicate this way). At most [`MAX_CLOSE_REASON`] bytes are kept.
+    pub close_reason: Option<String>,
     /// Data messages sorted into the queue so far.
     pub arrived: u64,
     /// Data frames (a message, or a batch of them) sorted in so far: what
@@ -141,6 +147,7 @@ impl MhShared {
                 marks: VecDeque::new(),
                 credits: Credits::new(window),
                 peer_closed: false,
+                close_reason: None,
                 arrived: 0,
                 arrived_frames: 0,
                 no_credit: VecDeque::new(),
@@ -599,7 +606,13 @@ impl Sorter<'_> {
                 st.arrived_frames += 1;
             }
             Kind::Dummy => {}
-            Kind::Teardown => st.peer_closed = true,
+            Kind::Teardown => {
+                st.peer_closed = true;
+                if buf.len() > HEADER_BYTES {
+                    let end = buf.len().min(HEADER_BYTES + MAX_CLOSE_REASON);
+                    st.close_reason = Some(String::from_utf8_lossy(&buf[HEADER_BYTES..end]).into_owned());
+                }
+            }
         }
         if h.flags & FLAG_ACK_NOW != 0 && !st.peer_closed {
             // The sender flushes: ack what is consumed now, and again once

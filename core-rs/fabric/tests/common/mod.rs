@@ -262,7 +262,11 @@ impl Sim {
                             p.server = Some((n, chan));
                         }
                     }
-                    Action::DeclareToken { .. } | Action::UndeclareToken { .. } | Action::PeerUp { .. } | Action::PeerDown { .. } | Action::RemoteExport { .. } => {}
+                    Action::DeclareToken { .. }
+                    | Action::UndeclareToken { .. }
+                    | Action::PeerUp { .. }
+                    | Action::PeerDown { .. }
+                    | Action::RemoteExport { .. } => {}
                 }
             }
             // The monitor link takes what was delivered: all of it at once, or `ring_rate` a tick (in `step`).
