@@ -64,6 +64,7 @@ T = TypeVar("T")
 ZENOH_PORT = 7447
 NATS_PORT = 4222
 TCP_PORT = 5201
+RUNTIME_PORT = 7449
 REPLY_TIMEOUT = 300.0  # seconds a worker may take over one command (a whole measurement)
 _FILLER = bytes(range(256)) * 16 * 64  # 256 KiB of fixed bytes after each sequence number
 
@@ -452,9 +453,33 @@ class BridgePeer(FabricPeer):
             self.server = None
 
 
-PEERS: dict[str, Callable[[], FabricPeer]] = {"zenoh": ZenohPeer, "nats": NatsPeer, "tcp": TcpPeer, "bridge": BridgePeer}
+class RuntimePeer(WorkerPeer):
+    """The bridged multi-hop channel: a runtime with its bridge on each machine, bound through the Python API.
+
+    a binds ``echo@B`` and ``sink@B`` (``transport="multihop"``, window 64); round trip: ``send`` + ``recv``;
+    one way: ``send_batch`` of 64 messages at a time. The path: a's program -> a's monitor -> a's bridge ->
+    Zenoh -> b's bridge -> b's monitor -> b's program (and back for the echo).
+    """
+
+    name = "runtime"
+    kind = "runtime"
+    description = "bridged multi-hop channel: runtime + multihop-bridge on each machine, Python API"
+
+    def available(self) -> str | None:
+        """Needs the multihop-bridge binary."""
+        if bridge_binary() is None:
+            return "no multihop-bridge binary (cargo build -j 1 -p multihop-fabric --features zenoh --profile bridge)"
+        return None
+
+    def config(self, ns_a: Machine, ns_b: Machine) -> dict[str, Any]:
+        """Both addresses and both runtimes' names."""
+        return {"a": ns_a.address, "b": ns_b.address, "rt_a": _runtime_name("a"), "rt_b": _runtime_name("b")}
+
+
+PEERS: dict[str, Callable[[], FabricPeer]] = {"zenoh": ZenohPeer, "nats": NatsPeer, "tcp": TcpPeer, "bridge": BridgePeer, "runtime": RuntimePeer}
 """The peers by name, in the order the bench runs them. ``bridge`` is two multihop-bridge processes with in-process
-ends; the bridged multi-hop channel (monitors at both ends) replaces it once the runtime's side exists."""
+ends (the fabric's own cost); ``runtime`` is the bridged multi-hop channel (monitors at both ends) through the Python
+API, what a user gets."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -867,7 +892,108 @@ class TcpA(SideA):
             return t0, time.monotonic_ns()
 
 
-SIDES: dict[str, tuple[type[SideA], type[SideB]]] = {"zenoh": (ZenohA, ZenohB), "nats": (NatsA, NatsB), "tcp": (TcpA, TcpB)}
+# -- runtime: the bridged multi-hop channel, through the Python API
+
+
+def _runtime_name(role: str) -> str:
+    return f"benchfab{os.getpid()}{role}"
+
+
+class RuntimeB(SideB):
+    """b: a runtime (one monitor, on CPU 1) in fabric ``bench``, listening; ``echo`` and ``sink`` exported to it."""
+
+    def start(self) -> None:
+        """Start the runtime with its bridge; serve echo and sink in threads."""
+        import multihop as mh
+
+        fabric = mh.Fabric("bench", listen=[f"tcp/{self.config['b']}:{RUNTIME_PORT}"])
+        self.rt = mh.Runtime.start(self.config["rt_b"], cores=[1], fabric=fabric)
+        d = self.rt.dispatcher(1)
+        self.svcs = [d.export("echo", fabric=True), d.export("sink", fabric=True)]
+        threading.Thread(target=self._echo, daemon=True, name="runtime-echo").start()
+        threading.Thread(target=self._sink, daemon=True, name="runtime-sink").start()
+
+    def _echo(self) -> None:
+        import multihop as mh
+
+        while True:
+            ch = self.svcs[0].accept(timeout=None)
+            with contextlib.suppress(mh.ChannelClosed):
+                while True:
+                    ch.send(ch.recv(timeout=None))
+
+    def _sink(self) -> None:
+        import multihop as mh
+
+        while True:
+            ch = self.svcs[1].accept(timeout=None)
+            on = self.sink.on
+            with contextlib.suppress(mh.ChannelClosed):
+                while True:
+                    for m in ch.recv_batch(256, timeout=None):
+                        on(m)
+
+    def close(self) -> None:
+        """Stop the runtime (its bridge first)."""
+        self.rt.stop()
+
+
+class RuntimeA(SideA):
+    """a: a runtime (one monitor, on CPU 0) in fabric ``bench``, connecting to b; one channel to each service."""
+
+    def start(self) -> None:
+        """Start the runtime, bind ``echo@B`` and ``sink@B`` (once b's exports are known here)."""
+        import multihop as mh
+
+        fabric = mh.Fabric("bench", connect=[f"tcp/{self.config['b']}:{RUNTIME_PORT}"])
+        self.rt = mh.Runtime.start(self.config["rt_a"], cores=[0], fabric=fabric)
+        d = self.rt.dispatcher(0)
+        rb = self.config["rt_b"]
+
+        def bind(svc: str) -> Any:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    return d.bind(f"{svc}@{rb}", transport="multihop", window=64, timeout=5)
+                except mh.BindError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+        self.echo, self.sink_ch = bind("echo"), bind("sink")
+
+    def roundtrip(self, n: int, size: int) -> list[int]:
+        """send, then recv the echo, `n` times."""
+        out = []
+        send, recv = self.echo.send, self.echo.recv
+        for i in range(n):
+            msg = message(i, size)
+            t0 = time.monotonic_ns()
+            send(msg)
+            data = recv(timeout=REPLY_TIMEOUT)
+            out.append(time.monotonic_ns() - t0)
+            _check_echo(i, size, data)
+        return out
+
+    def send(self, n: int, size: int) -> tuple[int, int]:
+        """Batches of 64 messages (one frame each on the monitor link), then a flush."""
+        send_batch = self.sink_ch.send_batch
+        t0 = time.monotonic_ns()
+        for start in range(0, n, 64):
+            send_batch([message(i, size) for i in range(start, min(n, start + 64))], timeout=REPLY_TIMEOUT)
+        return t0, time.monotonic_ns()
+
+    def close(self) -> None:
+        """Stop the runtime."""
+        self.rt.stop()
+
+
+SIDES: dict[str, tuple[type[SideA], type[SideB]]] = {
+    "zenoh": (ZenohA, ZenohB),
+    "nats": (NatsA, NatsB),
+    "tcp": (TcpA, TcpB),
+    "runtime": (RuntimeA, RuntimeB),
+}
 """Each worker kind's side a and side b."""
 
 

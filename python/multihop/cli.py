@@ -285,8 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="routing tables between the monitors: direct (every pair linked), ring (each core to the next), fat-tree "
         "(direct within a socket, socket leaders linked) (default: direct)",
     )
-    up.add_argument("--fabric", default=None, metavar="NAME", help="join fabric NAME: runtimes on other machines bind this one's exported services (docs/fabric.md)")
-    up.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="with --fabric: listen on ENDPOINT, e.g. tcp/10.213.0.1:7447 (repeatable)")
+    up.add_argument(
+        "--fabric",
+        default=None,
+        metavar="NAME",
+        help="join fabric NAME: runtimes on other machines bind this one's exported services (docs/fabric.md)",
+    )
+    up.add_argument(
+        "--listen", action="append", default=[], metavar="ENDPOINT", help="with --fabric: listen on ENDPOINT, e.g. tcp/10.213.0.1:7447 (repeatable)"
+    )
     up.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="with --fabric: connect to ENDPOINT (repeatable)")
     up.add_argument("--lease", type=float, default=3.0, metavar="SECONDS", help="with --fabric: a silent peer is dead after this long (default: 3.0)")
     up.set_defaults(func=_cmd_up)

@@ -123,7 +123,9 @@ def bridge_binary() -> str:
     env = os.environ.get("MULTIHOP_BRIDGE")
     if env:
         if not os.access(env, os.X_OK):
-            raise ExtraMissing(f"MULTIHOP_BRIDGE={env} is not an executable file; unset it to use the fabric extra's bridge ({install_hint('fabric')})")
+            raise ExtraMissing(
+                f"MULTIHOP_BRIDGE={env} is not an executable file; unset it to use the fabric extra's bridge ({install_hint('fabric')})"
+            )
         return env
     found = shutil.which("multihop-bridge")
     if found:

@@ -266,7 +266,9 @@ class Runtime:
         timeout = _check_timeout(timeout)
         _check_bool(detached, "detached")
         if fabric is not None and not isinstance(fabric, Fabric):
-            raise TypeError(f"fabric must be a multihop.Fabric, e.g. Fabric('lab', listen=['tcp/10.213.0.1:7447']), or None; got {type(fabric).__name__} {fabric!r}")
+            raise TypeError(
+                f"fabric must be a multihop.Fabric, e.g. Fabric('lab', listen=['tcp/10.213.0.1:7447']), or None; got {type(fabric).__name__} {fabric!r}"
+            )
         bridge = bridge_binary() if fabric is not None else None
         if not isinstance(routing, str):
             raise TypeError(f"routing must be a str (direct, ring or fat-tree), got {type(routing).__name__} {routing!r}")

@@ -195,7 +195,22 @@ def test_slow_link_back_pressure_loses_nothing(network: netns.Network) -> None:
     link.slow()
     rb = unique("b")
     server = Agent(b, "serve", rb, "--listen", endpoint(link.addr_b))
-    client = Agent(a, "client", unique("a"), "--connect", endpoint(link.addr_b), "--target", f"sink@{rb}", "--mode", "oneway", "--count", "4000", "--size", "256", "--stay")
+    client = Agent(
+        a,
+        "client",
+        unique("a"),
+        "--connect",
+        endpoint(link.addr_b),
+        "--target",
+        f"sink@{rb}",
+        "--mode",
+        "oneway",
+        "--count",
+        "4000",
+        "--size",
+        "256",
+        "--stay",
+    )
     done = client.wait("done", 200)
     sink = server.wait("sink_done", 30)
     assert sink["received"] == 4000 and sink["errors"] == "", sink
