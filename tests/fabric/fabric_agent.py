@@ -23,9 +23,26 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import multihop as mh
+import multihop.idl as idl
+
+ECHO_IF = Path(__file__).resolve().parents[2] / "flounder-idl" / "echo.if"
+
+
+class Echo:
+    """The Flounder echo interface's handler (flounder-idl/echo.if)."""
+
+    def echo(self, request: bytes) -> bytes:
+        return request
+
+    def say(self, text: str) -> str:
+        return f"you said {text}"
+
+    def bye(self) -> None:
+        pass
 
 
 def emit(event: str, **kw: Any) -> None:
@@ -48,6 +65,7 @@ def serve(a: argparse.Namespace) -> None:
         echo = d.export("echo", fabric=True, backlog=128)
         sink = d.export("sink", fabric=True)
         private = d.export("private")
+        flounder = idl.load(ECHO_IF).EchoBinding.export(d, "fecho", Echo(), fabric=True)
 
         def echo_one(ch: mh.Channel) -> None:
             try:
@@ -82,6 +100,7 @@ def serve(a: argparse.Namespace) -> None:
         emit("ready", dir=str(rt.dir), monitors=rt.monitor_pids, bridge=rt._bridge.pid if rt._bridge else None)
         wait_for_stdin(a)
         del private
+        flounder.close()
 
 
 STDIN_CLOSED = threading.Event()
@@ -188,6 +207,23 @@ def client(a: argparse.Namespace) -> None:
                 emit("closed", sent=sent, echoed=got, message=str(e))
             except mh.MultihopError as e:
                 emit("error", what=f"{type(e).__name__}: {e}", sent=sent, echoed=got)
+        elif a.mode == "flounder":
+            echo = idl.load(ECHO_IF)
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    b = echo.EchoBinding.bind(d, a.target, transport="multihop", timeout=5)
+                    break
+                except mh.BindError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            emit("bound", channels=1)
+            said = [b.rpc.say(f"call {i}", timeout=10) for i in range(a.count)]
+            blobs = [b.rpc.echo(bytes([i % 256]) * (i * 37 % 4096), timeout=10) for i in range(a.count)]
+            ok = said == [f"you said call {i}" for i in range(a.count)] and blobs == [bytes([i % 256]) * (i * 37 % 4096) for i in range(a.count)]
+            emit("done", count=a.count, ok=ok, first=said[:2])
+            b.channel.close()
         elif a.mode == "probe":
             for target, transport in ((a.target.replace("echo@", "private@"), "multihop"), (a.target, "ump")):
                 try:
@@ -220,7 +256,7 @@ def main() -> None:
     p.add_argument("--connect", action="append", default=[])
     p.add_argument("--lease", type=float, default=3.0)
     p.add_argument("--target", default="")
-    p.add_argument("--mode", default="rpc", choices=["rpc", "oneway", "hold", "probe"])
+    p.add_argument("--mode", default="rpc", choices=["rpc", "oneway", "hold", "probe", "flounder"])
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--window", type=int, default=16)

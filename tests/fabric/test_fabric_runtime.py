@@ -166,6 +166,15 @@ def test_refusals_across_machines_are_named(network: netns.Network) -> None:
     assert client.stop() == 0 and server.stop() == 0
 
 
+def test_flounder_rpc_across_machines(network: netns.Network) -> None:
+    """Generated Flounder stubs across machines: the echo interface exported with fabric=True on b, bound as
+    fecho@b from a; 200 say() and 200 echo() calls (0-4 KB) answered, each the right answer in order."""
+    client, server, _ = pair(network, "--target", "fecho@B", "--mode", "flounder", "--count", "200")
+    done = client.wait("done", 120)
+    assert done["ok"] and done["first"] == ["you said call 0", "you said call 1"], done
+    assert client.stop() == 0 and server.stop() == 0
+
+
 def test_many_channels_at_once(network: netns.Network) -> None:
     """64 bridged channels between two machines at once, 200 round trips each, every echo in order."""
     client, server, _ = pair(network, "--target", "echo@B", "--mode", "rpc", "--count", "200", "--window", "4", "--channels", "64")

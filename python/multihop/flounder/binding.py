@@ -190,7 +190,8 @@ class Binding:
         ``handler`` is an object serving every client, a class instantiated
         per client as ``handler(binding)``, or None to take clients with
         :meth:`Server.accept` (see :mod:`multihop.flounder.server`).
-        ``export_options`` go to :meth:`multihop.Dispatcher.export` (``on_connect``).
+        ``export_options`` go to :meth:`multihop.Dispatcher.export` (``on_connect``, ``backlog``, and
+        ``fabric=True`` to serve the runtime's fabric: clients on other machines bind ``name@RUNTIME``).
 
         Raises:
             ExportError: the name is taken or invalid.
