@@ -589,7 +589,7 @@ fn pump(h: Handle, watch: Arc<Watch>) {
         let woke = bell.park(Duration::from_millis(2), &mut ready);
         slices += 1;
         // A turn now and then even with nothing rung: pending binds, given-up connections, a gone monitor.
-        if matches!(woke, Wake::Slice) && slices % 25 != 0 {
+        if matches!(woke, Wake::Slice) && !slices.is_multiple_of(25) {
             continue;
         }
         let before = *watch.turns.lock().unwrap_or_else(|e| e.into_inner());

@@ -503,9 +503,9 @@ fn exports_declare_and_withdraw_service_tokens() {
 #[test]
 fn other_runtimes_exports_are_learned_from_their_tokens_and_forgotten_when_they_die() {
     let mut sim = two();
+    sim.run_for(S); // a and b hear each other
     let now = sim.now;
     let b = &mut sim.nodes[0].b;
-    b.handle_liveliness(now, "mh/lab/rt/b", true).unwrap();
     b.handle_liveliness(now, "mh/lab/svc/b/echo", true).unwrap();
     b.handle_liveliness(now, "mh/lab/svc/b/echo", true).unwrap(); // told twice: one action
     b.handle_liveliness(now, "mh/lab/svc/b/kv", true).unwrap();
