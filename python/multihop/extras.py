@@ -4,16 +4,19 @@
 (numpy, psutil, and the Rust extension).  The rest is in extras, as polars
 and pydantic do it:
 
-============  ============================================  ==========================
-extra         installs                                      for
-============  ============================================  ==========================
-``bench``     pyarrow, pyzmq                                ``multihop bench`` (Parquet traces; ZeroMQ in
-                                                            the peers suite)
-``analysis``  pyarrow, pyspark, matplotlib (and Java 17+)   ``multihop analyze``
-``zmq``       pyzmq                                         the peers suite's ZeroMQ case alone
-``test``      pytest and plugins, hypothesis, cffi, and     the test suite (``bash .ci/setup`` installs it)
-              everything above
-============  ============================================  ==========================
+==================  ============================================  ================================================
+extra               installs                                      for
+==================  ============================================  ================================================
+``bench``           pyarrow, pyzmq                                ``multihop bench`` (Parquet traces; ZeroMQ in
+                                                                  the peers suite)
+``analysis``        pyarrow, pyspark, matplotlib (and Java 17+)   ``multihop analyze``
+``zmq``             pyzmq                                         the peers suite's ZeroMQ case alone
+``fabric``          multihop-fabric: the ``multihop-bridge``      ``Runtime.start(..., fabric=...)``: runtimes on
+                    binary (Rust, over the zenoh crate)           several machines (docs/fabric.md)
+``fabric-bench``    eclipse-zenoh                                 benches/bench_fabric.py's zenoh baseline
+``test``            pytest and plugins, hypothesis, cffi, and     the test suite (``bash .ci/setup`` installs it)
+                    everything above
+==================  ============================================  ================================================
 
 A command that needs an extra calls :func:`require` before it imports
 anything of it, so a missing package is one clear line naming the extra

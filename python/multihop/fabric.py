@@ -6,8 +6,8 @@ stops it with them.  Services exported with ``d.export(name, fabric=True)`` are 
 ``d.bind("name@RUNTIME", transport="multihop")``; a plain name stays local.  :func:`status` is the bridge's view
 (peers, the services each exports, bridged channels with their counters), which ``multihop status`` shows.
 
-The bridge binary is found, in order: ``$MULTIHOP_BRIDGE``; ``multihop-bridge`` on ``PATH`` (what the ``fabric``
-extra installs); the build of a source checkout (``target/bridge/multihop-bridge``, made by ``bash .ci/setup``).
+The bridge binary is found, in order: ``$MULTIHOP_BRIDGE``; ``multihop-bridge`` on ``PATH`` or beside the
+interpreter (what the ``fabric`` extra installs: the ``multihop-fabric`` wheel); the build of a source checkout (``target/bridge/multihop-bridge``, made by ``bash .ci/setup``).
 A runtime started with a fabric and without any of them stops before starting anything, naming the extra.
 """
 
@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,11 @@ def bridge_binary() -> str:
     found = shutil.which("multihop-bridge")
     if found:
         return found
+    # The fabric extra's wheel puts it with the environment's scripts, next to the interpreter (a venv's bin/),
+    # which need not be on PATH.
+    beside = Path(sys.executable).parent / "multihop-bridge"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
     here = Path(__file__).resolve()
     for up in here.parents[:4]:
         cand = up / "target" / "bridge" / "multihop-bridge"
