@@ -139,13 +139,13 @@ def test_rpc_across_machines_exact_and_shown_in_status(network: netns.Network) -
     st = server.wait("status", 10)["status"]
     peers = {p["runtime"]: p for p in st["peers"]}
     assert peers[client.runtime]["alive"], st
-    assert sorted(st["exports"]) == ["echo", "sink"], st  # "private" was exported without fabric=True
+    assert sorted(st["exports"]) == ["echo", "fecho", "sink"], st  # "private" was exported without fabric=True
     chans = [c for c in st["channels"] if c["peer"] == client.runtime]
     assert len(chans) == 1 and chans[0]["state"] == "open" and chans[0]["frames_in"] >= 1 and chans[0]["seq_in"] == chans[0]["frames_in"], chans
     assert st["bad_inputs"] == 0 and st["dropped_puts"] == 0, st
     client.say("status")
     cst = client.wait("status", 10)["status"]
-    assert sorted({p["runtime"]: p for p in cst["peers"]}[server.runtime]["services"]) == ["echo", "sink"], cst
+    assert sorted({p["runtime"]: p for p in cst["peers"]}[server.runtime]["services"]) == ["echo", "fecho", "sink"], cst
     assert client.stop() == 0 and server.stop() == 0
 
 

@@ -20,12 +20,14 @@
 //! the [`Local`] trait (what the loop tells it) and [`LocalEvent`] (what it tells the loop, through a [`Handle`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use zenoh::Wait;
+
+use multihop_base::park::{process_doorbell, Doorbell};
 
 use crate::bridge::{Action, Bridge, ChanId, Nanos, Status};
 use crate::config::{FabricConfig, Priority};
@@ -97,6 +99,11 @@ pub trait Local {
     fn status(&mut self, _status: &Status, _driver: &DriverStats) {}
     /// Runtime `runtime` exports `service` to the fabric (`up`), or no longer does.
     fn remote_export(&mut self, _runtime: &str, _service: &str, _up: bool) {}
+    /// Whether a local end can go on now (a message to read within its credit, room for a frame that waits): the
+    /// loop, parked on this process's doorbell, looks at this before it sleeps and after every ring. Never blocks.
+    fn ready(&self) -> bool {
+        false
+    }
     /// Whether the local side has nothing more to hand the loop (every end read, every frame it sent acked): a
     /// stopping bridge waits for this (and for the fabric's acks), at most [`DRAIN_TIMEOUT`].
     fn quiet(&self) -> bool {
@@ -115,18 +122,47 @@ enum Event {
     Local(LocalEvent),
 }
 
+/// The loop's queue, as its producers hold it: a send, then a ring of this process's doorbell, on which the loop
+/// parks (so one wake-up reaches it whether the news is an event or a local end that can go on).
+#[derive(Clone)]
+struct EventTx {
+    tx: Sender<Event>,
+    bell: Option<Arc<Doorbell>>,
+}
+
+impl EventTx {
+    fn send(&self, ev: Event) -> bool {
+        let ok = self.tx.send(ev).is_ok();
+        if let Some(b) = &self.bell {
+            // After the send (published): pairs with the loop's park, which counts itself a waiter and then
+            // looks at the queue (Doorbell::park), so the event is seen or the ring wakes it.
+            b.ring();
+        }
+        ok
+    }
+}
+
+impl std::fmt::Debug for EventTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventTx")
+    }
+}
+
 /// How the local side (and anything else) reaches the loop. Cheap to clone; usable from any thread.
 #[derive(Clone, Debug)]
 pub struct Handle {
-    tx: Sender<Event>,
+    tx: EventTx,
 }
 
 impl Handle {
     /// Hand `ev` to the loop (false: the bridge has stopped).
     pub fn local(&self, ev: LocalEvent) -> bool {
-        self.tx.send(Event::Local(ev)).is_ok()
+        self.tx.send(Event::Local(ev))
     }
 }
+
+/// Longest the loop parks with nothing to do: it takes a turn ([`Local::idle`]) at least this often.
+pub const IDLE_TURN: Duration = Duration::from_millis(50);
 
 /// [`Bridge::status`] and the driver's counters as the JSON `multihop status` shows (and the test binary prints).
 pub fn status_json(s: &Status, d: &DriverStats) -> serde_json::Value {
@@ -339,8 +375,10 @@ pub struct Driver<L: Local> {
     bridge: Bridge,
     local: L,
     session: zenoh::Session,
-    tx: Sender<Event>,
+    tx: EventTx,
     rx: Receiver<Event>,
+    /// This process's doorbell, which the loop parks on (None: it could not be made; the loop waits on its queue).
+    bell: Option<Arc<Doorbell>>,
     subscribers: Vec<zenoh::pubsub::Subscriber<()>>,
     liveliness: Option<zenoh::pubsub::Subscriber<()>>,
     tokens: Option<Sender<TokenOp>>,
@@ -370,6 +408,14 @@ impl<L: Local> Driver<L> {
         let bridge = Bridge::new(cfg, runtime, incarnation, monotonic_ns())?;
         let session = zenoh::open(zcfg).wait().map_err(|e| format!("cannot open the Zenoh session: {e}"))?;
         let (tx, rx) = mpsc::channel();
+        let bell = match process_doorbell() {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("multihop-bridge: no process doorbell ({e}): the loop waits on its queue alone");
+                None
+            }
+        };
+        let tx = EventTx { tx, bell: bell.clone() };
         let mut subscribers = Vec::new();
         for key in bridge.subscriptions() {
             let t = tx.clone();
@@ -405,6 +451,7 @@ impl<L: Local> Driver<L> {
             session,
             tx,
             rx,
+            bell,
             subscribers,
             liveliness: Some(liveliness),
             tokens: Some(ttx),
@@ -453,15 +500,7 @@ impl<L: Local> Driver<L> {
                 Some(t) => Some(Duration::from_nanos(t - now)),
                 None => None,
             };
-            let first = match wait {
-                Some(d) if d.is_zero() => self.rx.try_recv().ok(),
-                Some(d) => match self.rx.recv_timeout(d) {
-                    Ok(ev) => Some(ev),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return Err("the event queue closed".into()),
-                },
-                None => Some(self.rx.recv().map_err(|_| "the event queue closed".to_string())?),
-            };
+            let first = self.next_event(wait.map_or(IDLE_TURN, |d| d.min(IDLE_TURN)))?;
             // Take what is there (bounded, so timers are not starved), then act on it all at once: records for one
             // peer go out packed into few puts.
             // (An event is taken off the queue only when it will be handled: none is dropped at the bound.)
@@ -488,6 +527,35 @@ impl<L: Local> Driver<L> {
         self.drain_actions();
         self.shutdown();
         Ok(())
+    }
+
+    /// The next event within `wait`, or None: the wait passed, or the doorbell rang (a local end may go on: the
+    /// loop takes a turn).
+    fn next_event(&mut self, wait: Duration) -> Result<Option<Event>, String> {
+        match self.rx.try_recv() {
+            Ok(ev) => return Ok(Some(ev)),
+            Err(TryRecvError::Disconnected) => return Err("the event queue closed".into()),
+            Err(TryRecvError::Empty) => {}
+        }
+        if wait.is_zero() || self.local.ready() {
+            return Ok(None);
+        }
+        let Some(bell) = self.bell.clone() else {
+            return match self.rx.recv_timeout(wait) {
+                Ok(ev) => Ok(Some(ev)),
+                Err(RecvTimeoutError::Timeout) => Ok(None),
+                Err(RecvTimeoutError::Disconnected) => Err("the event queue closed".into()),
+            };
+        };
+        let (rx, local) = (&self.rx, &self.local);
+        let mut got = None;
+        bell.park(wait, &mut || {
+            if got.is_none() {
+                got = rx.try_recv().ok();
+            }
+            got.is_some() || local.ready()
+        });
+        Ok(got)
     }
 
     /// True to stop.
