@@ -275,7 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show a failure's traceback instead of its one-line error")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    up = sub.add_parser("up", help="start a detached runtime", description="Start a detached runtime: it runs until `multihop down NAME`.")
+    up = sub.add_parser(
+        "up",
+        help="start a detached runtime (--fabric: joined to runtimes on other machines)",
+        description="Start a detached runtime: it runs until `multihop down NAME`. With --fabric it joins a fabric of runtimes on "
+        "other machines over Zenoh (docs/fabric.md).",
+    )
     up.add_argument("name", help="the runtime's name (1-64 of A-Z a-z 0-9 _ . -); other commands and programs attach to it by it")
     up.add_argument("--cores", default=None, help='cores, e.g. "0-3,6", one monitor on each (default: all CPUs)')
     up.add_argument(

@@ -319,3 +319,32 @@ def test_a_fabric_without_the_bridge_starts_nothing(tmp_path: Path) -> None:
     assert "ExtraMissing:" in r.stdout and "multihop[fabric]" in r.stdout, r.stdout + r.stderr
     with pytest.raises(mh.RuntimeNotFound):
         mh.Runtime.attach("fxnobridge", timeout=0.5)
+
+
+def test_the_command_line_starts_a_fabric_runtime_and_shows_it() -> None:
+    """``multihop up NAME --fabric F --listen E`` starts a detached runtime with its bridge; ``multihop status`` shows
+    the fabric (its name, this runtime, its exports); ``multihop down`` stops both (no bridge process left)."""
+    import socket
+
+    with socket.socket() as s:  # a free loopback port (nothing else of the test listens on it)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    name = unique("cli")
+    cli = [sys.executable, "-m", "multihop.cli"]
+    up = subprocess.run(
+        [*cli, "up", name, "--cores", "0", "--fabric", "lab", "--listen", f"tcp/127.0.0.1:{port}"], capture_output=True, text=True, timeout=60
+    )
+    try:
+        assert up.returncode == 0 and "fabric 'lab'" in up.stdout, up.stdout + up.stderr
+        rt = mh.Runtime.attach(name)
+        assert rt.fabric is not None and rt.fabric.listen == (f"tcp/127.0.0.1:{port}",)
+        bridge = rt._meta["bridge"]["pid"]
+        with rt.dispatcher(0) as d:
+            svc = d.export("shown", fabric=True)
+            st = subprocess.run([*cli, "status", name], capture_output=True, text=True, timeout=60)
+            assert st.returncode == 0 and f"fabric 'lab': this runtime {name!r}" in st.stdout and "'shown'" in st.stdout, st.stdout + st.stderr
+            del svc
+    finally:
+        down = subprocess.run([*cli, "down", name], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not Path(f"/proc/{bridge}").exists() or "zombie" in Path(f"/proc/{bridge}/status").read_text().lower()
