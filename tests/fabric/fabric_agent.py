@@ -137,6 +137,27 @@ def bind(d: mh.Dispatcher, target: str, window: int, timeout: float = 20.0) -> m
             time.sleep(0.1)
 
 
+def rebind(d: mh.Dispatcher, a: argparse.Namespace) -> None:
+    """After a close: bind the target again until it works (a peer back) or ``--rebind-seconds`` pass; report the
+    first refusal (and how long that bind took) and the outcome. A channel is never resumed: this is a new one."""
+    deadline = time.monotonic() + a.rebind_seconds
+    first: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        try:
+            ch = d.bind(a.target, transport="multihop", timeout=2.0)
+            ch.send(b"again!!!", timeout=10)
+            echo = ch.recv(timeout=10)
+            ch.close()
+            emit("rebind", outcome="bound", echo=echo.decode(), first_refusal=first)
+            return
+        except mh.MultihopError as e:
+            if first is None:
+                first = {"error": type(e).__name__, "message": str(e), "seconds": time.monotonic() - t0}
+            time.sleep(0.2)
+    emit("rebind", outcome="refused", first_refusal=first)
+
+
 def client(a: argparse.Namespace) -> None:
     with mh.Runtime.start(a.runtime, cores=[0, 1], fabric=fabric_of(a)) as rt:
         d = rt.dispatcher(1)
@@ -207,6 +228,9 @@ def client(a: argparse.Namespace) -> None:
                 emit("closed", sent=sent, echoed=got, message=str(e))
             except mh.MultihopError as e:
                 emit("error", what=f"{type(e).__name__}: {e}", sent=sent, echoed=got)
+                return
+            if a.rebind_seconds > 0:
+                rebind(d, a)
         elif a.mode == "flounder":
             echo = idl.load(ECHO_IF)
             deadline = time.monotonic() + 20
@@ -262,6 +286,7 @@ def main() -> None:
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--channels", type=int, default=1)
     p.add_argument("--stay", action="store_true")
+    p.add_argument("--rebind-seconds", type=float, default=0.0)
     p.add_argument("--max-seconds", type=float, default=170.0)
     a = p.parse_args()
     threading.Thread(target=read_stdin, args=(a.runtime,), daemon=True).start()
