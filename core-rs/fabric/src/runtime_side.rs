@@ -232,7 +232,7 @@ impl RuntimeLocal {
             chan,
             Relay { w, dir, sent: 0, acked: 0, sizes: VecDeque::new(), unacked_bytes: 0, to_ack: 0, to_ack_bytes: 0, partial: 0, eof: false },
         );
-            }
+    }
 
     fn drop_relay(&mut self, chan: ChanId, reason: Option<&str>) {
         if let Some(r) = self.relays.remove(&chan) {
@@ -240,7 +240,7 @@ impl RuntimeLocal {
                 Some(why) => r.w.ch.close_with_reason(why),
                 None => r.w.ch.close(),
             }
-                    }
+        }
     }
 
     /// Read what the local end of `chan` has, within its credit, into frames for the fabric.
@@ -316,6 +316,7 @@ impl RuntimeLocal {
         }
         // Fabric channels whose local client gave up before the connection was accepted.
         let now = Instant::now();
+        self.accepted.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, (_, expires)| now <= *expires + Duration::from_secs(1));
         let late: Vec<ChanId> = self.unaccepted.iter().filter(|(_, &t)| now > t + Duration::from_secs(1)).map(|(&c, _)| c).collect();
         for chan in late {
             self.unaccepted.remove(&chan);
@@ -468,7 +469,7 @@ impl Local for RuntimeLocal {
         let name = format!("{service}@{runtime}");
         if !up {
             if self.proxies.remove(&name).is_some() {
-                                self.note(&format!("{name} withdrawn"));
+                self.note(&format!("{name} withdrawn"));
             }
             return;
         }
@@ -509,7 +510,7 @@ impl Local for RuntimeLocal {
         match self.d.export(&name, 64, Some(on_connect)) {
             Ok(svc) => {
                 self.proxies.insert(name.clone(), Arc::new(svc));
-                                self.note(&format!("{name} offered here"));
+                self.note(&format!("{name} offered here"));
             }
             Err(e) => eprintln!("multihop-bridge: cannot offer {name} on runtime {}: {e}", self.runtime),
         }
