@@ -59,9 +59,10 @@ pub fn check_runtime(name: &str) -> Result<(), NameError> {
     runtime_rule("runtime", name)
 }
 
-/// The characters a service exported to the fabric may not hold: Zenoh's chunk separator and wildcard and
-/// reserved characters, and the `@` of `svc@runtime`.
-pub const SERVICE_FORBIDDEN: &[char] = &['/', '*', '$', '?', '#', '@'];
+/// The characters a service exported to the fabric may not hold: Zenoh's wildcard and reserved characters, and the
+/// `@` of `svc@runtime`. A `/` is allowed between non-empty parts (`ges/lab/1.2.3`): its key then has one chunk per
+/// part, the service being everything after the runtime.
+pub const SERVICE_FORBIDDEN: &[char] = &['*', '$', '?', '#', '@'];
 
 /// A service name that may be exported to the fabric (and bound as `service@runtime`).
 pub fn check_service(name: &str) -> Result<(), NameError> {
@@ -73,7 +74,10 @@ pub fn check_service(name: &str) -> Result<(), NameError> {
         return bad(format!("control character {c:?}"));
     }
     if let Some(c) = name.chars().find(|c| SERVICE_FORBIDDEN.contains(c)) {
-        return bad(format!("{c:?} cannot be in a name on the fabric (none of / * $ ? # @)"));
+        return bad(format!("{c:?} cannot be in a name on the fabric (none of * $ ? # @)"));
+    }
+    if name.split('/').any(str::is_empty) {
+        return bad("a '/' only between non-empty parts (no leading, trailing or doubled '/')".to_string());
     }
     Ok(())
 }
@@ -181,7 +185,8 @@ impl KeySpace {
     pub fn all(&self, kind: Option<KeyKind>) -> String {
         match kind {
             None => format!("{ROOT}/{}/**", self.fabric),
-            Some(KeyKind::Service | KeyKind::Channel) => format!("{ROOT}/{}/{}/*/*", self.fabric, kind.map_or("", |k| k.chunk())),
+            Some(KeyKind::Service) => format!("{ROOT}/{}/svc/*/**", self.fabric),
+            Some(KeyKind::Channel) => format!("{ROOT}/{}/ch/*/*", self.fabric),
             Some(k) => format!("{ROOT}/{}/{}/*", self.fabric, k.chunk()),
         }
     }
@@ -203,9 +208,10 @@ impl KeySpace {
         check_runtime(runtime).map_err(|e| format!("key {key:?}: {e}"))?;
         let mut k = Key { kind, runtime: runtime.to_string(), service: None, channel: None };
         match (kind, rest) {
-            (KeyKind::Service, [svc]) => {
-                check_service(svc).map_err(|e| format!("key {key:?}: {e}"))?;
-                k.service = Some(svc.to_string());
+            (KeyKind::Service, parts) if !parts.is_empty() => {
+                let svc = parts.join("/");
+                check_service(&svc).map_err(|e| format!("key {key:?}: {e}"))?;
+                k.service = Some(svc);
             }
             (KeyKind::Channel, [chan]) => {
                 let ok = !chan.is_empty() && chan.bytes().all(|b| b.is_ascii_digit()) && (chan.len() == 1 || !chan.starts_with('0'));
@@ -232,11 +238,15 @@ mod tests {
         assert_eq!(ks.data("b").unwrap(), "mh/lab/data/b");
         assert_eq!(ks.heartbeat("b").unwrap(), "mh/lab/hb/b");
         assert_eq!(ks.all(None), "mh/lab/**");
-        assert_eq!(ks.all(Some(KeyKind::Service)), "mh/lab/svc/*/*");
+        assert_eq!(ks.all(Some(KeyKind::Service)), "mh/lab/svc/*/**");
+        assert_eq!(ks.all(Some(KeyKind::Channel)), "mh/lab/ch/*/*");
         assert_eq!(ks.all(Some(KeyKind::Runtime)), "mh/lab/rt/*");
         let k = ks.parse("mh/lab/svc/hosta/echo.v1").unwrap();
         assert_eq!((k.kind, k.runtime.as_str(), k.service.as_deref()), (KeyKind::Service, "hosta", Some("echo.v1")));
         assert_eq!(ks.parse("mh/lab/ch/a/17").unwrap().channel, Some(17));
+        // A service with '/' (GES brokers: ges/<system>/<address>) is one chunk per part, parsed back whole.
+        assert_eq!(ks.service("hosta", "ges/lab/1.2.3").unwrap(), "mh/lab/svc/hosta/ges/lab/1.2.3");
+        assert_eq!(ks.parse("mh/lab/svc/hosta/ges/lab/1.2.3").unwrap().service.as_deref(), Some("ges/lab/1.2.3"));
         assert_eq!(ks.parse("mh/lab/data/a").unwrap().kind, KeyKind::Data);
     }
 
@@ -270,14 +280,15 @@ mod tests {
         }
         check_runtime(&"x".repeat(64)).unwrap();
         check_runtime("host-b.lab_1").unwrap();
-        for bad in ["", "a/b", "a*", "$x", "a?", "a#", "echo@b", "a\nb", &"s".repeat(257)] {
+        for bad in ["", "/a", "a/", "a//b", "a*", "$x", "a?", "a#", "echo@b", "a\nb", &"s".repeat(257)] {
             let e = check_service(bad).unwrap_err();
             assert_eq!(e.what, "service", "{bad:?}");
         }
         check_service("dispatch.SYSTEM.peer.7").unwrap();
         check_service("with space is printable").unwrap();
         let ks = KeySpace::new("lab").unwrap();
-        assert!(ks.service("a", "x/y").is_err());
+        assert!(ks.service("a", "x//y").is_err());
+        assert!(ks.parse("mh/lab/svc/a/x//y").is_err());
         assert!(ks.data("a/b").is_err());
     }
 

@@ -539,7 +539,7 @@ mod tests {
         bad(&b, base + 9, &(MAX_WINDOW + 1).to_le_bytes(), "window");
         bad(&b, base + 13, &0u32.to_le_bytes(), "timeout");
         bad(&b, base + 17, &[0], "priority");
-        bad(&b, base + 20, b"e/", "service");
+        bad(&b, base + 20, b"e*", "service");
         bad(&b, base + 18, &0u16.to_le_bytes(), "service");
         bad(&b, base + 18, &50u16.to_le_bytes(), "service");
     }

@@ -490,7 +490,7 @@ fn exports_declare_and_withdraw_service_tokens() {
     assert_eq!(a.poll_action(), Some(Action::DeclareToken { key: "mh/lab/rt/a".into() }));
     a.export("echo").unwrap();
     a.export("echo").unwrap();
-    assert!(a.export("e/cho").is_err());
+    assert!(a.export("e*cho").is_err());
     a.unexport("echo");
     assert_eq!(a.poll_action(), Some(Action::DeclareToken { key: "mh/lab/svc/a/echo".into() }));
     assert_eq!(a.poll_action(), Some(Action::UndeclareToken { key: "mh/lab/svc/a/echo".into() }));
