@@ -341,7 +341,7 @@ fn binds_are_refused_naming_why() {
     let cases = [
         (b.bind(now, "nope", "b", 16, Duration::from_secs(5), None), Refusal::NotExported, "exports no service \"nope\" to fabric lab"),
         (b.bind(now, "x", "a", 16, Duration::from_secs(5), None), Refusal::Invalid, "is this runtime"),
-        (b.bind(now, "x/y", "b", 16, Duration::from_secs(5), None), Refusal::Invalid, "invalid service name"),
+        (b.bind(now, "x*y", "b", 16, Duration::from_secs(5), None), Refusal::Invalid, "invalid service name"),
         (b.bind(now, "x", "b c", 16, Duration::from_secs(5), None), Refusal::Invalid, "invalid runtime name"),
         (b.bind(now, "x", "b", 0, Duration::from_secs(5), None), Refusal::Invalid, "window 0"),
     ];
