@@ -24,11 +24,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import multihop as mh
 import multihop.idl as idl
 
+T = TypeVar("T")
 ECHO_IF = Path(__file__).resolve().parents[2] / "flounder-idl" / "echo.if"
 
 
@@ -123,18 +124,22 @@ def wait_for_stdin(a: argparse.Namespace) -> None:
     STDIN_CLOSED.wait(a.max_seconds)
 
 
-def bind(d: mh.Dispatcher, target: str, window: int, timeout: float = 20.0) -> mh.Channel:
-    """Bind across the fabric, waiting (bounded) until the target runtime's services are known here."""
+def until_bound(make: Callable[[], T], timeout: float = 20.0) -> T:
+    """``make()`` (a bind across the fabric), retried on BindError until the target runtime's services are known
+    here, at most `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return d.bind(target, transport="multihop", window=window, timeout=5.0)
-        except mh.BindError as e:
+            return make()
+        except mh.BindError:
             if time.monotonic() > deadline:
                 raise
-            last = str(e)
-            del last
             time.sleep(0.1)
+
+
+def bind(d: mh.Dispatcher, target: str, window: int) -> mh.Channel:
+    """A multi-hop channel to `target` (``svc@RUNTIME``), once it can be bound."""
+    return until_bound(lambda: d.bind(target, transport="multihop", window=window, timeout=5.0))
 
 
 def rebind(d: mh.Dispatcher, a: argparse.Namespace) -> None:
@@ -233,15 +238,7 @@ def client(a: argparse.Namespace) -> None:
                 rebind(d, a)
         elif a.mode == "flounder":
             echo = idl.load(ECHO_IF)
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    b = echo.EchoBinding.bind(d, a.target, transport="multihop", timeout=5)
-                    break
-                except mh.BindError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+            b = until_bound(lambda: echo.EchoBinding.bind(d, a.target, transport="multihop", timeout=5))
             emit("bound", channels=1)
             said = [b.rpc.say(f"call {i}", timeout=10) for i in range(a.count)]
             blobs = [b.rpc.echo(bytes([i % 256]) * (i * 37 % 4096), timeout=10) for i in range(a.count)]

@@ -16,20 +16,17 @@ fixture), every wait is bounded, and every bridge stops by itself (``--max-secon
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 import netns
+from jsonevents import JsonEvents
 from netns import network  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,66 +55,14 @@ pytestmark = [
 ]
 
 
-class Bridge:
+class Bridge(JsonEvents):
     """One multihop-bridge process inside a namespace, its JSON events read by a thread."""
 
     def __init__(self, ns: netns.Namespace, runtime: str, *args: str, max_seconds: int = 120) -> None:
         self.runtime = runtime
         argv = [str(BRIDGE), "--fabric", "lab", "--runtime", runtime, "--max-seconds", str(max_seconds), *args]
-        self.proc = ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        super().__init__(ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), runtime)
         self.ready = self.wait("ready", 20)
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.events.put(json.loads(line))
-            except ValueError:
-                self.events.put({"event": "garbage", "line": line})
-        self.events.put({"event": "eof"})
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line.rstrip())
-
-    def wait(self, event: str, timeout: float, pred: Callable[[dict[str, Any]], bool] = lambda e: True) -> dict[str, Any]:
-        """The next event named `event` (and matching `pred`) within `timeout` seconds; earlier ones are kept in
-        ``seen``. Fails naming what was seen if it does not come (or the process ended first)."""
-        for e in self.seen:
-            if e["event"] == event and pred(e) and not e.get("_taken"):
-                e["_taken"] = True
-                return e
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                e = self.events.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                continue
-            self.seen.append(e)
-            if e["event"] == event and pred(e):
-                e["_taken"] = True
-                return e
-            if e["event"] == "eof":
-                break
-        tail = "\n".join(self.stderr[-20:])
-        raise AssertionError(f"{self.runtime}: no {event!r} event within {timeout} s; seen {self.seen}; stderr:\n{tail}")
-
-    def drain(self) -> list[dict[str, Any]]:
-        """Every event so far (what ``wait`` has not read yet too)."""
-        while True:
-            try:
-                self.seen.append(self.events.get_nowait())
-            except queue.Empty:
-                return self.seen
 
     def finish(self, timeout: float = 20) -> int:
         """Wait for the process to exit by itself (bounded); its exit code."""

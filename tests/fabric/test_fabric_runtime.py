@@ -9,21 +9,18 @@ namespace and process goes after each test (the ``network`` fixture), every wait
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 import multihop as mh
 import netns
+from jsonevents import JsonEvents
 from netns import network  # noqa: F401  (a fixture)
 
 HERE = Path(__file__).resolve().parent
@@ -48,52 +45,16 @@ pytestmark = [
 ]
 
 
-class Agent:
-    """One fabric_agent.py process in a namespace, its JSON events read by a thread."""
+class Agent(JsonEvents):
+    """One fabric_agent.py process in a namespace, its JSON events read by a thread (an ``error`` event fails a wait)."""
 
     def __init__(self, ns: netns.Namespace, role: str, runtime: str, *args: str) -> None:
         self.runtime = runtime
         argv = [sys.executable, str(HERE / "fabric_agent.py"), role, "--runtime", runtime, *args]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = ns.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        proc = ns.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        super().__init__(proc, runtime, fail_on_error=True)
         self.ready = self.wait("ready", 60)
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.events.put(json.loads(line))
-            except ValueError:
-                self.stderr.append("stdout: " + line)
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def wait(self, event: str, timeout: float, pred: Callable[[dict[str, Any]], bool] = lambda e: True) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        for e in self.seen:
-            if e["event"] == event and pred(e):
-                return e
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{self.runtime}: no {event!r} within {timeout} s; seen {self.seen[-8:]}; stderr: {''.join(self.stderr[-30:])}")
-            try:
-                e = self.events.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                continue
-            self.seen.append(e)
-            if e["event"] == "error" and event != "error":
-                raise AssertionError(f"{self.runtime}: {e}; stderr: {''.join(self.stderr[-30:])}")
-            if e["event"] == event and pred(e):
-                return e
 
     def say(self, line: str) -> None:
         assert self.proc.stdin is not None
@@ -279,7 +240,6 @@ def test_failure_is_told_within_lease_plus_one_second(network: netns.Network, fa
     # The old channel is gone (never resumed); the rebind's channel, closed by its end, closes at the bridge too
     # (within a moment: its TEARDOWN goes out at the bridge's next turn).
     for _ in range(30):
-        client.seen.clear()  # each look reads the answer to its own request
         client.say("status")
         st = client.wait("status", 10)["status"]
         if not [c for c in st["channels"] if c["peer"] == server.runtime and c["state"] == "open"]:
