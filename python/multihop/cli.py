@@ -17,16 +17,13 @@ import sys
 from typing import Any, Sequence
 
 import multihop as mh
+from multihop import fabric as fabric_options
 from multihop.rts import MODES
 from multihop.topology import parse_cores
 
 
 def _cmd_up(a: argparse.Namespace) -> int:
-    fabric = None
-    if a.fabric is not None:
-        fabric = mh.Fabric(a.fabric, listen=a.listen, connect=a.connect, lease=a.lease)
-    elif a.listen or a.connect:
-        raise SystemExit("multihop up: --listen and --connect need --fabric NAME")
+    fabric = fabric_options.from_arguments(a, "multihop up")
     rt = mh.Runtime.start(a.name, cores=parse_cores(a.cores) if a.cores else None, routing=a.routing, detached=True, fabric=fabric)
     joined = f", fabric {fabric.name!r} (listen {list(fabric.listen)}, connect {list(fabric.connect)})" if fabric else ""
     print(f"runtime {rt.name!r} up: cores {rt.cores}, routing {rt.routing}, directory {rt.dir}{joined}")
@@ -290,17 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="routing tables between the monitors: direct (every pair linked), ring (each core to the next), fat-tree "
         "(direct within a socket, socket leaders linked) (default: direct)",
     )
-    up.add_argument(
-        "--fabric",
-        default=None,
-        metavar="NAME",
-        help="join fabric NAME: runtimes on other machines bind this one's exported services (docs/fabric.md)",
-    )
-    up.add_argument(
-        "--listen", action="append", default=[], metavar="ENDPOINT", help="with --fabric: listen on ENDPOINT, e.g. tcp/10.213.0.1:7447 (repeatable)"
-    )
-    up.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="with --fabric: connect to ENDPOINT (repeatable)")
-    up.add_argument("--lease", type=float, default=3.0, metavar="SECONDS", help="with --fabric: a silent peer is dead after this long (default: 3.0)")
+    fabric_options.add_arguments(up)
     up.set_defaults(func=_cmd_up)
 
     down = sub.add_parser("down", help="stop a runtime (its group service first) and remove its directory")

@@ -13,6 +13,7 @@ A runtime started with a fabric and without any of them stops before starting an
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.errors import MonitorError
 from multihop.extras import ExtraMissing, install_hint
 
-__all__ = ["DEFAULT_LEASE", "Fabric", "bridge_binary", "status"]
+__all__ = ["DEFAULT_LEASE", "Fabric", "add_arguments", "bridge_binary", "from_arguments", "status"]
 
 DEFAULT_LEASE = 3.0
 """Seconds without a sign of life after which a peer runtime is dead (its channels closed within lease + 1 s)."""
@@ -117,6 +118,37 @@ class Fabric:
         if self.tls_ca is not None:
             cmd += ["--tls-ca", self.tls_ca, "--tls-cert", str(self.tls_cert), "--tls-key", str(self.tls_key)]
         return cmd
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command line's fabric options (``multihop up``, ``multihop ges up``): --fabric, --listen, --connect, --lease."""
+    p.add_argument(
+        "--fabric",
+        default=None,
+        metavar="NAME",
+        help="join fabric NAME: runtimes on other machines bind this one's exported services (docs/fabric.md)",
+    )
+    p.add_argument(
+        "--listen", action="append", default=[], metavar="ENDPOINT", help="with --fabric: listen on ENDPOINT, e.g. tcp/10.213.0.1:7447 (repeatable)"
+    )
+    p.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="with --fabric: connect to ENDPOINT (repeatable)")
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=DEFAULT_LEASE,
+        metavar="SECONDS",
+        help=f"with --fabric: a silent peer is dead after this long (default: {DEFAULT_LEASE})",
+    )
+
+
+def from_arguments(a: argparse.Namespace, prog: str) -> Fabric | None:
+    """The :class:`Fabric` the options of :func:`add_arguments` name (None without --fabric); SystemExit naming
+    ``prog`` for --listen / --connect without --fabric."""
+    if a.fabric is not None:
+        return Fabric(a.fabric, listen=a.listen, connect=a.connect, lease=a.lease)
+    if a.listen or a.connect:
+        raise SystemExit(f"{prog}: --listen and --connect need --fabric NAME")
+    return None
 
 
 def bridge_binary() -> str:

@@ -20,6 +20,7 @@ import pytest
 
 import multihop as mh
 import netns
+from fabric_marks import needs_fabric
 from jsonevents import JsonEvents
 from netns import network  # noqa: F401  (a fixture)
 
@@ -28,21 +29,7 @@ PORT = 7447
 LEASE_S = 3.0
 
 
-def _bridge_missing() -> str | None:
-    try:
-        from multihop.fabric import bridge_binary
-
-        bridge_binary()
-    except mh.MultihopError as e:
-        return str(e)
-    return None
-
-
-pytestmark = [
-    pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable())),
-    pytest.mark.skipif(_bridge_missing() is not None, reason=str(_bridge_missing())),
-    pytest.mark.timeout(240),
-]
+pytestmark = needs_fabric(timeout=240)
 
 
 class Agent(JsonEvents):

@@ -47,6 +47,48 @@ def nothing_lost(hist: ges.History) -> Callable[[dict[str, list]], bool]:
     return done
 
 
+def subscribe_randomly(subs: list[ges.LiveClient], rng: random.Random, hist: ges.History, limit: float) -> None:
+    """Each client subscribes a random profile of the pub/sub scenarios' attributes (recorded in ``hist``); returns
+    once every profile is system active (level 4 of the testbed's), each activation recorded too."""
+    for c in subs:
+        names = list(ATTRIBUTES)[: rng.randint(1, len(ATTRIBUTES))]
+        prof = [(n, "*" if rng.random() < 0.4 else rng.choice(ATTRIBUTES[n])) for n in names]
+        hist.subscribe(c.client_id, c.subscribe(prof), prof, time.monotonic())
+    deadline = time.monotonic() + limit
+    for c in subs:  # wait until every profile is system active
+        while c.active_level(1) < 4:
+            assert time.monotonic() < deadline, "profiles did not become active"
+            time.sleep(0.01)  # the test waits for the brokers; they never poll
+        hist.active(c.client_id, 1, time.monotonic())
+
+
+def publish_randomly_and_check(
+    subs: list[ges.LiveClient], pubs: list[ges.LiveClient], rng: random.Random, hist: ges.History, singles: int, batches: int, limit: float = 30.0
+) -> ges.DeliveryReport:
+    """``singles`` random events round-robin over ``pubs`` (some without an optional attribute), then ``batches``
+    growing batches, each followed by a single event of the next publisher; every subscriber drained until nothing
+    the history expects is missing; the delivery checker's report, asserted ok."""
+    n = len(pubs)
+    for k in range(singles):
+        content = {a: rng.choice(v) for a, v in ATTRIBUTES.items()}
+        if rng.random() < 0.3:
+            content.pop("score")
+        hist.publish(pubs[k % n].publish(content, payload=bytes([k % 256]) * rng.randint(0, 500)), content, time.monotonic())
+    for k in range(batches):  # batches too, interleaved with single events of the other publishers
+        batch = [({a: rng.choice(v) for a, v in ATTRIBUTES.items()}, bytes([k]) * rng.randint(0, 500)) for _ in range(1 + 7 * k)]
+        for content, eid in zip([c for c, _ in batch], pubs[k % n].publish_many(batch), strict=True):
+            hist.publish(eid, content, time.monotonic())
+        content = {a: rng.choice(v) for a, v in ATTRIBUTES.items()}
+        hist.publish(pubs[(k + 1) % n].publish(content), content, time.monotonic())
+    got = drain_until(subs, nothing_lost(hist), limit=limit)
+    for cid, evs in got.items():
+        for e in evs:
+            hist.deliver(cid, e.id)
+    report = ges.check_delivery(hist)
+    assert report.ok, report.summary()
+    return report
+
+
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[LiveSystem]:
     system = LiveSystem.up(ges.Topology.load(EXAMPLES / "paper_fig14.toml"), unique_name("gesps"), timeout=90)
@@ -65,38 +107,10 @@ def test_22_brokers_100_subscribers_several_publishers(testbed: LiveSystem) -> N
     pubs: list[ges.LiveClient] = []
     try:
         for i in range(100):  # 5 on every other broker, as in the paper's testbed
-            c = ges.connect(name, addrs[i % len(addrs)], f"s{i}")
-            subs.append(c)
-            names = list(ATTRIBUTES)[: rng.randint(1, len(ATTRIBUTES))]
-            prof = [(n, "*" if rng.random() < 0.4 else rng.choice(ATTRIBUTES[n])) for n in names]
-            sid = c.subscribe(prof)
-            hist.subscribe(c.client_id, sid, prof, time.monotonic())
-        deadline = time.monotonic() + 30
-        for c in subs:  # wait until every profile is system active
-            while c.active_level(1) < 4:
-                assert time.monotonic() < deadline, "profiles did not become active"
-                time.sleep(0.01)
-            hist.active(c.client_id, 1, time.monotonic())
+            subs.append(ges.connect(name, addrs[i % len(addrs)], f"s{i}"))
+        subscribe_randomly(subs, rng, hist, limit=30)
         pubs = [ges.connect(name, a, f"p{i}") for i, a in enumerate(["1.5.1.22", "1.4.2.17", "1.6.1.10"])]
-        for k in range(150):
-            p = pubs[k % 3]
-            content = {n: rng.choice(v) for n, v in ATTRIBUTES.items()}
-            if rng.random() < 0.3:
-                content.pop("score")
-            eid = p.publish(content, payload=bytes([k % 256]) * rng.randint(0, 500))
-            hist.publish(eid, content, time.monotonic())
-        for k in range(10):  # batches too, interleaved with single events of the other publishers
-            batch = [({n: rng.choice(v) for n, v in ATTRIBUTES.items()}, bytes([k]) * rng.randint(0, 500)) for _ in range(1 + 7 * k)]
-            for content, eid in zip([c for c, _ in batch], pubs[k % 3].publish_many(batch), strict=True):
-                hist.publish(eid, content, time.monotonic())
-            content = {n: rng.choice(v) for n, v in ATTRIBUTES.items()}
-            hist.publish(pubs[(k + 1) % 3].publish(content), content, time.monotonic())
-        got = drain_until(subs, nothing_lost(hist))
-        for cid, evs in got.items():
-            for e in evs:
-                hist.deliver(cid, e.id)
-        report = ges.check_delivery(hist)
-        assert report.ok, report.summary()
+        report = publish_randomly_and_check(subs, pubs, rng, hist, singles=150, batches=10)
         assert report.delivered > 1000  # the profiles were not all empty
         st = testbed.status("1.6.1.9")
         assert st["events"]["decisions"] > 0 and st["clients"] == 5

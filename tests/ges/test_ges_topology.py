@@ -104,3 +104,51 @@ def test_shipped_topologies_load_by_name_from_anywhere(tmp_path: Path, monkeypat
         assert ges.Topology.example(name).brokers
     with pytest.raises(ges.TopologyError, match="paper_fig14, paper_fig20, paper_fig3, paper_fig5"):
         ges.Topology.example("fig5")
+
+
+PLACED = """
+levels = 2
+system = "lab"
+
+[[broker]]
+address = "1.1.1"
+runtime = "hosta"
+
+[[broker]]
+address = "1.1.2"
+core = 1
+runtime = "hostb"
+
+[[gateway]]
+a = "1.1.1"
+b = "1.1.2"
+"""
+
+
+def test_a_topology_placed_on_runtimes_reads_and_writes_back() -> None:
+    """``system`` and a ``runtime`` per broker (a system spread over a fabric's runtimes) survive a round trip."""
+    t = ges.Topology.loads(PLACED, "placed.toml")
+    assert t.placed and t.system == "lab" and t.runtimes() == ["hosta", "hostb"]
+    assert t.runtime_of("1.1.2") == "hostb" and t.brokers[ges.Address("1.1.2", 2)].core == 1
+    back = ges.Topology.loads(t.to_toml())
+    assert back.system == "lab" and {str(a): b.runtime for a, b in back.brokers.items()} == {"1.1.1": "hosta", "1.1.2": "hostb"}
+    assert back.copy().system == "lab"
+    assert not ges.Topology.example("quickstart").placed
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        (PLACED.replace('system = "lab"\n', ""), ["must name its system", 'system = "..."']),
+        (PLACED.replace('runtime = "hosta"\n', ""), ["1.1.1 name no runtime", "place every broker"]),
+        (PLACED.replace('runtime = "hosta"', 'runtime = "host/a"'), ["placed.toml:5", "broker 1.1.1", "runtime must be", "'host/a'"]),
+        (PLACED.replace('system = "lab"', 'system = "a@b"'), ["placed.toml:3", "system must be", "'a@b'"]),
+        (PLACED.replace('system = "lab"', "system = 7"), ["placed.toml:3", "system must be", "7"]),
+    ],
+    ids=["no-system", "half-placed", "bad-runtime", "bad-system", "system-not-text"],
+)
+def test_bad_placements_are_named(text: str, words: list[str]) -> None:
+    with pytest.raises(ges.TopologyError) as e:
+        ges.Topology.loads(text, "placed.toml")
+    for w in words:
+        assert w in str(e.value), str(e.value)

@@ -3,7 +3,9 @@
 * ``multihop ges up TOPOLOGY --name NAME [--cores 0-1] [--timeout S] [--durable]``: start the brokers of a
   topology file on runtime NAME (started, detached, if it is not running) and wait until
   every broker's graph converged; ``--durable``: with stable storage (a storage broker per
-  cluster on an SQLite file, durable clients);
+  cluster on an SQLite file, durable clients); a topology whose brokers name runtimes starts
+  NAME's share of them (NAME in a fabric: ``multihop up NAME --fabric F ...`` first, or
+  ``--fabric F --listen E --connect E`` here), run on every machine of the fabric;
 * ``multihop ges status NAME [--at ADDRESS] [--json]``: each broker's gatekeeper levels,
   links, connections and routing cache; with stable storage, per storage broker the stored
   events, bytes, the oldest unacknowledged event and for whom, and per client its
@@ -27,6 +29,8 @@ import json
 import math
 import sys
 from typing import Any
+
+from multihop import fabric as fabric_options
 
 __all__ = ["add_arguments", "run", "format_status", "format_durability", "load_topology", "require_matplotlib"]
 
@@ -90,6 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "store's or an older copy): the loss of its events and clients is accepted (default: refuse, naming the file)"
     )
     up.add_argument("--accept-empty-store", action="store_true", help=accept_help)
+    fabric_options.add_arguments(up)  # a topology spread over runtimes: the fabric a runtime started here joins
     for what, helptext in (
         ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
         ("restart", "start a crashed broker of a durable system again on its storage file"),
@@ -255,9 +260,13 @@ def run(a: argparse.Namespace) -> int:
             durable=a.durable,
             storage_dir=a.storage_dir,
             accept_empty_store=a.accept_empty_store,
+            fabric=fabric_options.from_arguments(a, "multihop ges up"),
         )
+        share = len(system.addresses)
         print(
-            f"GES system up on runtime {a.name!r}: {len(topo.brokers)} brokers, {len(topo.gateways)} gateways, all graphs converged"
+            f"GES system {system.config['system']!r} up on runtime {a.name!r}: "
+            + (f"{share} of {len(topo.brokers)} brokers here (runtimes {', '.join(topo.runtimes())}), " if topo.placed else f"{share} brokers, ")
+            + f"{len(topo.gateways)} gateways, all graphs converged"
             + (f"; storage brokers {', '.join(system.storage_brokers())}" if a.durable else "")
         )
         return 0

@@ -6,21 +6,30 @@ Built in code (``Topology(levels=3)``, :meth:`Topology.add_broker`,
 
     levels = 3                  # N: units at levels 0..N (default 3)
     thresholds = [8, 4, 4, 4]   # optional: node organization connection thresholds per level
+    system = "lab"              # optional: the system's name (required when brokers name runtimes)
 
     [[broker]]
     address = "1.1.3.6"
     core = 0                    # optional: the runtime core of its dispatcher (live brokers)
+    runtime = "hosta"           # optional: the runtime (machine) of a fabric it runs on
 
     [[gateway]]
     a = "1.1.3.6"
     b = "1.1.3.4"
     cost = 2                    # optional: the gateway's extra cost on top of the link cost matrix
 
+A topology whose brokers name runtimes spans machines (docs/ges.md, "across
+machines"): every broker names one, the file names the system (``system``),
+and ``multihop ges up TOPOLOGY --name RUNTIME`` on each machine starts the
+brokers placed on that runtime; gateways between brokers of two runtimes are
+bridged multi-hop channels of the runtimes' fabric.
+
 Every error names what was wrong, and for a file the line of the entry.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +47,15 @@ __all__ = ["Topology", "Broker", "Gateway", "DEFAULT_THRESHOLDS"]
 #: repeats for higher levels).
 DEFAULT_THRESHOLDS = (8, 4)
 
+#: What a system or runtime name of a topology may be: a fabric key chunk (no '/', '*', '@', '$', '?', '#').
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise TopologyError(f"{what} must be 1-64 letters, digits, '_', '.' or '-', got {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class Broker:
@@ -45,6 +63,8 @@ class Broker:
 
     address: Address
     core: int | None = None
+    #: the runtime (machine) it runs on, for a topology spread over the runtimes of a fabric
+    runtime: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,8 @@ class Topology:
     thresholds: tuple[int, ...] = DEFAULT_THRESHOLDS
     brokers: dict[Address, Broker] = field(default_factory=dict)
     gateways: dict[tuple[Address, Address], Gateway] = field(default_factory=dict)
+    #: the system's name (its brokers' services are ``ges/<system>/<address>``); None: the runtime's name
+    system: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.levels, int) or isinstance(self.levels, bool) or not 1 <= self.levels <= MAX_LEVELS:
@@ -78,6 +100,8 @@ class Topology:
         if not th or any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in th):
             raise TopologyError(f"thresholds must be positive integers (gateways per level, level 0 first), got {self.thresholds!r}")
         self.thresholds = th
+        if self.system is not None:
+            _check_name("system", self.system)
 
     # ---- building ---------------------------------------------------------
 
@@ -87,14 +111,20 @@ class Topology:
         except AddressError as e:
             raise TopologyError(f"{where}: {e}") from None
 
-    def add_broker(self, address: AddressLike, core: int | None = None) -> Address:
-        """Add a broker; returns its :class:`Address`. Raises TopologyError for a bad or duplicate address."""
+    def add_broker(self, address: AddressLike, core: int | None = None, runtime: str | None = None) -> Address:
+        """Add a broker (on ``runtime``, for a topology spread over a fabric's runtimes); returns its
+        :class:`Address`. Raises TopologyError for a bad or duplicate address, core or runtime name."""
         addr = self._address(address, "broker")
         if addr in self.brokers:
             raise TopologyError(f"broker {addr}: duplicate address (already in the topology)")
         if core is not None and (not isinstance(core, int) or isinstance(core, bool) or core < 0):
             raise TopologyError(f"broker {addr}: core must be a non-negative integer, got {core!r}")
-        self.brokers[addr] = Broker(addr, core)
+        if runtime is not None:
+            try:
+                _check_name("runtime", runtime)
+            except TopologyError as e:
+                raise TopologyError(f"broker {addr}: {e}") from None
+        self.brokers[addr] = Broker(addr, core, runtime)
         return addr
 
     def add_gateway(self, a: AddressLike, b: AddressLike, cost: int | None = None) -> Gateway:
@@ -155,22 +185,57 @@ class Topology:
                 out[g.level] |= {str(g.a), str(g.b)}
         return out
 
+    @property
+    def placed(self) -> bool:
+        """Whether the brokers name runtimes (the system spans the runtimes of a fabric)."""
+        return any(b.runtime is not None for b in self.brokers.values())
+
+    def runtimes(self) -> list[str]:
+        """The runtimes the brokers are placed on, sorted (empty: one runtime, named at start)."""
+        return sorted({b.runtime for b in self.brokers.values() if b.runtime is not None})
+
+    def runtime_of(self, address: AddressLike) -> str | None:
+        """The runtime broker ``address`` is placed on (None: not placed)."""
+        return self.brokers[self._address(address, "broker")].runtime
+
+    def check_placement(self) -> None:
+        """A topology spread over runtimes must place every broker and name its system (the name brokers on
+        different runtimes find each other by). Raises TopologyError naming what is missing."""
+        if not self.placed:
+            return
+        missing = sorted(str(b.address) for b in self.brokers.values() if b.runtime is None)
+        if missing:
+            raise TopologyError(
+                f"brokers {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''} name no runtime, other brokers do: "
+                'place every broker (runtime = "...") or none'
+            )
+        if self.system is None:
+            raise TopologyError(
+                'a topology whose brokers name runtimes must name its system (system = "..." at the top): brokers on '
+                "different runtimes find each other's services by it"
+            )
+
     def threshold(self, level: int) -> int:
         """The node organization connection threshold for gateways of ``level``."""
         return self.thresholds[min(level, len(self.thresholds) - 1)]
 
     def copy(self) -> "Topology":
         """An independent copy."""
-        return Topology(self.levels, self.thresholds, dict(self.brokers), dict(self.gateways))
+        return Topology(self.levels, self.thresholds, dict(self.brokers), dict(self.gateways), self.system)
 
     def to_toml(self) -> str:
         """The topology as TOML text that :meth:`load` / :meth:`loads` read back."""
-        out = [f"levels = {self.levels}", f"thresholds = {list(self.thresholds)}", ""]
+        out = [f"levels = {self.levels}", f"thresholds = {list(self.thresholds)}"]
+        if self.system is not None:
+            out.append(f'system = "{self.system}"')
+        out.append("")
         for b in self.brokers.values():
             out.append("[[broker]]")
             out.append(f'address = "{b.address}"')
             if b.core is not None:
                 out.append(f"core = {b.core}")
+            if b.runtime is not None:
+                out.append(f'runtime = "{b.runtime}"')
             out.append("")
         for g in self.gateways.values():
             out.append("[[gateway]]")
@@ -216,7 +281,7 @@ class Topology:
         except tomllib.TOMLDecodeError as e:
             raise TopologyError(f"{name}: not valid TOML: {e}") from None
         lines = _entry_lines(text)
-        known = {"levels", "thresholds", "broker", "gateway"}
+        known = {"levels", "thresholds", "system", "broker", "gateway"}
         for key in doc:
             if key not in known:
                 raise TopologyError(f"{name}:{_key_line(text, key)}: unknown key {key!r} (expected one of {sorted(known)})")
@@ -224,6 +289,11 @@ class Topology:
         kwargs: dict[str, Any] = {"levels": levels}
         if "thresholds" in doc:
             kwargs["thresholds"] = tuple(doc["thresholds"]) if isinstance(doc["thresholds"], list) else doc["thresholds"]
+        if "system" in doc:
+            try:
+                kwargs["system"] = _check_name("system", doc["system"])
+            except TopologyError as e:
+                raise TopologyError(f"{name}:{_key_line(text, 'system')}: {e}") from None
         try:
             topo = cls(**kwargs)
         except TopologyError as e:
@@ -233,11 +303,11 @@ class Topology:
         brokers = _table_list(doc, "broker", name)
         for i, entry in enumerate(brokers):
             where = f"{name}:{_line(lines, text, 'broker', i)}"
-            _only(entry, {"address", "core"}, where, "broker")
+            _only(entry, {"address", "core", "runtime"}, where, "broker")
             if "address" not in entry:
                 raise TopologyError(f"{where}: broker without an address")
             try:
-                topo.add_broker(entry["address"], entry.get("core"))
+                topo.add_broker(entry["address"], entry.get("core"), entry.get("runtime"))
             except TopologyError as e:
                 raise TopologyError(f"{where}: {e}") from None
         for i, entry in enumerate(_table_list(doc, "gateway", name)):
@@ -249,6 +319,10 @@ class Topology:
                 topo.add_gateway(entry["a"], entry["b"], entry.get("cost"))
             except TopologyError as e:
                 raise TopologyError(f"{where}: {e}") from None
+        try:
+            topo.check_placement()
+        except TopologyError as e:
+            raise TopologyError(f"{name}: {e}") from None
         return topo
 
     @classmethod

@@ -132,7 +132,10 @@ class LiveBroker:
             self.erp.wire = True  # the engine writes what the routing makes
             self.engine = _ges.Engine(self.erp.engine, self.d)
         self.name = wire.service_name(system, str(address))
-        self.svc = self.d.export(self.name)
+        #: a system spread over a fabric's runtimes: the broker's service is exported to the fabric (its
+        #: neighbours and clients on other runtimes bind it as ``name@runtime``); its wake service stays local
+        self.placed = topology.placed
+        self.svc = self.d.export(self.name, fabric=self.placed)
         self.wake_svc = self.d.export(self.name + "/wake")
         self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.peers: dict[int, _Peer] = {}  # id(channel) -> peer
@@ -185,11 +188,21 @@ class LiveBroker:
         except Exception:
             pass  # already woken (ring full) or stopping
 
+    def service_of(self, peer: Address) -> str:
+        """The service name this broker binds to reach broker ``peer``: ``ges/<system>/<address>``, followed by
+        ``@<runtime>`` when the peer is placed on another runtime of the fabric (a bridged channel)."""
+        name = wire.service_name(self.system, str(peer))
+        if self.placed:
+            there = self.topology.runtime_of(peer) if peer in self.topology.brokers else None
+            if there is not None and there != self.runtime.name:
+                return f"{name}@{there}"
+        return name
+
     def dial(self, peer: int, incarnation: int, cost: int) -> None:
         """Bind a gateway channel to broker ``peer`` in the background (retried until its service exists)."""
 
         def run() -> None:
-            name = wire.service_name(self.system, str(Address.from_code(peer, self.address.levels)))
+            name = self.service_of(Address.from_code(peer, self.address.levels))
             deadline = time.monotonic() + 60.0
             while not self.stopping:
                 try:

@@ -18,9 +18,11 @@ UP, DOWN, COST, EXPECT = 1, 0, 2, 3
 class Control:
     """A control channel to broker ``address`` of ``system``, bound from ``dispatcher``."""
 
-    def __init__(self, dispatcher: Any, system: str, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, dispatcher: Any, system: str, address: str, timeout: float = 10.0, runtime: str | None = None) -> None:
+        """``runtime``: the broker runs on that other runtime of the fabric (bound as ``service@runtime``)."""
         self.address = address
-        self.ch = dispatcher.bind(wire.service_name(system, address), transport="multihop", timeout=timeout)
+        service = wire.service_name(system, address) + (f"@{runtime}" if runtime else "")
+        self.ch = dispatcher.bind(service, transport="multihop", timeout=timeout)
         self.binding = wire.stub.Binding(self.ch)
         self.binding.tx.hello(kind=KIND_CONTROL, address=0, incarnation=0, cost=0, system=system, timeout=timeout)
 

@@ -4,7 +4,17 @@
 runtime ``name`` (started, detached or owned, when it is not running yet),
 writes the system's description to ``ges.json`` in the runtime's directory,
 and waits until every broker's connectivity graph is the one the simulator
-gives for the same topology.  The same object changes the running system
+gives for the same topology.
+
+A topology whose brokers name runtimes (:meth:`Topology.check_placement`)
+spans the runtimes of a fabric: ``up`` on each machine starts only the
+brokers placed on its runtime (which must have joined the fabric), waits
+until *those* brokers' graphs are the simulator's for the whole topology
+(so it returns once every machine's share is up and joined), and this
+object's :meth:`control` reaches the other runtimes' brokers across the
+fabric.  Changes (:meth:`kill`, :meth:`crash`, ...) act on this runtime's
+brokers; each machine's shadow simulator knows only the changes made through
+its own object.  The same object changes the running system
 (:meth:`add_gateway`, :meth:`remove_gateway`, :meth:`kill`) and replays each
 change on its shadow :class:`~multihop.ges.simulator.Simulator`, so
 :meth:`wait_converged` knows what every graph must become.
@@ -102,8 +112,13 @@ class LiveSystem:
         durable: bool = False,
         storage_dir: str | os.PathLike[str] | None = None,
         accept_empty_store: bool = False,
+        fabric: mh.Fabric | None = None,
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
+
+        A topology spread over runtimes (brokers with ``runtime``, see the module docstring) starts
+        the brokers placed on ``name`` only; the runtime must be in the fabric: attached if it runs
+        with one, else started with ``fabric`` (GesStateError naming what to do otherwise).
 
         The runtime is attached if it runs, else started on ``cores`` (default:
         the cores the topology names, else 0 and 1), detached if ``detached``
@@ -130,14 +145,32 @@ class LiveSystem:
             raise ValueError("accept_empty_store is for a system with stable storage (durable=True)")
         if not topology.brokers:
             raise TopologyError("the topology has no brokers")
+        if fabric is not None and not isinstance(fabric, mh.Fabric):
+            raise TypeError(f"fabric must be a multihop.Fabric or None, got {type(fabric).__name__}")
+        topology.check_placement()
+        if topology.placed and name not in topology.runtimes():
+            raise TopologyError(f"no broker of the topology is placed on runtime {name!r} (its runtimes: {', '.join(topology.runtimes())})")
+        here = [b for b in topology.brokers.values() if b.runtime in (None, name)]
         owned = None
         try:
             rt = mh.Runtime.attach(name)
             if (rt.dir / CONFIG).exists():
                 raise GesStateError(f"a GES system already runs on runtime {name!r} (stop it with multihop ges down {name})")
+            if topology.placed and rt.fabric is None:
+                raise GesStateError(
+                    f"runtime {name!r} runs without a fabric, and the topology spreads its brokers over the runtimes "
+                    f"{', '.join(topology.runtimes())}: stop it and start it in the fabric (multihop up {name} --fabric F "
+                    "--listen ENDPOINT --connect ENDPOINT), or let ges up start it with --fabric"
+                )
         except mh.RuntimeNotFound:
-            want = sorted({b.core for b in topology.brokers.values() if b.core is not None})
-            rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached)
+            if topology.placed and fabric is None:
+                raise GesStateError(
+                    f"runtime {name!r} is not running, and the topology spreads its brokers over the runtimes "
+                    f"{', '.join(topology.runtimes())}: start it in their fabric first (multihop up {name} --fabric F "
+                    "--listen ENDPOINT --connect ENDPOINT), or pass the fabric (ges up --fabric F --listen ... / fabric=)"
+                ) from None
+            want = sorted({b.core for b in here if b.core is not None})
+            rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached, fabric=fabric)
         try:
             return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store)
         except BaseException:
@@ -160,13 +193,14 @@ class LiveSystem:
     ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
-        for i, b in enumerate(sorted(topology.brokers.values(), key=lambda b: b.address)):
+        here = [b for b in topology.brokers.values() if b.runtime in (None, rt.name)]  # (placed: this runtime's share)
+        for i, b in enumerate(sorted(here, key=lambda b: b.address)):
             core = b.core if b.core is not None else rcores[i % len(rcores)]
             if core not in rcores:
                 raise TopologyError(f"broker {b.address}: core {core} is not a core of runtime {rt.name!r} (its cores are {rcores})")
             brokers[str(b.address)] = {"core": core, "log": str(rt.dir / f"ges-{b.address}.log")}
         config = {
-            "system": rt.name,
+            "system": topology.system or rt.name,
             "topology": topology.to_toml(),
             "brokers": brokers,
             "runtime_started": owned is not None,
@@ -244,19 +278,31 @@ class LiveSystem:
         return sorted(self.config["brokers"], key=lambda a: Address(a))
 
     def pid(self, address: AddressLike) -> int:
-        """The process id of a broker."""
-        return int(self.config["brokers"][str(Address(address))]["pid"])
-
-    def control(self, address: AddressLike, timeout: float = 10.0) -> Control:
-        """The (cached) control channel to a broker."""
+        """The process id of a broker of this runtime."""
         a = str(Address(address, self.topology.levels))
         if a not in self.config["brokers"]:
-            raise GesStateError(f"no broker {a} in GES system {self.name!r}")
+            raise GesStateError(f"broker {a} does not run on runtime {self.name!r}{self._elsewhere(a)}")
+        return int(self.config["brokers"][a]["pid"])
+
+    def _elsewhere(self, a: str) -> str:
+        addr = Address(a, self.topology.levels)
+        there = self.topology.brokers[addr].runtime if addr in self.topology.brokers else None
+        return f" (it is placed on runtime {there!r})" if there is not None and there != self.name else ""
+
+    def control(self, address: AddressLike, timeout: float = 10.0) -> Control:
+        """The (cached) control channel to a broker (of another runtime of the fabric too, for a placed topology)."""
+        a = str(Address(address, self.topology.levels))
+        there = None
+        if a not in self.config["brokers"]:
+            addr = Address(a, self.topology.levels)
+            there = self.topology.brokers[addr].runtime if addr in self.topology.brokers else None
+            if there is None or there == self.name:
+                raise GesStateError(f"no broker {a} in GES system {self.config['system']!r}")
         c = self._controls.get(a)
         if c is None:
             if self._dispatcher is None:
                 self._dispatcher = self.runtime.dispatcher(self.runtime.cores[0])
-            c = self._controls[a] = Control(self._dispatcher, self.config["system"], a, timeout)
+            c = self._controls[a] = Control(self._dispatcher, self.config["system"], a, timeout, runtime=there)
         return c
 
     def status(self, address: AddressLike, timeout: float = 10.0) -> dict[str, Any]:
@@ -362,7 +408,7 @@ class LiveSystem:
             core = rcores[len(self.config["brokers"]) % len(rcores)]
         if core not in rcores:
             raise TopologyError(f"core {core} is not a core of runtime {self.name!r} (its cores are {rcores})")
-        self.topology.add_broker(addr, core)
+        self.topology.add_broker(addr, core, self.name if self.topology.placed else None)
         self.config["brokers"][addr] = {"core": core, "log": str(self.runtime.dir / f"ges-{addr}.log")}
         self._save()  # the newcomer reads its address and the system's brokers from the file
         self._spawn(addr)
