@@ -4,10 +4,10 @@ Usage (root, iproute2; ``pip install '.[test]'`` or the ``fabric`` and ``ges-ben
 
     .venv/bin/python benches/bench_fabric.py [--repeats 5] [--peers zenoh,nats,tcp] [--quick] [--json FILE]
 
-Two machines are two network namespaces joined by a veth pair (``tests/netns.py``: a at
+Two machines are two network namespaces joined by a veth pair (:mod:`multihop.bench.netns`: a at
 10.213.0.1, b at 10.213.0.2, a private /30; nothing touches the host's network, and everything is
 removed at the end, even on an error or Ctrl-C). Between them, each peer of
-``benches/fabric_peers.py``:
+:mod:`multihop.bench.fabric_peers` (``multihop bench fabric`` runs the same peers into a trace):
 
 * **zenoh**: zenoh-python's own publisher and subscriber (peer mode, explicit endpoints, multicast
   scouting off, Reliable + Block), one ``put`` per message;
@@ -26,8 +26,7 @@ gives the median over the repeats (round trip: the median of each repeat's media
 and the spread (lowest-highest over the repeats). Every message is numbered: a run that lost,
 doubled or reordered one is flagged, not counted.
 
-The bridged multi-hop channel (monitors at both ends) joins as one more peer in ``fabric_peers.PEERS``;
-nothing here changes.
+The bridged multi-hop channel (monitors at both ends) is the peer ``runtime``.
 All figures are this machine's (2 CPUs shared by both "machines" and everything else running).
 """
 
@@ -42,12 +41,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-import netns  # noqa: E402
-from fabric_peers import PEERS, FabricPeer, OneWay  # noqa: E402
+from multihop.bench import netns
+from multihop.bench.fabric_peers import PEERS, FabricPeer, OneWay
 
 
 @dataclass

@@ -202,10 +202,29 @@ def _check_groups(report: Path, plots: list[str]) -> None:
     assert "groups_shootdown.png" in plots
 
 
+def _check_fabric(report: Path, plots: list[str]) -> None:
+    from multihop.bench.fabric_peers import PEERS
+
+    installed = {name for name, make in PEERS.items() if make().available() is None}
+    assert {"tcp", "runtime"} <= installed  # the standard library's peer, and ours (the bridge is built for the tests)
+    lat = [r for r in _csv(report / "latency.csv") if r["suite"] == "fabric"]
+    assert {(r["transport"], r["kind"], int(r["size"])) for r in lat} == {(p, "rtt", 64) for p in installed}
+    assert all(float(r["p50_ns"]) > 0 and int(r["samples"]) == 300 * QUICK_REPEATS for r in lat)
+    tp = [r for r in _csv(report / "throughput.csv") if r["suite"] == "fabric" and r["kind"] == "oneway"]
+    want = {(p, size) for p in installed for size in (64, 4096)}
+    assert {(r["transport"], int(r["size"])) for r in tp} == want and len(tp) == len(want) * QUICK_REPEATS  # every run exact
+    assert all(int(r["messages"]) == (3000 if r["size"] == "64" else 1000) and float(r["throughput_msgs"]) > 0 for r in tp)
+    if "zenoh" in installed:  # the baseline: every other peer's case against zenoh-python's of the same kind and size
+        ratios = [r for r in _csv(report / "baseline_ratios.csv") if r["suite"] == "fabric"]
+        assert {r["case"] for r in ratios} == {r["case"] for r in lat + tp if r["transport"] != "zenoh"}
+        assert all("transport=zenoh" in r["baseline_case"] for r in ratios)
+    assert "fabric.png" in plots
+
+
 CHECKS = {
     "channels": _check_channels, "hops": _check_hops, "routing": _check_routing, "window": _check_window,
     "fanout": _check_fanout, "resources": _check_resources, "peers": _check_peers, "dispatch": _check_dispatch,
-    "ges": _check_ges, "groups": _check_groups,
+    "ges": _check_ges, "groups": _check_groups, "fabric": _check_fabric,
 }  # fmt: skip
 
 
@@ -371,7 +390,7 @@ def test_main_job_bench_all_then_analyze(tmp_path: Path, spark: Any, capsys: pyt
     assert {x["suite"] for x in _csv(rep / "throughput_by_size.csv")} == {"channels", "peers"}
     assert {x["suite"] for x in _csv(rep / "throughput_by_window.csv")} == {"window"}
     assert {x["suite"] for x in _csv(rep / "core_pairs.csv")} == {"routing"}
-    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch", "groups"}  # groups: against Pipes
+    assert {x["suite"] for x in _csv(rep / "baseline_ratios.csv")} == {"peers", "dispatch", "groups", "fabric"}  # groups: Pipes; fabric: zenoh
     assert {x["suite"] for x in _csv(rep / "resources.csv")} == {"resources"}
     assert "resources" not in {x["suite"] for x in _csv(rep / "throughput.csv")}
     # channels and peers measured the same figures in this run: the report sets them side by side
@@ -422,6 +441,16 @@ def test_attach_runs_on_a_runtime_started_with_up(tmp_path: Path) -> None:
         assert both.returncode == 1 and "leave out --routing" in both.stderr
         gone = _cli("bench", "window", "--attach", unique_name("none"), "--out", str(tmp_path / "bad"))
         assert gone.returncode == 1 and "RuntimeNotFound" in gone.stderr and "multihop up" in gone.stderr
+        fab = _cli("bench", "fabric", "--quick", "--attach", name, "--out", str(tmp_path / "bad"))  # runtimes of its own
+        assert fab.returncode == 1 and "suite fabric: it starts a runtime of its own on each machine" in fab.stderr, fab.stderr
+        assert not (tmp_path / "bad").exists()
+        from multihop.bench.suites import BenchOptions, choose
+
+        chosen, left_out = choose("all", BenchOptions(quick=True, attach=name), mh.Runtime.attach(name))  # `all` leaves it out, saying so
+        assert [m.NAME for m in chosen] == [s for s in SUITES if s not in ("all", "fabric")]
+        assert left_out == [
+            "suite fabric left out: it starts a runtime of its own on each machine (network namespace), so it does not run with --attach"
+        ]
     finally:
         for n in (name, small):
             _cli("down", n)

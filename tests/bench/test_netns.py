@@ -7,7 +7,6 @@ beat (a proxy's added latency); the token bucket is checked by its qdisc and cou
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -319,12 +318,8 @@ def test_sweep_removes_what_a_killed_run_left_and_nothing_else(network: netns.Ne
 
 
 def test_fabric_bench_peers_carry_messages_between_machines(network: netns.Network) -> None:
-    """benches/fabric_peers.py's peers (those installed here) through their common interface, briefly."""
-    path = Path(__file__).resolve().parents[2] / "benches" / "fabric_peers.py"
-    spec = importlib.util.spec_from_file_location("fabric_peers", path)  # benches/ stays off sys.path
-    assert spec is not None and spec.loader is not None
-    fabric_peers = sys.modules.setdefault("fabric_peers", importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(fabric_peers)
+    """The fabric bench's peers (multihop.bench.fabric_peers, those installed here) through their common interface, briefly."""
+    from multihop.bench import fabric_peers
 
     a, b = network.machine("a"), network.machine("b")
     network.link(a, b)

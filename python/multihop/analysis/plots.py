@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from multihop.analysis.fabric import fabric_plots
 from multihop.analysis.figures import figure as _figure
 from multihop.analysis.figures import save as _save
 from multihop.analysis.figures import value_ticks
@@ -531,4 +532,5 @@ def make_plots(tables: Mapping[str, Table], out_dir: str | Path) -> PlotSet:
     _resources_plot(tables, out, result)
     result.plots += [Plot(f, title, caption) for f, title, caption in ges_plots(dict(tables), out)]
     result.plots += [Plot(f, title, caption) for f, title, caption in groups_plots(dict(tables), out)]
+    result.plots += [Plot(f, title, caption) for f, title, caption in fabric_plots(dict(tables), out)]
     return result

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BENCH_SUITES", "SCOPES", "covers", "in_scope", "scope_text"]
 
-BENCH_SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch", "ges", "groups")
+BENCH_SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch", "ges", "groups", "fabric")
 """The suites of ``multihop bench`` (a test checks this against :data:`multihop.bench.suites.SUITES`)."""
 
 _ALL_BUT_RESOURCES = tuple(s for s in BENCH_SUITES if s != "resources")

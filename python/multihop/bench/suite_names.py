@@ -8,5 +8,5 @@ from __future__ import annotations
 
 __all__ = ["SUITES"]
 
-SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch", "ges", "groups", "all")
+SUITES = ("channels", "hops", "routing", "window", "fanout", "resources", "peers", "dispatch", "ges", "groups", "fabric", "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""

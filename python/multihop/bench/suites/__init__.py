@@ -8,8 +8,11 @@ receivers), ``resources`` (memory and CPU per channel and per monitor),
 ``peers`` (Pipe, Queue and ZeroMQ next to ours), ``dispatch`` (RE.VE.N.GE.
 news dispatching: saturation next to a plain broker, take-over, macro-sinks),
 ``ges`` (the GES testbed of the routing paper, live), ``groups`` (one-to-all
-shoot-downs through the monitors against core count) and ``all`` (every one, in
-that order).  ``--quick`` makes each take seconds.
+shoot-downs through the monitors against core count), ``fabric`` (two machines as
+network namespaces: the bridged multi-hop channel next to zenoh-python, NATS and
+TCP) and ``all`` (every one, in that order; a suite that cannot run here, such as
+``fabric`` without root or with ``--attach``, is left out with a line saying why).
+``--quick`` makes each take seconds.
 
 Every suite module has ``NAME``, ``check(options, attached)`` (raises
 :class:`~multihop.bench.suites.options.OptionError` naming the suite when the
@@ -33,17 +36,37 @@ from types import ModuleType
 
 import multihop as mh
 from multihop.bench.progress import Progress
-from multihop.bench.suites import channels, dispatch, fanout, ges, groups, hops, peers, resources, routing, window
+from multihop.bench.suites import channels, dispatch, fabric, fanout, ges, groups, hops, peers, resources, routing, window
 from multihop.bench.suites.common import SuiteContext
 from multihop.bench.suites.options import BenchOptions, OptionError
 from multihop.bench.trace import TraceWriter
 
-__all__ = ["SUITES", "BenchOptions", "OptionError", "run"]
+__all__ = ["SUITES", "BenchOptions", "OptionError", "choose", "run"]
 
-_MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers, dispatch, ges, groups)}
+_MODULES: dict[str, ModuleType] = {m.NAME: m for m in (channels, hops, routing, window, fanout, resources, peers, dispatch, ges, groups, fabric)}
 
 SUITES = (*_MODULES, "all")
 """Suite names ``multihop bench`` accepts, ``all`` last."""
+
+
+def choose(suite: str, options: BenchOptions, attached: mh.Runtime | None) -> tuple[list[ModuleType], list[str]]:
+    """The suite modules to run for ``suite`` (or ``all``), each checked, and a line for each suite ``all`` leaves
+    out because it cannot run here (its ``unavailable`` says why: ``fabric`` without root or with ``--attach``).
+
+    Raises:
+        OptionError: a chosen suite's ``check`` refused the options or the attached runtime.
+    """
+    chosen = [_MODULES[name] for name in (_MODULES if suite == "all" else [suite])]
+    left_out: list[str] = []
+    if suite == "all":
+        for module in list(chosen):
+            why = module.unavailable(options, attached) if hasattr(module, "unavailable") else None
+            if why:
+                chosen.remove(module)
+                left_out.append(f"suite {module.NAME} left out: {why}")
+    for module in chosen:
+        module.check(options, attached)
+    return chosen, left_out
 
 
 def run(suite: str, out: str | os.PathLike[str], options: BenchOptions, *, progress: Progress | None = None) -> Path:
@@ -65,11 +88,11 @@ def run(suite: str, out: str | os.PathLike[str], options: BenchOptions, *, progr
     if suite not in SUITES:
         raise OptionError(f"unknown suite {suite!r}; available: {', '.join(SUITES)}")
     options.check()
-    chosen = [_MODULES[name] for name in (_MODULES if suite == "all" else [suite])]
     attached = mh.Runtime.attach(options.attach) if options.attach is not None else None
-    for module in chosen:
-        module.check(options, attached)
+    chosen, left_out = choose(suite, options, attached)
     progress = progress or Progress(suites=len(chosen))
+    for line in left_out:
+        progress.message(line)
     with TraceWriter(out, suite=suite) as writer, SuiteContext(writer, options, progress, attached) as ctx:
         try:
             if attached is not None:

@@ -1,7 +1,8 @@
 """The peers of the fabric benchmark (issue 27): what a bridged multi-hop channel is measured against.
 
 Each peer carries messages between two machines, side **a** and side **b** (two network namespaces
-in ``benches/bench_fabric.py``, see ``tests/netns.py``), and measures them the same way:
+in ``multihop bench fabric`` and ``benches/bench_fabric.py``, see :mod:`multihop.bench.netns`), and measures
+them the same way:
 
 * :meth:`FabricPeer.roundtrip` ``(n, size)``: a sends a message, b sends it back, a waits for it
   before the next: the ``n`` round-trip times, in seconds, as seen by a;
@@ -26,7 +27,7 @@ The peers (:data:`PEERS`):
 
 **Adding a peer** (the bridged multi-hop channel, later): subclass :class:`FabricPeer` and register
 it in :data:`PEERS`. The simplest way is a :class:`WorkerPeer`: its ``setup`` starts one worker
-process per side inside the namespaces (``python fabric_peers.py worker KIND ROLE CONFIG``), and
+process per side inside the namespaces (``python -m multihop.bench.fabric_peers worker KIND ROLE CONFIG``), and
 speaks to each over stdin/stdout in JSON lines; a new kind provides the two sides' classes
 (:class:`SideA`, :class:`SideB`: what a does, what b does) in :data:`SIDES`, and the worker
 configuration (:meth:`WorkerPeer.config`), plus any server processes in :meth:`WorkerPeer.start_servers`
@@ -34,7 +35,7 @@ configuration (:meth:`WorkerPeer.config`), plus any server processes in :meth:`W
 and a ``fabric`` suite of ``multihop bench`` call every peer through the same four methods.
 
 This module imports only the standard library; each peer imports its client library inside its
-worker process, so importing it (``benches`` on ``sys.path``) costs nothing.
+worker process, so importing it costs nothing.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def message(seq: int, size: int) -> bytes:
 
 
 class Machine(Protocol):
-    """What a peer needs of a machine (``tests/netns.py``'s Namespace is one)."""
+    """What a peer needs of a machine (:class:`multihop.bench.netns.Namespace` is one)."""
 
     name: str
 
@@ -148,7 +149,7 @@ class Worker:
     def __init__(self, machine: Machine, kind: str, role: str, config: dict[str, Any]) -> None:
         self.what = f"{kind} side {role} in {machine.name}"
         self.log = tempfile.NamedTemporaryFile(prefix=f"fabric-{kind}-{role}-", suffix=".log", delete=False)
-        argv = [sys.executable, "-u", str(Path(__file__).resolve()), "worker", kind, role, json.dumps(config)]
+        argv = [sys.executable, "-u", "-m", "multihop.bench.fabric_peers", "worker", kind, role, json.dumps(config)]
         self.proc = machine.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name=f"worker-{kind}-{role}").start()
@@ -332,12 +333,14 @@ BRIDGE_WINDOW = 16  # the multi-hop channel's default window (multihop.defaults.
 
 
 def bridge_binary() -> Path | None:
-    """``multihop-bridge`` (cargo feature ``zenoh``): ``$MULTIHOP_BRIDGE``, else ``target/{bridge,release,debug}``."""
-    env = os.environ.get("MULTIHOP_BRIDGE")
-    if env:
-        return Path(env)
-    root = Path(__file__).resolve().parent.parent / "target"
-    return next((root / p / "multihop-bridge" for p in ("bridge", "release", "debug") if (root / p / "multihop-bridge").exists()), None)
+    """``multihop-bridge`` (the fabric extra, or a source build; :func:`multihop.fabric.bridge_binary`), None if none."""
+    from multihop.extras import ExtraMissing
+    from multihop.fabric import bridge_binary as find
+
+    try:
+        return Path(find())
+    except ExtraMissing:
+        return None
 
 
 class BridgeProcess:
@@ -1039,5 +1042,5 @@ def worker_main(kind: str, role: str, config: dict[str, Any]) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "worker":
         sys.exit(worker_main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))
-    print("usage: fabric_peers.py worker KIND a|b CONFIG_JSON (started by WorkerPeer; see benches/bench_fabric.py)", file=sys.stderr)
+    print("usage: python -m multihop.bench.fabric_peers worker KIND a|b CONFIG_JSON (started by WorkerPeer)", file=sys.stderr)
     sys.exit(2)
