@@ -35,14 +35,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from multihop.bench import netns
 from multihop.bench.fabric_peers import PEERS, FabricPeer, OneWay
+
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -57,6 +64,7 @@ class Case:
     rate: list[float] = field(default_factory=list)  # msg/s
     mbps: list[float] = field(default_factory=list)  # MB/s
     send_rate: list[float] = field(default_factory=list)  # msg/s of a's sends alone (first send to last send returning)
+    cpu_us: list[float] = field(default_factory=list)  # CPU (user + system) of every process of both machines per message
     errors: list[str] = field(default_factory=list)
 
 
@@ -66,23 +74,68 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))]
 
 
-def measure_rtt(peer: FabricPeer, case: Case, n: int, warmup: int) -> None:
+#: Peers whose processes live through a measurement (the ``bridge`` peer starts a client bridge per measurement,
+#: whose CPU is gone with it when the measurement ends: no CPU figure for it).
+CPU_PEERS = ("zenoh", "nats", "tcp", "runtime")
+
+
+def machines_cpu(machines: list[netns.Namespace]) -> float:
+    """CPU seconds (user + system) used so far by every process inside ``machines`` (those alive now)."""
+    total = 0.0
+    for ns in machines:
+        for pid in ns.pids():
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+    return total
+
+
+def measure_rtt(peer: FabricPeer, case: Case, n: int, warmup: int, machines: list[netns.Namespace]) -> None:
     """One repeat of the round-trip case: `warmup` round trips not counted, then `n`."""
     peer.roundtrip(warmup, case.size)
+    c0 = machines_cpu(machines)
     rtts = [t * 1e6 for t in peer.roundtrip(n, case.size)]
+    if peer.name in CPU_PEERS:
+        case.cpu_us.append((machines_cpu(machines) - c0) / n * 1e6)
     case.rtt_median_us.append(statistics.median(rtts))
     case.rtt_p99_us.append(percentile(rtts, 99))
 
 
-def measure_oneway(peer: FabricPeer, case: Case, n: int) -> None:
+def measure_oneway(peer: FabricPeer, case: Case, n: int, machines: list[netns.Namespace]) -> None:
     """One repeat of a one-way case."""
+    c0 = machines_cpu(machines)
     r: OneWay = peer.oneway(n, case.size)
     if r.errors or r.received != n:
         case.errors.append(r.errors or f"{r.received} of {n} received")
         return
+    if peer.name in CPU_PEERS:
+        case.cpu_us.append((machines_cpu(machines) - c0) / n * 1e6)
     case.rate.append(r.rate)
     case.mbps.append(r.mbps)
     case.send_rate.append(n / r.send_seconds if r.send_seconds > 0 else 0.0)
+
+
+#: The one-way wake-ups of parked threads or processes a bridged round trip pays beyond zenoh-python's own (whose
+#: subscriber callback echoes on Zenoh's receiving thread and whose reader is woken once): on machine a, the
+#: program's monitor (out and back), a's bridge loop (woken by its monitor, and by Zenoh's receiving thread); on
+#: machine b, b's bridge loop (woken by Zenoh's receiving thread, and by the service's reply) and the service (woken
+#: by the bridge); the monitor waking a's program replaces zenoh-python's own reader wake-up.
+EXTRA_WAKEUPS = 7
+
+
+def wake_round_trip() -> float | None:
+    """benches/wake_cost.c's median futex round trip between two parked processes on CPUs 0 and 1, in us (None
+    without gcc): two one-way wake-ups of a parked process on another CPU."""
+    gcc = shutil.which("gcc")
+    if gcc is None or (os.cpu_count() or 1) < 2:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "wake_cost"
+        subprocess.run([gcc, "-O2", str(HERE / "wake_cost.c"), "-o", str(exe)], check=True, capture_output=True)
+        run = subprocess.run([str(exe), "0", "1", "0"], check=True, capture_output=True, text=True, timeout=120)
+    return float(run.stdout.strip())
 
 
 def spread(xs: list[float], fmt: str) -> str:
@@ -92,10 +145,11 @@ def spread(xs: list[float], fmt: str) -> str:
 
 def table(cases: list[Case], repeats: int) -> str:
     """The results as a text table."""
-    rows = [("peer", "case", "median", "p99", "spread of medians", "MB/s", "a's sends", "repeats")]
+    rows = [("peer", "case", "median", "p99", "spread of medians", "MB/s", "a's sends", "CPU/msg", "repeats")]
     for c in cases:
         ok = len(c.rtt_median_us) if c.case.startswith("rtt") else len(c.rate)
         note = f"{ok}/{repeats}" + (f" ({len(c.errors)} failed: {c.errors[0]})" if c.errors else "")
+        cpu = f"{statistics.median(c.cpu_us):,.1f} us" if c.cpu_us else "-"
         if c.case.startswith("rtt"):
             if c.rtt_median_us:
                 rows.append(
@@ -107,11 +161,12 @@ def table(cases: list[Case], repeats: int) -> str:
                         spread(c.rtt_median_us, ",.1f") + " us",
                         "",
                         "",
+                        cpu,
                         note,
                     )
                 )
             else:
-                rows.append((c.peer, c.case, "-", "-", "-", "", "", note))
+                rows.append((c.peer, c.case, "-", "-", "-", "", "", "-", note))
         elif c.rate:
             rows.append(
                 (
@@ -122,11 +177,12 @@ def table(cases: list[Case], repeats: int) -> str:
                     spread(c.rate, ",.0f") + " msg/s",
                     f"{statistics.median(c.mbps):,.1f}",
                     f"{statistics.median(c.send_rate):,.0f} msg/s",
+                    cpu,
                     note,
                 )
             )
         else:
-            rows.append((c.peer, c.case, "-", "", "-", "-", "-", note))
+            rows.append((c.peer, c.case, "-", "", "-", "-", "-", "-", note))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for k, r in enumerate(rows):
@@ -134,6 +190,29 @@ def table(cases: list[Case], repeats: int) -> str:
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def floor_text(cases: dict[tuple[str, str], Case], wake: float | None) -> None:
+    """The round trip's floor with this design on this machine, and what each figure is against the issue's goals."""
+    zen, run = cases.get(("zenoh", "rtt 64 B")), cases.get(("runtime", "rtt 64 B"))
+    if wake is None or zen is None or run is None or not zen.rtt_median_us or not run.rtt_median_us:
+        return
+    z, r = statistics.median(zen.rtt_median_us), statistics.median(run.rtt_median_us)
+    floor = z + EXTRA_WAKEUPS * wake / 2
+    print(f"a wake-up of a parked process on the other CPU (benches/wake_cost.c, futex round trip / 2): {wake / 2:.1f} us")
+    print(
+        f"round trip floor of the bridged design here: zenoh-python {z:.1f} us + {EXTRA_WAKEUPS} wake-ups x {wake / 2:.1f} us = "
+        f"{floor:.1f} us; runtime {r:.1f} us = {r / floor:.2f}x that floor, {r / z:.2f}x zenoh-python (goal 1.2x needs at most "
+        f"{0.2 * z / (wake / 2):.1f} wake-ups beyond zenoh-python's)"
+    )
+    for size in ("64 B", "4 KiB"):
+        zc, rc = cases.get(("zenoh", f"one-way {size}")), cases.get(("runtime", f"one-way {size}"))
+        if zc and rc and zc.rate and rc.rate and zc.cpu_us and rc.cpu_us:
+            print(
+                f"one way {size}: runtime/zenoh-python rate {statistics.median(rc.rate) / statistics.median(zc.rate):.2f}x; CPU per message "
+                f"{statistics.median(rc.cpu_us):.1f} vs {statistics.median(zc.cpu_us):.1f} us ({statistics.median(zc.cpu_us) / statistics.median(rc.cpu_us):.2f}x: "
+                "with both paths using the machine's CPUs, the rate ratio follows the inverse CPU ratio)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,12 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeats):
                 for peer in ready:
                     print(f"repeat {r + 1}/{args.repeats}: {peer.name}", file=sys.stderr)
-                    measure_rtt(peer, cases[peer.name, "rtt 64 B"], rt_n, warmup=max(1, rt_n // 10))
-                    measure_oneway(peer, cases[peer.name, "one-way 64 B"], n64)
-                    measure_oneway(peer, cases[peer.name, "one-way 4 KiB"], n4k)
+                    measure_rtt(peer, cases[peer.name, "rtt 64 B"], rt_n, max(1, rt_n // 10), [a, b])
+                    measure_oneway(peer, cases[peer.name, "one-way 64 B"], n64, [a, b])
+                    measure_oneway(peer, cases[peer.name, "one-way 4 KiB"], n4k, [a, b])
         finally:
             for peer in ready:
                 peer.teardown()
+    wake = wake_round_trip()
     elapsed = time.monotonic() - t_start
     print()
     print(f"fabric baselines: 2 network namespaces over a veth pair, {args.repeats} repeats, peers taking turns")
@@ -203,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; {elapsed:.0f} s")
     for p in peers:
         print(f"  {p.name}: {p.description}")
+    print("  CPU/msg: CPU (user + system) of every process of both machines over the case, per message (round trip: per")
+    print("  round trip); n/a for bridge, whose client bridge of each case is gone before it can be read")
+    print()
+    floor_text(cases, wake)
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -461,7 +461,7 @@ class RuntimePeer(WorkerPeer):
 
     a binds ``echo@B`` and ``sink@B`` (``transport="multihop"``, window 64); round trip: ``send`` + ``recv``;
     one way: ``send_batch`` of 64 messages at a time. The path: a's program -> a's monitor -> a's bridge ->
-    Zenoh -> b's bridge -> b's monitor -> b's program (and back for the echo).
+    Zenoh -> b's bridge -> b's program (a UMP ring pair: the bridge binds the service over UMP), and back.
     """
 
     name = "runtime"
@@ -619,7 +619,7 @@ class ZenohB(SideB):
 
     def close(self) -> None:
         """Close the session."""
-        self.session.close()
+        self.session.close()  # type: ignore[no-untyped-call]  # zenoh-python 1.10: close() has no annotations
 
 
 class ZenohA(SideA):
@@ -674,7 +674,7 @@ class ZenohA(SideA):
 
     def close(self) -> None:
         """Close the session."""
-        self.session.close()
+        self.session.close()  # type: ignore[no-untyped-call]  # zenoh-python 1.10: close() has no annotations
 
 
 # -- NATS (nats-py is asyncio: each side runs its loop in a thread of its own)
