@@ -86,6 +86,8 @@ _NAME_RE = re.compile(r"^mhns-(\d+)-(\d+)-(\d+)-([a-z0-9]{1,12})$")
 _LABEL_RE = re.compile(r"^[a-z0-9]{1,12}$")
 _CLONE_NEWNET = 0x40000000
 _IP_TIMEOUT = 15.0
+CONNECT_TIMEOUT = 5.0
+"""Seconds a TCP connect made inside a namespace (:meth:`Namespace.connect`, the proxy's upstream) may take."""
 
 Side = Literal["a", "b", "both"]
 Socket = socket.socket  # (Namespace.socket shadows the module inside the class)
@@ -308,7 +310,7 @@ class Namespace:
         self.network._sockets.add(s)
         return s
 
-    def connect(self, address: tuple[str, int], timeout: float = 5.0) -> Socket:
+    def connect(self, address: tuple[str, int], timeout: float = CONNECT_TIMEOUT) -> Socket:
         """A TCP connection from this machine to `address` (raises OSError as ``socket.connect`` does)."""
         s = self.socket()
         s.settimeout(timeout)
@@ -740,7 +742,7 @@ class TcpProxy:
                 _reset(client)
                 continue
             try:
-                upstream = self.target_ns.connect(self.target, timeout=5.0)
+                upstream = self.target_ns.connect(self.target, timeout=CONNECT_TIMEOUT)
             except OSError:
                 _reset(client)
                 continue
