@@ -227,8 +227,8 @@ def floor_text(cases: dict[tuple[str, str], Case], wake: float | None) -> None:
     print(f"a wake-up of a parked process on the other CPU (benches/wake_cost.c, futex round trip / 2): {wake / 2:.1f} us")
     print(
         f"round trip, the bridged design's hops each paying a wake-up: zenoh-python {z:.1f} us + {EXTRA_WAKEUPS} x {wake / 2:.1f} us "
-        f"= {model:.1f} us; measured runtime {r:.1f} us ({r / model:.2f}x the model: a hop whose next process is still awake "
-        f"pays less), {r / z:.2f}x zenoh-python; the goal 1.2x leaves room for {0.2 * z / (wake / 2):.1f} wake-ups beyond zenoh-python's"
+        f"= {model:.1f} us; measured runtime {r:.1f} us ({r / model:.2f}x the model), {r / z:.2f}x zenoh-python; the goal 1.2x "
+        f"leaves room for {0.2 * z / (wake / 2):.1f} wake-ups beyond zenoh-python's"
     )
     for size in ("64 B", "4 KiB"):
         zc, rc = cases.get(("zenoh", f"one-way {size}")), cases.get(("runtime", f"one-way {size}"))
