@@ -10,12 +10,14 @@ import multihop as mh
 from test_capi import CODES, C, c, capi, finished, served  # noqa: F401  (fixtures)
 
 
-def is_open(fd: int) -> bool:
+def is_open(fd: int, ino: int | None = None) -> bool:
+    """Whether ``fd`` is open (and, with ``ino``, still the file of that inode: a descriptor given away may have its
+    number reused at once by any thread of this process opening something, which is not the file still being here)."""
     try:
-        os.fstat(fd)
-        return True
+        st = os.fstat(fd)
     except OSError:
         return False
+    return ino is None or st.st_ino == ino
 
 
 @pytest.mark.parametrize("transport", ["ump", "multihop"])
@@ -26,9 +28,10 @@ def test_c_and_python_pass_descriptors_both_ways(c: C, rt: mh.Runtime, transport
         a, b = os.memfd_create("c-side-a"), os.memfd_create("c-side-b")
         os.write(a, b"A")
         os.write(b, b"B")
+        ino_b = os.fstat(b).st_ino
         fds = ffi.new("int[]", [a, b])
         c.ok(lib.mh_send_handles(ch, b"two", 3, fds, 2, 0b10, 10_000))  # b given away, a kept
-        assert is_open(a) and not is_open(b)
+        assert is_open(a) and not is_open(b, ino_b)
         buf, n = ffi.new("uint8_t[]", 64), ffi.new("size_t *")
         got, nfds = ffi.new("int[]", lib.MH_MAX_HANDLES), ffi.new("size_t *")
         assert lib.mh_recv_handles(ch, buf, 64, n, got, 4, nfds, 1000) == CODES["MH_E_INVALID"]
