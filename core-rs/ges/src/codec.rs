@@ -139,6 +139,16 @@ fn text<'a>(b: &'a [u8], what: &str) -> Result<&'a str, CodecError> {
     std::str::from_utf8(b).map_err(|e| bad(format!("{what} is not valid UTF-8 ({e})")))
 }
 
+/// [`text`], or `last` itself when `b` holds the same bytes (then already checked); `last` becomes
+/// the text given.
+fn same_text<'a>(b: &'a [u8], last: &mut &'a str, what: &str) -> Result<&'a str, CodecError> {
+    if b == last.as_bytes() {
+        return Ok(last);
+    }
+    *last = text(b, what)?;
+    Ok(last)
+}
+
 /// Decode one `events` message into `out` (cleared first): returns its `first_seq`. The whole
 /// message is checked before it is accepted: a malformed one gives an error naming what is wrong
 /// and leaves `out` empty.
@@ -170,6 +180,9 @@ fn decode_events_inner<'a>(data: &'a [u8], out: &mut Vec<CopyRef<'a>>) -> Result
     let all_text = &data[text_at..text_end];
     let (mut ui, mut ti) = (0usize, 0usize);
     out.reserve(n);
+    // (a batch's events mostly share publisher and signature: bytes equal to the last event's are
+    // the text already checked, so only new ones are validated)
+    let (mut last_pub, mut last_sig): (&str, &str) = ("", "");
     for k in 0..n {
         let h = &data[heads_at + k * HEAD..heads_at + (k + 1) * HEAD];
         let (hops, mode, level) = (u16_at(h, 32), h[34], h[35]);
@@ -194,8 +207,8 @@ fn decode_events_inner<'a>(data: &'a [u8], out: &mut Vec<CopyRef<'a>>) -> Result
             targets: Units(&all_units[ui * 8..a * 8]),
             reached: Units(&all_units[a * 8..b * 8]),
             left: Units(&all_units[b * 8..c * 8]),
-            publisher: text(&all_text[ti..p1], "a publisher")?,
-            signature: text(&all_text[p1..p2], "a signature")?,
+            publisher: same_text(&all_text[ti..p1], &mut last_pub, "a publisher")?,
+            signature: same_text(&all_text[p1..p2], &mut last_sig, "a signature")?,
             values: text(&all_text[p2..p3], "a values text")?,
             payload: &all_text[p3..p4],
         });

@@ -107,6 +107,12 @@ impl Event {
     pub fn value_list(&self) -> impl Iterator<Item = &str> {
         self.spans.iter().map(|&(a, b)| &self.values[a as usize..b as usize])
     }
+
+    /// Its `i`-th value (`i` below the number of values).
+    pub fn value(&self, i: usize) -> &str {
+        let (a, b) = self.spans[i];
+        &self.values[a as usize..b as usize]
+    }
 }
 
 impl std::fmt::Debug for Event {
@@ -186,6 +192,10 @@ struct Resolved {
 
 /// Targets of a copy grouped by next hop, in the order the hops were first chosen.
 type Fwd = Vec<(u64, Units)>;
+
+/// A match's destinations, ascending: held inline up to 8 (a broker's clients or a unit's children
+/// matched by one event are mostly few), so a match allocates nothing.
+type Dests = Small<Dest, 8>;
 
 fn fwd_add(fwd: &mut Fwd, hop: u64, target: u64) {
     match fwd.iter_mut().find(|(h, _)| *h == hop) {
@@ -399,12 +409,16 @@ impl Erp {
             }
         };
         self.last_ids = (pub_id, sig_id);
+        // (a byte scan: the separator is ASCII, and values are short, so no searcher is set up)
         let mut spans = Small::new();
         let mut at = 0u32;
-        for v in values.split('\x1f') {
-            spans.push((at, at + v.len() as u32));
-            at += v.len() as u32 + 1;
+        for (k, &b) in values.as_bytes().iter().enumerate() {
+            if b == 0x1f {
+                spans.push((at, k as u32));
+                at = k as u32 + 1;
+            }
         }
+        spans.push((at, values.len() as u32));
         Arc::new(Event {
             spans,
             publisher: self.publisher_text[pub_id as usize].clone(),
@@ -439,10 +453,10 @@ impl Erp {
     }
 
     /// The destinations graph `g` gives `ev`, ascending (the reference iterates `sorted(...)`).
-    fn match_sorted(&mut self, g: &SharedGraph, ev: &Event) -> Vec<Dest> {
+    fn match_sorted(&mut self, g: &SharedGraph, ev: &Event) -> Dests {
         let names = &self.signature_names[ev.sig_id as usize].1;
         if names.is_empty() {
-            return Vec::new();
+            return Dests::new();
         }
         let graph = lock(g);
         // the graph's symbols for the signature's names (kept per signature while its strings stay);
@@ -452,12 +466,8 @@ impl Erp {
             *r = Resolved { generation: graph.generation(), ..Resolved::default() };
         }
         let n = r.names.entry(ev.sig_id).or_insert_with(|| names.iter().map(|x| graph.resolve(x)).collect());
-        let mut values: Small<&str, 16> = Small::new();
-        for v in ev.value_list() {
-            values.push(v);
-        }
-        graph.match_lazy(n, &values, &mut self.scratch, &mut self.hits);
-        let mut out: Vec<Dest> = self.hits.iter().map(|&k| graph.dest(k)).collect();
+        graph.match_lazy_by(n, ev.spans.len(), |i| ev.value(i), &mut self.scratch, &mut self.hits);
+        let mut out = Dests::collect_from(self.hits.iter().map(|&k| graph.dest(k)));
         out.sort_unstable();
         out
     }
@@ -792,7 +802,7 @@ impl Erp {
         let dests = self.match_sorted(&g, &ev);
         self.counters.decisions += 1;
         let me = self.code;
-        for c in dests {
+        for &c in dests.iter() {
             let c = c as u64;
             if copy.reached.contains(&c) {
                 continue;
@@ -827,12 +837,12 @@ impl Erp {
                 }
                 let dests = match self.graphs.get(lvl as usize).cloned().flatten() {
                     Some(g) => self.match_sorted(&g, &ev),
-                    None => Vec::new(),
+                    None => Dests::new(),
                 };
                 let came_from = unit_id(origin, lvl - 1, self.levels);
                 self.counters.decisions += 1;
                 reached.push(came_from);
-                for c in dests {
+                for &c in dests.iter() {
                     let c = c as u64;
                     if !reached.contains(&c) {
                         self.toward(c, &mut fwd, &[]);
@@ -891,13 +901,13 @@ impl Erp {
             if self.dur.has_store {
                 let matched = self.match_sorted(&g, ev);
                 if !matched.is_empty() {
-                    self.dur.store_calls.push(StoreCall::Match(ev.clone(), matched));
+                    self.dur.store_calls.push(StoreCall::Match(ev.clone(), matched.to_vec()));
                 }
             }
             return;
         }
         let clients = self.match_sorted(&g, ev);
-        for c in clients {
+        for &c in clients.iter() {
             self.deliveries.entry_or(c as i64, Vec::new).push(ev.clone());
             self.counters.delivered += 1;
         }

@@ -567,6 +567,12 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         self.match_with(names, values.len(), |i| self.resolve(values[i].as_ref()), s, out)
     }
 
+    /// [`Self::match_lazy`] with the `i`-th of `nvalues` values given by `value(i)` (an event's values
+    /// read in place, without gathering them first).
+    pub fn match_lazy_by<'v>(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> &'v str, s: &mut Scratch, out: &mut Vec<Di>) {
+        self.match_with(names, nvalues, |i| self.resolve(value(i)), s, out)
+    }
+
     fn match_with(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> Option<Sym>, s: &mut Scratch, out: &mut Vec<Di>) {
         out.clear();
         let Some(&Some(first)) = names.first() else { return };

@@ -1,7 +1,7 @@
 //! A short list kept inline (no allocation up to `N` items), for what every event copy carries: its
 //! unit lists (targets, reached, left: a few units each) and where an event's values lie.
 
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 
 /// Up to `N` items inline, more on the heap.
 #[derive(Clone)]
@@ -103,6 +103,15 @@ impl<T: Copy + Default, const N: usize> Deref for Small<T, N> {
     }
 }
 
+impl<T: Copy + Default, const N: usize> DerefMut for Small<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Small::Inline(n, a) => &mut a[..*n as usize],
+            Small::Heap(v) => v,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +129,10 @@ mod tests {
         t.retain(|&x| x > 1);
         assert_eq!((&*t, t.len()), (&[2, 3][..], 2));
         assert!(Small::<u64, 4>::from_slice(&[1, 2, 3, 4, 5]) == Small::collect_from([1, 2, 3, 4, 5]));
+        // sorted in place, inline and on the heap alike
+        let (mut inline, mut heap) = (Small::<u64, 4>::from_slice(&[3, 1, 2]), Small::<u64, 2>::from_slice(&[3, 1, 2]));
+        inline.sort_unstable();
+        heap.sort_unstable();
+        assert_eq!((&*inline, &*heap), (&[1, 2, 3][..], &[1, 2, 3][..]));
     }
 }
