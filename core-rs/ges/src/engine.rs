@@ -27,8 +27,14 @@ use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
 use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
 
-/// Most frames read from one link per round (as the Python loop's `recv_batch(256)`).
-pub const RECV_BATCH: usize = 256;
+/// Frames a round reads, all links together, before it writes what they made (and most read from
+/// one link at a time; the Python loop reads `recv_batch(256)` per link and round): under a steady
+/// stream every link stays readable, and a round that read on until none was grew to thousands of
+/// events (measured: ~1,000-4,000 in the testbed flat out), held all their output (memory the
+/// kernel had to fault in, caches that no longer held the round) and starved the next brokers of
+/// input until it ended. A bounded round writes while its events are still in the cache and keeps
+/// the brokers of a path working as a pipeline; at low rates a round reads one frame anyway.
+pub const ROUND_FRAMES: u64 = 16;
 
 /// What is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +129,8 @@ pub struct Engine {
     batch: Vec<Vec<u8>>,
     /// when the acknowledgement timer fires (None: not set)
     ack_at: Option<Instant>,
+    /// frames read since the round's writes (see [`ROUND_FRAMES`])
+    round_frames: u64,
     pub counters: Counters,
 }
 
@@ -145,7 +153,15 @@ fn fields(ev: &Event) -> EventFields<'_> {
 impl Engine {
     /// An engine over the event routing `erp` (shared with the control plane's calls).
     pub fn new(erp: Arc<Mutex<Erp>>) -> Self {
-        Engine { erp, links: FxHashMap::default(), pending: VecDeque::new(), batch: Vec::new(), ack_at: None, counters: Counters::default() }
+        Engine {
+            erp,
+            links: FxHashMap::default(),
+            pending: VecDeque::new(),
+            batch: Vec::new(),
+            ack_at: None,
+            round_frames: 0,
+            counters: Counters::default(),
+        }
     }
 
     /// Handle link `code` here from now on (a gateway that came up, a client that attached).
@@ -164,14 +180,15 @@ impl Engine {
         self.links.contains_key(&code)
     }
 
-    /// Read what the links `ready` delivered (up to [`RECV_BATCH`] frames each), in that order.
+    /// Read what the links `ready` delivered (up to [`ROUND_FRAMES`] frames each), in that order.
     pub fn receive(&mut self, ready: &[i64]) {
         self.counters.rounds += 1;
         for &code in ready {
             let Some(link) = self.links.get(&code) else { continue };
             self.batch.clear();
-            let r = link.ch.recv_frames(RECV_BATCH, &mut crate::pool::take, &mut self.batch);
+            let r = link.ch.recv_frames(ROUND_FRAMES as usize, &mut crate::pool::take, &mut self.batch);
             self.counters.frames_in += self.batch.len() as u64;
+            self.round_frames += self.batch.len() as u64;
             for f in self.batch.drain(..) {
                 self.pending.push_back((code, Incoming::Frame(f)));
             }
@@ -337,12 +354,15 @@ impl Engine {
             if let Some(item) = self.process() {
                 return Ran::Item(item);
             }
-            let ready: Vec<i64> = self.links.iter().filter(|(_, l)| l.ch.readable()).map(|(&c, _)| c).collect();
-            if !ready.is_empty() {
-                self.receive(&ready);
-                continue;
+            if self.round_frames < ROUND_FRAMES {
+                let ready: Vec<i64> = self.links.iter().filter(|(_, l)| l.ch.readable()).map(|(&c, _)| c).collect();
+                if !ready.is_empty() {
+                    self.receive(&ready);
+                    continue;
+                }
             }
-            // everything readable is routed: the timer, then write what the round made
+            // everything readable is routed, or the round read its share: the timer, then write what it made
+            self.round_frames = 0;
             let now = Instant::now();
             {
                 let mut erp = lock(&self.erp);
@@ -377,6 +397,9 @@ impl Engine {
             }
             if until.is_some_and(|u| now >= u) {
                 return Ran::Deadline;
+            }
+            if self.links.values().any(|l| l.ch.readable()) {
+                continue; // (a round that ended at its share: the next one reads on without waiting)
             }
             let mut wake = until;
             for t in [self.ack_at, self.queued().then(|| now + RETRY)].into_iter().flatten() {
