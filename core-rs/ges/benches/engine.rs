@@ -2,6 +2,10 @@
 //! from a neighbour, delivers each to its five subscribed clients and sends it on to another
 //! neighbour (the testbed's transit broker with clients, at 100 % matching), decoding, routing and
 //! encoding; no channel, no kernel. `cargo bench -p multihop-ges --bench engine`.
+//!
+//! Two streams: one whose events differ only in attributes no profile constrains (the testbed's:
+//! each graph's remembered last match answers), one whose events alternate in the first,
+//! constrained, attribute (every match walks its graph: the worst case for that memory).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -49,7 +53,26 @@ fn cpu_ns() -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
+/// How the stream's events differ from one another.
+#[derive(Clone, Copy, PartialEq)]
+enum Stream {
+    /// in an attribute no profile constrains (the last one)
+    Unconstrained,
+    /// in the first attribute, which every profile constrains (two values, alternating)
+    Constrained,
+}
+
 fn main() {
+    // (`ENGINE_BENCH_STREAM=unconstrained|constrained` runs one: for callgrind)
+    let only = std::env::var("ENGINE_BENCH_STREAM").unwrap_or_default();
+    for (name, stream) in [("unconstrained", Stream::Unconstrained), ("constrained", Stream::Constrained)] {
+        if only.is_empty() || only == name {
+            run(stream);
+        }
+    }
+}
+
+fn run(stream: Stream) {
     let levels = 3;
     let (me, from, to) = (10u64, 11u64, 12u64);
     let mut erp = Erp::new(me, levels);
@@ -63,15 +86,18 @@ fn main() {
     snap.decided = 1 << 1;
     erp.routing.set(snap);
     let names = ["topic", "region", "source", "kind", "id", "extra"];
-    let chain: Vec<(&str, &str)> = names.iter().take(3).map(|n| (*n, "i1")).collect();
+    let chains: Vec<Vec<(&str, &str)>> =
+        ["i1", "i2"].iter().map(|first| names.iter().take(3).enumerate().map(|(k, n)| (*n, if k == 0 { *first } else { "i1" })).collect()).collect();
     let cluster = Arc::new(Mutex::new(ProfileGraph::new()));
-    cluster.lock().unwrap().add(&chain, me as i128, 1);
-    cluster.lock().unwrap().add(&chain, to as i128, 1);
-    erp.set_graphs(vec![(1, cluster)]);
     let local = Arc::new(Mutex::new(ProfileGraph::new()));
-    for c in 1..=5 {
-        local.lock().unwrap().add(&chain, -(c as i128), 1);
+    for chain in &chains {
+        cluster.lock().unwrap().add(chain, me as i128, 1);
+        cluster.lock().unwrap().add(chain, to as i128, 1);
+        for c in 1..=5 {
+            local.lock().unwrap().add(chain, -(c as i128), 1);
+        }
     }
+    erp.set_graphs(vec![(1, cluster)]);
     erp.set_local(local);
     let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
     let gw = Arc::new(Mem::default());
@@ -84,7 +110,10 @@ fn main() {
     }
     // batches of 64 copies, each for the cluster (unit of level 1 containing me): decided here
     let cluster_unit = multihop_ges::address::unit_id(me, 1, levels);
-    let values = "i1\x1fi1\x1fi1\x1fi3\x1fi7\x1fi9";
+    let values = |seq: u64| match stream {
+        Stream::Unconstrained => format!("i1\x1fi1\x1fi1\x1fi3\x1fi7\x1f{}", seq & 0xff),
+        Stream::Constrained => format!("i{}\x1fi1\x1fi1\x1fi3\x1fi7\x1fi9", 1 + (seq & 1)),
+    };
     let signature = names.iter().map(|n| format!("{n}:int")).collect::<Vec<_>>().join("\x1f");
     let payload = vec![7u8; 50];
     let (batches, per) = (4000u64, 64u64);
@@ -93,6 +122,7 @@ fn main() {
         let mut enc = EventsEncoder::new(b * per, BATCH_TEXT);
         for k in 0..per {
             let seq = b * per + k;
+            let values = values(seq);
             let ev = EventFields {
                 timestamp: 1,
                 sequence: seq,
@@ -119,8 +149,10 @@ fn main() {
     let dt = t0.elapsed();
     let cpu = cpu_ns() - c0;
     let n = batches * per;
+    let remembered = eng.erp.lock().unwrap().counters.remembered_matches;
     println!(
-        "{n} events: {:.0} ns of CPU per event ({:.0} ns wall; {:.2} M events per CPU second); {} bytes to the next broker, {} to each client",
+        "{} stream, {n} events ({remembered} matches remembered): {:.0} ns of CPU per event ({:.0} ns wall; {:.2} M events per CPU second); {} bytes to the next broker, {} to each client",
+        if stream == Stream::Unconstrained { "unconstrained-varying" } else { "constrained-varying" },
         cpu as f64 / n as f64,
         dt.as_nanos() as f64 / n as f64,
         n as f64 / (cpu as f64 / 1e9) / 1e6,

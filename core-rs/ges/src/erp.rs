@@ -150,6 +150,9 @@ pub struct Counters {
     pub rerouted: u64,
     pub not_decider: u64,
     pub parked: u64,
+    /// matches answered by the graph's remembered last match (`LastMatch`; not a counter of the
+    /// reference, whose plans remember decisions their own way: left out of `items`)
+    pub remembered_matches: u64,
 }
 
 impl Counters {
@@ -188,6 +191,32 @@ pub struct ToPeer {
 struct Resolved {
     generation: u64,
     names: FxHashMap<u32, Vec<Option<Sym>>>,
+    /// the graph's last match, for the next event that would walk the same way
+    last: Option<LastMatch>,
+}
+
+/// A match remembered: the walk of an event of signature `sig_id` with `nvalues` values read the
+/// first `read` of them, `prefix` (the values text up to the end of the last one read), and gave
+/// `dests`; while the graph's [`ProfileGraph::changes`] stay `changes`, any such event whose text
+/// starts with `prefix` followed by a separator (or nothing) walks the same way (a stream's events
+/// mostly share the attributes profiles constrain, and differ in the others).
+struct LastMatch {
+    sig_id: u32,
+    nvalues: usize,
+    changes: u64,
+    read: usize,
+    prefix: Vec<u8>,
+    dests: Dests,
+}
+
+impl LastMatch {
+    fn fits(&self, ev: &Event, changes: u64) -> bool {
+        if self.sig_id != ev.sig_id || self.nvalues != ev.spans.len() || self.changes != changes {
+            return false;
+        }
+        // the first `read` values are the same texts: the same bytes, ending at the same separator
+        self.read == 0 || (ev.spans[self.read - 1].1 as usize == self.prefix.len() && ev.values.as_bytes().starts_with(&self.prefix))
+    }
 }
 
 /// Targets of a copy grouped by next hop, in the order the hops were first chosen.
@@ -465,10 +494,20 @@ impl Erp {
         if r.generation != graph.generation() {
             *r = Resolved { generation: graph.generation(), ..Resolved::default() };
         }
+        if let Some(m) = r.last.as_ref().filter(|m| m.fits(ev, graph.changes())) {
+            self.counters.remembered_matches += 1;
+            return m.dests.clone();
+        }
         let n = r.names.entry(ev.sig_id).or_insert_with(|| names.iter().map(|x| graph.resolve(x)).collect());
-        graph.match_lazy_by(n, ev.spans.len(), |i| ev.value(i), &mut self.scratch, &mut self.hits);
+        let read = graph.match_lazy_by(n, ev.spans.len(), |i| ev.value(i), &mut self.scratch, &mut self.hits);
         let mut out = Dests::collect_from(self.hits.iter().map(|&k| graph.dest(k)));
         out.sort_unstable();
+        let end = if read == 0 { 0 } else { ev.spans[read - 1].1 as usize };
+        let mut m = r.last.take().unwrap_or(LastMatch { sig_id: 0, nvalues: 0, changes: 0, read: 0, prefix: Vec::new(), dests: Dests::new() });
+        (m.sig_id, m.nvalues, m.changes, m.read, m.dests) = (ev.sig_id, ev.spans.len(), graph.changes(), read, out.clone());
+        m.prefix.clear();
+        m.prefix.extend_from_slice(&ev.values.as_bytes()[..end]);
+        r.last = Some(m);
         out
     }
 
@@ -1020,5 +1059,53 @@ impl Erp {
     /// Copies sent and not acknowledged, per neighbour.
     pub fn in_flight(&self) -> usize {
         self.unacked.values().map(|b| b.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile_graph::ProfileGraph;
+
+    /// The clients a local publication of `values` is delivered to, ascending.
+    fn delivered(erp: &mut Erp, values: &str, seq: u64) -> Vec<i64> {
+        let ev = erp.event("p", 1, seq, 1, "a:int\x1fb:int\x1fc:int", values, b"", None);
+        erp.publish(ev);
+        let mut out: Vec<i64> = erp.take_deliveries().into_iter().map(|(c, _)| c).collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn a_remembered_match_answers_only_events_that_would_walk_the_same_way() {
+        let mut erp = Erp::new(10, 3);
+        let g = Arc::new(Mutex::new(ProfileGraph::new()));
+        g.lock().unwrap().add(&[("a", "1"), ("b", "2")], -1, 1);
+        g.lock().unwrap().add(&[("a", "12")], -2, 1);
+        erp.set_local(g.clone());
+        assert_eq!(delivered(&mut erp, "1\x1f2\x1f7", 1), [-1]);
+        // c is read by no profile: the same walk, answered from memory
+        assert_eq!(delivered(&mut erp, "1\x1f2\x1f8", 2), [-1]);
+        assert_eq!(erp.counters.remembered_matches, 1);
+        // "1" is a prefix of "12" (not the same value): walked
+        assert_eq!(delivered(&mut erp, "12\x1f2\x1f8", 3), [-2]);
+        // b differs: walked, and nobody matches
+        assert_eq!(delivered(&mut erp, "1\x1f3\x1f8", 4), [0i64; 0]);
+        assert_eq!(delivered(&mut erp, "1\x1f3\x1f9", 5), [0i64; 0]);
+        assert_eq!(erp.counters.remembered_matches, 2);
+        // a change to the graph between two events that would walk the same way: walked again
+        g.lock().unwrap().add(&[("a", "1")], -3, 1);
+        assert_eq!(delivered(&mut erp, "1\x1f3\x1f9", 6), [-3]);
+        g.lock().unwrap().remove(&[("a", "1")], -3, 1).unwrap();
+        assert_eq!(delivered(&mut erp, "1\x1f3\x1f9", 7), [0i64; 0]);
+        // fewer values than the signature names: not the walk remembered for three
+        assert_eq!(delivered(&mut erp, "1\x1f3", 8), [0i64; 0]);
+        assert_eq!(erp.counters.remembered_matches, 2);
+        // another graph in its place: its own answers
+        let h = Arc::new(Mutex::new(ProfileGraph::new()));
+        h.lock().unwrap().add(&[("a", "1")], -4, 1);
+        erp.set_local(h);
+        drop(g);
+        assert_eq!(delivered(&mut erp, "1\x1f3\x1f9", 9), [-4]);
     }
 }

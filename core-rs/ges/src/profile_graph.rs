@@ -296,6 +296,9 @@ pub struct Scratch {
     reached: Vec<u32>,
 }
 
+/// Graphs made so far: each one's [`ProfileGraph::changes`] start at its number times 2^32.
+static GRAPHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A profile graph whose destinations are `D` (unit ids at a gatekeeper, client ids at a broker).
 #[derive(Debug)]
 pub struct ProfileGraph<D> {
@@ -308,6 +311,8 @@ pub struct ProfileGraph<D> {
     profiles: u64,
     /// edges in the graph (destination edges included)
     edges: u64,
+    /// raised by every change (see [`Self::changes`])
+    changes: u64,
 }
 
 impl<D: Copy + Eq + Hash> Default for ProfileGraph<D> {
@@ -334,7 +339,16 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
             dests: Dests::new(),
             profiles: 0,
             edges: 0,
+            // (Relaxed: only uniqueness is asked of the counter, no other memory is ordered by it)
+            changes: GRAPHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 32,
         }
+    }
+
+    /// Raised by every call that may change what a match gives (adding, removing, clearing): a
+    /// match remembered with this unchanged is still the graph's answer. Each graph counts in a
+    /// range of its own (a graph made where a dropped one was is not mistaken for it).
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Profiles held (the sum of the predicate counts on destination edges).
@@ -379,6 +393,7 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
     /// for that unit.
     pub fn add(&mut self, chain: &ChainRef<'_>, unit: D, count: u32) -> bool {
         assert!(!chain.is_empty() && count > 0, "a chain has a constraint, a count is at least 1");
+        self.changes += 1;
         let root_attr = chain[0].0;
         let mut node = match self.strings.get(root_attr).and_then(|a| self.roots.get(&a).copied()) {
             Some(n) => n,
@@ -467,6 +482,7 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         if chain.is_empty() || count == 0 {
             return Err(NotHeld);
         }
+        self.changes += 1;
         let root_attr = self.strings.get(chain[0].0).ok_or(NotHeld)?;
         let root = *self.roots.get(&root_attr).ok_or(NotHeld)?;
         let k = *self.dests.ids.get(&unit).ok_or(NotHeld)?;
@@ -558,25 +574,35 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
     /// [`Self::match_into`] with the names and values resolved ([`Self::resolve`], valid for this
     /// [`Self::generation`]).
     pub fn match_syms(&self, names: &[Option<Sym>], values: &[Option<Sym>], s: &mut Scratch, out: &mut Vec<Di>) {
-        self.match_with(names, values.len(), |i| values[i], s, out)
+        self.match_with(names, values.len(), |i| values[i], s, out);
     }
 
     /// [`Self::match_into`] with the names resolved and each value looked up only when the walk gets
     /// to it (an event's later attributes often go unread: profiles constrain its first ones).
     pub fn match_lazy<V: AsRef<str>>(&self, names: &[Option<Sym>], values: &[V], s: &mut Scratch, out: &mut Vec<Di>) {
-        self.match_with(names, values.len(), |i| self.resolve(values[i].as_ref()), s, out)
+        self.match_with(names, values.len(), |i| self.resolve(values[i].as_ref()), s, out);
     }
 
     /// [`Self::match_lazy`] with the `i`-th of `nvalues` values given by `value(i)` (an event's values
-    /// read in place, without gathering them first).
-    pub fn match_lazy_by<'v>(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> &'v str, s: &mut Scratch, out: &mut Vec<Di>) {
+    /// read in place, without gathering them first). Returns how many values the walk read (the
+    /// first ones): any event whose first that many values are these gets the same destinations
+    /// from the graph as long as its [`Self::changes`] stay (with the same names and `nvalues`).
+    pub fn match_lazy_by<'v>(
+        &self,
+        names: &[Option<Sym>],
+        nvalues: usize,
+        value: impl Fn(usize) -> &'v str,
+        s: &mut Scratch,
+        out: &mut Vec<Di>,
+    ) -> usize {
         self.match_with(names, nvalues, |i| self.resolve(value(i)), s, out)
     }
 
-    fn match_with(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> Option<Sym>, s: &mut Scratch, out: &mut Vec<Di>) {
+    /// The walk; returns how many values it read (see [`Self::match_lazy_by`]).
+    fn match_with(&self, names: &[Option<Sym>], nvalues: usize, value: impl Fn(usize) -> Option<Sym>, s: &mut Scratch, out: &mut Vec<Di>) -> usize {
         out.clear();
-        let Some(&Some(first)) = names.first() else { return };
-        let Some(&root) = self.roots.get(&first) else { return };
+        let Some(&Some(first)) = names.first() else { return 0 };
+        let Some(&root) = self.roots.get(&first) else { return 0 };
         if s.seen.len() < self.dests.value.len() {
             s.seen.resize(self.dests.value.len(), 0);
         }
@@ -593,9 +619,11 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         frontier.clear();
         frontier.push(root);
         let mut i = 0;
+        let mut read = 0;
         while i < n {
             // an unknown value matches only `*` edges (`None`); an unknown next attribute has no edge
             let v = value(i);
+            read = i + 1;
             let nxt = if i + 1 < n { Some(names[i + 1]) } else { None };
             reached.clear();
             for &k in &frontier {
@@ -637,6 +665,7 @@ impl<D: Copy + Eq + Hash> ProfileGraph<D> {
         }
         s.frontier = frontier;
         s.reached = reached;
+        read
     }
 
     /// Every `(chain, destination, count)` held, chains as `(attribute, value)` texts.
