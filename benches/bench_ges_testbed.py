@@ -34,6 +34,11 @@ judged on the medians, and printed as ratios measured in the same run:
 * 9-hop latency at the low rate, native <= 1.3x the floor and below NATS's;
 * brokers' CPU per event at 100 %, flat out, native at least 10x lower than the Python path's.
 
+Before the goals, each system's *ceiling* for the client's rate flat out: the CPUs divided by the CPU an event
+costs on its way to the measuring client (brokers or servers, the monitors, the publisher: the other subscribers
+run at idle priority and catch up after), printed beside the rate measured. (With few events the processes'
+CPU counters, in ticks of 10 ms, make it rough: thousands of events are needed.)
+
 For the paper's full sweep and its plots: ``multihop bench ges --out DIR`` then ``multihop analyze DIR``
 (the report shows the native engine, the Python path and NATS side by side).
 """
@@ -72,6 +77,7 @@ def summary(res: CaseResult, where: str) -> dict[str, float]:
         "cpu_us": res.broker_cpu_per_event * 1e6,
         "sub_cpu_us": res.subscriber_cpu / res.published * 1e6 if res.published else 0.0,
         "mon_cpu_us": res.monitor_cpu / res.published * 1e6 if res.published else 0.0,
+        "pub_cpu_us": res.publisher_cpu / res.published * 1e6 if res.published else 0.0,
     }
 
 
@@ -139,6 +145,7 @@ def main() -> int:
             note(engine, "cpu_us", flat["cpu_us"])
             note(engine, "sub_cpu_us", flat["sub_cpu_us"])
             note(engine, "mon_cpu_us", flat["mon_cpu_us"])
+            note(engine, "pub_cpu_us", flat["pub_cpu_us"])
         if not a.no_floor:
             with Floor(f"bench-floor-{pid}-{r}") as fl:
                 fl.latency(50, 50.0)  # warm up
@@ -160,6 +167,7 @@ def main() -> int:
             note("nats", "throughput", n_flat["rate"])
             note("nats", "cpu_us", n_flat["cpu_us"])
             note("nats", "sub_cpu_us", n_flat["sub_cpu_us"])
+            note("nats", "pub_cpu_us", n_flat["pub_cpu_us"])
     if not a.no_fig20:
         with Testbed(f"bench-ges20-{pid}", EXAMPLES / "paper_fig20.toml", measuring=("1.6.1.10", "1.5.1.1", "1.5.1.22"), engine=engines[0]) as tb:
             print(f"== GES ({engines[0]} engine), figure 20: latency against broker hops, 50 % matching, 50 B ==")
@@ -169,7 +177,7 @@ def main() -> int:
     print(f"== side by side: median (min-max) of {a.repeats} repeat(s); load average now {os.getloadavg()[0]:.1f} ==")
     print(
         f"  {'':10s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}"
-        f" {'monitors us/event':>22s} {'subscribers us/event':>22s}"
+        f" {'monitors us/event':>22s} {'subscribers us/event':>22s} {'publisher us/event':>22s}"
     )
     for who in [*engines, "floor", "nats"]:
         if who not in res:
@@ -179,11 +187,26 @@ def main() -> int:
             f"  {who:10s} {fig(d.get('latency', [])):>26s} {fig(d.get('latency_median', [])):>26s} "
             f"{fig(d.get('throughput', []), ',.0f'):>28s} {fig(d.get('cpu_us', []), '.1f'):>26s}"
             f" {fig(d.get('mon_cpu_us', []), '.1f'):>22s} {fig(d.get('sub_cpu_us', []), '.1f'):>22s}"
+            f" {fig(d.get('pub_cpu_us', []), '.1f'):>22s}"
         )
     print(
         "  (CPU per published event at 100 %, flat out, from the processes' counters: the brokers (NATS: its 3 servers), the "
-        "runtime's monitors that carry the multi-hop channels' frames, the subscriber processes; two CPUs give 2,000,000 us a second)"
+        "runtime's monitors that carry the multi-hop channels' frames, the subscriber processes, the publisher; two CPUs give "
+        "2,000,000 us a second)"
     )
+    # What bounds the client's rate flat out: every event passes the publisher, the brokers (servers) and the monitors before
+    # the measuring client gets it, and they share the two CPUs; the other subscribers run at idle priority, so they lag
+    # and catch up after (they are not on that path). The ceiling is what those CPUs allow if nothing else ran.
+    ceilings: dict[str, float] = {}
+    for who in [*engines, "nats"]:
+        d = res.get(who, {})
+        path_us = med(d.get("cpu_us", [])) + (med(d["mon_cpu_us"]) if d.get("mon_cpu_us") else 0.0) + med(d.get("pub_cpu_us", []))
+        if d.get("throughput") and path_us > 0:
+            ceilings[who] = (os.cpu_count() or 1) * 1e6 / path_us
+            print(
+                f"  {who}: the path's CPU per event (brokers + monitors + publisher) {path_us:.1f} us -> ceiling "
+                f"{ceilings[who]:,.0f} events/s on {os.cpu_count()} CPUs; the client got {med(d['throughput']):,.0f}/s"
+            )
     nat = res.get("native", {})
     py = res.get("python", {})
     floor = res.get("floor", {})

@@ -190,13 +190,15 @@ class NatsTestbed:
             c.send(("count", expect))
         servers = [psutil.Process(p.pid) for p in self._servers]
         subs = [psutil.Process(p.pid) for p in self._procs]
-        cpu0, sub0 = cpu_seconds(servers), cpu_seconds(subs)
+        me = [psutil.Process()]
+        cpu0, sub0, pub0 = cpu_seconds(servers), cpu_seconds(subs), cpu_seconds(me)
         t0, t1 = asyncio.run(self._publish(match, size, rate, count))
         res = CaseResult(match, size, rate, count, (t1 - t0) / 1e9)
         res.background = {f"proc{i}": c.recv() for i, c in enumerate(self._bg)}
         res.measured = {"nats": self._ms.recv()}
         res.broker_cpu = cpu_seconds(servers) - cpu0  # the servers play the brokers' part
         res.subscriber_cpu = cpu_seconds(subs) - sub0
+        res.publisher_cpu = cpu_seconds(me) - pub0
         return res
 
     async def _publish(self, match: int, size: int, rate: float, count: int) -> tuple[int, int]:

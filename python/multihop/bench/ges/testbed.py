@@ -176,6 +176,8 @@ class CaseResult:
     subscriber_cpu: float = 0.0
     #: CPU seconds the runtime's monitors (which carry the multi-hop channels' frames) used during the case
     monitor_cpu: float = 0.0
+    #: CPU seconds the publishing process (this one: every thread) used during the case
+    publisher_cpu: float = 0.0
 
     @property
     def broker_cpu_per_event(self) -> float:
@@ -269,7 +271,8 @@ class Testbed:
         expect = sum(1 for k in range(count) if event_content(k, match)["d"] == 1)
         for c in conns:
             c.send(("count", expect))
-        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs), cpu_seconds(self._monitor_procs)
+        me = [psutil.Process()]
+        cpu0 = cpu_seconds(self._broker_procs), cpu_seconds(self._sub_procs), cpu_seconds(self._monitor_procs), cpu_seconds(me)
         pad = b"\0" * max(0, size - 8)
         pub = self.publisher.publish
         clock = time.monotonic_ns
@@ -299,6 +302,7 @@ class Testbed:
         res.broker_cpu = cpu_seconds(self._broker_procs) - cpu0[0]
         res.subscriber_cpu = cpu_seconds(self._sub_procs) - cpu0[1]
         res.monitor_cpu = cpu_seconds(self._monitor_procs) - cpu0[2]
+        res.publisher_cpu = cpu_seconds(me) - cpu0[3]
         return res
 
     def close(self) -> None:
