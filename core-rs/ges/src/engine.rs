@@ -27,14 +27,19 @@ use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
 use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
 
-/// Frames a round reads, all links together, before it writes what they made (and most read from
-/// one link at a time; the Python loop reads `recv_batch(256)` per link and round): under a steady
-/// stream every link stays readable, and a round that read on until none was grew to thousands of
-/// events (measured: ~1,000-4,000 in the testbed flat out), held all their output (memory the
-/// kernel had to fault in, caches that no longer held the round) and starved the next brokers of
-/// input until it ended. A bounded round writes while its events are still in the cache and keeps
-/// the brokers of a path working as a pipeline; at low rates a round reads one frame anyway.
-pub const ROUND_FRAMES: u64 = 16;
+/// Most frames read from one link at a time (as the Python loop's `recv_batch(256)`).
+pub const RECV_BATCH: usize = 256;
+
+/// Bytes a round reads, all links together, before it writes what they made (it reads each
+/// readable link once, up to [`RECV_BATCH`] frames, then checks): under a steady stream every link
+/// stays readable, and a round that read on until none was grew to thousands of events (measured:
+/// ~1,000-4,000 in the testbed flat out), held all their output (memory the kernel had to fault in,
+/// caches that no longer held the round) and starved the next brokers of input until it ended. A
+/// round bounded by what a core's cache holds writes while its events are still there and keeps the
+/// brokers of a path working as a pipeline. Bytes, not frames: a client's publication is a frame of
+/// ~100 bytes, a neighbour's batch one of up to hundreds of events. At low rates a round reads one
+/// frame anyway.
+pub const ROUND_BYTES: usize = 256 * 1024;
 
 /// What is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,8 +134,8 @@ pub struct Engine {
     batch: Vec<Vec<u8>>,
     /// when the acknowledgement timer fires (None: not set)
     ack_at: Option<Instant>,
-    /// frames read since the round's writes (see [`ROUND_FRAMES`])
-    round_frames: u64,
+    /// bytes read since the round's writes (see [`ROUND_BYTES`])
+    round_bytes: usize,
     pub counters: Counters,
 }
 
@@ -159,7 +164,7 @@ impl Engine {
             pending: VecDeque::new(),
             batch: Vec::new(),
             ack_at: None,
-            round_frames: 0,
+            round_bytes: 0,
             counters: Counters::default(),
         }
     }
@@ -180,15 +185,15 @@ impl Engine {
         self.links.contains_key(&code)
     }
 
-    /// Read what the links `ready` delivered (up to [`ROUND_FRAMES`] frames each), in that order.
+    /// Read what the links `ready` delivered (up to [`RECV_BATCH`] frames each), in that order.
     pub fn receive(&mut self, ready: &[i64]) {
         self.counters.rounds += 1;
         for &code in ready {
             let Some(link) = self.links.get(&code) else { continue };
             self.batch.clear();
-            let r = link.ch.recv_frames(ROUND_FRAMES as usize, &mut crate::pool::take, &mut self.batch);
+            let r = link.ch.recv_frames(RECV_BATCH, &mut crate::pool::take, &mut self.batch);
             self.counters.frames_in += self.batch.len() as u64;
-            self.round_frames += self.batch.len() as u64;
+            self.round_bytes += self.batch.iter().map(Vec::len).sum::<usize>();
             for f in self.batch.drain(..) {
                 self.pending.push_back((code, Incoming::Frame(f)));
             }
@@ -354,7 +359,7 @@ impl Engine {
             if let Some(item) = self.process() {
                 return Ran::Item(item);
             }
-            if self.round_frames < ROUND_FRAMES {
+            if self.round_bytes < ROUND_BYTES {
                 let ready: Vec<i64> = self.links.iter().filter(|(_, l)| l.ch.readable()).map(|(&c, _)| c).collect();
                 if !ready.is_empty() {
                     self.receive(&ready);
@@ -362,7 +367,7 @@ impl Engine {
                 }
             }
             // everything readable is routed, or the round read its share: the timer, then write what it made
-            self.round_frames = 0;
+            self.round_bytes = 0;
             let now = Instant::now();
             {
                 let mut erp = lock(&self.erp);
