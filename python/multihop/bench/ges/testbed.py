@@ -203,9 +203,11 @@ class Testbed:
         per_broker: int = 5,
         cores: list[int] | None = None,
         engine: str | None = None,
+        transport: str = "ump",
     ) -> None:
         """``engine``: the brokers' event path, ``"native"`` (the default) or ``"python"`` (the reference):
-        ``MULTIHOP_GES_ENGINE`` in the brokers' environment; None leaves the environment's."""
+        ``MULTIHOP_GES_ENGINE`` in the brokers' environment; None leaves the environment's.
+        ``transport``: what carries the events (``LiveSystem.up``'s: ``"ump"``, the default, or ``"multihop"``)."""
         if engine not in (None, "native", "python"):
             raise ValueError(f"engine must be 'native' or 'python', got {engine!r}")
         topo = topology if isinstance(topology, Topology) else Topology.load(topology)
@@ -218,7 +220,7 @@ class Testbed:
         old = os.environ.get("MULTIHOP_GES_ENGINE")
         os.environ["MULTIHOP_GES_ENGINE"] = self.engine  # read by the broker processes at start
         try:
-            self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120)
+            self.system = LiveSystem.up(topo, name, cores=cores or [0, 1], timeout=120, transport=transport)
         finally:
             if old is None:
                 del os.environ["MULTIHOP_GES_ENGINE"]

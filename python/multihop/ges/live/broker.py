@@ -97,8 +97,11 @@ class LiveBroker:
         storage_dir: str | None = None,
         restart: bool = False,
         accept_empty_store: bool = False,
+        transport: str = "ump",
     ) -> None:
         self.runtime = runtime
+        #: what the gateways this broker dials to brokers of its own runtime are (``wire.TRANSPORTS``)
+        self.transport = transport
         self.system = system
         self.topology = topology
         self.address = address
@@ -206,7 +209,9 @@ class LiveBroker:
             deadline = time.monotonic() + 60.0
             while not self.stopping:
                 try:
-                    ch = self.d.bind(name, transport="multihop", window=WINDOW, timeout=10.0, max_message=wire.MAX_MESSAGE)
+                    # (a gateway to another runtime crosses the fabric: a multi-hop channel, whatever this runtime's choice)
+                    transport = "multihop" if "@" in name else self.transport
+                    ch = self.d.bind(name, transport=transport, window=WINDOW, timeout=10.0, max_message=wire.MAX_MESSAGE)
                 except mh.BindError:
                     if time.monotonic() > deadline:
                         self._hand("dial-failed", (peer, f"no service {name!r} within 60 s"))
@@ -579,6 +584,7 @@ class LiveBroker:
             "uptime": time.time() - self.started,
             "codec": "native" if wire.NATIVE or self.engine is not None else "stub",  # of the event batches (MULTIHOP_GES_NATIVE)
             "engine": "native" if self.engine is not None else "python",  # of the event path (MULTIHOP_GES_ENGINE)
+            "transport": self.transport,  # of the gateways to brokers of this runtime (ges up --transport)
             "gatekeeper_levels": sorted(gpp.gatekeeper_levels()),
             "links": [
                 {"peer": name(link.peer), "level": link.level, "incarnation": link.incarnation, "cost": link.cost} for link in gpp.links.values()
@@ -731,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     rt = mh.Runtime.attach(a.runtime)
     try:
         try:
-            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart, a.accept_empty_store)
+            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart, a.accept_empty_store, wire.transport_of(cfg))
         except StorageError as e:
             print(f"broker {addr}: {e}", file=sys.stderr, flush=True)
             return 2

@@ -152,7 +152,7 @@ class LiveClient:
         self._d = rt.dispatcher(info["core"] if core is None else core) if dispatcher is None else dispatcher
         try:
             self.ch = self._d.bind(
-                wire.service_name(cfg["system"], addr), transport="multihop", window=64, max_message=wire.MAX_MESSAGE, timeout=timeout
+                wire.service_name(cfg["system"], addr), transport=wire.transport_of(cfg), window=64, max_message=wire.MAX_MESSAGE, timeout=timeout
             )
             self.ch.send(wire.stub.encode("hello", kind=wire.KIND_CLIENT, address=0, incarnation=0, cost=0, system=cfg["system"]), timeout)
         except BaseException:

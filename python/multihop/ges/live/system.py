@@ -44,6 +44,7 @@ from multihop.ges.errors import GesStateError, TopologyError
 from multihop.ges.graph import ConnectivityGraph
 from multihop.ges.live.control import COST, DOWN, EXPECT, UP, Control
 from multihop.ges.live.joiner import ask_to_join
+from multihop.ges.live.wire import TRANSPORTS
 from multihop.ges.simulator import Simulator
 from multihop.ges.topology import Topology
 
@@ -113,6 +114,7 @@ class LiveSystem:
         storage_dir: str | os.PathLike[str] | None = None,
         accept_empty_store: bool = False,
         fabric: mh.Fabric | None = None,
+        transport: str = "ump",
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
 
@@ -135,6 +137,13 @@ class LiveSystem:
         exist; the runtime's directory goes away with the runtime, a directory of your own does not).
         A storage file that lost what its marker says it held stops its broker (GesStateError naming
         it) unless ``accept_empty_store`` (see :meth:`restart`).
+        ``transport`` is what carries the events on this runtime (``TRANSPORTS``): ``"ump"`` (the
+        default: the brokers' gateways and the clients' channels are direct UMP channels between the
+        two processes, no monitor on the way, the senders wake their receivers themselves) or
+        ``"multihop"`` (multi-hop channels, forwarded by the runtime's monitors: less CPU in the
+        brokers, more in the monitors, a longer path; docs/ges.md "Transport" has the figures).
+        Gateways to brokers on other runtimes cross the fabric either way; control channels are
+        multi-hop.
         """
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -147,6 +156,8 @@ class LiveSystem:
             raise TopologyError("the topology has no brokers")
         if fabric is not None and not isinstance(fabric, mh.Fabric):
             raise TypeError(f"fabric must be a multihop.Fabric or None, got {type(fabric).__name__}")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         topology.check_placement()
         if topology.placed and name not in topology.runtimes():
             raise TopologyError(f"no broker of the topology is placed on runtime {name!r} (its runtimes: {', '.join(topology.runtimes())})")
@@ -172,7 +183,7 @@ class LiveSystem:
             want = sorted({b.core for b in here if b.core is not None})
             rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached, fabric=fabric)
         try:
-            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store)
+            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store, transport)
         except BaseException:
             if owned is not None:
                 owned.stop()
@@ -190,6 +201,7 @@ class LiveSystem:
         durable: bool = False,
         storage_dir: Path | None = None,
         accept_empty_store: bool = False,
+        transport: str = "ump",
     ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
@@ -206,6 +218,7 @@ class LiveSystem:
             "runtime_started": owned is not None,
             "detached": detached,
             "storage_dir": str(storage_dir or rt.dir) if durable else None,
+            "transport": transport,
         }
         path = rt.dir / CONFIG
         path.write_text(json.dumps(config, indent=2))

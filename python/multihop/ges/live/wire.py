@@ -62,6 +62,8 @@ __all__ = [
     "encode_for_client",
     "decode_from_client",
     "service_name",
+    "transport_of",
+    "TRANSPORTS",
     "stub",
     "client_stub",
 ]
@@ -76,6 +78,19 @@ MAX_RECORDS = 4096
 MAX_MESSAGE = 1 << 20
 #: a batch of events is split when its text would pass this (an event's payload is at most 512 KiB)
 BATCH_TEXT = 256 << 10
+#: what may carry a system's events on a runtime (``LiveSystem.up(transport=...)``, ``ges up --transport``):
+#: direct UMP channels between the processes (the default), or multi-hop channels through the monitors
+TRANSPORTS = ("ump", "multihop")
+
+
+def transport_of(config: dict[str, Any]) -> str:
+    """The transport a system's brokers and clients bind their channels with, from its ``ges.json``
+    (``"multihop"`` for a file written before there was a choice)."""
+    t = config.get("transport", "multihop")
+    if t not in TRANSPORTS:
+        raise ValueError(f"ges.json: transport must be one of {', '.join(TRANSPORTS)}, got {t!r}")
+    return str(t)
+
 
 _rec = stub.connection
 # heads are built and read as plain tuples in these field orders: a changed interface must change this code too
