@@ -211,15 +211,14 @@ def main() -> int:
     # What bounds the client's rate flat out: every event passes the publisher, the brokers (servers) and the monitors before
     # the measuring client gets it, and they share the two CPUs; the other subscribers run at idle priority, so they lag
     # and catch up after (they are not on that path). The ceiling is what those CPUs allow if nothing else ran.
-    ceilings: dict[str, float] = {}
     for who in [*labels, "nats"]:
         d = res.get(who, {})
         path_us = med(d.get("cpu_us", [])) + (med(d["mon_cpu_us"]) if d.get("mon_cpu_us") else 0.0) + med(d.get("pub_cpu_us", []))
         if d.get("throughput") and path_us > 0:
-            ceilings[who] = (os.cpu_count() or 1) * 1e6 / path_us
+            ceiling = (os.cpu_count() or 1) * 1e6 / path_us
             print(
                 f"  {who}: the path's CPU per event (brokers + monitors + publisher) {path_us:.1f} us -> ceiling "
-                f"{ceilings[who]:,.0f} events/s on {os.cpu_count()} CPUs; the client got {med(d['throughput']):,.0f}/s"
+                f"{ceiling:,.0f} events/s on {os.cpu_count()} CPUs; the client got {med(d['throughput']):,.0f}/s"
             )
     nat = res.get("native", {})
     py = res.get("python", {})

@@ -103,12 +103,7 @@ pub struct Event {
 }
 
 impl Event {
-    /// The event's values, in signature order.
-    pub fn value_list(&self) -> impl Iterator<Item = &str> {
-        self.spans.iter().map(|&(a, b)| &self.values[a as usize..b as usize])
-    }
-
-    /// Its `i`-th value (`i` below the number of values).
+    /// Its `i`-th value (in signature order) (`i` below the number of values).
     pub fn value(&self, i: usize) -> &str {
         let (a, b) = self.spans[i];
         &self.values[a as usize..b as usize]
@@ -200,6 +195,7 @@ struct Resolved {
 /// `dests`; while the graph's [`ProfileGraph::changes`] stay `changes`, any such event whose text
 /// starts with `prefix` followed by a separator (or nothing) walks the same way (a stream's events
 /// mostly share the attributes profiles constrain, and differ in the others).
+#[derive(Default)]
 struct LastMatch {
     sig_id: u32,
     nvalues: usize,
@@ -503,7 +499,7 @@ impl Erp {
         let mut out = Dests::collect_from(self.hits.iter().map(|&k| graph.dest(k)));
         out.sort_unstable();
         let end = if read == 0 { 0 } else { ev.spans[read - 1].1 as usize };
-        let mut m = r.last.take().unwrap_or(LastMatch { sig_id: 0, nvalues: 0, changes: 0, read: 0, prefix: Vec::new(), dests: Dests::new() });
+        let mut m = r.last.take().unwrap_or_default(); // (its prefix buffer is reused)
         (m.sig_id, m.nvalues, m.changes, m.read, m.dests) = (ev.sig_id, ev.spans.len(), graph.changes(), read, out.clone());
         m.prefix.clear();
         m.prefix.extend_from_slice(&ev.values.as_bytes()[..end]);

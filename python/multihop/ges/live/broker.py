@@ -191,26 +191,31 @@ class LiveBroker:
         except Exception:
             pass  # already woken (ring full) or stopping
 
+    def _elsewhere(self, peer: Address) -> str | None:
+        """The other runtime of the fabric broker ``peer`` is placed on (None: this runtime's, or unplaced)."""
+        if not self.placed or peer not in self.topology.brokers:
+            return None
+        there = self.topology.runtime_of(peer)
+        return there if there is not None and there != self.runtime.name else None
+
     def service_of(self, peer: Address) -> str:
         """The service name this broker binds to reach broker ``peer``: ``ges/<system>/<address>``, followed by
         ``@<runtime>`` when the peer is placed on another runtime of the fabric (a bridged channel)."""
         name = wire.service_name(self.system, str(peer))
-        if self.placed:
-            there = self.topology.runtime_of(peer) if peer in self.topology.brokers else None
-            if there is not None and there != self.runtime.name:
-                return f"{name}@{there}"
-        return name
+        there = self._elsewhere(peer)
+        return f"{name}@{there}" if there is not None else name
 
     def dial(self, peer: int, incarnation: int, cost: int) -> None:
         """Bind a gateway channel to broker ``peer`` in the background (retried until its service exists)."""
 
         def run() -> None:
-            name = self.service_of(Address.from_code(peer, self.address.levels))
+            to = Address.from_code(peer, self.address.levels)
+            name = self.service_of(to)
+            # a gateway to another runtime crosses the fabric: a multi-hop channel, whatever this runtime's choice
+            transport = "multihop" if self._elsewhere(to) is not None else self.transport
             deadline = time.monotonic() + 60.0
             while not self.stopping:
                 try:
-                    # (a gateway to another runtime crosses the fabric: a multi-hop channel, whatever this runtime's choice)
-                    transport = "multihop" if "@" in name else self.transport
                     ch = self.d.bind(name, transport=transport, window=WINDOW, timeout=10.0, max_message=wire.MAX_MESSAGE)
                 except mh.BindError:
                     if time.monotonic() > deadline:
