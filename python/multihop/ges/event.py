@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, NamedTuple
 
+from multihop._ges import event_texts as _native_texts
+
 __all__ = [
     "EventId",
     "Event",
@@ -194,7 +196,21 @@ def split_signature(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def make_event(event_id: EventId, content: Mapping[str, Any], payload: bytes = b"") -> EventData:
-    """An :class:`EventData` from a content dict (its order is the signature's), checking every value."""
+    """An :class:`EventData` from a content dict (its order is the signature's), checking every value.
+
+    The plain case (a dict of str names to exact bool, int, float and str values) is made natively
+    (``multihop._ges.event_texts``, the same text); anything else, and every error, comes from here.
+    """
+    if type(payload) is bytes:
+        texts = _native_texts(content)
+        if texts is not None:
+            return EventData(event_id, texts[0], texts[1], payload)
+    return checked_event(event_id, content, payload)
+
+
+def checked_event(event_id: EventId, content: Mapping[str, Any], payload: bytes = b"") -> EventData:
+    """:func:`make_event` in Python alone: the reference the native texts are checked against, and the
+    author of every error."""
     if not isinstance(content, Mapping) or not content:
         raise ValueError(f"content must be a non-empty dict attribute -> value (in signature order), got {content!r}")
     if not isinstance(payload, (bytes, bytearray, memoryview)):

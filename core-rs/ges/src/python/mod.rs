@@ -12,6 +12,7 @@
 //! of one and readiness; a dispatcher's wait and cork).
 
 mod codec;
+mod content;
 mod engine;
 pub mod erp;
 pub mod profile_graph;
@@ -58,6 +59,7 @@ pub fn register(parent: &Bound<'_, PyModule>, hooks: Hooks) -> PyResult<()> {
     m.setattr("__name__", MODULE)?;
     m.setattr("__doc__", "The GES native engine (crate multihop-ges): codec, profile graphs, event routing.")?;
     codec::register(&m)?;
+    content::register(&m)?;
     profile_graph::register(&m)?;
     erp::register(&m)?;
     engine::register(&m)?;
