@@ -7,7 +7,9 @@
 //! each graph's remembered last match answers), one whose events alternate in the first,
 //! constrained, attribute (every match walks its graph: the worst case for that memory).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -17,6 +19,34 @@ use multihop_ges::erp::Erp;
 use multihop_ges::io::{Closed, FrameChannel, Sent};
 use multihop_ges::profile_graph::ProfileGraph;
 use multihop_ges::routing::{NodeInfo, Snapshot};
+
+/// The system allocator, counting its allocations (the bench prints them per event: each is a
+/// malloc and, later, a free on the broker's every event).
+struct Counting;
+
+/// Allocations so far (Relaxed: one thread; read around the measured loop only).
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds GlobalAlloc's contract.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires, handed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` (every allocation here does) with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System` with `layout`; `new_size` is the caller's, checked by it.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 #[derive(Default)]
 struct Mem {
@@ -139,6 +169,7 @@ fn run(stream: Stream) {
     }
     let t0 = Instant::now();
     let c0 = cpu_ns();
+    let a0 = ALLOCATIONS.load(Ordering::Relaxed);
     for f in frames {
         gw.inbox.lock().unwrap().push_back(f);
         eng.receive(&[from as i64]);
@@ -148,14 +179,16 @@ fn run(stream: Stream) {
     }
     let dt = t0.elapsed();
     let cpu = cpu_ns() - c0;
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - a0;
     let n = batches * per;
     let remembered = eng.erp.lock().unwrap().counters.remembered_matches;
     println!(
-        "{} stream, {n} events ({remembered} matches remembered): {:.0} ns of CPU per event ({:.0} ns wall; {:.2} M events per CPU second); {} bytes to the next broker, {} to each client",
+        "{} stream, {n} events ({remembered} matches remembered): {:.0} ns of CPU per event ({:.0} ns wall; {:.2} M events per CPU second; {:.2} allocations per event); {} bytes to the next broker, {} to each client",
         if stream == Stream::Unconstrained { "unconstrained-varying" } else { "constrained-varying" },
         cpu as f64 / n as f64,
         dt.as_nanos() as f64 / n as f64,
         n as f64 / (cpu as f64 / 1e9) / 1e6,
+        allocations as f64 / n as f64,
         *out.sent.lock().unwrap(),
         *clients[0].sent.lock().unwrap()
     );

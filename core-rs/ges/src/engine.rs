@@ -54,7 +54,7 @@ struct Link {
     ch: Arc<dyn FrameChannel>,
     kind: Kind,
     /// a client's id and incarnation (its publications carry them)
-    session: Option<(Box<str>, u64)>,
+    session: Option<(Arc<str>, u64)>,
     /// frames to write, in order (a delivery's frames are shared by the clients that get them)
     out: VecDeque<Arc<Vec<u8>>>,
 }
@@ -73,8 +73,8 @@ pub enum Item {
     Closed(i64),
 }
 
-/// How long the acknowledgement timer waits (`erp.ACK_DELAY`).
-pub const ACK_DELAY: Duration = Duration::from_millis(100);
+/// How long the acknowledgement timer waits (`erp.ACK_DELAY`, which says why 250 ms).
+pub const ACK_DELAY: Duration = Duration::from_millis(250);
 /// How soon a link without credit is tried again (as the Python loop's 1 ms poll).
 pub const RETRY: Duration = Duration::from_millis(1);
 
@@ -150,8 +150,8 @@ fn fields(ev: &Event) -> EventFields<'_> {
         incarnation: ev.incarnation,
         publisher: ev.publisher.as_bytes(),
         signature: ev.signature.as_bytes(),
-        values: ev.values.as_bytes(),
-        payload: &ev.payload,
+        values: ev.values().as_bytes(),
+        payload: ev.payload(),
     }
 }
 
@@ -170,7 +170,7 @@ impl Engine {
     }
 
     /// Handle link `code` here from now on (a gateway that came up, a client that attached).
-    pub fn add_link(&mut self, code: i64, ch: Arc<dyn FrameChannel>, kind: Kind, session: Option<(Box<str>, u64)>) {
+    pub fn add_link(&mut self, code: i64, ch: Arc<dyn FrameChannel>, kind: Kind, session: Option<(Arc<str>, u64)>) {
         self.links.insert(code, Link { ch, kind, session, out: VecDeque::new() });
     }
 

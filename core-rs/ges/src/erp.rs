@@ -85,15 +85,17 @@ fn lock(g: &SharedGraph) -> std::sync::MutexGuard<'_, ProfileGraph<Dest>> {
 
 /// An event as brokers carry it: its id, signature and values as canonical text, its payload.
 /// `publisher` and `signature` are interned by the [`Erp`] that made the event (ids `pub_id`,
-/// `sig_id`).
+/// `sig_id`). The values and the payload share one allocation (`text`: the values' UTF-8, then the
+/// payload), so making an event allocates twice (the `Arc` and its text), not three times.
 pub struct Event {
     pub publisher: Arc<str>,
     pub timestamp: u64,
     pub sequence: u64,
     pub incarnation: u64,
     pub signature: Arc<str>,
-    pub values: Box<str>,
-    pub payload: Box<[u8]>,
+    /// the values' text (its first `values_len` bytes, valid UTF-8) and the payload (the rest)
+    text: Box<[u8]>,
+    values_len: u32,
     pub pub_id: u32,
     pub sig_id: u32,
     /// where each value lies in `values` (they are split by \x1f)
@@ -106,13 +108,25 @@ impl Event {
     /// Its `i`-th value (in signature order) (`i` below the number of values).
     pub fn value(&self, i: usize) -> &str {
         let (a, b) = self.spans[i];
-        &self.values[a as usize..b as usize]
+        &self.values()[a as usize..b as usize]
+    }
+
+    /// Its values as canonical text (split by \x1f).
+    pub fn values(&self) -> &str {
+        // SAFETY: `Erp::event`, the only maker of an `Event`, copied these bytes from a `&str` (valid
+        // UTF-8) and set `values_len` to its length; the text is never written afterwards.
+        unsafe { std::str::from_utf8_unchecked(&self.text[..self.values_len as usize]) }
+    }
+
+    /// Its payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.text[self.values_len as usize..]
     }
 }
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Event({}, {}, {}, {}, {:?})", self.publisher, self.timestamp, self.sequence, self.incarnation, self.values)
+        write!(f, "Event({}, {}, {}, {}, {:?})", self.publisher, self.timestamp, self.sequence, self.incarnation, self.values())
     }
 }
 
@@ -211,12 +225,15 @@ impl LastMatch {
             return false;
         }
         // the first `read` values are the same texts: the same bytes, ending at the same separator
-        self.read == 0 || (ev.spans[self.read - 1].1 as usize == self.prefix.len() && ev.values.as_bytes().starts_with(&self.prefix))
+        self.read == 0 || (ev.spans[self.read - 1].1 as usize == self.prefix.len() && ev.values().as_bytes().starts_with(&self.prefix))
     }
 }
 
 /// Targets of a copy grouped by next hop, in the order the hops were first chosen.
 type Fwd = Vec<(u64, Units)>;
+
+/// Emptied forwarding lists an [`Erp`] keeps for reuse (a copy's routing takes two at most).
+const FWD_SPARE: usize = 4;
 
 /// A match's destinations, ascending: held inline up to 8 (a broker's clients or a unit's children
 /// matched by one event are mostly few), so a match allocates nothing.
@@ -253,6 +270,8 @@ pub struct Erp {
     seq: FxHashMap<u64, u64>,
     /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
     pub unacked: FxHashMap<u64, BTreeMap<u64, Arc<Copy>>>,
+    /// forwarding lists emptied by `send_down`, for the next copies (at most [`FWD_SPARE`])
+    fwd_spare: Vec<Fwd>,
     recv: FxHashMap<u64, i64>,
     ack_due: OrderedMap<u64, u64>,
     ack_timer: bool,
@@ -314,6 +333,7 @@ impl Erp {
             dedup: FxHashMap::default(),
             seq: FxHashMap::default(),
             unacked: FxHashMap::default(),
+            fwd_spare: Vec::new(),
             recv: FxHashMap::default(),
             ack_due: OrderedMap::default(),
             ack_timer: false,
@@ -444,6 +464,9 @@ impl Erp {
             }
         }
         spans.push((at, values.len() as u32));
+        let mut text = Vec::with_capacity(values.len() + payload.len());
+        text.extend_from_slice(values.as_bytes());
+        text.extend_from_slice(payload);
         Arc::new(Event {
             spans,
             publisher: self.publisher_text[pub_id as usize].clone(),
@@ -451,8 +474,8 @@ impl Erp {
             sequence,
             incarnation,
             signature: self.signature_names[sig_id as usize].0.clone(),
-            values: values.into(),
-            payload: payload.into(),
+            text: text.into_boxed_slice(),
+            values_len: values.len() as u32,
             pub_id,
             sig_id,
             attachment,
@@ -502,7 +525,7 @@ impl Erp {
         let mut m = r.last.take().unwrap_or_default(); // (its prefix buffer is reused)
         (m.sig_id, m.nvalues, m.changes, m.read, m.dests) = (ev.sig_id, ev.spans.len(), graph.changes(), read, out.clone());
         m.prefix.clear();
-        m.prefix.extend_from_slice(&ev.values.as_bytes()[..end]);
+        m.prefix.extend_from_slice(&ev.values().as_bytes()[..end]);
         r.last = Some(m);
         out
     }
@@ -756,8 +779,7 @@ impl Erp {
             self.up(copy);
             return;
         }
-        let mut transit: Fwd = Vec::new();
-        let mut decided: Fwd = Vec::new();
+        let (mut transit, mut decided) = (self.fwd(), self.fwd());
         let me = self.code;
         for &t in copy.targets.iter() {
             if contains(t, me) {
@@ -856,7 +878,7 @@ impl Erp {
         let origin = copy.origin;
         let n1 = self.levels + 1;
         let mut lvl = copy.level as u32;
-        let mut fwd: Fwd = Vec::new();
+        let mut fwd = self.fwd();
         let mut reached = copy.reached.clone();
         while lvl <= n1 {
             if self.routing.decides(lvl) {
@@ -950,8 +972,13 @@ impl Erp {
 
     // ---- output -------------------------------------------------------------------------------
 
-    fn send_down(&mut self, copy: &Copy, fwd: Fwd, left: &[u64]) {
-        for (hop, targets) in fwd {
+    /// An empty forwarding list: one [`send_down`](Self::send_down) gave back, or a new one.
+    fn fwd(&mut self) -> Fwd {
+        self.fwd_spare.pop().unwrap_or_default()
+    }
+
+    fn send_down(&mut self, copy: &Copy, mut fwd: Fwd, left: &[u64]) {
+        for (hop, targets) in fwd.drain(..) {
             let c = Copy {
                 event: copy.event.clone(),
                 origin: copy.origin,
@@ -967,6 +994,9 @@ impl Erp {
             } else {
                 self.send(hop, c);
             }
+        }
+        if self.fwd_spare.len() < FWD_SPARE {
+            self.fwd_spare.push(fwd); // (kept with its capacity: the next copy's routing allocates nothing)
         }
     }
 

@@ -65,7 +65,7 @@ impl Engine {
         };
         let ch = super::channel_of(channel)?;
         let mut inner = lock(&self.inner);
-        inner.add_link(code, ch, kind, client.map(|c| (c.into_boxed_str(), incarnation)));
+        inner.add_link(code, ch, kind, client.map(|c| (Arc::from(c), incarnation)));
         inner.queue(code, queued);
         Ok(())
     }

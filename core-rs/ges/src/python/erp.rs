@@ -92,7 +92,7 @@ impl Classes {
         named(
             py,
             self.event.bind(py),
-            [id, PyString::new(py, &ev.signature).into_any(), PyString::new(py, &ev.values).into_any(), PyBytes::new(py, &ev.payload).into_any()],
+            [id, PyString::new(py, &ev.signature).into_any(), PyString::new(py, ev.values()).into_any(), PyBytes::new(py, ev.payload()).into_any()],
         )
     }
 
