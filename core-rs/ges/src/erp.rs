@@ -83,10 +83,16 @@ fn lock(g: &SharedGraph) -> std::sync::MutexGuard<'_, ProfileGraph<Dest>> {
     g.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Bytes of an event's values and payload kept in the event itself (beyond, they go to the heap): a
+/// reading of a few attributes with a short payload fits (the testbed's: ~20 bytes of values, 50 of
+/// payload).
+pub const TEXT_INLINE: usize = 120;
+
 /// An event as brokers carry it: its id, signature and values as canonical text, its payload.
 /// `publisher` and `signature` are interned by the [`Erp`] that made the event (ids `pub_id`,
-/// `sig_id`). The values and the payload share one allocation (`text`: the values' UTF-8, then the
-/// payload), so making an event allocates twice (the `Arc` and its text), not three times.
+/// `sig_id`). The values and the payload are kept together (`text`: the values' UTF-8, then the
+/// payload), inline up to [`TEXT_INLINE`] bytes: making a small event allocates once (its `Arc`), a
+/// larger one twice.
 pub struct Event {
     pub publisher: Arc<str>,
     pub timestamp: u64,
@@ -94,7 +100,7 @@ pub struct Event {
     pub incarnation: u64,
     pub signature: Arc<str>,
     /// the values' text (its first `values_len` bytes, valid UTF-8) and the payload (the rest)
-    text: Box<[u8]>,
+    text: Small<u8, TEXT_INLINE>,
     values_len: u32,
     pub pub_id: u32,
     pub sig_id: u32,
@@ -464,9 +470,7 @@ impl Erp {
             }
         }
         spans.push((at, values.len() as u32));
-        let mut text = Vec::with_capacity(values.len() + payload.len());
-        text.extend_from_slice(values.as_bytes());
-        text.extend_from_slice(payload);
+        let text = Small::from_parts(&[values.as_bytes(), payload]);
         Arc::new(Event {
             spans,
             publisher: self.publisher_text[pub_id as usize].clone(),
@@ -474,7 +478,7 @@ impl Erp {
             sequence,
             incarnation,
             signature: self.signature_names[sig_id as usize].0.clone(),
-            text: text.into_boxed_slice(),
+            text,
             values_len: values.len() as u32,
             pub_id,
             sig_id,

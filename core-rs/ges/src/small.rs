@@ -45,6 +45,26 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 
+    /// A list of the items of `parts`, one after the other (one allocation at most).
+    pub fn from_parts(parts: &[&[T]]) -> Self {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len <= N {
+            let mut a = [T::default(); N];
+            let mut at = 0;
+            for p in parts {
+                a[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            Small::Inline(len as u8, a)
+        } else {
+            let mut v = Vec::with_capacity(len);
+            for p in parts {
+                v.extend_from_slice(p);
+            }
+            Small::Heap(v)
+        }
+    }
+
     /// A list of the items of `it`.
     pub fn collect_from(it: impl IntoIterator<Item = T>) -> Self {
         let mut s = Self::new();
@@ -134,5 +154,9 @@ mod tests {
         inline.sort_unstable();
         heap.sort_unstable();
         assert_eq!((&*inline, &*heap), (&[1, 2, 3][..], &[1, 2, 3][..]));
+        // from parts: inline up to N, on the heap beyond
+        let (two, three): (Small<u8, 4>, Small<u8, 4>) = (Small::from_parts(&[b"ab", b"cd"]), Small::from_parts(&[b"ab", b"cd", b"e"]));
+        assert!(matches!(two, Small::Inline(4, _)) && matches!(three, Small::Heap(_)));
+        assert_eq!((&*two, &*three), (&b"abcd"[..], &b"abcde"[..]));
     }
 }
