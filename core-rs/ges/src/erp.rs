@@ -28,7 +28,6 @@
 //! (the Python store) stores them and routes the entries it launches ([`Erp::originate`]).
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::address::{contains, level_of_difference, unit_id, unit_level};
@@ -37,6 +36,7 @@ use crate::ordered::OrderedMap;
 use crate::profile_graph::{Dest, Di, ProfileGraph, Scratch, Sym};
 use crate::routing::Routing;
 use crate::small::Small;
+use crate::unacked::Unacked;
 
 /// Most brokers a copy may pass (legs are loop-free; this is the safety net).
 pub const TTL: u16 = 255;
@@ -195,7 +195,7 @@ impl Counters {
 #[derive(Debug)]
 pub struct ToPeer {
     pub peer: u64,
-    pub events: Option<(u64, Vec<Arc<Copy>>)>,
+    pub events: Option<(u64, Vec<Copy>)>,
     /// `(upto, also)`: every copy up to `upto` and those in `also` (durable mode) were handled
     pub ack: Option<(i64, Vec<u64>)>,
 }
@@ -275,14 +275,14 @@ pub struct Erp {
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
     /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
-    pub unacked: FxHashMap<u64, BTreeMap<u64, Arc<Copy>>>,
+    pub unacked: FxHashMap<u64, Unacked>,
     /// forwarding lists emptied by `send_down`, for the next copies (at most [`FWD_SPARE`])
     fwd_spare: Vec<Fwd>,
     recv: FxHashMap<u64, i64>,
     ack_due: OrderedMap<u64, u64>,
     ack_timer: bool,
     timer_wanted: bool,
-    out: OrderedMap<u64, Vec<Arc<Copy>>>,
+    out: OrderedMap<u64, Vec<Copy>>,
     deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
     pub counters: Counters,
     /// durable mode (see the module docs) and what it keeps
@@ -606,16 +606,7 @@ impl Erp {
             return;
         }
         let mut done: Vec<u64> = Vec::new();
-        if upto >= 0 {
-            let keep = b.split_off(&(upto as u64 + 1));
-            let acked = std::mem::replace(b, keep);
-            done.extend(acked.into_keys());
-        }
-        for &s in also {
-            if (s as i64) > upto && !done.contains(&s) && b.remove(&s).is_some() {
-                done.push(s);
-            }
-        }
+        b.ack(upto, also, &mut done);
         if let Some(deps) = self.dur.deps.get_mut(&peer) {
             let causes: Vec<Cause> = done.iter().filter_map(|s| deps.remove(s)).collect();
             for c in causes {
@@ -746,11 +737,11 @@ impl Erp {
             self.dur.inq.remove(&peer);
             self.dur.done.remove(&peer);
         }
-        for (s, copy) in pending {
+        for (s, copy) in pending.into_copies() {
             self.counters.rerouted += 1;
             let cause = deps.remove(&s);
             self.dur.cause = cause;
-            self.route_again(Arc::try_unwrap(copy).unwrap_or_else(|c| (*c).clone()));
+            self.route_again(copy);
             self.dur.cause = None;
             if let Some(c) = cause {
                 self.release(c);
@@ -1026,8 +1017,7 @@ impl Erp {
         let seq = self.seq.entry(peer).or_insert(0);
         let s = *seq;
         *seq += 1;
-        let copy = Arc::new(copy);
-        self.unacked.entry(peer).or_default().insert(s, copy.clone());
+        self.unacked.entry(peer).or_default().push(s, copy.clone());
         if let Some(c) = self.dur.cause {
             self.dur.deps.entry(peer).or_default().insert(s, c);
             *self.dur.open.get_mut(&c).expect("an open cause") += 1;

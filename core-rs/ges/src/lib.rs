@@ -9,6 +9,7 @@
 //! - [`routing`]: what the event routing reads of the control plane (best hops, deciders)
 //! - [`erp`]: the event routing protocol of one broker, sans-IO
 //! - [`ordered`]: an insertion-ordered map (outputs in the reference's order)
+//! - [`unacked`]: a gateway's copies sent and not yet acknowledged
 //! - [`engine`]: the live broker's rounds: frames in, routing, frames out
 //! - [`io`]: what the engine needs of a channel
 //! - [`pool`]: frame buffers kept for the next frame
@@ -29,6 +30,7 @@ pub mod pool;
 pub mod profile_graph;
 pub mod routing;
 pub mod small;
+pub mod unacked;
 
 #[cfg(feature = "python")]
 pub mod python;

@@ -1,0 +1,124 @@
+//! A gateway's copies sent and not yet acknowledged, by sequence number.
+//!
+//! `Erp::send` numbers a gateway's copies 0, 1, 2, ... and keeps each until the neighbour
+//! acknowledges it (cumulatively, up to a number, and in durable mode also one by one, out of
+//! order); when the gateway is lost, what is still held is routed again, in order. The numbers
+//! held are consecutive from the oldest, so they are slots of a ring that slides as
+//! acknowledgements come: no allocation per copy (a map of them allocated a node every few copies
+//! and the copy itself behind an `Arc`).
+
+use std::collections::VecDeque;
+
+use crate::erp::Copy;
+
+/// The copies of one gateway sent and not yet acknowledged.
+#[derive(Default)]
+pub struct Unacked {
+    /// the sequence number of `slots[0]`
+    base: u64,
+    /// the copies from `base` on; None: acknowledged out of order
+    slots: VecDeque<Option<Copy>>,
+    /// how many slots hold a copy
+    held: usize,
+}
+
+impl Unacked {
+    /// Keep `copy`, sent as number `seq` (the one after the last kept; any number when none is).
+    pub fn push(&mut self, seq: u64, copy: Copy) {
+        if self.slots.is_empty() {
+            self.base = seq;
+        }
+        debug_assert_eq!(seq, self.base + self.slots.len() as u64, "a gateway's copies are numbered in order");
+        self.slots.push_back(Some(copy));
+        self.held += 1;
+    }
+
+    /// The neighbour handled the copies up to `upto` (none when negative) and those in `also`:
+    /// forget them, adding to `done` the numbers of those that were held (ascending for `upto`,
+    /// then in `also`'s order).
+    pub fn ack(&mut self, upto: i64, also: &[u64], done: &mut Vec<u64>) {
+        if upto >= 0 {
+            while self.base <= upto as u64 {
+                let Some(slot) = self.slots.pop_front() else { break };
+                if slot.is_some() {
+                    self.held -= 1;
+                    done.push(self.base);
+                }
+                self.base += 1;
+            }
+        }
+        for &s in also {
+            if (s as i64) > upto && s >= self.base {
+                if let Some(slot) = self.slots.get_mut((s - self.base) as usize) {
+                    if slot.take().is_some() {
+                        self.held -= 1;
+                        done.push(s);
+                    }
+                }
+            }
+        }
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// How many copies are held.
+    pub fn len(&self) -> usize {
+        self.held
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// The copies held, with their numbers, oldest first.
+    pub fn into_copies(self) -> impl Iterator<Item = (u64, Copy)> {
+        let base = self.base;
+        self.slots.into_iter().enumerate().filter_map(move |(i, c)| c.map(|c| (base + i as u64, c)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::erp::Erp;
+
+    fn copy(erp: &mut Erp, seq: u64) -> Copy {
+        let event = erp.event("p", 1, seq, 1, "a:int", "i1", b"", None);
+        Copy { event, origin: 0, mode: 0, level: 0, targets: Default::default(), reached: Default::default(), hops: 0, left: Default::default() }
+    }
+
+    fn numbers(u: Unacked) -> Vec<u64> {
+        u.into_copies()
+            .map(|(s, c)| {
+                assert_eq!(c.event.sequence, s, "each copy under its own number");
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn acknowledgements_slide_the_window_in_order_and_out_of_order() {
+        let mut erp = Erp::new(1, 3);
+        let mut u = Unacked::default();
+        for s in 5..12 {
+            u.push(s, copy(&mut erp, s));
+        }
+        let mut done = Vec::new();
+        u.ack(-1, &[9, 7, 9, 3, 40], &mut done); // out of order only (a repeat, one below, one beyond: ignored)
+        assert_eq!((done.clone(), u.len()), (vec![9, 7], 5));
+        done.clear();
+        u.ack(7, &[10], &mut done); // 5, 6 by the cumulative part (7 was done), then 10
+        assert_eq!((done.clone(), u.len()), (vec![5, 6, 10], 2));
+        assert_eq!(numbers(std::mem::take(&mut u)), vec![8, 11]);
+        // an empty window takes any number next (after a lost gateway numbering starts again)
+        u.push(0, copy(&mut erp, 0));
+        done.clear();
+        u.ack(100, &[], &mut done);
+        assert_eq!((done, u.is_empty()), (vec![0], true));
+        u.push(101, copy(&mut erp, 101));
+        assert_eq!(numbers(u), vec![101]);
+    }
+}
