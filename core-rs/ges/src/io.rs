@@ -46,8 +46,10 @@ pub enum Waited {
     Ready,
     /// the deadline passed
     TimedOut,
-    /// a slice passed (or a signal came): the caller returns to look at signals, then waits again
+    /// a slice passed with nothing ready (a dead peer rings no doorbell: the caller looks again)
     Slice,
+    /// a signal came: the caller returns to its program, which runs its handlers
+    Interrupted,
 }
 
 /// What the engine needs of the broker's dispatcher.

@@ -70,7 +70,8 @@ impl DispatcherIo for Waiter {
         match park::wait_until(&self.bell, &self.parks, park::relay_spin_budget(), until, ready, &mut || false) {
             Waited::Ready => GesWaited::Ready,
             Waited::TimedOut => GesWaited::TimedOut,
-            Waited::Slice | Waited::Interrupted => GesWaited::Slice,
+            Waited::Slice => GesWaited::Slice,
+            Waited::Interrupted => GesWaited::Interrupted,
         }
     }
 
