@@ -275,7 +275,7 @@ pub struct Erp {
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
     /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
-    pub unacked: FxHashMap<u64, Unacked>,
+    pub unacked: FxHashMap<u64, Unacked<Copy>>,
     /// forwarding lists emptied by `send_down`, for the next copies (at most [`FWD_SPARE`])
     fwd_spare: Vec<Fwd>,
     recv: FxHashMap<u64, i64>,

@@ -9,22 +9,25 @@
 
 use std::collections::VecDeque;
 
-use crate::erp::Copy;
-
-/// The copies of one gateway sent and not yet acknowledged.
-#[derive(Default)]
-pub struct Unacked {
+/// The copies (`C`: `erp::Copy`) of one gateway sent and not yet acknowledged.
+pub struct Unacked<C> {
     /// the sequence number of `slots[0]`
     base: u64,
     /// the copies from `base` on; None: acknowledged out of order
-    slots: VecDeque<Option<Copy>>,
+    slots: VecDeque<Option<C>>,
     /// how many slots hold a copy
     held: usize,
 }
 
-impl Unacked {
+impl<C> Default for Unacked<C> {
+    fn default() -> Self {
+        Unacked { base: 0, slots: VecDeque::new(), held: 0 }
+    }
+}
+
+impl<C> Unacked<C> {
     /// Keep `copy`, sent as number `seq` (the one after the last kept; any number when none is).
-    pub fn push(&mut self, seq: u64, copy: Copy) {
+    pub fn push(&mut self, seq: u64, copy: C) {
         if self.slots.is_empty() {
             self.base = seq;
         }
@@ -74,7 +77,7 @@ impl Unacked {
     }
 
     /// The copies held, with their numbers, oldest first.
-    pub fn into_copies(self) -> impl Iterator<Item = (u64, Copy)> {
+    pub fn into_copies(self) -> impl Iterator<Item = (u64, C)> {
         let base = self.base;
         self.slots.into_iter().enumerate().filter_map(move |(i, c)| c.map(|c| (base + i as u64, c)))
     }
@@ -83,17 +86,12 @@ impl Unacked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::erp::Erp;
 
-    fn copy(erp: &mut Erp, seq: u64) -> Copy {
-        let event = erp.event("p", 1, seq, 1, "a:int", "i1", b"", None);
-        Copy { event, origin: 0, mode: 0, level: 0, targets: Default::default(), reached: Default::default(), hops: 0, left: Default::default() }
-    }
-
-    fn numbers(u: Unacked) -> Vec<u64> {
+    /// The numbers held, each copy under its own number (the tests' copies are their numbers).
+    fn numbers(u: Unacked<u64>) -> Vec<u64> {
         u.into_copies()
             .map(|(s, c)| {
-                assert_eq!(c.event.sequence, s, "each copy under its own number");
+                assert_eq!(c, s, "each copy under its own number");
                 s
             })
             .collect()
@@ -101,10 +99,9 @@ mod tests {
 
     #[test]
     fn acknowledgements_slide_the_window_in_order_and_out_of_order() {
-        let mut erp = Erp::new(1, 3);
         let mut u = Unacked::default();
         for s in 5..12 {
-            u.push(s, copy(&mut erp, s));
+            u.push(s, s);
         }
         let mut done = Vec::new();
         u.ack(-1, &[9, 7, 9, 3, 40], &mut done); // out of order only (a repeat, one below, one beyond: ignored)
@@ -114,11 +111,11 @@ mod tests {
         assert_eq!((done.clone(), u.len()), (vec![5, 6, 10], 2));
         assert_eq!(numbers(std::mem::take(&mut u)), vec![8, 11]);
         // an empty window takes any number next (after a lost gateway numbering starts again)
-        u.push(0, copy(&mut erp, 0));
+        u.push(0, 0);
         done.clear();
         u.ack(100, &[], &mut done);
         assert_eq!((done, u.is_empty()), (vec![0], true));
-        u.push(101, copy(&mut erp, 101));
+        u.push(101, 101);
         assert_eq!(numbers(u), vec![101]);
     }
 }
