@@ -274,7 +274,7 @@ pub struct Erp {
     /// the duplicate filter: last `(timestamp, sequence)` per (publisher, incarnation, role)
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
-    /// peer -> seq -> copy sent and not acknowledged (shared with `out` until it is written)
+    /// peer -> the copies sent to it and not acknowledged, by number (`out` holds its own until written)
     pub unacked: FxHashMap<u64, Unacked<Copy>>,
     /// forwarding lists emptied by `send_down`, for the next copies (at most [`FWD_SPARE`])
     fwd_spare: Vec<Fwd>,
