@@ -57,11 +57,7 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
             }
             Small::Inline(len as u8, a)
         } else {
-            let mut v = Vec::with_capacity(len);
-            for p in parts {
-                v.extend_from_slice(p);
-            }
-            Small::Heap(v)
+            Small::Heap(parts.concat())
         }
     }
 
