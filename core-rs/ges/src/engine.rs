@@ -41,6 +41,12 @@ pub const RECV_BATCH: usize = 256;
 /// frame anyway.
 pub const ROUND_BYTES: usize = 256 * 1024;
 
+/// How many of the round's distinct deliveries a client's events are compared with (the last made)
+/// before they are encoded anew: clients with the same profiles get the same events, and a broker's
+/// clients mostly fall in a few such groups; bounded so that many clients with different events
+/// cost a few comparisons each, not one per client before them.
+const MADE_COMPARED: usize = 8;
+
 /// What is at the other end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -144,6 +150,12 @@ pub struct Engine {
     links: FxHashMap<i64, Link>,
     pending: VecDeque<(i64, Incoming)>,
     batch: Vec<Vec<u8>>,
+    /// a neighbour's batch decoded, then made into copies (kept for their capacity: see [`reuse`])
+    refs: Vec<CopyRef<'static>>,
+    copies: Vec<Copy>,
+    /// the deliveries encoded in the round being written: (the first client that gets them, its
+    /// frames); kept for its capacity
+    made: Vec<(usize, Vec<Arc<Vec<u8>>>)>,
     /// when the acknowledgement timer fires (None: not set)
     ack_at: Option<Instant>,
     /// bytes read since the round's writes (see [`ROUND_BYTES`])
@@ -155,6 +167,16 @@ pub struct Engine {
 
 fn lock(e: &Mutex<Erp>) -> std::sync::MutexGuard<'_, Erp> {
     e.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `v` emptied, as a list of borrows of another lifetime, in the same allocation: the decoded copies
+/// of a frame borrow it, and the list is kept between frames for its capacity (a list of a few hundred
+/// copies was a large allocation per frame). The collect of an empty list into a list of elements
+/// of the same size and alignment reuses its buffer (std's in-place collect; were it not to, this
+/// would only allocate again).
+fn reuse<'b>(mut v: Vec<CopyRef<'_>>) -> Vec<CopyRef<'b>> {
+    v.clear();
+    v.into_iter().map(|_| -> CopyRef<'b> { unreachable!("the list is empty") }).collect()
 }
 
 fn fields(ev: &Event) -> EventFields<'_> {
@@ -177,6 +199,9 @@ impl Engine {
             links: FxHashMap::default(),
             pending: VecDeque::new(),
             batch: Vec::new(),
+            refs: Vec::new(),
+            copies: Vec::new(),
+            made: Vec::new(),
             ack_at: None,
             round_bytes: 0,
             return_every: RETURN_EVERY,
@@ -248,29 +273,28 @@ impl Engine {
         None
     }
 
-    fn broker_frame(&self, peer: u64, frame: &[u8]) -> bool {
+    fn broker_frame(&mut self, peer: u64, frame: &[u8]) -> bool {
         match codec::message_number(frame) {
             Some(EVENTS) => {
                 let mut erp = lock(&self.erp);
                 if erp.routing.link_level(peer).is_none() {
                     return false; // a gateway the routing does not know (the control plane refuses it)
                 }
-                let mut refs: Vec<CopyRef<'_>> = Vec::new();
+                let mut refs = reuse(std::mem::take(&mut self.refs));
                 let Ok(first) = codec::decode_events(frame, &mut refs) else { return false }; // (the control plane says what is wrong)
-                let copies: Vec<Copy> = refs
-                    .iter()
-                    .map(|c| Copy {
-                        event: erp.event(c.publisher, c.timestamp, c.sequence, c.incarnation, c.signature, c.values, c.payload, None),
-                        origin: c.origin,
-                        mode: c.mode,
-                        level: c.level,
-                        targets: Units::collect_from(c.targets.iter()),
-                        reached: Units::collect_from(c.reached.iter()),
-                        hops: c.hops,
-                        left: Units::collect_from(c.left.iter()),
-                    })
-                    .collect();
-                erp.on_events(peer, first, copies);
+                self.copies.clear();
+                self.copies.extend(refs.iter().map(|c| Copy {
+                    event: erp.event(c.publisher, c.timestamp, c.sequence, c.incarnation, c.signature, c.values, c.payload, None),
+                    origin: c.origin,
+                    mode: c.mode,
+                    level: c.level,
+                    targets: Units::collect_from(c.targets.iter()),
+                    reached: Units::collect_from(c.reached.iter()),
+                    hops: c.hops,
+                    left: Units::collect_from(c.left.iter()),
+                }));
+                self.refs = reuse(refs);
+                erp.on_events(peer, first, self.copies.drain(..));
                 true
             }
             Some(EVENT_ACK) => match codec::decode_event_ack(frame) {
@@ -445,17 +469,15 @@ impl Engine {
     }
 
     fn encode_outputs(&mut self) {
-        let (to_peers, deliveries) = {
-            let mut erp = lock(&self.erp);
-            if !erp.pending() {
-                return;
-            }
-            (erp.take(), erp.take_deliveries())
-        };
-        for tp in to_peers {
-            let Some(link) = self.links.get_mut(&(tp.peer as i64)) else { continue };
-            if let Some((first, copies)) = &tp.events {
-                let mut enc = EventsEncoder::new(*first, BATCH_TEXT);
+        let mut erp = lock(&self.erp);
+        if !erp.pending() {
+            return;
+        }
+        let links = &mut self.links;
+        erp.take(|tp| {
+            let Some(link) = links.get_mut(&(tp.peer as i64)) else { return };
+            if let Some((first, copies)) = tp.events {
+                let mut enc = EventsEncoder::new(first, BATCH_TEXT);
                 for c in copies {
                     let f = CopyFields {
                         event: fields(&c.event),
@@ -481,21 +503,33 @@ impl Engine {
                     codec::encode_event_ack_also(upto as u64, &also)
                 }));
             }
-        }
-        // clients that get the same events get the same bytes (the same frames: written to each)
-        let mut made: FxHashMap<Vec<usize>, Vec<Arc<Vec<u8>>>> = FxHashMap::default();
-        for (client, evs) in deliveries {
-            let Some(link) = self.links.get_mut(&client) else { continue };
-            let key: Vec<usize> = evs.iter().map(|e| Arc::as_ptr(e) as usize).collect();
-            let frames = made.entry(key).or_insert_with(|| {
-                let mut enc = DeliverEncoder::new(BATCH_TEXT);
-                for e in &evs {
-                    let _ = enc.push(&fields(e));
+        });
+        let made = &mut self.made;
+        erp.take_deliveries(|deliveries| {
+            // clients that get the same events (the same `Arc`s) get the same bytes: the same frames,
+            // written to each; a client's list is compared with the last few distinct ones made
+            made.clear();
+            for (k, (client, evs)) in deliveries.iter().enumerate() {
+                let same = |j: &usize| {
+                    let e = &deliveries[*j].1;
+                    e.len() == evs.len() && e.iter().zip(evs).all(|(a, b)| Arc::ptr_eq(a, b))
+                };
+                let g = match made.iter().rev().take(MADE_COMPARED).position(|(j, _)| same(j)) {
+                    Some(back) => made.len() - 1 - back,
+                    None => {
+                        let mut enc = DeliverEncoder::new(BATCH_TEXT);
+                        for e in evs {
+                            let _ = enc.push(&fields(e));
+                        }
+                        made.push((k, enc.finish().unwrap_or_default().into_iter().map(Arc::new).collect()));
+                        made.len() - 1
+                    }
+                };
+                if let Some(link) = links.get_mut(client) {
+                    link.out.extend(made[g].1.iter().cloned());
                 }
-                enc.finish().unwrap_or_default().into_iter().map(Arc::new).collect()
-            });
-            link.out.extend(frames.iter().cloned());
-        }
+            }
+        });
     }
 }
 
@@ -742,5 +776,30 @@ mod tests {
         eng.hold_acks(false); // it did
         assert!(eng.flush().is_empty());
         assert_eq!(gw.sent.lock().unwrap().clone(), vec![codec::encode_event_ack(0)]);
+    }
+
+    #[test]
+    fn a_decoded_list_is_kept_in_its_allocation_between_frames() {
+        let frame = vec![0u8; 8];
+        let mut v: Vec<CopyRef<'_>> = Vec::with_capacity(300);
+        v.push(CopyRef {
+            origin: 1,
+            timestamp: 2,
+            sequence: 3,
+            incarnation: 4,
+            hops: 0,
+            mode: codec::DOWN,
+            level: 0,
+            targets: codec::Units(&frame),
+            reached: codec::Units(&frame[..0]),
+            left: codec::Units(&frame[..0]),
+            publisher: "p",
+            signature: "",
+            values: "",
+            payload: &frame,
+        });
+        let at = v.as_ptr() as usize;
+        let kept: Vec<CopyRef<'static>> = reuse(v);
+        assert_eq!((kept.len(), kept.capacity(), kept.as_ptr() as usize), (0, 300, at));
     }
 }

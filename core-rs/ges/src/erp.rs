@@ -136,6 +136,38 @@ impl std::fmt::Debug for Event {
     }
 }
 
+/// Events the routing let go of that nothing else holds, kept to be made again in place by
+/// [`Erp::event`]: a broker makes one event per copy it gets and lets go of it when the next hop
+/// acknowledges the copy (or once it is delivered), a few hundred at a time, and the allocator's
+/// per-thread cache holds a few of a size, so most of those frees and the next mallocs went the
+/// allocator's slow way (its bins, chunks merged and split again).
+#[derive(Default)]
+struct EventPool(Vec<Arc<Event>>);
+
+/// Most events an [`EventPool`] keeps (~300 bytes each): a round's worth.
+const EVENT_POOL: usize = 1024;
+
+impl EventPool {
+    /// Keep `ev` if nothing else holds it, it is small (its text and spans inline: a kept event never
+    /// holds more than its own ~300 bytes) and the pool has room; else just let go of it.
+    fn give(&mut self, mut ev: Arc<Event>) {
+        if self.0.len() >= EVENT_POOL {
+            return;
+        }
+        if let Some(e) = Arc::get_mut(&mut ev) {
+            if e.text.is_inline() && e.spans.is_inline() {
+                e.attachment = None; // (what the driver kept with it goes now, as it would have)
+                self.0.push(ev);
+            }
+        }
+    }
+
+    /// An event nothing else holds, to be made again.
+    fn take(&mut self) -> Option<Arc<Event>> {
+        self.0.pop()
+    }
+}
+
 /// An event with its routing information (`messages.EventCopy`).
 #[derive(Clone, Debug)]
 pub struct Copy {
@@ -190,12 +222,13 @@ impl Counters {
     }
 }
 
-/// What one neighbour gets from a round: its copies (numbered from `first_seq`), then maybe an
-/// acknowledgement of what it sent.
+/// What one neighbour gets from a round: its copies (numbered from the first), then maybe an
+/// acknowledgement of what it sent. The copies are lent to [`Erp::take`]'s caller, which encodes
+/// them; the routing keeps them afterwards (unacknowledged) without copying them.
 #[derive(Debug)]
-pub struct ToPeer {
+pub struct ToPeer<'a> {
     pub peer: u64,
-    pub events: Option<(u64, Vec<Copy>)>,
+    pub events: Option<(u64, &'a [Copy])>,
     /// `(upto, also)`: every copy up to `upto` and those in `also` (durable mode) were handled
     pub ack: Option<(i64, Vec<u64>)>,
 }
@@ -241,6 +274,10 @@ type Fwd = Vec<(u64, Units)>;
 /// Emptied forwarding lists an [`Erp`] keeps for reuse (a copy's routing takes two at most).
 const FWD_SPARE: usize = 4;
 
+/// Emptied per-neighbour and per-client output lists an [`Erp`] keeps for the next round's (a round
+/// fills one per neighbour it sends to and one per client it delivers to).
+const LIST_SPARE: usize = 64;
+
 /// A match's destinations, ascending: held inline up to 8 (a broker's clients or a unit's children
 /// matched by one event are mostly few), so a match allocates nothing.
 type Dests = Small<Dest, 8>;
@@ -274,7 +311,8 @@ pub struct Erp {
     /// the duplicate filter: last `(timestamp, sequence)` per (publisher, incarnation, role)
     dedup: FxHashMap<(u32, u64, i32), (u64, u64)>,
     seq: FxHashMap<u64, u64>,
-    /// peer -> the copies sent to it and not acknowledged, by number (`out` holds its own until written)
+    /// peer -> the copies sent to it and not acknowledged, by number (this round's are in `out` until
+    /// [`Erp::take`] lent them to be written: they move here then)
     pub unacked: FxHashMap<u64, Unacked<Copy>>,
     /// forwarding lists emptied by `send_down`, for the next copies (at most [`FWD_SPARE`])
     fwd_spare: Vec<Fwd>,
@@ -282,8 +320,19 @@ pub struct Erp {
     ack_due: OrderedMap<u64, u64>,
     ack_timer: bool,
     timer_wanted: bool,
+    /// peer -> this round's copies for it (numbered up to `seq[peer]`)
     out: OrderedMap<u64, Vec<Copy>>,
     deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
+    /// emptied lists of `out` and `deliveries` and the entries' list of each, for the next rounds
+    /// (at most [`LIST_SPARE`] each)
+    out_spare: Vec<Vec<Copy>>,
+    deliveries_spare: Vec<Vec<Arc<Event>>>,
+    out_taken: Vec<(u64, Vec<Copy>)>,
+    deliveries_taken: Vec<(i64, Vec<Arc<Event>>)>,
+    /// the numbers an acknowledgement settled (kept for its capacity)
+    acked: Vec<u64>,
+    /// events nothing else holds any more, to be made again in place (see [`EventPool`])
+    event_pool: EventPool,
     pub counters: Counters,
     /// durable mode (see the module docs) and what it keeps
     pub dur: Durable,
@@ -346,6 +395,12 @@ impl Erp {
             timer_wanted: false,
             out: OrderedMap::default(),
             deliveries: OrderedMap::default(),
+            out_spare: Vec::new(),
+            deliveries_spare: Vec::new(),
+            out_taken: Vec::new(),
+            deliveries_taken: Vec::new(),
+            acked: Vec::new(),
+            event_pool: EventPool::default(),
             counters: Counters::default(),
             dur: Durable::default(),
         }
@@ -470,15 +525,26 @@ impl Erp {
             }
         }
         spans.push((at, values.len() as u32));
-        let text = Small::from_parts(&[values.as_bytes(), payload]);
+        let publisher = self.publisher_text[pub_id as usize].clone();
+        let signature = self.signature_names[sig_id as usize].0.clone();
+        if let Some(mut ev) = self.event_pool.take() {
+            if let Some(e) = Arc::get_mut(&mut ev) {
+                // (made again in place: the inline text and spans are overwritten, nothing allocated)
+                e.text.set_from_parts(&[values.as_bytes(), payload]);
+                (e.publisher, e.signature, e.spans, e.attachment) = (publisher, signature, spans, attachment);
+                (e.timestamp, e.sequence, e.incarnation, e.values_len, e.pub_id, e.sig_id) =
+                    (timestamp, sequence, incarnation, values.len() as u32, pub_id, sig_id);
+                return ev;
+            }
+        }
         Arc::new(Event {
             spans,
-            publisher: self.publisher_text[pub_id as usize].clone(),
+            publisher,
             timestamp,
             sequence,
             incarnation,
-            signature: self.signature_names[sig_id as usize].0.clone(),
-            text,
+            signature,
+            text: Small::from_parts(&[values.as_bytes(), payload]),
             values_len: values.len() as u32,
             pub_id,
             sig_id,
@@ -559,7 +625,11 @@ impl Erp {
 
     /// Copies from neighbour `peer`, numbered from `first_seq` (the caller checked that a gateway to
     /// `peer` is live).
-    pub fn on_events(&mut self, peer: u64, first_seq: u64, copies: Vec<Copy>) {
+    pub fn on_events<I: IntoIterator<Item = Copy>>(&mut self, peer: u64, first_seq: u64, copies: I)
+    where
+        I::IntoIter: ExactSizeIterator,
+    {
+        let copies = copies.into_iter();
         let mut last = self.recv.get(&peer).copied().unwrap_or(-1);
         let n = copies.len() as u64;
         let durable = self.dur.on;
@@ -605,14 +675,20 @@ impl Erp {
         if b.is_empty() {
             return;
         }
-        let mut done: Vec<u64> = Vec::new();
-        b.ack(upto, also, &mut done);
+        let mut done = std::mem::take(&mut self.acked);
+        done.clear();
+        let pool = &mut self.event_pool;
+        b.ack(upto, also, |s, c| {
+            done.push(s);
+            pool.give(c.event);
+        });
         if let Some(deps) = self.dur.deps.get_mut(&peer) {
             let causes: Vec<Cause> = done.iter().filter_map(|s| deps.remove(s)).collect();
             for c in causes {
                 self.release(c);
             }
         }
+        self.acked = done;
     }
 
     /// Durable mode: this storage broker routes `ev` (stored in its cluster) as its origin; the store
@@ -726,8 +802,11 @@ impl Erp {
     /// The gateway to `peer` is lost: route its unacknowledged copies again, first (the routing
     /// must already say the gateway is gone).
     pub fn link_down(&mut self, peer: u64) {
-        let pending = self.unacked.remove(&peer).unwrap_or_default();
-        self.out.remove(&peer);
+        let held = self.unacked.remove(&peer).unwrap_or_default();
+        // (this round's copies for it, not lent to be written yet, come after the held ones)
+        let unsent = self.out.remove(&peer).unwrap_or_default();
+        let first_unsent = self.seq.get(&peer).copied().unwrap_or(0) - unsent.len() as u64;
+        let pending: Vec<(u64, Copy)> = held.into_copies().chain((first_unsent..).zip(unsent)).collect();
         self.seq.remove(&peer);
         self.recv.remove(&peer);
         self.ack_due.remove(&peer);
@@ -737,7 +816,7 @@ impl Erp {
             self.dur.inq.remove(&peer);
             self.dur.done.remove(&peer);
         }
-        for (s, copy) in pending.into_copies() {
+        for (s, copy) in pending {
             self.counters.rerouted += 1;
             let cause = deps.remove(&s);
             self.dur.cause = cause;
@@ -959,8 +1038,9 @@ impl Erp {
             return;
         }
         let clients = self.match_sorted(&g, ev);
+        let spare = &mut self.deliveries_spare;
         for &c in clients.iter() {
-            self.deliveries.entry_or(c as i64, Vec::new).push(ev.clone());
+            self.deliveries.entry_or(c as i64, || spare.pop().unwrap_or_default()).push(ev.clone());
             self.counters.delivered += 1;
         }
     }
@@ -1017,29 +1097,26 @@ impl Erp {
         let seq = self.seq.entry(peer).or_insert(0);
         let s = *seq;
         *seq += 1;
-        self.unacked.entry(peer).or_default().push(s, copy.clone());
         if let Some(c) = self.dur.cause {
             self.dur.deps.entry(peer).or_default().insert(s, c);
             *self.dur.open.get_mut(&c).expect("an open cause") += 1;
         }
-        self.out.entry_or(peer, Vec::new).push(copy);
+        let spare = &mut self.out_spare;
+        self.out.entry_or(peer, || spare.pop().unwrap_or_default()).push(copy);
         self.counters.copies_out += 1;
     }
 
-    /// Per neighbour, in the reference's order: its copies (numbered) and/or an acknowledgement.
-    /// Acks are lazy: a gateway is acknowledged with the next copies sent back over it, when
-    /// [`ACK_EVERY`] copies wait, or when the ack timer fired.
-    pub fn take(&mut self) -> Vec<ToPeer> {
+    /// Per neighbour, in the reference's order: its copies (numbered) and/or an acknowledgement,
+    /// handed to `each` (which encodes them); the copies are then held, unacknowledged, without a
+    /// copy being made. Acks are lazy: a gateway is acknowledged with the next copies sent back over
+    /// it, when [`ACK_EVERY`] copies wait, or when the ack timer fired.
+    pub fn take(&mut self, mut each: impl FnMut(ToPeer<'_>)) {
         if self.parked_due() {
             self.retry_parked();
         }
-        let mut out: Vec<ToPeer> = Vec::new();
-        for (peer, copies) in self.out.take() {
-            let first = self.seq[&peer] - copies.len() as u64;
-            out.push(ToPeer { peer, events: Some((first, copies)), ack: None });
-        }
+        let mut acks: Vec<(u64, (i64, Vec<u64>))> = Vec::new();
         if !self.ack_due.is_empty() && !self.dur.hold_acks {
-            let due: Vec<u64> = self.ack_due.iter().filter(|(p, n)| *n >= ACK_EVERY || out.iter().any(|o| o.peer == *p)).map(|(p, _)| *p).collect();
+            let due: Vec<u64> = self.ack_due.iter().filter(|(p, n)| *n >= ACK_EVERY || self.out.contains_key(p)).map(|(p, _)| *p).collect();
             for peer in due {
                 if self.routing.link_level(peer).is_some() {
                     let ack = if self.dur.on {
@@ -1049,20 +1126,46 @@ impl Erp {
                     } else {
                         (self.recv[&peer], Vec::new())
                     };
-                    match out.iter_mut().find(|o| o.peer == peer) {
-                        Some(o) => o.ack = Some(ack),
-                        None => out.push(ToPeer { peer, events: None, ack: Some(ack) }),
-                    }
+                    acks.push((peer, ack));
                 }
                 self.ack_due.remove(&peer);
             }
         }
-        out
+        let mut taken = std::mem::take(&mut self.out_taken);
+        self.out.take_into(&mut taken);
+        for (peer, mut copies) in taken.drain(..) {
+            let first = self.seq[&peer] - copies.len() as u64;
+            let ack = acks.iter().position(|(p, _)| *p == peer).map(|i| acks.remove(i).1);
+            each(ToPeer { peer, events: Some((first, &copies)), ack });
+            let held = self.unacked.entry(peer).or_default();
+            for (s, c) in (first..).zip(copies.drain(..)) {
+                held.push(s, c);
+            }
+            if self.out_spare.len() < LIST_SPARE {
+                self.out_spare.push(copies);
+            }
+        }
+        self.out_taken = taken;
+        for (peer, ack) in acks {
+            each(ToPeer { peer, events: None, ack: Some(ack) });
+        }
     }
 
-    /// Per client, in the reference's order: the events to deliver.
-    pub fn take_deliveries(&mut self) -> Vec<(i64, Vec<Arc<Event>>)> {
-        self.deliveries.take()
+    /// Per client, in the reference's order: the events to deliver, handed to `each` at once (clients
+    /// that get the same events can share what is made of them).
+    pub fn take_deliveries(&mut self, each: impl FnOnce(&[(i64, Vec<Arc<Event>>)])) {
+        let mut taken = std::mem::take(&mut self.deliveries_taken);
+        self.deliveries.take_into(&mut taken);
+        each(&taken);
+        for (_, mut evs) in taken.drain(..) {
+            for ev in evs.drain(..) {
+                self.event_pool.give(ev);
+            }
+            if self.deliveries_spare.len() < LIST_SPARE {
+                self.deliveries_spare.push(evs);
+            }
+        }
+        self.deliveries_taken = taken;
     }
 
     /// Whether [`Self::take`] or [`Self::take_deliveries`] would give anything, an acknowledgement
@@ -1076,9 +1179,9 @@ impl Erp {
         !self.dur.parked.is_empty() && self.dur.parked_at != Some(self.routing.snap.version)
     }
 
-    /// Copies sent and not acknowledged, per neighbour.
+    /// Copies sent (or to be written this round) and not acknowledged, all neighbours together.
     pub fn in_flight(&self) -> usize {
-        self.unacked.values().map(|b| b.len()).sum()
+        self.unacked.values().map(|b| b.len()).sum::<usize>() + self.out.iter().map(|(_, c)| c.len()).sum::<usize>()
     }
 }
 
@@ -1091,7 +1194,8 @@ mod tests {
     fn delivered(erp: &mut Erp, values: &str, seq: u64) -> Vec<i64> {
         let ev = erp.event("p", 1, seq, 1, "a:int\x1fb:int\x1fc:int", values, b"", None);
         erp.publish(ev);
-        let mut out: Vec<i64> = erp.take_deliveries().into_iter().map(|(c, _)| c).collect();
+        let mut out: Vec<i64> = Vec::new();
+        erp.take_deliveries(|d| out.extend(d.iter().map(|(c, _)| *c)));
         out.sort_unstable();
         out
     }
@@ -1127,5 +1231,90 @@ mod tests {
         erp.set_local(h);
         drop(g);
         assert_eq!(delivered(&mut erp, "1\x1f3\x1f9", 9), [-4]);
+    }
+
+    #[test]
+    fn an_event_is_made_again_in_place_only_once_nothing_else_holds_it() {
+        let mut erp = Erp::new(10, 3);
+        let g = Arc::new(Mutex::new(ProfileGraph::new()));
+        g.lock().unwrap().add(&[("a", "1")], -1, 1);
+        erp.set_local(g);
+        let sig = "a:int\x1fb:int";
+        let (first, second) = (erp.event("p", 1, 1, 1, sig, "1\x1f5", b"one", None), erp.event("p", 1, 2, 1, sig, "1\x1f6", b"two", None));
+        let (at_first, at_second) = (Arc::as_ptr(&first), Arc::as_ptr(&second));
+        let held = second.clone(); // (as a copy not acknowledged yet holds it)
+        erp.publish(first);
+        erp.publish(second);
+        erp.take_deliveries(|d| assert_eq!(d.len(), 1));
+        // the first came back (nothing else held it); the second is still the holder's, unchanged
+        let again = erp.event("q", 7, 3, 2, sig, "1\x1f9", b"three", None);
+        assert_eq!(Arc::as_ptr(&again), at_first, "made again in the first's place");
+        assert_eq!((&*again.publisher, again.timestamp, again.sequence, again.incarnation), ("q", 7, 3, 2));
+        assert_eq!((again.values(), again.payload(), again.value(1)), ("1\x1f9", &b"three"[..], "9"));
+        let fresh = erp.event("p", 1, 4, 1, sig, "1\x1f7", b"four", None);
+        assert_ne!(Arc::as_ptr(&fresh), at_second, "the held one is not made again");
+        assert_eq!((held.values(), held.payload(), held.sequence), ("1\x1f6", &b"two"[..], 2));
+    }
+
+    /// A broker 10 deciding its cluster (unit of level 1), whose profile graph sends everything to
+    /// broker 12, over the gateway to 12 or, once that is lost, over 13.
+    fn transit_broker() -> (Erp, u64) {
+        use crate::routing::{NodeInfo, Snapshot};
+        let (me, from, to, alt) = (10u64, 11u64, 12u64, 13u64);
+        let mut erp = Erp::new(me, 3);
+        let g = Arc::new(Mutex::new(ProfileGraph::new()));
+        g.lock().unwrap().add(&[("a", "1")], to as i128, 1);
+        erp.set_graphs(vec![(1, g)]);
+        let snap = |version: u64, gateways: &[u64], hop_to: u64| {
+            let mut s = Snapshot { version, deciders: vec![Vec::new(); 5], ..Snapshot::default() };
+            for &p in gateways {
+                s.links.insert(p, 0);
+                s.nodes.insert(p, NodeInfo { level: 0, cost: 1.0, hop: Some(p), edges: vec![(me, 1.0)], vertex_hop: Some(p) });
+            }
+            s.nodes.insert(to, NodeInfo { level: 0, cost: 2.0, hop: Some(hop_to), edges: Vec::new(), vertex_hop: None });
+            s.nodes.insert(me, NodeInfo { level: 0, cost: 0.0, hop: None, edges: gateways.iter().map(|&p| (p, 1.0)).collect(), vertex_hop: None });
+            s.deciders[1] = vec![me];
+            s.decided = 1 << 1;
+            s
+        };
+        erp.routing.set(snap(1, &[from, to, alt], to));
+        let cluster = crate::address::unit_id(me, 1, 3);
+        let copies = |erp: &mut Erp, seqs: std::ops::Range<u64>| -> Vec<Copy> {
+            seqs.map(|s| Copy {
+                event: erp.event("p", 1, s, 1, "a:int", "1", b"", None),
+                origin: 99,
+                mode: DOWN,
+                level: 0,
+                targets: Units::from_slice(&[cluster]),
+                reached: Units::from_slice(&[99]),
+                hops: 1,
+                left: Units::new(),
+            })
+            .collect()
+        };
+        // three copies sent and written (held until 12 acknowledges), then two made and not written
+        let cs = copies(&mut erp, 0..3);
+        erp.on_events(from, 0, cs);
+        erp.take(|tp| assert!(tp.peer != to || tp.events.map(|(first, c)| (first, c.len())) == Some((0, 3))));
+        let cs = copies(&mut erp, 3..5);
+        erp.on_events(from, 3, cs);
+        assert_eq!(erp.in_flight(), 5);
+        erp.routing.set(snap(2, &[from, alt], alt));
+        (erp, to)
+    }
+
+    #[test]
+    fn a_lost_gateway_routes_again_its_copies_held_then_those_not_written_in_order() {
+        let (mut erp, lost) = transit_broker();
+        erp.link_down(lost);
+        assert_eq!(erp.counters.rerouted, 5);
+        let mut sent = Vec::new();
+        erp.take(|tp| {
+            if let Some((first, cs)) = tp.events {
+                sent.push((tp.peer, first, cs.iter().map(|c| c.event.sequence).collect::<Vec<_>>()));
+            }
+        });
+        assert_eq!(sent, vec![(13, 0, vec![0, 1, 2, 3, 4])], "every copy once, over the other gateway, in order");
+        assert_eq!(erp.in_flight(), 5);
     }
 }

@@ -88,6 +88,14 @@ impl<K: Copy + Eq + Hash, V> OrderedMap<K, V> {
         self.index.clear();
         std::mem::take(&mut self.entries)
     }
+
+    /// Every entry, in order, into `into` (emptied first), the map left empty with `into`'s old
+    /// buffer (a map filled and taken every round allocates its list once).
+    pub fn take_into(&mut self, into: &mut Vec<(K, V)>) {
+        self.index.clear();
+        into.clear();
+        std::mem::swap(&mut self.entries, into);
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,34 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 
+    /// Whether the items are held inline (no allocation of its own).
+    pub fn is_inline(&self) -> bool {
+        matches!(self, Small::Inline(..))
+    }
+
+    /// Make this the items of `parts`, one after the other, in place (inline if they fit, else in
+    /// the heap list it has, grown if need be).
+    pub fn set_from_parts(&mut self, parts: &[&[T]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        match self {
+            Small::Inline(n, a) if len <= N => {
+                let mut at = 0;
+                for p in parts {
+                    a[at..at + p.len()].copy_from_slice(p);
+                    at += p.len();
+                }
+                *n = len as u8;
+            }
+            Small::Heap(v) if len > N => {
+                v.clear();
+                for p in parts {
+                    v.extend_from_slice(p);
+                }
+            }
+            _ => *self = Self::from_parts(parts),
+        }
+    }
+
     /// A list of the items of `parts`, one after the other (one allocation at most).
     pub fn from_parts(parts: &[&[T]]) -> Self {
         let len: usize = parts.iter().map(|p| p.len()).sum();

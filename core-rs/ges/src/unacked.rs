@@ -37,15 +37,15 @@ impl<C> Unacked<C> {
     }
 
     /// The neighbour handled the copies up to `upto` (none when negative) and those in `also`:
-    /// forget them, adding to `done` the numbers of those that were held (ascending for `upto`,
-    /// then in `also`'s order).
-    pub fn ack(&mut self, upto: i64, also: &[u64], done: &mut Vec<u64>) {
+    /// hand each that was held to `done` with its number (ascending for `upto`, then in `also`'s
+    /// order), forgetting it.
+    pub fn ack(&mut self, upto: i64, also: &[u64], mut done: impl FnMut(u64, C)) {
         if upto >= 0 {
             while self.base <= upto as u64 {
                 let Some(slot) = self.slots.pop_front() else { break };
-                if slot.is_some() {
+                if let Some(c) = slot {
                     self.held -= 1;
-                    done.push(self.base);
+                    done(self.base, c);
                 }
                 self.base += 1;
             }
@@ -53,9 +53,9 @@ impl<C> Unacked<C> {
         for &s in also {
             if (s as i64) > upto && s >= self.base {
                 if let Some(slot) = self.slots.get_mut((s - self.base) as usize) {
-                    if slot.take().is_some() {
+                    if let Some(c) = slot.take() {
                         self.held -= 1;
-                        done.push(s);
+                        done(s, c);
                     }
                 }
             }
@@ -104,16 +104,22 @@ mod tests {
             u.push(s, s);
         }
         let mut done = Vec::new();
-        u.ack(-1, &[9, 7, 9, 3, 40], &mut done); // out of order only (a repeat, one below, one beyond: ignored)
+        fn settle(done: &mut Vec<u64>) -> impl FnMut(u64, u64) + '_ {
+            move |s, c| {
+                assert_eq!(c, s, "each copy under its own number");
+                done.push(s);
+            }
+        }
+        u.ack(-1, &[9, 7, 9, 3, 40], settle(&mut done)); // out of order only (a repeat, one below, one beyond: ignored)
         assert_eq!((done.clone(), u.len()), (vec![9, 7], 5));
         done.clear();
-        u.ack(7, &[10], &mut done); // 5, 6 by the cumulative part (7 was done), then 10
+        u.ack(7, &[10], settle(&mut done)); // 5, 6 by the cumulative part (7 was done), then 10
         assert_eq!((done.clone(), u.len()), (vec![5, 6, 10], 2));
         assert_eq!(numbers(std::mem::take(&mut u)), vec![8, 11]);
         // an empty window takes any number next (after a lost gateway numbering starts again)
         u.push(0, 0);
         done.clear();
-        u.ack(100, &[], &mut done);
+        u.ack(100, &[], settle(&mut done));
         assert_eq!((done, u.is_empty()), (vec![0], true));
         u.push(101, 101);
         assert_eq!(numbers(u), vec![101]);

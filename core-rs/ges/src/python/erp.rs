@@ -312,30 +312,37 @@ impl EventRouting {
 
     /// Per neighbour, in order: ``(peer, first_seq or None, copies or None, (ack upto, also) or None)``.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = lock(&self.erp).take();
         let list = PyList::empty(py);
-        for o in out {
-            let (first, copies) = match &o.events {
-                Some((first, cs)) => {
-                    let t = PyTuple::new(py, cs.iter().map(|c| self.classes.copy_to_py(py, c)).collect::<PyResult<Vec<_>>>()?)?;
-                    (Some(*first), Some(t))
-                }
-                None => (None, None),
+        let mut failed: PyResult<()> = Ok(());
+        lock(&self.erp).take(|o| {
+            let item = || -> PyResult<()> {
+                let (first, copies) = match o.events {
+                    Some((first, cs)) => {
+                        let t = PyTuple::new(py, cs.iter().map(|c| self.classes.copy_to_py(py, c)).collect::<PyResult<Vec<_>>>()?)?;
+                        (Some(first), Some(t))
+                    }
+                    None => (None, None),
+                };
+                list.append((o.peer, first, copies, o.ack))
             };
-            list.append((o.peer, first, copies, o.ack))?;
-        }
-        Ok(list)
+            if failed.is_ok() {
+                failed = item();
+            }
+        });
+        failed.map(|()| list)
     }
 
     /// Per client, in order: ``(client peer, [EventData, ...])``.
     fn take_deliveries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = lock(&self.erp).take_deliveries();
         let list = PyList::empty(py);
-        for (client, evs) in out {
-            let l = PyList::new(py, evs.iter().map(|e| self.classes.event_to_py(py, e)).collect::<PyResult<Vec<_>>>()?)?;
-            list.append((client, l))?;
-        }
-        Ok(list)
+        let mut failed: PyResult<()> = Ok(());
+        lock(&self.erp).take_deliveries(|out| {
+            failed = out.iter().try_for_each(|(client, evs)| {
+                let l = PyList::new(py, evs.iter().map(|e| self.classes.event_to_py(py, e)).collect::<PyResult<Vec<_>>>()?)?;
+                list.append((*client, l))
+            });
+        });
+        failed.map(|()| list)
     }
 
     /// The counters (those of ``EventRouting.counters``).
