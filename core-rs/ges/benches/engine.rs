@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use multihop_ges::codec::{self, CopyFields, EventFields, EventsEncoder, BATCH_TEXT, DOWN};
+use multihop_ges::codec::{self, CopyFields, EventFields, BATCH_TEXT, DOWN};
 use multihop_ges::engine::{Engine, Kind};
 use multihop_ges::erp::Erp;
 use multihop_ges::io::{Closed, FrameChannel, Sent};
@@ -149,23 +149,21 @@ fn run(stream: Stream) {
     let (batches, per) = (4000u64, 64u64);
     let mut frames = Vec::new();
     for b in 0..batches {
-        let mut enc = EventsEncoder::new(b * per, BATCH_TEXT);
-        for k in 0..per {
-            let seq = b * per + k;
-            let values = values(seq);
+        let texts: Vec<String> = (0..per).map(|k| values(b * per + k)).collect();
+        let targets = [cluster_unit];
+        let copy = |k: usize| {
             let ev = EventFields {
                 timestamp: 1,
-                sequence: seq,
+                sequence: b * per + k as u64,
                 incarnation: 1,
                 publisher: b"pub",
                 signature: signature.as_bytes(),
-                values: values.as_bytes(),
+                values: texts[k].as_bytes(),
                 payload: &payload,
             };
-            enc.push(&CopyFields { event: ev, origin: 99, mode: DOWN, level: 0, hops: 3, targets: &[cluster_unit], reached: &[99], left: &[] })
-                .unwrap();
-        }
-        frames.extend(enc.finish().unwrap());
+            CopyFields { event: ev, origin: 99, mode: DOWN, level: 0, hops: 3, targets: &targets, reached: &[99], left: &[] }
+        };
+        frames.extend(codec::encode_events(b * per, BATCH_TEXT, per as usize, copy).unwrap());
     }
     let t0 = Instant::now();
     let c0 = cpu_ns();

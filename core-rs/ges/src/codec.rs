@@ -400,187 +400,173 @@ fn text_lengths(ev: &EventFields<'_>) -> Result<(u16, [u32; 3]), CodecError> {
     Ok((p, rest))
 }
 
-/// A batch being cut into messages as `wire.py` cuts them: a new message when the text would pass
-/// `batch_text` (each event counted with 64 bytes more) or the heads 4096.
-struct Batch {
-    heads: Vec<u8>,
+/// Where a batch is cut: the next message starts at the first copy whose text would take the
+/// message's past `batch_text` (each counted with 64 bytes more, as `wire.py` counts them) or whose
+/// head would be the 4097th; a message has at least one copy (or none, if there is none).
+struct Cut {
+    /// copies in the message
     n: usize,
-    units: Vec<u8>,
-    text: Vec<u8>,
+    /// their units and text bytes, all together
+    units: usize,
+    text: usize,
+    /// text counted for the cut (`text` + 64 per copy)
     size: usize,
-    batch_text: usize,
 }
 
-impl Drop for Batch {
-    fn drop(&mut self) {
-        for b in [std::mem::take(&mut self.heads), std::mem::take(&mut self.units), std::mem::take(&mut self.text)] {
-            crate::pool::give(b);
+impl Cut {
+    fn new() -> Self {
+        Cut { n: 0, units: 0, text: 0, size: 0 }
+    }
+
+    /// Take a copy of `text` bytes and `units` units, unless it must start the next message.
+    fn take(&mut self, text: usize, units: usize, batch_text: usize) -> bool {
+        if self.n > 0 && (self.size + text + 64 > batch_text || self.n == MAX_HEADS) {
+            return false;
         }
-    }
-}
-
-impl Batch {
-    fn new(batch_text: usize) -> Self {
-        // (buffers kept from the last batch: a broker encodes one per neighbour per round)
-        Batch { heads: crate::pool::take(4096), n: 0, units: crate::pool::take(4096), text: crate::pool::take(4096), size: 0, batch_text }
-    }
-
-    /// True if an event of `blob` text bytes must start a new message.
-    fn full_for(&self, blob: usize) -> bool {
-        self.n > 0 && (self.size + blob + 64 > self.batch_text || self.n == MAX_HEADS)
-    }
-
-    fn add_text(&mut self, ev: &EventFields<'_>) {
-        for part in ev.texts() {
-            self.text.extend_from_slice(part);
-        }
-        self.size += ev.text_len() + 64;
         self.n += 1;
-    }
-
-    fn clear(&mut self) {
-        self.heads.clear();
-        self.units.clear();
-        self.text.clear();
-        (self.n, self.size) = (0, 0);
+        self.units += units;
+        self.text += text;
+        self.size += text + 64;
+        true
     }
 
     fn check(&self) -> Result<(), CodecError> {
-        if self.units.len() / 8 > MAX_UNITS || self.text.len() > MAX_TEXT {
+        if self.units > MAX_UNITS || self.text > MAX_TEXT {
             return Err(bad("a batch has more units or text than one message carries"));
         }
         Ok(())
     }
-
-    /// One message: `prefix`, the heads, then the units (if `with_units`) and the text, each as a
-    /// u64 count and its bytes.
-    fn message(&self, prefix: &[u8], with_units: bool) -> Result<Vec<u8>, CodecError> {
-        self.check()?;
-        let mut b = crate::pool::take(prefix.len() + self.heads.len() + 16 + self.units.len() + self.text.len());
-        b.extend_from_slice(prefix);
-        b.extend_from_slice(&self.heads);
-        if with_units {
-            b.extend_from_slice(&((self.units.len() / 8) as u64).to_le_bytes());
-            b.extend_from_slice(&self.units);
-        }
-        b.extend_from_slice(&(self.text.len() as u64).to_le_bytes());
-        b.extend_from_slice(&self.text);
-        Ok(b)
-    }
 }
 
-/// Encodes event copies as `events` messages numbered from a first sequence number, cut as
-/// `wire.py` cuts them.
-pub struct EventsEncoder {
-    b: Batch,
-    first: u64,
-    out: Vec<Vec<u8>>,
-}
-
-impl EventsEncoder {
-    /// An encoder whose first message is numbered from `first_seq`, cutting at `batch_text`.
-    pub fn new(first_seq: u64, batch_text: usize) -> Self {
-        EventsEncoder { b: Batch::new(batch_text), first: first_seq, out: Vec::new() }
-    }
-
-    fn flush(&mut self) -> Result<(), CodecError> {
-        let mut prefix = [0u8; 18];
-        prefix[0..2].copy_from_slice(&EVENTS.to_le_bytes());
-        prefix[2..10].copy_from_slice(&self.first.to_le_bytes());
-        prefix[10..18].copy_from_slice(&(self.b.n as u64).to_le_bytes());
-        self.out.push(self.b.message(&prefix, true)?);
-        self.first += self.b.n as u64;
-        self.b.clear();
-        Ok(())
-    }
-
-    /// Add the next copy.
-    pub fn push(&mut self, c: &CopyFields<'_>) -> Result<(), CodecError> {
-        let (plen, lens) = text_lengths(&c.event)?;
-        let mut counts = [0u16; 3];
-        for (k, (list, what)) in [(c.targets, "targets"), (c.reached, "reached"), (c.left, "left")].into_iter().enumerate() {
-            counts[k] = u16::try_from(list.len()).map_err(|_| bad(format!("{what} {} does not fit 16 bits", list.len())))?;
-        }
-        if self.b.full_for(c.event.text_len()) {
-            self.flush()?;
-        }
-        for list in [c.targets, c.reached, c.left] {
-            for u in list {
-                self.b.units.extend_from_slice(&u.to_le_bytes());
+/// Messages made of `n` items (`item(i)` gives the i-th's text bytes and units, or why it cannot be
+/// sent), cut as `wire.py` cuts them, each written in one pass into a buffer of its exact size:
+/// `write(buffer, first, cut)` writes the message of items `first..first + cut.n`.
+fn cut_and_write(
+    n: usize,
+    batch_text: usize,
+    item: impl Fn(usize) -> Result<(usize, usize), CodecError>,
+    size: impl Fn(&Cut) -> usize,
+    mut write: impl FnMut(&mut Vec<u8>, usize, &Cut),
+) -> Result<Vec<Vec<u8>>, CodecError> {
+    let mut out = Vec::new();
+    let mut first = 0;
+    loop {
+        let mut cut = Cut::new();
+        while first + cut.n < n {
+            let (text, units) = item(first + cut.n)?;
+            if !cut.take(text, units, batch_text) {
+                break;
             }
         }
-        let mut h = [0u8; HEAD];
-        h[0..8].copy_from_slice(&c.origin.to_le_bytes());
-        for (k, id) in [c.event.timestamp, c.event.sequence, c.event.incarnation].iter().enumerate() {
-            h[8 + 8 * k..16 + 8 * k].copy_from_slice(&id.to_le_bytes());
+        cut.check()?;
+        let mut b = crate::pool::take(size(&cut));
+        write(&mut b, first, &cut);
+        debug_assert_eq!(b.len(), size(&cut), "a message is the size it was cut to");
+        out.push(b);
+        first += cut.n;
+        if first >= n {
+            return Ok(out);
         }
-        h[32..34].copy_from_slice(&c.hops.to_le_bytes());
-        h[34] = c.mode;
-        h[35] = c.level;
-        for (k, n) in counts.iter().enumerate() {
-            h[36 + 2 * k..38 + 2 * k].copy_from_slice(&n.to_le_bytes());
-        }
-        h[42..44].copy_from_slice(&plen.to_le_bytes());
-        for (k, n) in lens.iter().enumerate() {
-            h[44 + 4 * k..48 + 4 * k].copy_from_slice(&n.to_le_bytes());
-        }
-        self.b.heads.extend_from_slice(&h);
-        self.b.add_text(&c.event);
-        Ok(())
-    }
-
-    /// The messages (at least one, maybe of no copy).
-    pub fn finish(mut self) -> Result<Vec<Vec<u8>>, CodecError> {
-        self.flush()?;
-        Ok(self.out)
     }
 }
 
-/// Encodes events as `ges_client.deliver` messages, cut as `wire.py` cuts them.
-pub struct DeliverEncoder {
-    b: Batch,
-    out: Vec<Vec<u8>>,
+fn head_checks(c: &CopyFields<'_>) -> Result<(), CodecError> {
+    for (list, what) in [(c.targets, "targets"), (c.reached, "reached"), (c.left, "left")] {
+        u16::try_from(list.len()).map_err(|_| bad(format!("{what} {} does not fit 16 bits", list.len())))?;
+    }
+    Ok(())
 }
 
-impl DeliverEncoder {
-    /// An encoder cutting at `batch_text`.
-    pub fn new(batch_text: usize) -> Self {
-        DeliverEncoder { b: Batch::new(batch_text), out: Vec::new() }
-    }
-
-    fn flush(&mut self) -> Result<(), CodecError> {
-        let mut prefix = [0u8; 10];
-        prefix[0..2].copy_from_slice(&DELIVER.to_le_bytes());
-        prefix[2..10].copy_from_slice(&(self.b.n as u64).to_le_bytes());
-        self.out.push(self.b.message(&prefix, false)?);
-        self.b.clear();
-        Ok(())
-    }
-
-    /// Add the next event.
-    pub fn push(&mut self, ev: &EventFields<'_>) -> Result<(), CodecError> {
-        let (plen, lens) = text_lengths(ev)?;
-        if self.b.full_for(ev.text_len()) {
-            self.flush()?;
+/// Encode `n` event copies (`copy(i)`, read a few times each) as `events` messages numbered from
+/// `first_seq`, cut as `wire.py` cuts them (at least one message, maybe of no copy). Each message is
+/// written once, in order, into a buffer of its exact size: no intermediate buffer, no growth.
+pub fn encode_events<'a>(first_seq: u64, batch_text: usize, n: usize, copy: impl Fn(usize) -> CopyFields<'a>) -> Result<Vec<Vec<u8>>, CodecError> {
+    let item = |i: usize| {
+        let c = copy(i);
+        text_lengths(&c.event)?;
+        head_checks(&c)?;
+        Ok((c.event.text_len(), c.targets.len() + c.reached.len() + c.left.len()))
+    };
+    let size = |cut: &Cut| 18 + cut.n * HEAD + 8 + cut.units * 8 + 8 + cut.text;
+    let mut seq = first_seq;
+    cut_and_write(n, batch_text, item, size, |b, first, cut| {
+        let copies = first..first + cut.n;
+        b.extend_from_slice(&EVENTS.to_le_bytes());
+        b.extend_from_slice(&seq.to_le_bytes());
+        b.extend_from_slice(&(cut.n as u64).to_le_bytes());
+        for i in copies.clone() {
+            let c = copy(i);
+            let (plen, lens) = text_lengths(&c.event).expect("checked by the cut");
+            let mut h = [0u8; HEAD];
+            h[0..8].copy_from_slice(&c.origin.to_le_bytes());
+            for (k, id) in [c.event.timestamp, c.event.sequence, c.event.incarnation].iter().enumerate() {
+                h[8 + 8 * k..16 + 8 * k].copy_from_slice(&id.to_le_bytes());
+            }
+            h[32..34].copy_from_slice(&c.hops.to_le_bytes());
+            h[34] = c.mode;
+            h[35] = c.level;
+            for (k, list) in [c.targets, c.reached, c.left].iter().enumerate() {
+                h[36 + 2 * k..38 + 2 * k].copy_from_slice(&(list.len() as u16).to_le_bytes());
+            }
+            h[42..44].copy_from_slice(&plen.to_le_bytes());
+            for (k, n) in lens.iter().enumerate() {
+                h[44 + 4 * k..48 + 4 * k].copy_from_slice(&n.to_le_bytes());
+            }
+            b.extend_from_slice(&h);
         }
-        let mut h = [0u8; DELIVERY_HEAD];
-        for (k, id) in [ev.timestamp, ev.sequence, ev.incarnation].iter().enumerate() {
-            h[8 * k..8 * k + 8].copy_from_slice(&id.to_le_bytes());
+        b.extend_from_slice(&(cut.units as u64).to_le_bytes());
+        for i in copies.clone() {
+            let c = copy(i);
+            for list in [c.targets, c.reached, c.left] {
+                for u in list {
+                    b.extend_from_slice(&u.to_le_bytes());
+                }
+            }
         }
-        h[24..26].copy_from_slice(&plen.to_le_bytes());
-        for (k, n) in lens.iter().enumerate() {
-            h[26 + 4 * k..30 + 4 * k].copy_from_slice(&n.to_le_bytes());
+        b.extend_from_slice(&(cut.text as u64).to_le_bytes());
+        for i in copies {
+            for part in copy(i).event.texts() {
+                b.extend_from_slice(part);
+            }
         }
-        self.b.heads.extend_from_slice(&h);
-        self.b.add_text(ev);
-        Ok(())
-    }
+        seq += cut.n as u64;
+    })
+}
 
-    /// The messages (at least one, maybe of no event).
-    pub fn finish(mut self) -> Result<Vec<Vec<u8>>, CodecError> {
-        self.flush()?;
-        Ok(self.out)
-    }
+/// Encode `n` events (`event(i)`, read a few times each) as `ges_client.deliver` messages, cut as
+/// `wire.py` cuts them (at least one message, maybe of no event), each written once into a buffer
+/// of its exact size.
+pub fn encode_deliver<'a>(batch_text: usize, n: usize, event: impl Fn(usize) -> EventFields<'a>) -> Result<Vec<Vec<u8>>, CodecError> {
+    let item = |i: usize| {
+        let e = event(i);
+        text_lengths(&e)?;
+        Ok((e.text_len(), 0))
+    };
+    let size = |cut: &Cut| 10 + cut.n * DELIVERY_HEAD + 8 + cut.text;
+    cut_and_write(n, batch_text, item, size, |b, first, cut| {
+        let events = first..first + cut.n;
+        b.extend_from_slice(&DELIVER.to_le_bytes());
+        b.extend_from_slice(&(cut.n as u64).to_le_bytes());
+        for i in events.clone() {
+            let ev = event(i);
+            let (plen, lens) = text_lengths(&ev).expect("checked by the cut");
+            let mut h = [0u8; DELIVERY_HEAD];
+            for (k, id) in [ev.timestamp, ev.sequence, ev.incarnation].iter().enumerate() {
+                h[8 * k..8 * k + 8].copy_from_slice(&id.to_le_bytes());
+            }
+            h[24..26].copy_from_slice(&plen.to_le_bytes());
+            for (k, n) in lens.iter().enumerate() {
+                h[26 + 4 * k..30 + 4 * k].copy_from_slice(&n.to_le_bytes());
+            }
+            b.extend_from_slice(&h);
+        }
+        b.extend_from_slice(&(cut.text as u64).to_le_bytes());
+        for i in events {
+            for part in event(i).texts() {
+                b.extend_from_slice(part);
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -594,10 +580,11 @@ mod tests {
     #[test]
     fn copies_come_back_as_they_went_and_batches_are_cut() {
         let evs: Vec<_> = (0..9000u64).map(ev).collect();
-        let mut enc = EventsEncoder::new(40, BATCH_TEXT);
-        for (k, (p, pay)) in evs.iter().enumerate() {
+        let reached: Vec<u64> = (0..9000).collect();
+        let copy = |k: usize| {
+            let (p, pay) = &evs[k];
             let k = k as u64;
-            enc.push(&CopyFields {
+            CopyFields {
                 event: EventFields {
                     timestamp: k,
                     sequence: k + 1,
@@ -612,12 +599,11 @@ mod tests {
                 level: (k % 4) as u8,
                 hops: (k % 255) as u16,
                 targets: &[5, 6][..(k % 3) as usize % 3],
-                reached: &[k],
+                reached: &reached[k as usize..k as usize + 1],
                 left: &[],
-            })
-            .unwrap();
-        }
-        let parts = enc.finish().unwrap();
+            }
+        };
+        let parts = encode_events(40, BATCH_TEXT, evs.len(), copy).unwrap();
         assert!(parts.len() > 1);
         let mut first = 40;
         let mut k = 0u64;
@@ -636,12 +622,9 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_refused_whole() {
-        let mut enc = EventsEncoder::new(5, BATCH_TEXT);
         let e = EventFields { timestamp: 1, sequence: 2, incarnation: 3, publisher: b"p", signature: b"a:int", values: b"i1", payload: b"x" };
-        for _ in 0..3 {
-            enc.push(&CopyFields { event: e, origin: 1, mode: UP, level: 1, hops: 0, targets: &[1], reached: &[], left: &[] }).unwrap();
-        }
-        let good = enc.finish().unwrap().remove(0);
+        let c = CopyFields { event: e, origin: 1, mode: UP, level: 1, hops: 0, targets: &[1], reached: &[], left: &[] };
+        let good = encode_events(5, BATCH_TEXT, 3, |_| c).unwrap().remove(0);
         let mut out = Vec::new();
         assert_eq!(decode_events(&good, &mut out).unwrap(), 5);
         assert_eq!(out.len(), 3);

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, CopyFields, CopyRef, DeliverEncoder, EventFields, EventsEncoder, BATCH_TEXT, EVENTS, EVENT_ACK, EVENT_ACK_ALSO, PUBLISH};
+use crate::codec::{self, CopyFields, CopyRef, EventFields, BATCH_TEXT, EVENTS, EVENT_ACK, EVENT_ACK_ALSO, PUBLISH};
 use crate::erp::{Copy, Erp, Event, Units};
 use crate::fxhash::FxHashMap;
 use crate::io::{Closed, Dispatcher, FrameChannel, Sent, Waited};
@@ -477,9 +477,9 @@ impl Engine {
         erp.take(|tp| {
             let Some(link) = links.get_mut(&(tp.peer as i64)) else { return };
             if let Some((first, copies)) = tp.events {
-                let mut enc = EventsEncoder::new(first, BATCH_TEXT);
-                for c in copies {
-                    let f = CopyFields {
+                let copy = |i: usize| {
+                    let c: &Copy = &copies[i];
+                    CopyFields {
                         event: fields(&c.event),
                         origin: c.origin,
                         mode: c.mode,
@@ -488,11 +488,10 @@ impl Engine {
                         targets: &c.targets,
                         reached: &c.reached,
                         left: &c.left,
-                    };
-                    // (cannot fail: the routing's copies fit the wire; a copy that did not would be dropped)
-                    let _ = enc.push(&f);
-                }
-                if let Ok(frames) = enc.finish() {
+                    }
+                };
+                // (cannot fail: the routing's copies fit the wire; a batch that did not would be dropped)
+                if let Ok(frames) = codec::encode_events(first, BATCH_TEXT, copies.len(), copy) {
                     link.out.extend(frames.into_iter().map(Arc::new));
                 }
             }
@@ -517,11 +516,8 @@ impl Engine {
                 let g = match made.iter().rev().take(MADE_COMPARED).position(|(j, _)| same(j)) {
                     Some(back) => made.len() - 1 - back,
                     None => {
-                        let mut enc = DeliverEncoder::new(BATCH_TEXT);
-                        for e in evs {
-                            let _ = enc.push(&fields(e));
-                        }
-                        made.push((k, enc.finish().unwrap_or_default().into_iter().map(Arc::new).collect()));
+                        let frames = codec::encode_deliver(BATCH_TEXT, evs.len(), |i| fields(&evs[i])).unwrap_or_default();
+                        made.push((k, frames.into_iter().map(Arc::new).collect()));
                         made.len() - 1
                     }
                 };
@@ -761,11 +757,9 @@ mod tests {
         let gw = Arc::new(Mem::default());
         *gw.credit.lock().unwrap() = 10;
         eng.add_link(other as i64, gw.clone(), Kind::Broker, None);
-        let mut enc = EventsEncoder::new(0, BATCH_TEXT);
         let ev = EventFields { timestamp: 1, sequence: 0, incarnation: 0, publisher: b"p", signature: b"a:int", values: b"i1", payload: b"" };
-        enc.push(&CopyFields { event: ev, origin: other, mode: crate::erp::DOWN, level: 0, hops: 1, targets: &[me], reached: &[], left: &[] })
-            .unwrap();
-        gw.inbox.lock().unwrap().extend(enc.finish().unwrap());
+        let c = CopyFields { event: ev, origin: other, mode: crate::erp::DOWN, level: 0, hops: 1, targets: &[me], reached: &[], left: &[] };
+        gw.inbox.lock().unwrap().extend(codec::encode_events(0, BATCH_TEXT, 1, |_| c).unwrap());
         assert_eq!(eng.run(&NoWait, &[], None), Ran::Store);
         assert!(gw.sent.lock().unwrap().is_empty()); // nothing of the round before the store has it
         let calls = lock(&eng.erp).take_store_calls();

@@ -13,7 +13,9 @@ thread_local! {
     static FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An empty buffer with room for `cap` bytes (a kept one if one is large enough).
+/// An empty buffer with room for `cap` bytes (a kept one if one is large enough; a new one large
+/// enough for the next power of two, so that it can be kept and serve any frame up to that: the
+/// encoders ask for their messages' exact sizes, which differ a little from round to round).
 pub fn take(cap: usize) -> Vec<u8> {
     if cap >= KEEP_FROM {
         let kept = FREE.with(|f| {
@@ -26,6 +28,7 @@ pub fn take(cap: usize) -> Vec<u8> {
             b.clear();
             return b;
         }
+        return Vec::with_capacity(cap.next_power_of_two());
     }
     Vec::with_capacity(cap)
 }

@@ -10,7 +10,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
-use crate::codec::{self, CodecError, CopyFields, DeliverEncoder, EventFields, EventsEncoder, Units};
+use crate::codec::{self, CodecError, CopyFields, EventFields, Units};
 
 pub(crate) fn value_error(e: CodecError) -> PyErr {
     PyValueError::new_err(e.0)
@@ -246,39 +246,39 @@ fn list_of<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyL
 /// `wire.py` cuts them.
 #[pyfunction]
 fn encode_events<'py>(py: Python<'py>, first_seq: u64, copies: &Bound<'py, PyAny>, batch_text: usize) -> PyResult<Bound<'py, PyList>> {
-    let mut enc = EventsEncoder::new(first_seq, batch_text);
-    let (mut targets, mut reached, mut left) = (Vec::new(), Vec::new(), Vec::new());
+    // (read whole first: the encoder reads each copy a few times)
+    let mut read = Vec::new();
     for copy in copies.try_iter()? {
         let copy = copy?;
         let copy = tuple_of(&copy, "an event copy", 8)?;
         let ev = EventView::of(&copy.get_item(0)?)?;
-        unit_list(&copy.get_item(4)?, "a target unit", &mut targets)?;
-        unit_list(&copy.get_item(5)?, "a reached unit", &mut reached)?;
-        unit_list(&copy.get_item(7)?, "a left unit", &mut left)?;
-        let fields = CopyFields {
-            event: ev.fields()?,
-            origin: field(&copy.get_item(1)?, "origin", u64::MAX)?,
-            mode: field(&copy.get_item(2)?, "mode", u8::MAX as u64)? as u8,
-            level: field(&copy.get_item(3)?, "level", u8::MAX as u64)? as u8,
-            hops: field(&copy.get_item(6)?, "hops", u16::MAX as u64)? as u16,
-            targets: &targets,
-            reached: &reached,
-            left: &left,
-        };
-        enc.push(&fields).map_err(value_error)?;
+        let mut units: [Vec<u64>; 3] = Default::default();
+        for (k, (at, what)) in [(4, "a target unit"), (5, "a reached unit"), (7, "a left unit")].into_iter().enumerate() {
+            unit_list(&copy.get_item(at)?, what, &mut units[k])?;
+        }
+        let head = (
+            field(&copy.get_item(1)?, "origin", u64::MAX)?,
+            field(&copy.get_item(2)?, "mode", u8::MAX as u64)? as u8,
+            field(&copy.get_item(3)?, "level", u8::MAX as u64)? as u8,
+            field(&copy.get_item(6)?, "hops", u16::MAX as u64)? as u16,
+        );
+        read.push((ev, head, units));
     }
-    list_of(py, enc.finish().map_err(value_error)?)
+    let fields = read
+        .iter()
+        .map(|(ev, (origin, mode, level, hops), [targets, reached, left])| {
+            Ok(CopyFields { event: ev.fields()?, origin: *origin, mode: *mode, level: *level, hops: *hops, targets, reached, left })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    list_of(py, codec::encode_events(first_seq, batch_text, fields.len(), |i| fields[i]).map_err(value_error)?)
 }
 
 /// Encode `events` (EventData values) as `ges_client.deliver` messages, cut as `wire.py` cuts them.
 #[pyfunction]
 fn encode_deliver<'py>(py: Python<'py>, events: &Bound<'py, PyAny>, batch_text: usize) -> PyResult<Bound<'py, PyList>> {
-    let mut enc = DeliverEncoder::new(batch_text);
-    for ev in events.try_iter()? {
-        let ev = EventView::of(&ev?)?;
-        enc.push(&ev.fields()?).map_err(value_error)?;
-    }
-    list_of(py, enc.finish().map_err(value_error)?)
+    let views = events.try_iter()?.map(|ev| EventView::of(&ev?)).collect::<PyResult<Vec<_>>>()?;
+    let fields = views.iter().map(EventView::fields).collect::<PyResult<Vec<_>>>()?;
+    list_of(py, codec::encode_deliver(batch_text, fields.len(), |i| fields[i]).map_err(value_error)?)
 }
 
 /// Register the codec's functions.
