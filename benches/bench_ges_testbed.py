@@ -123,7 +123,9 @@ def main() -> int:
     ap.add_argument("--low-rate", type=float, default=10.0, help="events/s of the latency case (default 10)")
     ap.add_argument("--low-count", type=int, default=200, help="events of the latency case (default 200)")
     ap.add_argument("--flat-count", type=int, default=20000, help="events of the throughput case (default 20000)")
-    ap.add_argument("--warm-count", type=int, default=20000, help="events of the unmeasured flat-out run each system gets first (default 20000; 0: none)")
+    ap.add_argument(
+        "--warm-count", type=int, default=20000, help="events of the unmeasured flat-out run each system gets first (default 20000; 0: none)"
+    )
     ap.add_argument("--no-nats", action="store_true", help="leave NATS out")
     ap.add_argument("--no-floor", action="store_true", help="leave the floor out")
     ap.add_argument("--no-fig20", action="store_true", help="leave figure 20 out")
