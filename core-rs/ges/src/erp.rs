@@ -151,7 +151,9 @@ impl EventPool {
     /// Keep `ev` if nothing else holds it, it is small (its text and spans inline: a kept event never
     /// holds more than its own ~300 bytes) and the pool has room; else just let go of it.
     fn give(&mut self, mut ev: Arc<Event>) {
-        if self.0.len() >= EVENT_POOL {
+        // (a plain load first: most events let go of here are still held by another client's list or a
+        // copy not acknowledged yet, and `get_mut`'s compare-and-swap would be wasted on them)
+        if self.0.len() >= EVENT_POOL || Arc::strong_count(&ev) != 1 {
             return;
         }
         if let Some(e) = Arc::get_mut(&mut ev) {
