@@ -276,6 +276,10 @@ struct Peer {
     out: BTreeMap<Priority, VecDeque<Vec<u8>>>,
     /// TEARDOWNs sent and not acked: repeated every heartbeat until they are.
     tombstones: BTreeMap<(bool, u64), Tombstone>,
+    /// This bridge declared the peer dead and withdrew its services from the runtime; their liveliness tokens may
+    /// still stand (a peer frozen for about the lease can keep its Zenoh link): they are exported again, as the
+    /// tokens then stand, when the peer is heard from again.
+    exports_withdrawn: bool,
 }
 
 const BURIED_KEPT: usize = 8;
@@ -396,7 +400,11 @@ impl Bridge {
                 incarnation: p.view.map(|v| v.0),
                 silent_for: now.saturating_sub(p.last_seen),
                 unacked_teardowns: p.tombstones.len(),
-                services: self.remote_exports.get(n).map(|s| s.iter().cloned().collect()).unwrap_or_default(),
+                services: if p.exports_withdrawn {
+                    Vec::new()
+                } else {
+                    self.remote_exports.get(n).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+                },
             })
             .collect();
         let channels = self
@@ -638,10 +646,13 @@ impl Bridge {
                 self.peer_dead(now, &k.runtime, why);
             }
             (KeyKind::Service, up) => {
+                // `remote_exports` follows the tokens; the runtime hears of a change only while the peer's
+                // services are not withdrawn (a peer declared dead gets them back when it is heard from again).
                 let service = k.service.expect("a svc key has one");
                 let known = self.remote_exports.entry(k.runtime.clone()).or_default();
                 let changed = if up { known.insert(service.clone()) } else { known.remove(&service) };
-                if changed {
+                let withdrawn = self.peers.get(&k.runtime).is_some_and(|p| p.exports_withdrawn);
+                if changed && !withdrawn {
                     self.actions.push_back(Action::RemoteExport { runtime: k.runtime, service, up });
                 }
             }
@@ -724,6 +735,7 @@ impl Bridge {
         p.last_seen = now;
         let was_alive = p.alive;
         p.alive = true;
+        let restore = std::mem::take(&mut p.exports_withdrawn);
         if let Some(why) = &reset {
             self.drop_session(&src, why);
         }
@@ -731,6 +743,12 @@ impl Bridge {
             self.actions.push_back(Action::PeerUp { runtime: src.clone(), incarnation: inc });
             // Tell it this bridge's session now (it may still hold channels of an earlier one).
             self.peers.get_mut(&src).expect("admitted").next_hb = now;
+        }
+        if restore {
+            // Its services whose tokens stood through its absence (a new incarnation's tokens, if it restarted).
+            for service in self.remote_exports.get(&src).into_iter().flatten() {
+                self.actions.push_back(Action::RemoteExport { runtime: src.clone(), service: service.clone(), up: true });
+            }
         }
         // Binds that waited for this runtime to be heard from.
         let waiting: Vec<ChanId> =
@@ -1035,6 +1053,7 @@ impl Bridge {
             next_hb: now,
             out: BTreeMap::new(),
             tombstones: BTreeMap::new(),
+            exports_withdrawn: false,
         })
     }
 
@@ -1071,9 +1090,12 @@ impl Bridge {
         p.alive = false;
         // A new epoch: when the peer is heard from again, it learns that its channels with this bridge are gone.
         p.my_epoch += 1;
-        // Its services go with it (their tokens may outlive a frozen peer by Zenoh's own lease).
-        for service in self.remote_exports.remove(name).unwrap_or_default() {
-            self.actions.push_back(Action::RemoteExport { runtime: name.to_string(), service, up: false });
+        // Its services go with it from the runtime's view, but are remembered as their tokens stand: a peer frozen
+        // for about the lease may keep its Zenoh link, and so its tokens, and is exported again when heard from.
+        if !std::mem::replace(&mut p.exports_withdrawn, true) {
+            for service in self.remote_exports.get(name).into_iter().flatten() {
+                self.actions.push_back(Action::RemoteExport { runtime: name.to_string(), service: service.clone(), up: false });
+            }
         }
         self.actions.push_back(Action::PeerDown { runtime: name.to_string(), reason: why });
     }

@@ -528,3 +528,38 @@ fn other_runtimes_exports_are_learned_from_their_tokens_and_forgotten_when_they_
     assert!(gone.is_some() && down.is_some() && gone < down, "{gone:?} {down:?}");
     assert!(sim.nodes[0].b.status(sim.now).peers.iter().all(|p| p.services.is_empty()));
 }
+
+#[test]
+fn a_peer_heard_from_again_gets_back_the_services_whose_tokens_stood() {
+    // A bridge frozen for about the lease may keep its Zenoh link, and with it its services' liveliness tokens:
+    // declared dead here, its services leave the runtime; heard from again, they are exported again, as the
+    // tokens stand then (one withdrawn while it was dead stays gone, one declared meanwhile comes).
+    let mut sim = two();
+    sim.run_for(S);
+    let now = sim.now;
+    let b = &mut sim.nodes[0].b;
+    b.handle_liveliness(now, "mh/lab/svc/b/echo", true).unwrap();
+    b.handle_liveliness(now, "mh/lab/svc/b/kv", true).unwrap();
+    sim.cut.insert((0, 1));
+    sim.run_for(LEASE + 2 * S);
+    let now = sim.now;
+    let b = &mut sim.nodes[0].b;
+    assert!(b.status(now).peers.iter().all(|p| p.services.is_empty() && !p.alive));
+    b.handle_liveliness(now, "mh/lab/svc/b/kv", false).unwrap();
+    b.handle_liveliness(now, "mh/lab/svc/b/log", true).unwrap();
+    let before = sim.nodes[0].log.len();
+    sim.cut.remove(&(0, 1));
+    sim.run_for(2 * S);
+    let told: Vec<(String, bool)> = sim.nodes[0].log[before..]
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::RemoteExport { service, up, .. } => Some((service.clone(), *up)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, vec![("echo".to_string(), true), ("log".to_string(), true)]);
+    let st = sim.nodes[0].b.status(sim.now);
+    let peer = st.peers.iter().find(|p| p.runtime == "b").unwrap();
+    assert!(peer.alive);
+    assert_eq!(peer.services, vec!["echo".to_string(), "log".to_string()]);
+}
