@@ -253,6 +253,14 @@ impl Producer {
         self.geo.soft_slots = self.geo.soft_slots.min(slots.max(1));
     }
 
+    /// Let small messages fill the whole ring (this end only): for a stream whose reader may lag by
+    /// more than the soft capacity and that reads everything there at each look, so that what waits
+    /// waits here rather than in the writer's memory, and the writer is woken once per ring drained,
+    /// not once per soft capacity (the live GES engine's links: see `docs/ges.md`).
+    pub fn fill_whole_ring(&mut self) {
+        self.geo.soft_slots = self.geo.nslots;
+    }
+
     #[inline]
     fn fits(&self, k: u64) -> bool {
         let used = self.wpos - self.cached_read;
@@ -618,6 +626,22 @@ mod tests {
         assert!(p.want_drained());
         assert_eq!(p.unconsumed_messages(), 0);
         assert!(p.try_send(1, &[&[1u8; 10]]));
+    }
+
+    #[test]
+    fn fill_whole_ring_lets_small_messages_use_every_slot() {
+        let r = HeapRing::new(RingGeometry::new(256, 64).unwrap());
+        let (mut p, _c) = r.ends(usize::MAX);
+        let mut n = 0;
+        while p.try_send(1, &[&[0u8; 8]]) {
+            n += 1;
+        }
+        assert_eq!(n, 64, "the soft capacity");
+        p.fill_whole_ring();
+        while p.try_send(1, &[&[0u8; 8]]) {
+            n += 1;
+        }
+        assert_eq!(n, 256, "every slot");
     }
 
     #[test]

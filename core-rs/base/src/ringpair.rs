@@ -409,6 +409,11 @@ impl RingPair {
         lock(&self.tx).producer.limit_fill(slots);
     }
 
+    /// Let small messages fill this end's whole ring (see `ring::Producer::fill_whole_ring`).
+    pub fn fill_whole_ring(&self) {
+        lock(&self.tx).producer.fill_whole_ring();
+    }
+
     /// Wake the peer if it is parked (after `try_send_quiet`); true if it was.
     pub fn ring_peer(&self) -> bool {
         self.peer_doorbell.ring()
@@ -811,6 +816,23 @@ mod tests {
         let err = a.try_send(&[&vec![0u8; 100_001]]).unwrap_err();
         assert_eq!(err.kind, ErrorKind::MessageTooLarge);
         assert_eq!(b.recv_blocking(Some(Duration::from_millis(20))).unwrap_err().kind, ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn fill_whole_ring_lets_one_end_queue_every_slot() {
+        // A 2 MiB ring (32,768 slots) keeps 8-byte messages to its 4,096-slot soft capacity; the end
+        // told to fill its whole ring queues one per slot, the other end is unchanged.
+        let (a, b) = pair(2 * 1024 * 1024 - 64);
+        let fill = |e: &RingPair| (0..100_000).take_while(|_| e.try_send(&[&[1u8; 8]]).is_ok()).count();
+        assert_eq!(fill(&a), DEFAULT_SOFT_SLOTS);
+        a.fill_whole_ring();
+        assert_eq!(DEFAULT_SOFT_SLOTS + fill(&a), slots_for_max_message(2 * 1024 * 1024 - 64));
+        assert_eq!(fill(&b), DEFAULT_SOFT_SLOTS);
+        let mut got = 0;
+        while b.try_recv().unwrap().is_some() {
+            got += 1;
+        }
+        assert_eq!(got, slots_for_max_message(2 * 1024 * 1024 - 64), "every message there");
     }
 
     #[test]

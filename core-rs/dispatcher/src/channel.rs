@@ -214,6 +214,14 @@ impl Channel {
         both!(self, c => c.is_ready(want))
     }
 
+    /// A UMP end's writes may fill its whole ring, not only its soft capacity
+    /// (`RingPair::fill_whole_ring`); nothing for a multi-hop end (its window is its credit).
+    pub fn fill_whole_ring(&self) {
+        if let Channel::Ump(c) = self {
+            c.fill_whole_ring();
+        }
+    }
+
     pub fn note_busy(&self) {
         both!(self, c => c.note_busy())
     }

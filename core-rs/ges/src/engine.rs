@@ -210,7 +210,9 @@ impl Engine {
     }
 
     /// Handle link `code` here from now on (a gateway that came up, a client that attached).
+    /// Its writes may fill the channel's whole buffer ([`FrameChannel::fill_whole_buffer`], which says why).
     pub fn add_link(&mut self, code: i64, ch: Arc<dyn FrameChannel>, kind: Kind, session: Option<(Arc<str>, u64)>) {
+        ch.fill_whole_buffer();
         self.links.insert(code, Link { ch, kind, session, out: VecDeque::new() });
     }
 

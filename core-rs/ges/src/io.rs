@@ -37,6 +37,11 @@ pub trait FrameChannel: Send + Sync {
     /// Whether a frame of `len` bytes could be sent now (or the channel is closed); a no asks the peer
     /// to ring this process's doorbell when it makes room.
     fn writable(&self, len: usize) -> bool;
+    /// Let this end's writes fill its whole buffer, not only the part a channel keeps small messages
+    /// in by default (a UMP ring's soft capacity): the engine queues what it cannot write, and a
+    /// subscriber that lags reads all that is there at each look, so a deeper ring wakes the broker
+    /// fewer times to write more and keeps what waits out of its memory. Nothing by default.
+    fn fill_whole_buffer(&self) {}
 }
 
 /// How a wait ended.

@@ -55,6 +55,10 @@ impl FrameChannel for Frames {
     fn writable(&self, len: usize) -> bool {
         self.0.is_ready(Want::Writable(len))
     }
+
+    fn fill_whole_buffer(&self) {
+        self.0.fill_whole_ring();
+    }
 }
 
 /// A dispatcher's waiting and corking.
