@@ -62,12 +62,70 @@ struct Link {
     /// a client's id and incarnation (its publications carry them)
     session: Option<(Arc<str>, u64)>,
     /// frames to write, in order (a delivery's frames are shared by the clients that get them)
-    out: VecDeque<Arc<Vec<u8>>>,
+    out: OutQueue,
+    /// a client given up as a slow consumer: nothing more is queued or written for it (a later frame
+    /// after the dropped ones would be a gap its reader could not see) until the control plane removes it
+    given_up: bool,
 }
+
+/// A link's frames waiting for room in its channel, and their bytes.
+#[derive(Default)]
+struct OutQueue {
+    frames: VecDeque<Arc<Vec<u8>>>,
+    bytes: usize,
+}
+
+impl OutQueue {
+    fn push(&mut self, f: Arc<Vec<u8>>) {
+        self.bytes += f.len();
+        self.frames.push_back(f);
+    }
+
+    fn extend(&mut self, frames: impl IntoIterator<Item = Arc<Vec<u8>>>) {
+        for f in frames {
+            self.push(f);
+        }
+    }
+
+    fn front(&self) -> Option<&Arc<Vec<u8>>> {
+        self.frames.front()
+    }
+
+    fn pop(&mut self) -> Option<Arc<Vec<u8>>> {
+        let f = self.frames.pop_front()?;
+        self.bytes -= f.len();
+        Some(f)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Every frame dropped (its buffer back to the pool if nobody else holds it).
+    fn clear(&mut self) {
+        while let Some(f) = self.pop() {
+            if let Ok(b) = Arc::try_unwrap(f) {
+                crate::pool::give(b);
+            }
+        }
+    }
+}
+
+/// Bytes that may wait in a broker for one client, beyond what its channel holds, before the engine
+/// gives the client up as a slow consumer ([`Item::Slow`]): a subscriber that stops reading, or
+/// reads slower than its events come for long enough, must not grow its broker's memory without
+/// end (NATS's default pending limit for a subscription is the same 64 MiB). Neighbour brokers are
+/// not cut: their credit and acknowledgements already bound what waits for them.
+pub const CLIENT_QUEUE_LIMIT: usize = 64 << 20;
+/// The least [`CLIENT_QUEUE_LIMIT`] a broker may be given: a batch of events for one client can be
+/// hundreds of KiB, and a limit below what one round makes would cut clients that keep up.
+pub const MIN_CLIENT_QUEUE_LIMIT: usize = 1 << 20;
 
 enum Incoming {
     Frame(Vec<u8>),
     Closed,
+    /// a client given up as a slow consumer, with the bytes that waited for it
+    Slow(usize),
 }
 
 /// What the engine hands to the control plane.
@@ -77,6 +135,10 @@ pub enum Item {
     Frame(i64, Vec<u8>),
     /// link `code` is closed (its frames before that came first)
     Closed(i64),
+    /// client link `code` was given up as a slow consumer: more than the engine's
+    /// `client_queue_limit` bytes waited for it; its queue is dropped (the control plane closes it
+    /// and detaches the client, saying why)
+    Slow(i64, String),
 }
 
 /// How long the acknowledgement timer waits (`erp.ACK_DELAY`, which says why 250 ms).
@@ -131,6 +193,8 @@ pub struct Counters {
     pub work_cpu_ns: u64,
     /// this thread's CPU time while waiting (spinning, parking: the system calls), ns
     pub wait_cpu_ns: u64,
+    /// clients given up as slow consumers ([`CLIENT_QUEUE_LIMIT`])
+    pub slow_clients: u64,
 }
 
 /// This thread's CPU time (ns; 0 where it cannot be read).
@@ -162,6 +226,10 @@ pub struct Engine {
     round_bytes: usize,
     /// [`RETURN_EVERY`] (the tests' engines return at the first slice)
     pub return_every: Duration,
+    /// [`CLIENT_QUEUE_LIMIT`] (the control plane may set another)
+    pub client_queue_limit: usize,
+    /// clients found over the limit by a flush, with the bytes that waited: reported by the next run
+    slow: Vec<(i64, usize)>,
     pub counters: Counters,
 }
 
@@ -205,6 +273,8 @@ impl Engine {
             ack_at: None,
             round_bytes: 0,
             return_every: RETURN_EVERY,
+            client_queue_limit: CLIENT_QUEUE_LIMIT,
+            slow: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -213,13 +283,14 @@ impl Engine {
     /// Its writes may fill the channel's whole buffer ([`FrameChannel::fill_whole_buffer`], which says why).
     pub fn add_link(&mut self, code: i64, ch: Arc<dyn FrameChannel>, kind: Kind, session: Option<(Arc<str>, u64)>) {
         ch.fill_whole_buffer();
-        self.links.insert(code, Link { ch, kind, session, out: VecDeque::new() });
+        self.links.insert(code, Link { ch, kind, session, out: OutQueue::default(), given_up: false });
     }
 
     /// Forget link `code` (lost or closed): what was queued for it is dropped.
     pub fn remove_link(&mut self, code: i64) {
         self.links.remove(&code);
         self.pending.retain(|(c, _)| *c != code);
+        self.slow.retain(|(c, _)| *c != code);
     }
 
     /// Whether link `code` is handled here.
@@ -251,6 +322,13 @@ impl Engine {
         while let Some((code, inc)) = self.pending.pop_front() {
             let frame = match inc {
                 Incoming::Closed => return Some(Item::Closed(code)),
+                Incoming::Slow(bytes) => {
+                    let limit = self.client_queue_limit;
+                    let why = format!(
+                        "slow consumer: {bytes} bytes of events waited for the client in its broker, beyond what its channel holds (limit {limit})"
+                    );
+                    return Some(Item::Slow(code, why));
+                }
                 Incoming::Frame(f) => f,
             };
             let Some(link) = self.links.get(&code) else {
@@ -334,7 +412,7 @@ impl Engine {
 
     /// Queue frames of the control plane for link `code` (before the routing's outputs of the round).
     pub fn queue(&mut self, code: i64, frames: impl IntoIterator<Item = Vec<u8>>) {
-        if let Some(link) = self.links.get_mut(&code) {
+        if let Some(link) = self.links.get_mut(&code).filter(|l| !l.given_up) {
             link.out.extend(frames.into_iter().map(Arc::new));
         }
     }
@@ -360,7 +438,7 @@ impl Engine {
                 while let Some(f) = link.out.front() {
                     match link.ch.try_send(f) {
                         Sent::Sent => {
-                            if let Some(f) = link.out.pop_front() {
+                            if let Some(f) = link.out.pop() {
                                 if let Ok(b) = Arc::try_unwrap(f) {
                                     crate::pool::give(b);
                                 }
@@ -378,6 +456,13 @@ impl Engine {
                     }
                 }
             }
+        }
+        let limit = self.client_queue_limit;
+        for (&code, link) in self.links.iter_mut().filter(|(_, l)| l.kind == Kind::Client && !l.given_up && l.out.bytes > limit) {
+            self.slow.push((code, link.out.bytes));
+            link.out.clear();
+            link.given_up = true;
+            self.counters.slow_clients += 1;
         }
         closed
     }
@@ -398,6 +483,8 @@ impl Engine {
     fn run_loop(&mut self, dispatcher: &dyn Dispatcher, control: &[Arc<dyn FrameChannel>], until: Option<Instant>) -> Ran {
         let entered = Instant::now();
         loop {
+            // (clients a flush gave up, the control plane's flush's too: after what was read before)
+            self.pending.extend(self.slow.drain(..).map(|(c, bytes)| (c, Incoming::Slow(bytes))));
             if let Some(item) = self.process() {
                 return Ran::Item(item);
             }
@@ -498,7 +585,7 @@ impl Engine {
                 }
             }
             if let Some((upto, also)) = tp.ack {
-                link.out.push_back(Arc::new(if upto >= 0 && also.is_empty() {
+                link.out.push(Arc::new(if upto >= 0 && also.is_empty() {
                     codec::encode_event_ack(upto as u64)
                 } else {
                     codec::encode_event_ack_also(upto as u64, &also)
@@ -523,7 +610,7 @@ impl Engine {
                         made.len() - 1
                     }
                 };
-                if let Some(link) = links.get_mut(client) {
+                if let Some(link) = links.get_mut(client).filter(|l| !l.given_up) {
                     link.out.extend(made[g].1.iter().cloned());
                 }
             }
@@ -797,5 +884,55 @@ mod tests {
         let at = v.as_ptr() as usize;
         let kept: Vec<CopyRef<'static>> = reuse(v);
         assert_eq!((kept.len(), kept.capacity(), kept.as_ptr() as usize), (0, 300, at));
+    }
+
+    /// A client that does not read: once more than the limit waits for it, the engine drops its queue,
+    /// writes nothing more to it (a later frame would be a gap it could not see), and hands it to the
+    /// control plane as a slow consumer, saying why; a client that reads gets every event meanwhile.
+    #[test]
+    fn a_client_that_does_not_read_is_given_up_past_the_limit_and_the_others_go_on() {
+        let mut erp = Erp::new(1, 3);
+        let local = Arc::new(Mutex::new(ProfileGraph::new()));
+        local.lock().unwrap().add(&[("a", "*")], -1, 1);
+        local.lock().unwrap().add(&[("a", "*")], -2, 1);
+        erp.set_local(local);
+        let mut eng = Engine::new(Arc::new(Mutex::new(erp)));
+        eng.client_queue_limit = 4096;
+        eng.return_every = Duration::ZERO;
+        let (reader, stuck, publisher) = (Arc::new(Mem::default()), Arc::new(Mem::default()), Arc::new(Mem::default()));
+        *reader.credit.lock().unwrap() = usize::MAX;
+        *stuck.credit.lock().unwrap() = 2; // its channel takes two frames, then nothing more
+        eng.add_link(-1, reader.clone(), Kind::Client, Some(("reader".into(), 1)));
+        eng.add_link(-2, stuck.clone(), Kind::Client, Some(("stuck".into(), 1)));
+        eng.add_link(-3, publisher.clone(), Kind::Client, Some(("pub".into(), 1)));
+        let mut given_up = None;
+        for seq in 0..200u64 {
+            publisher.inbox.lock().unwrap().push_back(publish_frame(5, seq, "a:int", "i1"));
+            match eng.run(&NoWait, &[], None) {
+                Ran::Item(Item::Slow(code, why)) => {
+                    assert!(given_up.is_none(), "told once");
+                    given_up = Some((seq, code, why));
+                    eng.remove_link(code); // (as the control plane does)
+                }
+                Ran::Slice => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let (seq, code, why) = given_up.expect("the client that does not read was given up");
+        assert_eq!(code, -2);
+        assert!(why.starts_with("slow consumer: ") && why.contains("(limit 4096)"), "{why}");
+        assert!(seq < 100, "given up once past the limit, at event {seq}");
+        assert_eq!(stuck.sent.lock().unwrap().len(), 2, "nothing written to it after its queue was dropped");
+        assert_eq!(eng.counters.slow_clients, 1);
+        // the client that reads got all 200 events, in order
+        let mut got = Vec::new();
+        for f in reader.sent.lock().unwrap().iter() {
+            // a deliver: its number, the count, then a 38-byte head per event (timestamp, sequence, ...)
+            assert_eq!(codec::message_number(f), Some(codec::DELIVER));
+            let n = u64::from_le_bytes(f[2..10].try_into().unwrap()) as usize;
+            let head = |i: usize| 10 + i * codec::DELIVERY_HEAD;
+            got.extend((0..n).map(|i| u64::from_le_bytes(f[head(i) + 8..head(i) + 16].try_into().unwrap())));
+        }
+        assert_eq!(got, (0..200).collect::<Vec<_>>());
     }
 }

@@ -101,6 +101,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="what carries the events between this runtime's processes: ump (direct channels, the default) or multihop "
         "(channels through the monitors: less CPU in the brokers, a longer path)",
     )
+    up.add_argument(
+        "--client-queue-limit",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="bytes of events that may wait in a broker for one client beyond what its channel holds before the client is "
+        "given up as a slow consumer (default 64 MiB, at least 1 MiB)",
+    )
     fabric_options.add_arguments(up)  # a topology spread over runtimes: the fabric a runtime started here joins
     for what, helptext in (
         ("crash", "SIGKILL a broker of a durable system (it stays in the system)"),
@@ -269,6 +277,7 @@ def run(a: argparse.Namespace) -> int:
             accept_empty_store=a.accept_empty_store,
             fabric=fabric_options.from_arguments(a, "multihop ges up"),
             transport=a.transport,
+            client_queue_limit=a.client_queue_limit,
         )
         share = len(system.addresses)
         print(

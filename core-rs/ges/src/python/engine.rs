@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::erp::EventRouting;
 use super::profile_graph::lock;
-use crate::engine::{Engine as Inner, Item, Kind, Ran};
+use crate::engine::{Engine as Inner, Item, Kind, Ran, CLIENT_QUEUE_LIMIT, MIN_CLIENT_QUEUE_LIMIT};
 use crate::fxhash::FxHashMap;
 use crate::io::{Dispatcher, FrameChannel};
 
@@ -28,21 +28,30 @@ pub struct Engine {
     control: Mutex<FxHashMap<usize, (Arc<dyn FrameChannel>, Py<PyAny>)>>,
 }
 
+// The default of `Engine(client_queue_limit=)`, written out in its signature (a constant shows as `...`).
+const _: () = assert!(CLIENT_QUEUE_LIMIT == 67_108_864);
+
 /// What `run` returns: `(kind, link code, frame)`.
 type RunOut<'py> = (u8, i64, Option<Bound<'py, PyBytes>>);
 
 #[pymethods]
 impl Engine {
     /// An engine over ``routing`` (the broker's native event routing: the state both share), waiting
-    /// and corking with ``dispatcher`` (the broker's ``multihop.Dispatcher``).
+    /// and corking with ``dispatcher`` (the broker's ``multihop.Dispatcher``). ``client_queue_limit``:
+    /// bytes that may wait here for one client beyond what its channel holds before it is given up as
+    /// a slow consumer (``run``'s kind 5; default 64 MiB, at least 1 MiB).
     #[new]
-    fn new(routing: &Bound<'_, EventRouting>, dispatcher: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (routing, dispatcher, client_queue_limit=67_108_864))] // (CLIENT_QUEUE_LIMIT, written out for the signature)
+    fn new(routing: &Bound<'_, EventRouting>, dispatcher: &Bound<'_, PyAny>, client_queue_limit: usize) -> PyResult<Self> {
+        if client_queue_limit < MIN_CLIENT_QUEUE_LIMIT {
+            return Err(PyValueError::new_err(format!(
+                "client_queue_limit must be at least {MIN_CLIENT_QUEUE_LIMIT} bytes (1 MiB), got {client_queue_limit}"
+            )));
+        }
         crate::pool::keep_freed_memory();
-        Ok(Engine {
-            inner: Mutex::new(Inner::new(routing.get().erp.clone())),
-            dispatcher: super::dispatcher_of(dispatcher)?,
-            control: Mutex::new(FxHashMap::default()),
-        })
+        let mut inner = Inner::new(routing.get().erp.clone());
+        inner.client_queue_limit = client_queue_limit;
+        Ok(Engine { inner: Mutex::new(inner), dispatcher: super::dispatcher_of(dispatcher)?, control: Mutex::new(FxHashMap::default()) })
     }
 
     /// Handle link ``code`` here from now on: ``channel`` (a ``multihop.Channel``) to neighbour broker
@@ -84,7 +93,9 @@ impl Engine {
     /// plane's own channels (watched, not read), ``timeout``: seconds until its next deadline (None:
     /// none). Returns ``(kind, code, frame)``: kind 1, a frame of link ``code`` for the control plane;
     /// 2, link ``code`` is closed; 3, one of ``control`` is readable; 4, the store has calls to do
-    /// (durable mode: ``EventRouting.take_store_calls``, then :meth:`flush`); 0, the deadline or a slice passed.
+    /// (durable mode: ``EventRouting.take_store_calls``, then :meth:`flush`); 5, client link ``code`` was
+    /// given up as a slow consumer (nothing more is written to it; the third element is why, UTF-8:
+    /// close it and detach the client); 0, the deadline or a slice passed.
     fn run<'py>(&self, py: Python<'py>, control: &Bound<'py, PyList>, timeout: Option<f64>) -> PyResult<RunOut<'py>> {
         let until = match timeout {
             Some(t) if t.is_finite() && t >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(t.min(1e6))),
@@ -96,6 +107,7 @@ impl Engine {
         Ok(match ran {
             Ran::Item(Item::Frame(code, f)) => (1, code, Some(PyBytes::new(py, &f))),
             Ran::Item(Item::Closed(code)) => (2, code, None),
+            Ran::Item(Item::Slow(code, why)) => (5, code, Some(PyBytes::new(py, why.as_bytes()))),
             Ran::Control => (3, 0, None),
             Ran::Store => (4, 0, None),
             Ran::Deadline | Ran::Slice => (0, 0, None),
@@ -126,8 +138,9 @@ impl Engine {
     }
 
     /// The engine's counters: frames read (``frames_in``, of which ``native_in`` handled here), written
-    /// (``frames_out``), writes that found no credit (``busy``), rounds, waits, and this thread's CPU time
-    /// in the loop's work (``work_cpu_ns``: reading, routing, writing) and in its waits (``wait_cpu_ns``).
+    /// (``frames_out``), writes that found no credit (``busy``), rounds, waits, this thread's CPU time
+    /// in the loop's work (``work_cpu_ns``: reading, routing, writing) and in its waits (``wait_cpu_ns``),
+    /// and clients given up as slow consumers (``slow_clients``).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = lock(&self.inner).counters.clone();
         let d = PyDict::new(py);
@@ -140,6 +153,7 @@ impl Engine {
             ("waits", c.waits),
             ("work_cpu_ns", c.work_cpu_ns),
             ("wait_cpu_ns", c.wait_cpu_ns),
+            ("slow_clients", c.slow_clients),
         ] {
             d.set_item(k, v)?;
         }
@@ -173,5 +187,7 @@ impl Engine {
 /// Register the class.
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
+    m.add("CLIENT_QUEUE_LIMIT", CLIENT_QUEUE_LIMIT)?;
+    m.add("MIN_CLIENT_QUEUE_LIMIT", MIN_CLIENT_QUEUE_LIMIT)?;
     Ok(())
 }

@@ -72,16 +72,22 @@ BIND_RETRY = 0.02  #: seconds between binds to a peer that has not exported its 
 class _Peer:
     """One channel of this broker and what is known about the other end."""
 
-    __slots__ = ("ch", "kind", "code", "out", "client", "incarnation", "native")
+    __slots__ = ("ch", "kind", "code", "out", "out_bytes", "client", "incarnation", "native")
 
     def __init__(self, ch: Any, kind: int = 0, code: int = -1) -> None:
         self.ch = ch
         self.kind = kind  # 0 until hello
         self.code = code  # a neighbour's broker code, or a client's peer id (negative)
         self.out: deque[bytes] = deque()
+        self.out_bytes = 0  # bytes in out
         self.client: str | None = None  # a client's id, once attached
         self.incarnation = 0
         self.native = False  # read and written by the native engine (its frames queue there, not in out)
+
+    def queue(self, frames: list[bytes]) -> None:
+        """Frames to write, after those already waiting."""
+        self.out.extend(frames)
+        self.out_bytes += sum(map(len, frames))
 
 
 class LiveBroker:
@@ -98,8 +104,14 @@ class LiveBroker:
         restart: bool = False,
         accept_empty_store: bool = False,
         transport: str = "ump",
+        client_queue_limit: int = _ges.CLIENT_QUEUE_LIMIT,
     ) -> None:
         self.runtime = runtime
+        #: bytes that may wait here for one client beyond what its channel holds before it is given up as a
+        #: slow consumer (both event paths; ``_ges.CLIENT_QUEUE_LIMIT`` says why)
+        self.client_queue_limit = client_queue_limit
+        #: the last clients given up, why (for ``status``)
+        self.given_up: deque[str] = deque(maxlen=16)
         #: what the gateways this broker dials to brokers of its own runtime are (``wire.TRANSPORTS``)
         self.transport = transport
         self.system = system
@@ -133,7 +145,7 @@ class LiveBroker:
         if isinstance(self.core.erp, NativeEventRouting):
             self.erp = self.core.erp
             self.erp.wire = True  # the engine writes what the routing makes
-            self.engine = _ges.Engine(self.erp.engine, self.d)
+            self.engine = _ges.Engine(self.erp.engine, self.d, client_queue_limit)
         self.name = wire.service_name(system, str(address))
         #: a system spread over a fabric's runtimes: the broker's service is exported to the fabric (its
         #: neighbours and clients on other runtimes bind it as ``name@runtime``); its wake service stays local
@@ -162,6 +174,7 @@ class LiveBroker:
             "busy_ns": 0,
             "cpu_ns": 0,
             "poll_cpu_ns": 0,
+            "slow_clients": 0,
         }
         self._wake_srv: Any = None
         self._ready = threading.Event()
@@ -318,6 +331,7 @@ class LiveBroker:
         kind = 1 if peer.kind == KIND_BROKER else 2
         self.engine.add_link(peer.code, peer.ch, kind, peer.client, peer.incarnation, list(peer.out))
         peer.out.clear()
+        peer.out_bytes = 0
         peer.native = True
 
     def _lost(self, peer: _Peer) -> None:
@@ -389,6 +403,10 @@ class LiveBroker:
                 self._drain_wake()
             elif kind == 4:
                 erp.run_store_calls()  # (the round is written below, after the store committed)
+            elif kind == 5:
+                peer = self.by_code.get(code)
+                if peer is not None and data is not None:
+                    self._give_up(peer, data.decode())
             if timers:
                 now = time.monotonic()
                 for due, name in [t for t in timers if t[0] <= now]:
@@ -498,7 +516,7 @@ class LiveBroker:
             rec = wire.client_stub.decode(data)
         except mh.ProtocolError as e:
             self.counters["refused"] += 1
-            peer.out.extend(wire.encode_for_client(Refused("message", str(e))))
+            peer.queue(wire.encode_for_client(Refused("message", str(e))))
             return
         if peer.client is None:
             if isinstance(rec, wire.client_stub.messages.durable_attach):
@@ -524,7 +542,7 @@ class LiveBroker:
             msg = wire.decode_from_client(rec, peer.client, peer.incarnation)
         except ValueError as e:
             self.counters["refused"] += 1
-            peer.out.extend(wire.encode_for_client(Refused(rec.name, str(e))))
+            peer.queue(wire.encode_for_client(Refused(rec.name, str(e))))
             return
         core.client_receive(peer.code, msg)
 
@@ -533,10 +551,10 @@ class LiveBroker:
     def _control(self, peer: _Peer, rec: Any) -> None:
         enc = wire.stub.encode
         if rec.name == "status_call":
-            peer.out.append(enc("status_response", json=json.dumps(self.status())))
+            peer.queue([enc("status_response", json=json.dumps(self.status()))])
         elif rec.name == "gateway_call":
             result, error = self._gateway(rec.peer, rec.op, rec.incarnation, rec.cost)
-            peer.out.append(enc("gateway_response", result=result, error=error))
+            peer.queue([enc("gateway_response", result=result, error=error)])
         elif rec.name == "shutdown":
             self.stopping = True
         else:
@@ -612,6 +630,8 @@ class LiveBroker:
             "profiles_held": {str(lvl): g.profiles for lvl, g in self.core.ppp.graphs.items()},
             "events": dict(self.core.erp.counters),
             "durability": self._durability_status() if self.durable else None,
+            "client_queue_limit": self.client_queue_limit,
+            "given_up": list(self.given_up),  # the last clients given up as slow consumers, why
             "profile_propagation": dict(self.core.ppp.counters),
         }
 
@@ -657,7 +677,7 @@ class LiveBroker:
                     if peer.native:
                         native.append((code, frames))
                         continue
-                    peer.out.extend(frames)
+                    peer.queue(frames)
                     self._write(peer)
         for code, msgs in outbox.items():
             if code < 0:
@@ -681,10 +701,16 @@ class LiveBroker:
                 if peer.native:
                     native.append((code, out))
                 else:
-                    peer.out.extend(out)
+                    peer.queue(out)
         for peer in list(self.peers.values()):
             if peer.out:
                 self._write(peer)
+                if peer.kind == KIND_CLIENT and peer.out_bytes > self.client_queue_limit:
+                    why = (
+                        f"slow consumer: {peer.out_bytes} bytes of events waited for the client in its broker, beyond what "
+                        f"its channel holds (limit {self.client_queue_limit})"
+                    )
+                    self._give_up(peer, why)
         if self.engine is not None:
             # the engine writes the control plane's frames, then what the routing made, on its links
             for code in self.engine.flush(native, not self.core.store_safe):
@@ -697,12 +723,23 @@ class LiveBroker:
         try:
             while out:
                 peer.ch.try_send(out[0])
-                out.popleft()
+                peer.out_bytes -= len(out.popleft())
                 self.counters["messages_out"] += 1
         except mh.TxBusy:
             self.counters["busy"] += 1  # the peer's credit window is full: retried next round
         except mh.ChannelClosed:
             self._lost(peer)
+
+    def _give_up(self, peer: _Peer, why: str) -> None:
+        """A client that does not read what comes for it: its queue dropped, its channel closed, the client
+        detached (its subscriptions withdrawn, as when it leaves); said on stderr and in ``status``."""
+        said = f"client {peer.client} (peer {peer.code}) given up: {why}"
+        self.counters["slow_clients"] += 1
+        self.given_up.append(said)
+        print(f"broker {self.address}: {said}", file=sys.stderr, flush=True)
+        peer.out.clear()
+        peer.out_bytes = 0
+        self._lost(peer)
 
     def _close_all(self) -> None:
         for p in list(self.peers.values()):
@@ -744,7 +781,18 @@ def main(argv: list[str] | None = None) -> int:
     rt = mh.Runtime.attach(a.runtime)
     try:
         try:
-            broker = LiveBroker(rt, cfg["system"], topo, addr, core, cfg.get("storage_dir"), a.restart, a.accept_empty_store, wire.transport_of(cfg))
+            broker = LiveBroker(
+                rt,
+                cfg["system"],
+                topo,
+                addr,
+                core,
+                cfg.get("storage_dir"),
+                a.restart,
+                a.accept_empty_store,
+                wire.transport_of(cfg),
+                int(cfg.get("client_queue_limit", _ges.CLIENT_QUEUE_LIMIT)),
+            )
         except StorageError as e:
             print(f"broker {addr}: {e}", file=sys.stderr, flush=True)
             return 2

@@ -36,6 +36,7 @@ from typing import Any
 import psutil
 
 import multihop as mh
+from multihop import _ges
 from multihop.defaults import DEFAULT_TIMEOUT
 from multihop.ges.address import Address, AddressLike
 from multihop.ges.connection import Connection
@@ -115,6 +116,7 @@ class LiveSystem:
         accept_empty_store: bool = False,
         fabric: mh.Fabric | None = None,
         transport: str = "ump",
+        client_queue_limit: int | None = None,
     ) -> "LiveSystem":
         """Start the brokers of ``topology`` on runtime ``name`` and wait until every graph converged.
 
@@ -144,6 +146,11 @@ class LiveSystem:
         brokers, more in the monitors, a longer path; docs/ges.md "Transport" has the figures).
         Gateways to brokers on other runtimes cross the fabric either way; control channels are
         multi-hop.
+        ``client_queue_limit``: bytes of events that may wait in a broker for one client beyond what
+        its channel holds (default 64 MiB, at least 1 MiB): a client that reads slower than its events
+        come for longer than that, or not at all, is given up as a slow consumer (its channel closed,
+        its subscriptions withdrawn, the broker's log and ``status`` saying why), so that it cannot
+        grow its broker's memory without end. The other clients are not affected.
         """
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a multihop.ges.Topology, got {type(topology).__name__}")
@@ -158,6 +165,12 @@ class LiveSystem:
             raise TypeError(f"fabric must be a multihop.Fabric or None, got {type(fabric).__name__}")
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+        if client_queue_limit is None:
+            client_queue_limit = _ges.CLIENT_QUEUE_LIMIT
+        if not isinstance(client_queue_limit, int) or isinstance(client_queue_limit, bool):
+            raise TypeError(f"client_queue_limit must be an int (bytes), got {type(client_queue_limit).__name__}")
+        if client_queue_limit < _ges.MIN_CLIENT_QUEUE_LIMIT:
+            raise ValueError(f"client_queue_limit must be at least {_ges.MIN_CLIENT_QUEUE_LIMIT} bytes (1 MiB), got {client_queue_limit}")
         topology.check_placement()
         if topology.placed and name not in topology.runtimes():
             raise TopologyError(f"no broker of the topology is placed on runtime {name!r} (its runtimes: {', '.join(topology.runtimes())})")
@@ -183,7 +196,7 @@ class LiveSystem:
             want = sorted({b.core for b in here if b.core is not None})
             rt = owned = mh.Runtime.start(name, cores=cores or want or [0, 1], detached=detached, fabric=fabric)
         try:
-            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store, transport)
+            return cls._start(rt, owned, topology, detached, timeout, seed, durable, store_dir, accept_empty_store, transport, client_queue_limit)
         except BaseException:
             if owned is not None:
                 owned.stop()
@@ -202,6 +215,7 @@ class LiveSystem:
         storage_dir: Path | None = None,
         accept_empty_store: bool = False,
         transport: str = "ump",
+        client_queue_limit: int | None = None,
     ) -> "LiveSystem":
         rcores = rt.cores
         brokers: dict[str, Any] = {}
@@ -219,6 +233,7 @@ class LiveSystem:
             "detached": detached,
             "storage_dir": str(storage_dir or rt.dir) if durable else None,
             "transport": transport,
+            "client_queue_limit": client_queue_limit or _ges.CLIENT_QUEUE_LIMIT,
         }
         path = rt.dir / CONFIG
         path.write_text(json.dumps(config, indent=2))
