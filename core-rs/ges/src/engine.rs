@@ -522,7 +522,8 @@ impl Engine {
             if lock(&self.erp).has_store_calls() {
                 return Ran::Store; // (parked copies routed again finished entries: the store launches the next)
             }
-            if !closed.is_empty() {
+            if !closed.is_empty() || !self.slow.is_empty() {
+                // (handed to the control plane at once, not after the next wait: a client given up is told now)
                 self.pending.extend(closed.into_iter().map(|c| (c, Incoming::Closed)));
                 continue;
             }

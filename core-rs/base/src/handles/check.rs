@@ -138,10 +138,19 @@ mod tests {
         // SAFETY: a valid C string; a user's memfd is not the runtime's.
         let raw = unsafe { libc::memfd_create(c"multihop:mine".as_ptr(), libc::MFD_CLOEXEC) };
         assert!(raw >= 0 && runtime_owned(raw).is_none(), "a user's memfd, whatever its name");
-        // SAFETY: `raw` is the descriptor made above, closed once.
-        unsafe { libc::close(raw) };
-        assert!(!is_open(raw) && !is_open(-1));
-        assert_eq!(check_all(&[f.as_raw_fd(), raw]).unwrap_err().0, super::super::reason::NOT_OPEN);
+        // A descriptor number that stays closed: not `raw` itself, which a test running beside this one may
+        // be given again the moment it is closed (the kernel hands out the lowest free number), but a copy
+        // far above the numbers those tests use, closed with it.
+        // SAFETY: fcntl duplicates the open descriptor `raw`; both are closed once, here.
+        let high = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 900) };
+        assert!(high >= 900, "a free descriptor number from 900 up (RLIMIT_NOFILE above 900)");
+        // SAFETY: the two descriptors made above, each closed once.
+        unsafe {
+            libc::close(raw);
+            libc::close(high);
+        }
+        assert!(!is_open(high) && !is_open(-1));
+        assert_eq!(check_all(&[f.as_raw_fd(), high]).unwrap_err().0, super::super::reason::NOT_OPEN);
         assert_eq!(check_all(&[seg.raw_fd()]).unwrap_err().1, 0);
         assert_eq!(check_all(&[f.as_raw_fd(); 40]).unwrap_err().0, super::super::reason::TOO_MANY);
         assert!(check_all(&[f.as_raw_fd(), f.as_raw_fd()]).is_ok());
