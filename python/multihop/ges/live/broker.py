@@ -705,7 +705,8 @@ class LiveBroker:
         for peer in list(self.peers.values()):
             if peer.out:
                 self._write(peer)
-                if peer.kind == KIND_CLIENT and peer.out_bytes > self.client_queue_limit:
+                # (a client whose channel the write found closed is lost already, not slow)
+                if peer.kind == KIND_CLIENT and peer.out_bytes > self.client_queue_limit and id(peer.ch) in self.peers:
                     why = (
                         f"slow consumer: {peer.out_bytes} bytes of events waited for the client in its broker, beyond what "
                         f"its channel holds (limit {self.client_queue_limit})"
