@@ -92,6 +92,8 @@ class GatewayPropagation:
             raise ValueError("a gateway joins two different brokers")
         if peer in self.links:
             raise ValueError(f"there is already a gateway to that peer (incarnation {self.links[peer].incarnation})")
+        if self.was_lost(peer, incarnation):
+            raise ValueError(f"incarnation {incarnation} of the gateway to that peer was lost before: a gateway that comes back needs a new one")
         level = level_of_difference(self.code, peer, self.levels)
         self.links[peer] = Link(peer, level, incarnation, cost)
         box = self.outbox.setdefault(peer, {})
@@ -99,6 +101,12 @@ class GatewayPropagation:
             if c.level >= level:
                 box[key] = (c, x if x > level else level)
         self._accept(Connection.create(self.code, peer, level, incarnation, cost), 0, None)
+
+    def was_lost(self, peer: int, incarnation: int) -> bool:
+        """Whether this broker holds the gateway to ``peer`` of this incarnation as lost (a tombstone: a gateway
+        brought up again with it would be dead from birth, here and wherever the tombstone went)."""
+        key = Connection.create(self.code, peer, 0, incarnation).key
+        return any((held := self.table.get(k)) is not None and held[0].dead for k in (key, key ^ 1))
 
     def link_down(self, peer: int) -> None:
         """The gateway to ``peer`` is lost: disseminate both of its connections as dead."""

@@ -57,6 +57,7 @@ from multihop.ges.broker import BrokerCore
 from multihop.ges.durability import storage_brokers_of
 from multihop.ges.errors import StorageError
 from multihop.ges.live import durable_wire, wire
+from multihop.ges.live.incarnation import IncarnationSource
 from multihop.ges.live.wire import KIND_BROKER, KIND_CLIENT, KIND_CONTROL, KIND_JOINER
 from multihop.ges.messages import Attach, Deliver, JoinRequest, Refused
 from multihop.ges.native import NativeEventRouting
@@ -121,8 +122,11 @@ class LiveBroker:
         #: durable mode (a system with stable storage): the storage brokers, this broker's store
         self.durable = storage_dir is not None
         self.storage: SqliteStorage | None = None
-        # a restart's gateways are new incarnations (seconds since 2023: above the topology's 0, growing)
-        self.epoch = max(1, int(time.time()) - 1_672_531_200) if restart else 0
+        #: durable mode: where this broker's restarts and the gateways it dials again take new incarnations
+        #: (never one its gateways had before: ``incarnation.py`` says why)
+        self.incarnations = IncarnationSource(Path(storage_dir) / f"ges-{address}.incarnation") if storage_dir is not None else None
+        # a restart is a new epoch and its gateways new incarnations (above the topology's 0, growing)
+        self.epoch = self.incarnations.next() if restart and self.incarnations is not None else 0
         native = os.environ.get("MULTIHOP_GES_ENGINE", "native") != "python"
         if storage_dir is not None:  # durable
             sb = storage_brokers_of(topology)
@@ -305,7 +309,7 @@ class LiveBroker:
                 self.peers[id(item)] = _Peer(item)
             elif what == "dialed":
                 ch, code, inc, cost = item
-                self._link_up(_Peer(ch), code, inc, cost)
+                self._link_up(_Peer(ch), code, inc, cost, dialed=True)
             elif what == "acceptor-stopped":
                 if not self.d.attached:
                     self.stopping = True
@@ -313,10 +317,20 @@ class LiveBroker:
                 self.counters["refused"] += 1
                 print(f"broker {self.address}: gateway to {Address.from_code(item[0], self.address.levels)} failed: {item[1]}", file=sys.stderr)
 
-    def _link_up(self, peer: _Peer, code: int, incarnation: int, cost: int) -> None:
+    def _link_up(self, peer: _Peer, code: int, incarnation: int, cost: int, dialed: bool = False) -> None:
         if code in self.by_code or code == self.address.code:
             self.counters["refused"] += 1
             self._lost(peer)
+            return
+        if self.core.gpp.was_lost(code, incarnation):
+            # a gateway brought up again with an incarnation its pair had before would be dead from birth
+            # (dead is final): refused, and dialled again with a new one (the dialler's side: see incarnation.py)
+            self.counters["refused"] += 1
+            other = Address.from_code(code, self.address.levels)
+            print(f"broker {self.address}: gateway to {other} refused: its incarnation {incarnation} was lost before", file=sys.stderr, flush=True)
+            self._lost(peer)
+            if dialed and self.incarnations is not None and not self.stopping:
+                self.dial(code, self.incarnations.next(), cost)
             return
         peer.kind, peer.code = KIND_BROKER, code
         self.peers[id(peer.ch)] = peer
@@ -360,7 +374,8 @@ class LiveBroker:
         The lower address dials again (for 60 s), the higher one accepts any new incarnation."""
         for gw in self.topology.gateways.values():
             if gw.a == self.address and gw.b.code == code:
-                self.dial(code, max(1, int(time.time()) - 1_672_531_200), gw.cost)
+                assert self.incarnations is not None  # (durable mode)
+                self.dial(code, self.incarnations.next(), gw.cost)
             elif gw.b == self.address and gw.a.code == code:
                 self.expected[code] = None
 
