@@ -146,6 +146,57 @@ def test_a_storage_broker_restarted_twice_within_a_second_gets_its_gateways_back
             s.down()
 
 
+def test_a_reused_incarnation_is_refused_and_the_gateway_comes_back_with_a_new_one() -> None:
+    """A broker whose incarnation file went back (lost, or restored from an old copy) dials with an incarnation its
+    gateways had and lost: its neighbours refuse it (naming it in their logs) instead of taking a gateway that is
+    dead from birth, and it dials again with the next one. Deterministic: the file is set so that the restart
+    takes the incarnation of the life before (one ahead of the clock)."""
+    s = LiveSystem.up(topology(), unique_name("gesreuse"), durable=True, timeout=60)
+    sub = pub = None
+    try:
+        file = Path(s.config["storage_dir"]) / "ges-1.1.1.incarnation"
+        ahead = int(time.time()) - EPOCH_2023 + 1000  # (the clock cannot reach it during the test)
+        s.crash("1.1.1")
+        file.write_text(f"{ahead}\n")
+        s.restart("1.1.1")
+        first = _link_incarnations(s, "1.1.1", 2)
+        assert set(first.values()) == {ahead + 1}
+        s.crash("1.1.1")
+        file.write_text(f"{ahead}\n")  # went back: the restart takes ahead + 1 again, lost with the life before
+        s.restart("1.1.1")
+        deadline = time.monotonic() + 30
+        while True:  # bounded by the deadline
+            links = {link["peer"]: link["incarnation"] for link in s.status("1.1.1")["links"]}
+            if len(links) == 2 and all(inc > ahead + 1 for inc in links.values()):
+                break
+            assert time.monotonic() < deadline, f"gateways not back with new incarnations: {links}"
+            time.sleep(0.05)  # the test waits for the dials
+        for at in ("1.1.2", "1.1.3"):
+            log = Path(s.config["brokers"][at]["log"]).read_text(errors="replace")
+            assert f"broker {at}: gateway to 1.1.1 refused: its incarnation {ahead + 1} was lost before" in log
+        deadline = time.monotonic() + 15
+        while any(_dead_records_of(s, links, at) for at in ("1.1.1", "1.1.2", "1.1.3")):  # bounded by the deadline
+            assert time.monotonic() < deadline, {at: _dead_records_of(s, links, at) for at in ("1.1.1", "1.1.2", "1.1.3")}
+            time.sleep(0.05)  # the test waits for the records to flood
+        sub = ges.connect(s.name, "1.1.2", "reuse-sub")
+        sid = sub.subscribe(ALL)
+        pub = ges.connect(s.name, "1.1.3", "reuse-pub")
+        _active(sub, sid)
+        for i in range(1, 101):
+            pub.publish({"n": i})
+        assert _receive(sub, 100, []) == list(range(1, 101))
+        pub.wait_stored()
+        assert _quiet_stores(s) == {"1.1.1": 0, "1.2.1": 0}
+    finally:
+        try:
+            if sub is not None:
+                _leave(sub)
+            if pub is not None:
+                pub.close()
+        finally:
+            s.down()
+
+
 def test_a_corrupt_incarnation_file_is_refused_at_start_naming_it() -> None:
     name = unique_name("gesincbad")
     rt = mh.Runtime.start(name, cores=[0, 1])

@@ -322,21 +322,26 @@ class LiveBroker:
             self.counters["refused"] += 1
             self._lost(peer)
             return
-        if self.core.gpp.was_lost(code, incarnation):
-            # a gateway brought up again with an incarnation its pair had before would be dead from birth
-            # (dead is final): refused, and dialled again with a new one (the dialler's side: see incarnation.py)
-            self.counters["refused"] += 1
-            other = Address.from_code(code, self.address.levels)
-            print(f"broker {self.address}: gateway to {other} refused: its incarnation {incarnation} was lost before", file=sys.stderr, flush=True)
+        if self._reused(code, incarnation):
             self._lost(peer)
             if dialed and self.incarnations is not None and not self.stopping:
-                self.dial(code, self.incarnations.next(), cost)
+                self.dial(code, self.incarnations.next(), cost)  # again, with a new one
             return
         peer.kind, peer.code = KIND_BROKER, code
         self.peers[id(peer.ch)] = peer
         self.by_code[code] = peer
         self.core.link_up(code, incarnation, cost)
         self._go_native(peer)
+
+    def _reused(self, code: int, incarnation: int) -> bool:
+        """Whether a gateway to ``code`` with this incarnation must be refused because its pair had it before and
+        lost it: it would be dead from birth (dead is final; ``incarnation.py``). Counted and logged."""
+        if not self.core.gpp.was_lost(code, incarnation):
+            return False
+        self.counters["refused"] += 1
+        other = Address.from_code(code, self.address.levels)
+        print(f"broker {self.address}: gateway to {other} refused: its incarnation {incarnation} was lost before", file=sys.stderr, flush=True)
+        return True
 
     def _go_native(self, peer: _Peer) -> None:
         """From now on the engine reads and writes ``peer``'s channel (a gateway, or an attached client)."""
@@ -491,6 +496,9 @@ class LiveBroker:
                 # a gateway this broker was not told about (a forged or confused neighbour): refused
                 self.counters["refused"] += 1
                 self._lost(peer)
+                return
+            if self._reused(rec.address, rec.incarnation):
+                self._lost(peer)  # (still expected: its dialler tries again with a new incarnation)
                 return
             del self.expected[rec.address]
             self._link_up(peer, rec.address, rec.incarnation, rec.cost)
