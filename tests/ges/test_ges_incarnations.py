@@ -55,7 +55,7 @@ def test_a_clock_that_went_back_still_gives_new_incarnations(tmp_path: Path) -> 
     assert IncarnationSource(tmp_path / "inc", clock).next() == 501
 
 
-@pytest.mark.parametrize("text", ["", "twelve\n", "-4\n", "\x00\x01"])
+@pytest.mark.parametrize("text", ["", "twelve\n", "-4\n", "\x00\x01", "4294967296\n"])
 def test_a_corrupt_incarnation_file_is_refused_naming_it(tmp_path: Path, text: str) -> None:
     path = tmp_path / "ges-1.1.2.incarnation"
     path.write_text(text)

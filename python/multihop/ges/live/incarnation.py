@@ -28,11 +28,13 @@ from typing import Callable
 
 from multihop.ges.errors import StorageError
 
-__all__ = ["IncarnationSource", "EPOCH_2023"]
+__all__ = ["IncarnationSource", "EPOCH_2023", "MAX_INCARNATION"]
 
 #: the Unix time of 2023-01-01T00:00:00Z: incarnations count seconds from there (they fit the wire's uint32
 #: until 2159)
 EPOCH_2023 = 1_672_531_200
+#: incarnations travel as uint32 (the hello): a file at or above this is refused as corrupt
+MAX_INCARNATION = 1 << 32
 
 
 class IncarnationSource:
@@ -53,8 +55,8 @@ class IncarnationSource:
             self.last = int(text.strip())
         except ValueError:
             raise StorageError(f"GES incarnation file {self.path} is corrupt: it must hold one decimal number, it holds {text[:40]!r}") from None
-        if self.last < 0:
-            raise StorageError(f"GES incarnation file {self.path} is corrupt: it holds a negative number ({self.last})")
+        if not 0 <= self.last < MAX_INCARNATION:
+            raise StorageError(f"GES incarnation file {self.path} is corrupt: it holds {self.last}, outside 0..{MAX_INCARNATION - 1}")
 
     def next(self) -> int:
         """A new incarnation: above every one this broker gave before (in this life and the ones before) and not
