@@ -108,6 +108,25 @@ def _dead_records_of(system: LiveSystem, incarnations: dict[str, int], at: str) 
     ]
 
 
+def _await_alive(system: LiveSystem, incarnations: dict[str, int], limit: float = 15.0) -> None:
+    """Wait (bounded) until no broker of cluster 1.1 holds 1.1.1's gateways of these incarnations as dead (dead is
+    final: a reused incarnation would be dead from birth)."""
+    brokers = ("1.1.1", "1.1.2", "1.1.3")
+    deadline = time.monotonic() + limit
+    while any(_dead_records_of(system, incarnations, at) for at in brokers):  # bounded by the deadline
+        assert time.monotonic() < deadline, {at: _dead_records_of(system, incarnations, at) for at in brokers}
+        time.sleep(0.05)  # the test waits for the records to flood
+
+
+def _events_flow(system: LiveSystem, sub: ges.LiveClient, pub: ges.LiveClient, n: int) -> None:
+    """``n`` events from ``pub`` reach ``sub`` in order, are stored, and every store settles empty."""
+    for i in range(1, n + 1):
+        pub.publish({"n": i})
+    assert _receive(sub, n, []) == list(range(1, n + 1))
+    pub.wait_stored()
+    assert _quiet_stores(system) == {"1.1.1": 0, "1.2.1": 0}
+
+
 def test_a_storage_broker_restarted_twice_within_a_second_gets_its_gateways_back() -> None:
     s = LiveSystem.up(topology(), unique_name("gesinc"), durable=True, timeout=60)
     sub = pub = None
@@ -126,15 +145,8 @@ def test_a_storage_broker_restarted_twice_within_a_second_gets_its_gateways_back
             lives.append(_link_incarnations(s, "1.1.1", 2))
         assert all(lives[1][p] > lives[0][p] for p in lives[0]), lives  # new incarnations, however fast the restarts
         # every broker of the cluster holds the new gateways alive (dead is final: a reused one is dead from birth)
-        deadline = time.monotonic() + 15
-        while any(_dead_records_of(s, lives[1], at) for at in ("1.1.1", "1.1.2", "1.1.3")):  # bounded by the deadline
-            assert time.monotonic() < deadline, {at: _dead_records_of(s, lives[1], at) for at in ("1.1.1", "1.1.2", "1.1.3")}
-            time.sleep(0.05)  # the test waits for the records to flood
-        for i in range(1, 201):
-            pub.publish({"n": i})
-        assert _receive(sub, 200, []) == list(range(1, 201))
-        pub.wait_stored()
-        assert _quiet_stores(s) == {"1.1.1": 0, "1.2.1": 0}  # the next hops acknowledged every entry
+        _await_alive(s, lives[1])
+        _events_flow(s, sub, pub, 200)  # (the next hops acknowledged every entry)
         assert s.status("1.1.2")["routing_cache"]["1.1.1"][0] == 0  # and route to it over the gateway
     finally:
         try:
@@ -174,19 +186,12 @@ def test_a_reused_incarnation_is_refused_and_the_gateway_comes_back_with_a_new_o
         for at in ("1.1.2", "1.1.3"):
             log = Path(s.config["brokers"][at]["log"]).read_text(errors="replace")
             assert f"broker {at}: gateway to 1.1.1 refused: its incarnation {ahead + 1} was lost before" in log
-        deadline = time.monotonic() + 15
-        while any(_dead_records_of(s, links, at) for at in ("1.1.1", "1.1.2", "1.1.3")):  # bounded by the deadline
-            assert time.monotonic() < deadline, {at: _dead_records_of(s, links, at) for at in ("1.1.1", "1.1.2", "1.1.3")}
-            time.sleep(0.05)  # the test waits for the records to flood
+        _await_alive(s, links)
         sub = ges.connect(s.name, "1.1.2", "reuse-sub")
         sid = sub.subscribe(ALL)
         pub = ges.connect(s.name, "1.1.3", "reuse-pub")
         _active(sub, sid)
-        for i in range(1, 101):
-            pub.publish({"n": i})
-        assert _receive(sub, 100, []) == list(range(1, 101))
-        pub.wait_stored()
-        assert _quiet_stores(s) == {"1.1.1": 0, "1.2.1": 0}
+        _events_flow(s, sub, pub, 100)
     finally:
         try:
             if sub is not None:
