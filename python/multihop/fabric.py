@@ -82,8 +82,8 @@ class Fabric:
         object.__setattr__(self, "connect", _endpoints(self.connect, "connect"))
         if isinstance(self.lease, bool) or not isinstance(self.lease, (int, float)):
             raise TypeError(f"lease must be seconds (a number), got {type(self.lease).__name__} {self.lease!r}")
-        if not 0.3 <= float(self.lease) <= 600:
-            raise ValueError(f"lease must be from 0.3 to 600 seconds, got {self.lease}")
+        if not 0.3 <= float(self.lease) <= 60:
+            raise ValueError(f"lease must be from 0.3 to 60 seconds (the bridge's bounds), got {self.lease}")
         if not isinstance(self.multicast_scouting, bool):
             raise TypeError(f"multicast_scouting must be a bool, got {type(self.multicast_scouting).__name__}")
         tls = (self.tls_ca, self.tls_cert, self.tls_key)

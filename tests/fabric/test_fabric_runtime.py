@@ -288,6 +288,23 @@ def test_a_fabric_without_the_bridge_starts_nothing(tmp_path: Path) -> None:
         mh.Runtime.attach("fxnobridge", timeout=0.5)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "named"),
+    [
+        ({"lease": 61}, ValueError, "lease"),  # beyond the bridge's 60 s: refused here, not at the bridge's start
+        ({"lease": 0.1}, ValueError, "lease"),
+        ({"lease": "3"}, TypeError, "lease"),
+        ({"listen": ["tcp10.0.0.1:7447"]}, ValueError, "listen"),
+        ({"connect": ["tls/10.0.0.1:7447"]}, ValueError, "tls"),
+    ],
+)
+def test_bad_fabric_arguments_are_refused_naming_them(kwargs: dict[str, object], error: type[Exception], named: str) -> None:
+    """mh.Fabric checks every argument against the bridge's own bounds: the error names the argument."""
+    with pytest.raises(error, match=named):
+        mh.Fabric("lab", **kwargs)  # type: ignore[arg-type]
+    mh.Fabric("lab", lease=60, listen=["tcp/10.0.0.1:7447"])  # the bounds themselves are accepted
+
+
 def test_the_command_line_starts_a_fabric_runtime_and_shows_it() -> None:
     """``multihop up NAME --fabric F --listen E`` starts a detached runtime with its bridge; ``multihop status`` shows
     the fabric (its name, this runtime, its exports); ``multihop down`` stops both (no bridge process left)."""

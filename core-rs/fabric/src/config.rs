@@ -55,6 +55,9 @@ impl Priority {
     }
 }
 
+/// The longest `wait_before_close` [`FabricConfig::check`] accepts: twice the longest lease.
+pub(crate) const MAX_WAIT_BEFORE_CLOSE: Duration = Duration::from_secs(120);
+
 /// Protocols an endpoint may name (Zenoh's `proto/address`).
 pub const PROTOCOLS: &[&str] = &["tcp", "tls", "quic", "udp", "unixsock-stream"];
 
@@ -92,9 +95,10 @@ pub struct FabricConfig {
     /// Default [`Congestion::Block`] (the only one [`FabricConfig::check`] accepts).
     pub congestion: Congestion,
     /// How long a blocked put waits before Zenoh closes the link (`queue/congestion_control/wait_before_close`):
-    /// default 2 s, below the lease and shorter than Zenoh's 5 s. Not 1 s: on a 1 Mbit/s link a put of a 64 KiB
-    /// frame waits that long for a free batch under plain back-pressure, and Zenoh would cut a live link (measured,
-    /// docs/fabric.md §7). A frozen peer does not need it: the bridge's own lease declares it dead.
+    /// default twice the lease (6 s), and never below the lease: the lease alone says when a link is dead. A put
+    /// waits while the peer's TCP stream stalls (a retransmission timeout on a lossy link, the peer paused for less
+    /// than the lease); a shorter wait cut such live links (measured, docs/fabric.md §7, decision 13). A frozen or
+    /// cut peer does not need it: the bridge's own lease declares it dead, and Zenoh's lease closes its transport.
     pub wait_before_close: Duration,
     /// A channel's priority unless its bind names one; default [`Priority::Data`]. One priority per channel,
     /// fixed at bind (Zenoh orders only within a priority).
@@ -121,7 +125,7 @@ impl FabricConfig {
             lease: Duration::from_secs(3),
             keep_alive: 4,
             congestion: Congestion::Block,
-            wait_before_close: Duration::from_secs(2),
+            wait_before_close: Duration::from_secs(6),
             priority: Priority::Data,
             heartbeat_priority: Priority::InteractiveHigh,
             batch_bytes: 64 << 10,
@@ -154,8 +158,12 @@ impl FabricConfig {
         if self.congestion != Congestion::Block {
             return bad("congestion", "only Block: a dropped put would close its channels (sequence gap)".to_string());
         }
-        if self.wait_before_close.is_zero() || self.wait_before_close >= self.lease {
-            return bad("wait_before_close", format!("{:?} must be above 0 and below the lease {:?}", self.wait_before_close, self.lease));
+        if self.wait_before_close < self.lease || self.wait_before_close > MAX_WAIT_BEFORE_CLOSE {
+            let why = format!(
+                "{:?} must be at least the lease {:?} (the lease says when a link is dead) and at most {:?}",
+                self.wait_before_close, self.lease, MAX_WAIT_BEFORE_CLOSE
+            );
+            return bad("wait_before_close", why);
         }
         if !(4096..=16 << 20).contains(&self.batch_bytes) {
             return bad("batch_bytes", format!("{} outside 4096..=16 MiB", self.batch_bytes));
@@ -246,8 +254,8 @@ mod tests {
         assert_eq!(c.congestion, Congestion::Block);
         assert_eq!(c.priority, Priority::Data);
         assert_eq!(c.heartbeat_interval(), Duration::from_millis(750));
-        assert_eq!(c.wait_before_close, Duration::from_secs(2));
-        assert!(c.wait_before_close < c.lease);
+        assert_eq!(c.wait_before_close, Duration::from_secs(6));
+        assert_eq!(c.wait_before_close, c.lease * 2);
         c.check().unwrap();
         let z = c.zenoh_settings();
         assert!(z.contains(&("mode", "\"peer\"".to_string())));
@@ -267,7 +275,8 @@ mod tests {
             ("lease", Box::new(|c| c.lease = Duration::from_millis(10))),
             ("keep_alive", Box::new(|c| c.keep_alive = 0)),
             ("congestion", Box::new(|c| c.congestion = Congestion::Drop)),
-            ("wait_before_close", Box::new(|c| c.wait_before_close = Duration::from_secs(3))),
+            ("wait_before_close", Box::new(|c| c.wait_before_close = Duration::from_secs(2))),
+            ("wait_before_close", Box::new(|c| c.wait_before_close = Duration::from_secs(121))),
             ("batch_bytes", Box::new(|c| c.batch_bytes = 10)),
             ("name", Box::new(|c| c.name = "-x".into())),
         ];

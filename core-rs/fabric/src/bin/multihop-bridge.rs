@@ -159,10 +159,8 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     };
     if let Some(ms) = lease {
         cfg.lease = Duration::from_millis(ms);
-        // A lease shorter than the default wait_before_close takes a shorter one with it (unless one is given).
-        if cfg.wait_before_close >= cfg.lease {
-            cfg.wait_before_close = cfg.lease * 2 / 3;
-        }
+        // wait_before_close follows the lease (twice it, as by default) unless one is given.
+        cfg.wait_before_close = cfg.lease * 2;
     }
     if let Some(ms) = wbc {
         cfg.wait_before_close = Duration::from_millis(ms);
