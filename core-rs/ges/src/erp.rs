@@ -210,6 +210,22 @@ pub struct Copy {
 
 pub use crate::address::Units;
 
+/// A round's deliveries ([`Erp::take_deliveries`]): per client, in the order clients were first
+/// delivered to, its events in order, as indices into `events`.
+#[derive(Clone, Copy)]
+pub struct Deliveries<'a> {
+    pub lists: &'a [(i64, Vec<u32>)],
+    pub events: &'a [Arc<Event>],
+}
+
+impl<'a> Deliveries<'a> {
+    /// Client `k`'s events (the `k`th list), in order.
+    pub fn events_of(&self, k: usize) -> impl ExactSizeIterator<Item = &'a Arc<Event>> + '_ {
+        let events = self.events;
+        self.lists[k].1.iter().map(move |&i| &events[i as usize])
+    }
+}
+
 /// The counters of `EventRouting.counters`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -349,13 +365,17 @@ pub struct Erp {
     timer_wanted: bool,
     /// peer -> this round's copies for it (numbered up to `seq[peer]`)
     out: OrderedMap<u64, Vec<Copy>>,
-    deliveries: OrderedMap<i64, Vec<Arc<Event>>>,
+    /// client -> this round's events for it, as indices into `delivered` (one reference to an event
+    /// however many clients get it: a broker delivers most events to several)
+    deliveries: OrderedMap<i64, Vec<u32>>,
+    /// this round's events delivered to any client, in the order they were delivered
+    delivered: Vec<Arc<Event>>,
     /// emptied lists of `out` and `deliveries` and the entries' list of each, for the next rounds
     /// (at most [`LIST_SPARE`] each)
     out_spare: Vec<Vec<Copy>>,
-    deliveries_spare: Vec<Vec<Arc<Event>>>,
+    deliveries_spare: Vec<Vec<u32>>,
     out_taken: Vec<(u64, Vec<Copy>)>,
-    deliveries_taken: Vec<(i64, Vec<Arc<Event>>)>,
+    deliveries_taken: Vec<(i64, Vec<u32>)>,
     /// the numbers an acknowledgement settled (kept for its capacity)
     acked: Vec<u64>,
     /// events nothing else holds any more, to be made again in place (see [`EventPool`])
@@ -422,6 +442,7 @@ impl Erp {
             timer_wanted: false,
             out: OrderedMap::default(),
             deliveries: OrderedMap::default(),
+            delivered: Vec::new(),
             out_spare: Vec::new(),
             deliveries_spare: Vec::new(),
             out_taken: Vec::new(),
@@ -1072,9 +1093,14 @@ impl Erp {
             return;
         }
         let clients = self.match_sorted(&g, ev);
+        if clients.is_empty() {
+            return;
+        }
+        let at = self.delivered.len() as u32;
+        self.delivered.push(ev.clone());
         let spare = &mut self.deliveries_spare;
         for &c in clients.iter() {
-            self.deliveries.entry_or(c as i64, || spare.pop().unwrap_or_default()).push(ev.clone());
+            self.deliveries.entry_or(c as i64, || spare.pop().unwrap_or_default()).push(at);
             self.counters.delivered += 1;
         }
     }
@@ -1187,15 +1213,16 @@ impl Erp {
 
     /// Per client, in the reference's order: the events to deliver, handed to `each` at once (clients
     /// that get the same events can share what is made of them).
-    pub fn take_deliveries(&mut self, each: impl FnOnce(&[(i64, Vec<Arc<Event>>)])) {
+    pub fn take_deliveries(&mut self, each: impl FnOnce(Deliveries<'_>)) {
         let mut taken = std::mem::take(&mut self.deliveries_taken);
         self.deliveries.take_into(&mut taken);
-        each(&taken);
+        each(Deliveries { lists: &taken, events: &self.delivered });
+        for ev in self.delivered.drain(..) {
+            self.event_pool.give(ev);
+        }
         for (_, mut evs) in taken.drain(..) {
-            for ev in evs.drain(..) {
-                self.event_pool.give(ev);
-            }
             if self.deliveries_spare.len() < LIST_SPARE {
+                evs.clear();
                 self.deliveries_spare.push(evs);
             }
         }
@@ -1229,7 +1256,7 @@ mod tests {
         let ev = erp.event("p", 1, seq, 1, "a:int\x1fb:int\x1fc:int", values, b"", None);
         erp.publish(ev);
         let mut out: Vec<i64> = Vec::new();
-        erp.take_deliveries(|d| out.extend(d.iter().map(|(c, _)| *c)));
+        erp.take_deliveries(|d| out.extend(d.lists.iter().map(|(c, _)| *c)));
         out.sort_unstable();
         out
     }
@@ -1279,7 +1306,7 @@ mod tests {
         let held = second.clone(); // (as a copy not acknowledged yet holds it)
         erp.publish(first);
         erp.publish(second);
-        erp.take_deliveries(|d| assert_eq!(d.len(), 1));
+        erp.take_deliveries(|d| assert_eq!(d.lists.len(), 1));
         // the first came back (nothing else held it); the second is still the holder's, unchanged
         let again = erp.event("q", 7, 3, 2, sig, "1\x1f9", b"three", None);
         assert_eq!(Arc::as_ptr(&again), at_first, "made again in the first's place");

@@ -27,7 +27,7 @@ pub enum Sent {
 /// One end of a channel as the engine uses it (a multi-hop channel of the broker's dispatcher).
 pub trait FrameChannel: Send + Sync {
     /// Append up to `max` frames that are there (none: nothing waits) to `out`, without waiting,
-    /// each in a buffer `buf(len)` gives (empty, with room for `len` bytes); `Closed` once the
+    /// each in a buffer `buf(len)` gives (`len` bytes long, to be overwritten); `Closed` once the
     /// channel is closed and nothing is left to read.
     fn recv_frames(&self, max: usize, buf: &mut dyn FnMut(usize) -> Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Closed>;
     /// Send one frame now, or say why not.

@@ -18,13 +18,7 @@ thread_local! {
 /// encoders ask for their messages' exact sizes, which differ a little from round to round).
 pub fn take(cap: usize) -> Vec<u8> {
     if cap >= KEEP_FROM {
-        let kept = FREE.with(|f| {
-            let mut f = f.borrow_mut();
-            // the smallest kept buffer with room (a large one is left for a large frame)
-            let i = (0..f.len()).filter(|&i| f[i].capacity() >= cap).min_by_key(|&i| f[i].capacity())?;
-            Some(f.swap_remove(i))
-        });
-        if let Some(mut b) = kept {
+        if let Some(mut b) = kept_with_room(cap) {
             b.clear();
             return b;
         }
@@ -33,7 +27,32 @@ pub fn take(cap: usize) -> Vec<u8> {
     Vec::with_capacity(cap)
 }
 
-/// Hand a buffer back (kept if large and there is room).
+/// The smallest kept buffer with room for `cap` bytes (a large one is left for a large frame).
+fn kept_with_room(cap: usize) -> Option<Vec<u8>> {
+    FREE.with(|f| {
+        let mut f = f.borrow_mut();
+        let i = (0..f.len()).filter(|&i| f[i].capacity() >= cap).min_by_key(|&i| f[i].capacity())?;
+        Some(f.swap_remove(i))
+    })
+}
+
+/// A buffer of exactly `len` bytes whose contents are unspecified (what an earlier frame left: only
+/// bytes no frame wrote yet are zeroed), for a receive that writes every one of them: a kept buffer
+/// is not cleared and zeroed again on every frame.
+pub fn take_sized(len: usize) -> Vec<u8> {
+    if len >= KEEP_FROM {
+        let mut b = kept_with_room(len).unwrap_or_else(|| Vec::with_capacity(len.next_power_of_two()));
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
+        return b;
+    }
+    vec![0; len]
+}
+
+/// Hand a buffer back (kept if large and there is room; its bytes stay as they are).
 pub fn give(b: Vec<u8>) {
     if b.capacity() >= KEEP_FROM {
         FREE.with(|f| {
@@ -64,5 +83,28 @@ pub fn keep_freed_memory() {
                 libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sized_buffer_is_exactly_as_long_as_asked_and_zeroed_only_past_what_was_written() {
+        let mut b = take(8000);
+        b.extend(std::iter::repeat_n(7u8, 8000));
+        let cap = b.capacity();
+        give(b);
+        let b = take_sized(5000); // the kept one, cut to the length asked
+        assert_eq!((b.len(), b.capacity()), (5000, cap));
+        assert!(b.iter().all(|&x| x == 7));
+        give(b);
+        let b = take_sized(cap); // the same one again, grown: the bytes no frame wrote are zero
+        assert_eq!(b.len(), cap);
+        assert!(b[..5000].iter().all(|&x| x == 7) && b[5000..].iter().all(|&x| x == 0));
+        let small = take_sized(100);
+        assert_eq!(small, vec![0; 100]);
+        assert!(take(9000).is_empty());
     }
 }

@@ -31,7 +31,7 @@ impl FrameChannel for Frames {
     fn recv_frames(&self, max: usize, buf: &mut dyn FnMut(usize) -> Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Closed> {
         let r = self.0.try_recv_many(max, &mut |len, copy| {
             let mut v = buf(len);
-            v.resize(len, 0);
+            v.resize(len, 0); // (a no-op when `buf` kept its promise: `len` bytes, each overwritten here)
             copy(&mut v);
             out.push(v);
             Ok(true)

@@ -337,8 +337,8 @@ impl EventRouting {
         let list = PyList::empty(py);
         let mut failed: PyResult<()> = Ok(());
         lock(&self.erp).take_deliveries(|out| {
-            failed = out.iter().try_for_each(|(client, evs)| {
-                let l = PyList::new(py, evs.iter().map(|e| self.classes.event_to_py(py, e)).collect::<PyResult<Vec<_>>>()?)?;
+            failed = out.lists.iter().enumerate().try_for_each(|(k, (client, _))| {
+                let l = PyList::new(py, out.events_of(k).map(|e| self.classes.event_to_py(py, e)).collect::<PyResult<Vec<_>>>()?)?;
                 list.append((*client, l))
             });
         });
