@@ -668,7 +668,7 @@ class LiveBroker:
             c["busy"] += e["busy"]
             c["native_in"] = e["native_in"]
             c["engine_work_cpu_ns"] = e["work_cpu_ns"]  # the engine's own CPU time working (reading, routing, writing)
-            c["engine_wait_cpu_ns"] = e["wait_cpu_ns"]  # and waiting (spinning, parking)
+            c["engine_wait_cpu_ns"] = e["wait_cpu_ns"]  # and waiting (spinning, parking; measured on one wait in 8)
             c["engine_rounds"] = e["rounds"]  # rounds of reading (each reads every readable link once)
             c["engine_waits"] = e["waits"]  # times the engine's loop waited (parked) for input or credit
         return c
