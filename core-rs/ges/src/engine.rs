@@ -196,7 +196,7 @@ pub struct Counters {
     pub work_cpu_ns: u64,
     /// this thread's CPU time while waiting (spinning, parking: the system calls), ns: measured on
     /// one wait in [`WAIT_SAMPLE_EVERY`] and counted for all of them (reading a thread's CPU clock is
-    /// a system call: two per wait were a quarter of a live broker's system calls)
+    /// a system call: two per wait were a third of a live broker's system calls)
     pub wait_cpu_ns: u64,
     /// clients given up as slow consumers ([`CLIENT_QUEUE_LIMIT`])
     pub slow_clients: u64,
