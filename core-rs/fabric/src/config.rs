@@ -55,8 +55,12 @@ impl Priority {
     }
 }
 
+/// The default lease.
+const DEFAULT_LEASE: Duration = Duration::from_secs(3);
+/// The longest lease [`FabricConfig::check`] accepts.
+const MAX_LEASE: Duration = Duration::from_secs(60);
 /// The longest `wait_before_close` [`FabricConfig::check`] accepts: twice the longest lease.
-pub(crate) const MAX_WAIT_BEFORE_CLOSE: Duration = Duration::from_secs(120);
+const MAX_WAIT_BEFORE_CLOSE: Duration = MAX_LEASE.saturating_mul(2);
 
 /// Protocols an endpoint may name (Zenoh's `proto/address`).
 pub const PROTOCOLS: &[&str] = &["tcp", "tls", "quic", "udp", "unixsock-stream"];
@@ -113,6 +117,11 @@ pub struct FabricConfig {
 }
 
 impl FabricConfig {
+    /// The default `wait_before_close` for a lease: twice it (see the field).
+    pub fn wait_before_close_for(lease: Duration) -> Duration {
+        lease * 2
+    }
+
     /// The defaults, for fabric `name` (checked).
     pub fn new(name: &str) -> Result<FabricConfig, NameError> {
         check_fabric(name)?;
@@ -122,10 +131,10 @@ impl FabricConfig {
             listen: Vec::new(),
             connect: Vec::new(),
             multicast_scouting: false,
-            lease: Duration::from_secs(3),
+            lease: DEFAULT_LEASE,
             keep_alive: 4,
             congestion: Congestion::Block,
-            wait_before_close: Duration::from_secs(6),
+            wait_before_close: FabricConfig::wait_before_close_for(DEFAULT_LEASE),
             priority: Priority::Data,
             heartbeat_priority: Priority::InteractiveHigh,
             batch_bytes: 64 << 10,
@@ -149,7 +158,7 @@ impl FabricConfig {
                 }
             }
         }
-        if self.lease < Duration::from_millis(100) || self.lease > Duration::from_secs(60) {
+        if self.lease < Duration::from_millis(100) || self.lease > MAX_LEASE {
             return bad("lease", format!("{:?} outside 100 ms..=60 s", self.lease));
         }
         if !(1..=64).contains(&self.keep_alive) {

@@ -159,8 +159,8 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     };
     if let Some(ms) = lease {
         cfg.lease = Duration::from_millis(ms);
-        // wait_before_close follows the lease (twice it, as by default) unless one is given.
-        cfg.wait_before_close = cfg.lease * 2;
+        // wait_before_close follows the lease, as by default, unless one is given.
+        cfg.wait_before_close = FabricConfig::wait_before_close_for(cfg.lease);
     }
     if let Some(ms) = wbc {
         cfg.wait_before_close = Duration::from_millis(ms);
